@@ -1,0 +1,5 @@
+import sys
+
+from pytest_roofline.cli import main
+
+sys.exit(main())

@@ -1,0 +1,35 @@
+"""Command line: ``python -m pytest_roofline <command>``.
+
+Each command lives in its own module exposing ``add_arguments(parser)`` and ``run(args) -> int``; the
+module is imported only when its command runs, so ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "characterize": ("pytest_roofline.characterize_cli", "measure this machine's roofline ceilings"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m pytest_roofline", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        command = sub.add_parser(name, help=help_text)
+        command.set_defaults(_module=module_name)
+        importlib.import_module(module_name).add_arguments(command)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(importlib.import_module(args._module).run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
