@@ -1,0 +1,86 @@
+"""Files a session leaves behind: ``results.json``, and per failing test a chart and a kernel table.
+
+Names come from pytest node ids but are reduced to a safe alphabet, so no id (``/``, ``..``, ``[``, ``::``,
+unicode, thousands of characters) can place a file outside the artifact directory.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_roofline._atomic import write_json_atomic, write_text_atomic
+from pytest_roofline.model import KernelSample, Machine, lower_bound
+
+SCHEMA_VERSION = 1
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+_MAX_STEM = 80
+
+
+def safe_stem(nodeid: str) -> str:
+    """A file-name stem for a node id: readable prefix plus a hash of the full id (unique, bounded)."""
+    readable = _UNSAFE.sub("_", nodeid.replace("::", "__")).strip("._-") or "test"
+    readable = re.sub(r"\.{2,}", ".", readable)[:_MAX_STEM].rstrip("._-")
+    digest = hashlib.sha1(nodeid.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+    return f"{readable}-{digest}"
+
+
+def artifact_path(directory: Path, nodeid: str, suffix: str) -> Path:
+    """Where a test's artifact goes; guaranteed to be a direct child of ``directory``."""
+    path = directory / f"{safe_stem(nodeid)}{suffix}"
+    if path.resolve().parent != directory.resolve():  # belt and braces: the stem has no separators
+        raise ValueError(f"artifact name for {nodeid!r} escapes {directory}")
+    return path
+
+
+def kernel_rows(kernels: Sequence[KernelSample], machine: Machine) -> list[dict[str, Any]]:
+    precisions = sorted({p for k in kernels for p in k.flops})
+    levels = sorted({lv for k in kernels for lv in k.bytes})
+    rows: list[dict[str, Any]] = []
+    for kernel in kernels:
+        bound = lower_bound(kernel.flops, kernel.bytes, machine)
+        row: dict[str, Any] = {
+            "name": kernel.name,
+            "launches": kernel.launches,
+            "time_s": "" if kernel.time_s is None else kernel.time_s,
+            "t_min_s": bound.t_min,
+            "bound": bound.bound,
+            "fraction": "" if kernel.time_s is None else bound.t_min / kernel.time_s,
+            "flops": kernel.total_flops,
+        }
+        row.update({f"flops_{p}": kernel.flops.get(p, 0.0) for p in precisions})
+        row.update({f"bytes_{lv}": kernel.bytes.get(lv, 0.0) for lv in levels})
+        row.update({f"ai_{lv}": (kernel.total_flops / kernel.bytes[lv]) if kernel.bytes.get(lv) else ""
+                    for lv in levels})
+        rows.append(row)
+    return rows
+
+
+def write_kernels_csv(path: Path, kernels: Sequence[KernelSample], machine: Machine) -> Path:
+    rows = kernel_rows(kernels, machine)
+    buffer = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return write_text_atomic(path, buffer.getvalue())
+
+
+def results_document(machine: Machine | None, tests: Iterable[Mapping[str, Any]],
+                     extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA_VERSION,
+        "units": {"time": "s", "flops": "FLOP", "bytes": "byte", "ai": "FLOP/byte"},
+        "machine": machine.to_dict() if machine is not None else None,
+        **dict(extra or {}),
+        "tests": list(tests),
+    }
+
+
+def write_results(path: Path, document: Mapping[str, Any]) -> Path:
+    return write_json_atomic(path, document)

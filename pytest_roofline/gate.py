@@ -1,0 +1,103 @@
+"""What happens after a test is measured: its failure report, the session's results and summary.
+
+No pytest here: the plugin passes in plain values, so the CLI and other runners can reuse it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from pytest_roofline.artifacts import artifact_path, results_document, write_kernels_csv, write_results
+from pytest_roofline.model import KernelSample, Machine, Verdict
+from pytest_roofline.report import failure_message, row_for, summary_table
+from pytest_roofline.session import Recorder, Region
+
+RESULTS_FILE = "results.json"
+
+
+class TestRecord(Protocol):
+    nodeid: str
+    min_fraction: float | None
+    recorder: Recorder
+    outcome: str
+    artifacts: list[str]
+
+
+def all_kernels(regions: Sequence[Region]) -> list[KernelSample]:
+    return [kernel for region in regions for kernel in region.kernels]
+
+
+def failure_report(directory: Path, nodeid: str, machine: Machine, regions: Sequence[Region],
+                   verdict: Verdict, min_fraction: float) -> tuple[str, list[Path]]:
+    """Write the chart and kernel table of a test under its threshold; return its message and paths."""
+    from pytest_roofline.chart import draw_roofline
+
+    kernels = all_kernels(regions)
+    notes = [note for region in regions for note in region.notes]
+    paths: list[Path] = []
+    # A broken chart must not hide the verdict: the gate still fails, with the reason in a note.
+    writers = (
+        lambda: draw_roofline(artifact_path(directory, nodeid, ".png"), machine, kernels, verdict,
+                              title=nodeid, min_fraction=min_fraction),
+        lambda: write_kernels_csv(artifact_path(directory, nodeid, ".kernels.csv"), kernels, machine),
+    )
+    for write in writers:
+        try:
+            paths.append(write())
+        except Exception as exc:
+            notes.append(f"could not write an artifact: {exc!r}")
+    return failure_message(verdict, min_fraction, paths, notes), paths
+
+
+def test_result(record: TestRecord) -> dict[str, Any]:
+    regions = record.recorder.regions
+    verdict = record.recorder.verdict()
+    base: dict[str, Any] = {
+        "nodeid": record.nodeid,
+        "outcome": record.outcome,
+        "min_fraction": record.min_fraction,
+        "artifacts": list(record.artifacts),
+    }
+    if verdict is None:
+        return {**base, "fraction": None, "bound": None, "time_s": None, "flops": None, "bytes": {},
+                "kernels": [], "regions": []}
+    return {
+        **base,
+        **verdict.to_dict(),
+        "kernels": [k.to_dict() for k in all_kernels(regions)],
+        "regions": [r.to_dict() for r in regions],
+    }
+
+
+def write_session_results(directory: Path, machine: Machine | None, records: Iterable[TestRecord]) -> Path:
+    document = results_document(machine, [test_result(r) for r in records])
+    return write_results(directory / RESULTS_FILE, document)
+
+
+def _verdict_text(record: TestRecord) -> str:
+    verdict = record.recorder.verdict()
+    if verdict is None:
+        return f"{record.outcome} (not measured)"
+    if record.min_fraction is None:
+        return f"{record.outcome} (no gate)"
+    if verdict.fraction < record.min_fraction:
+        return f"{record.outcome} (below min)"
+    return record.outcome
+
+
+def summary_lines(machine: Machine | None, records: Iterable[TestRecord], directory: Path,
+                  width: int = 0) -> list[str]:
+    lines: list[str] = []
+    if machine is not None:
+        roofs = ", ".join(
+            [f"{p} {v / 1e9:.4g} GFLOP/s" for p, v in machine.peak_flops.items()]
+            + [f"{lv} {v / 1e9:.4g} GB/s" for lv, v in machine.bandwidth.items()]
+        )
+        source = machine.info.get("source", "")
+        lines.append(f"machine: {machine.name}{f' ({source})' if source else ''}: {roofs}")
+    rows = [row_for(r.nodeid, r.recorder.verdict(), r.min_fraction, _verdict_text(r)) for r in records]
+    lines.extend(summary_table(rows, width))
+    lines.append(f"results: {directory / RESULTS_FILE}")
+    return lines

@@ -1,0 +1,82 @@
+"""Settings of a roofline session and the marker's arguments, validated into frozen dataclasses.
+
+Command-line options win over ini keys, which win over defaults. Errors name the option or marker
+argument and say what is accepted.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+COUNTERS = ("auto", "analytic", "declared")
+DEVICES = ("auto", "cpu", "cuda")
+MARKER_ARGUMENTS = ("min_fraction",)
+
+
+class SettingError(ValueError):
+    """A setting or marker argument has a value that is not accepted."""
+
+
+@dataclass(frozen=True)
+class MarkerOptions:
+    """Arguments of ``@pytest.mark.roofline(...)``."""
+
+    min_fraction: float | None = None
+
+    @classmethod
+    def from_marker(cls, args: Sequence[Any], kwargs: Mapping[str, Any]) -> MarkerOptions:
+        accepted = ", ".join(MARKER_ARGUMENTS)
+        if args:
+            raise SettingError(
+                f"@pytest.mark.roofline takes keyword arguments only ({accepted}); got positional {args!r}. "
+                f"Write @pytest.mark.roofline(min_fraction={args[0]!r})."
+            )
+        unknown = sorted(set(kwargs) - set(MARKER_ARGUMENTS))
+        if unknown:
+            raise SettingError(
+                f"@pytest.mark.roofline got unknown argument(s) {', '.join(unknown)}; accepted: {accepted}"
+            )
+        value = kwargs.get("min_fraction")
+        if value is None:
+            return cls()
+        return cls(min_fraction=parse_fraction(value, "@pytest.mark.roofline(min_fraction=...)"))
+
+
+def parse_fraction(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SettingError(f"{where} must be a number in (0, 1], got {value!r} ({type(value).__name__})")
+    number = float(value)
+    if not (math.isfinite(number) and 0 < number <= 1):
+        raise SettingError(f"{where} must be a number in (0, 1], got {value!r}")
+    return number
+
+
+def parse_choice(value: str, choices: Sequence[str], where: str) -> str:
+    text = str(value).strip().lower()
+    if text not in choices:
+        raise SettingError(f"{where} must be one of {', '.join(choices)}; got {value!r}")
+    return text
+
+
+def parse_seconds(value: Any, where: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise SettingError(f"{where} must be a positive number of seconds, got {value!r}") from None
+    if not (math.isfinite(number) and number > 0):
+        raise SettingError(f"{where} must be a positive number of seconds, got {value!r}")
+    return number
+
+
+def parse_bool(value: Any, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("", "0", "false", "no", "off"):
+        return False
+    raise SettingError(f"{where} must be true or false, got {value!r}")

@@ -1,0 +1,298 @@
+"""pytest glue: options, the ``roofline`` marker and fixtures, the gate, the summary and artifacts.
+
+Kept thin and import-light: torch, matplotlib and the characterization load only once ``--roofline`` is
+given and a test needs them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_roofline.options import (
+    COUNTERS,
+    DEVICES,
+    MarkerOptions,
+    SettingError,
+    parse_bool,
+    parse_choice,
+    parse_seconds,
+)
+
+MARKER_HELP = (
+    "roofline(min_fraction=None): measure the test's roofline.measure() calls under --roofline and fail "
+    "it when the attained fraction of the roofline is below min_fraction (a number in (0, 1]); without "
+    "min_fraction the test is reported, not gated."
+)
+
+# (option, ini key, help, default) -- every option has an ini key of the same name with underscores.
+_OPTIONS: tuple[tuple[str, str, str, str], ...] = (
+    ("--roofline-dir", "roofline_dir", "directory for results.json, charts and kernel tables", ".roofline"),
+    ("--roofline-machine", "roofline_machine",
+     "pinned machine ceilings (JSON or TOML) to use instead of characterizing this machine", ""),
+    ("--roofline-counter", "roofline_counter",
+     f"where FLOPs and bytes come from: {'|'.join(COUNTERS)} (auto: analytic when torch is installed)", "auto"),
+    ("--roofline-device", "roofline_device",
+     f"device to characterize: {'|'.join(DEVICES)} (auto: cuda when torch sees a GPU)", "auto"),
+    ("--roofline-max-time", "roofline_max_time", "timing budget per measured call site, in seconds", "1.0"),
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    enabled: bool
+    directory: Path
+    machine_file: Path | None
+    counter: str
+    device: str
+    max_time_s: float
+    recharacterize: bool
+
+
+@dataclass
+class TestEntry:
+    nodeid: str
+    min_fraction: float | None
+    recorder: Any = None  # session.Recorder, typed loosely to keep imports lazy
+    outcome: str = "not run"
+    artifacts: list[str] = field(default_factory=list)
+
+
+class RooflineState:
+    """Everything the plugin keeps for one session (in ``config.stash``)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.tests: dict[str, TestEntry] = {}
+        self._machine: Any = None
+        self.machine_error: str | None = None
+
+    @property
+    def machine_ready(self) -> bool:
+        return self._machine is not None
+
+    def machine(self, progress: Any = None) -> Any:
+        if self._machine is None:
+            from pytest_roofline import machine as machine_mod
+
+            s = self.settings
+            if s.machine_file is not None:
+                self._machine = machine_mod.load_machine_file(s.machine_file)
+            else:
+                self._machine = machine_mod.characterize(_resolve_device(s.device), fresh=s.recharacterize,
+                                                         progress=progress)
+        return self._machine
+
+    def counter(self) -> Any:
+        from pytest_roofline.session import CounterUnavailableError
+
+        if self.settings.counter == "declared":
+            raise CounterUnavailableError(
+                "--roofline-counter=declared: this roofline.measure() call declares no counts; use "
+                "roofline.declare(flops=..., bytes=...).measure(fn, *args)"
+            )
+        try:
+            from pytest_roofline.counters.analytic import AnalyticCounter
+        except ImportError as exc:
+            raise CounterUnavailableError(
+                f"the analytic counter needs PyTorch ({exc}); install pytest-roofline[torch], or declare the "
+                "work with roofline.declare(flops=..., bytes=...).measure(fn, *args)"
+            ) from None
+        return AnalyticCounter()
+
+
+STATE = pytest.StashKey[RooflineState]()
+ENTRY = pytest.StashKey[TestEntry]()
+
+
+def _resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("roofline", "roofline performance gates")
+    group.addoption("--roofline", action="store_true", default=None, dest="roofline",
+                    help="measure tests marked @pytest.mark.roofline and gate them on their roofline fraction")
+    parser.addini("roofline", "measure roofline-marked tests as if --roofline were given", type="bool",
+                  default=False)
+    for flag, ini, help_text, default in _OPTIONS:
+        group.addoption(flag, dest=ini, default=None, help=f"{help_text} (ini: {ini}; default: {default!r})")
+        parser.addini(ini, help_text, default=default)
+    group.addoption("--roofline-recharacterize", action="store_true", default=False,
+                    dest="roofline_recharacterize",
+                    help="measure the machine again instead of using the cached characterization")
+
+
+def _setting(config: pytest.Config, name: str) -> Any:
+    value = config.getoption(name)
+    return config.getini(name) if value is None else value
+
+
+def _read_settings(config: pytest.Config) -> Settings:
+    machine_file = str(_setting(config, "roofline_machine") or "").strip()
+    return Settings(
+        enabled=parse_bool(_setting(config, "roofline"), "--roofline / ini roofline"),
+        directory=Path(str(_setting(config, "roofline_dir"))),
+        machine_file=Path(machine_file) if machine_file else None,
+        counter=parse_choice(_setting(config, "roofline_counter"), COUNTERS, "--roofline-counter"),
+        device=parse_choice(_setting(config, "roofline_device"), DEVICES, "--roofline-device"),
+        max_time_s=parse_seconds(_setting(config, "roofline_max_time"), "--roofline-max-time"),
+        recharacterize=bool(config.getoption("roofline_recharacterize")),
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER_HELP)
+    try:
+        settings = _read_settings(config)
+    except SettingError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if settings.machine_file is not None and not settings.machine_file.is_file():
+        raise pytest.UsageError(f"--roofline-machine: no such file {str(settings.machine_file)!r}")
+    config.stash[STATE] = RooflineState(settings)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> Generator[None, Any, Any]:
+    """Validate roofline marker arguments while collecting, so mistakes are collection errors."""
+    result = yield
+    items = result if isinstance(result, list) else [result]
+    for item in items:
+        if isinstance(item, pytest.Item):
+            _marker_options(item)
+    return result
+
+
+def _marker_options(item: pytest.Item) -> MarkerOptions | None:
+    marker = item.get_closest_marker("roofline")
+    if marker is None:
+        return None
+    try:
+        return MarkerOptions.from_marker(marker.args, marker.kwargs)
+    except SettingError as exc:
+        raise pytest.Collector.CollectError(f"{item.nodeid}: {exc}") from None
+
+
+def _wants_roofline(item: pytest.Item) -> bool:
+    return item.get_closest_marker("roofline") is not None or "roofline" in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    state = config.stash[STATE]
+    if not state.settings.enabled or config.option.collectonly:
+        return
+    if not any(_wants_roofline(item) for item in items):
+        return
+    # Characterize (or load the pinned machine) before any test runs, outside output capture.
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+
+    def progress(message: str) -> None:
+        if reporter is not None:
+            reporter.write_line(f"roofline: {message}")
+
+    try:
+        state.machine(progress=progress)
+    except (OSError, ValueError) as exc:
+        raise pytest.UsageError(f"roofline: cannot get machine ceilings: {exc}") from None
+
+
+@pytest.fixture(scope="session")
+def roofline_machine(pytestconfig: pytest.Config) -> Any:
+    """The machine's roofline ceilings (characterized once per session, cached by fingerprint)."""
+    return pytestconfig.stash[STATE].machine()
+
+
+@pytest.fixture
+def roofline(request: pytest.FixtureRequest) -> Any:
+    """Measure a callable: ``y = roofline.measure(fn, *args, **kwargs)`` returns ``fn(*args, **kwargs)``."""
+    from pytest_roofline.session import Recorder
+    from pytest_roofline.timing import TimingPolicy
+
+    state = request.config.stash[STATE]
+    options = _marker_options(request.node) if isinstance(request.node, pytest.Item) else None
+    recorder = Recorder(
+        enabled=state.settings.enabled,
+        machine=state.machine,
+        counter=state.counter,
+        policy=TimingPolicy(max_time_s=state.settings.max_time_s),
+    )
+    entry = TestEntry(request.node.nodeid, options.min_fraction if options else None, recorder)
+    request.node.stash[ENTRY] = entry
+    if state.settings.enabled:
+        state.tests[entry.nodeid] = entry
+    return recorder
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
+    result = yield  # a test that raised is not judged: its own failure says more
+    state = item.config.stash[STATE]
+    entry = item.stash.get(ENTRY, None)
+    if not state.settings.enabled or item.get_closest_marker("roofline") is None:
+        return result
+    if entry is None or not entry.recorder.regions:
+        from pytest_roofline.errors import RooflineWarning
+
+        item.warn(RooflineWarning("test is marked roofline but measured nothing: call "
+                                  "roofline.measure(fn, *args) through the `roofline` fixture"))
+        return result
+    verdict = entry.recorder.verdict()
+    if entry.min_fraction is not None and verdict.fraction < entry.min_fraction:
+        from pytest_roofline.gate import failure_report
+
+        message, paths = failure_report(state.settings.directory, item.nodeid, state.machine(),
+                                        entry.recorder.regions, verdict, entry.min_fraction)
+        entry.artifacts = [str(p) for p in paths]
+        pytest.fail(message, pytrace=False)
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    report = yield
+    entry = item.stash.get(ENTRY, None)
+    if entry is not None and (report.when == "call" or report.failed):
+        if hasattr(report, "wasxfail"):
+            entry.outcome = "xfailed" if report.skipped else "xpassed"
+        elif report.when != "call":
+            entry.outcome = "error" if report.failed else entry.outcome
+        else:
+            entry.outcome = report.outcome
+    return report
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    state = session.config.stash.get(STATE, None)
+    if state is None or not state.settings.enabled or not state.tests:
+        return
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # workers do not share one results file; see README (xdist)
+    from pytest_roofline.gate import write_session_results
+
+    write_session_results(state.settings.directory, state._machine, state.tests.values())
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    state = config.stash.get(STATE, None)
+    if state is None or not state.settings.enabled or not state.tests:
+        return
+    try:
+        from pytest_roofline.gate import summary_lines
+
+        terminalreporter.write_sep("=", "roofline")
+        for line in summary_lines(state._machine, state.tests.values(), state.settings.directory,
+                                  terminalreporter._tw.fullwidth):
+            terminalreporter.write_line(line)
+    except Exception as exc:  # the summary must never turn a finished run into an internal error
+        terminalreporter.write_line(f"roofline: could not write the summary: {exc!r}")

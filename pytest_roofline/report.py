@@ -1,0 +1,110 @@
+"""Human-readable text: a failing test's message and the session's summary table."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_roofline.model import Verdict
+
+
+def si(value: float, unit: str) -> str:
+    """Format a value with an SI prefix: 1.5e9, "FLOP/s" -> "1.5 GFLOP/s"."""
+    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= scale:
+            return f"{value / scale:.3g} {prefix}{unit}"
+    return f"{value:.3g} {unit}"
+
+
+def format_ai(verdict: Verdict) -> str:
+    ai = verdict.ai
+    if not ai:
+        return "n/a"
+    return ", ".join(f"{level} {value:.3g}" for level, value in ai.items())
+
+
+def failure_message(
+    verdict: Verdict, min_fraction: float, artifacts: Sequence[Path] = (), notes: Sequence[str] = ()
+) -> str:
+    """One readable message: fraction vs threshold, bound, AI, achieved vs roof, headroom, artifacts."""
+    lines = [
+        f"roofline: attained fraction {verdict.fraction:.3f} is below min_fraction {min_fraction:g}",
+        f"  bound:      {verdict.bound}",
+        f"  AI:         {format_ai(verdict)} FLOP/byte",
+        f"  compute:    {verdict.achieved_flops_per_s / 1e9:.3g} GFLOP/s achieved of a "
+        f"{verdict.roof_flops_per_s / 1e9:.3g} GFLOP/s roof",
+    ]
+    level = verdict.bound_level
+    if level is not None:
+        lines.append(
+            f"  memory:     {verdict.achieved_bytes_per_s(level) / 1e9:.3g} GB/s achieved of a "
+            f"{verdict.roof_bytes_per_s(level) / 1e9:.3g} GB/s roof at {level}"
+        )
+    headroom = "unbounded" if math.isinf(verdict.headroom) else f"{verdict.headroom:.2f}x"
+    lines.append(
+        f"  time:       {verdict.time_s * 1e3:.4g} ms measured, {verdict.t_min * 1e3:.4g} ms at the roof "
+        f"(headroom {headroom})"
+    )
+    lines.extend(f"  note:       {note}" for note in notes)
+    lines.extend(f"  artifact:   {path}" for path in artifacts)
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    nodeid: str
+    fraction: float | None
+    min_fraction: float | None
+    bound: str
+    ai: str
+    gflops: float | None
+    gbytes: float | None
+    verdict: str
+
+
+def row_for(nodeid: str, verdict: Verdict | None, min_fraction: float | None, outcome: str) -> SummaryRow:
+    if verdict is None:
+        return SummaryRow(nodeid, None, min_fraction, "-", "-", None, None, outcome)
+    level = verdict.bound_level
+    return SummaryRow(
+        nodeid,
+        verdict.fraction,
+        min_fraction,
+        verdict.bound,
+        format_ai(verdict),
+        verdict.achieved_flops_per_s / 1e9,
+        verdict.achieved_bytes_per_s(level) / 1e9 if level else None,
+        outcome,
+    )
+
+
+def summary_table(rows: Sequence[SummaryRow], width: int = 0) -> list[str]:
+    """Aligned text table; long node ids are shortened from the left so the numbers stay visible."""
+    headers = ("test", "fraction", "min", "bound", "AI (F/B)", "GFLOP/s", "GB/s", "verdict")
+
+    def num(value: float | None, fmt: str) -> str:
+        return "-" if value is None else format(value, fmt)
+
+    cells = [
+        (r.nodeid, num(r.fraction, ".3f"), num(r.min_fraction, "g"), r.bound, r.ai, num(r.gflops, ".4g"),
+         num(r.gbytes, ".4g"), r.verdict)
+        for r in rows
+    ]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    if width:
+        fixed = sum(widths[1:]) + 2 * (len(headers) - 1)
+        widths[0] = max(20, min(widths[0], width - fixed))
+
+    def fit(text: str, size: int) -> str:
+        return text if len(text) <= size else "..." + text[-(size - 3):]
+
+    def line(values: Sequence[str]) -> str:
+        first = fit(values[0], widths[0]).ljust(widths[0])
+        rest = [v.rjust(w) if i in (1, 2, 5, 6) else v.ljust(w)
+                for i, (v, w) in enumerate(zip(values[1:], widths[1:]), start=1)]
+        return "  ".join([first, *rest]).rstrip()
+
+    return [line(headers), *(line(c) for c in cells)]
+

@@ -1,0 +1,90 @@
+"""Artifact names, kernel tables, results documents and the failure message."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_roofline.artifacts import artifact_path, safe_stem, write_kernels_csv, write_results
+from pytest_roofline.model import KernelSample, Machine, evaluate_region
+from pytest_roofline.report import failure_message, row_for, summary_table
+
+MACHINE = Machine("hand", {"fp32": 100e9}, {"DRAM": 20e9})
+
+
+@pytest.mark.parametrize(
+    "nodeid",
+    [
+        "tests/test_x.py::test_a",
+        "../../etc/passwd",
+        "a/../../b::c[../../x]",
+        "test_p[/abs/path]",
+        "tést_ünïcode[λ→∞]",
+        "x" * 5000,
+        "..",
+        "::",
+        "t[a\\b\x00c]",
+    ],
+)
+def test_artifact_paths_never_escape_the_directory(tmp_path: Path, nodeid: str) -> None:
+    path = artifact_path(tmp_path, nodeid, ".png")
+    assert path.parent == tmp_path
+    assert len(path.name) <= 100
+    assert path.name.isascii() and "/" not in path.name and not path.name.startswith(".")
+    path.write_bytes(b"ok")  # the name is valid on this file system
+
+
+def test_distinct_ids_get_distinct_names() -> None:
+    assert safe_stem("t[a/b]") != safe_stem("t[a_b]")
+    assert safe_stem("x" * 300 + "1") != safe_stem("x" * 300 + "2")
+
+
+def test_kernels_csv_has_hand_computed_columns(tmp_path: Path) -> None:
+    kernels = [
+        KernelSample("gemm", {"fp32": 2e9}, {"DRAM": 12e6}, time_s=0.04),
+        KernelSample("copy", {}, {"DRAM": 80e6}),
+    ]
+    path = write_kernels_csv(tmp_path / "k.csv", kernels, MACHINE)
+    rows = list(csv.DictReader(path.open()))
+    assert [r["name"] for r in rows] == ["gemm", "copy"]
+    assert float(rows[0]["t_min_s"]) == pytest.approx(0.02)
+    assert float(rows[0]["fraction"]) == pytest.approx(0.5)
+    assert rows[0]["bound"] == "compute:fp32"
+    assert float(rows[0]["ai_DRAM"]) == pytest.approx(2e9 / 12e6)
+    assert rows[1]["bound"] == "memory:DRAM" and rows[1]["fraction"] == ""
+    assert float(rows[1]["t_min_s"]) == pytest.approx(0.004)
+
+
+def test_results_are_written_atomically_and_keep_the_old_file_on_error(tmp_path: Path) -> None:
+    target = tmp_path / "results.json"
+    write_results(target, {"schema": 1, "tests": []})
+    with pytest.raises(ValueError):
+        write_results(target, {"schema": 1, "tests": [float("nan")]})  # NaN is not JSON
+    assert json.loads(target.read_text()) == {"schema": 1, "tests": []}
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]  # no temp file left behind
+
+
+def test_failure_message_states_the_numbers() -> None:
+    verdict = evaluate_region([KernelSample("gemm", {"fp32": 2e9}, {"DRAM": 12e6})], MACHINE, 0.08)
+    text = failure_message(verdict, 0.6, [Path("/tmp/a.png")])
+    assert "attained fraction 0.250 is below min_fraction 0.6" in text
+    assert "bound:      compute:fp32" in text
+    assert "AI:         DRAM 167 FLOP/byte" in text
+    assert "25 GFLOP/s achieved of a 100 GFLOP/s roof" in text
+    assert "0.15 GB/s achieved of a 0.6 GB/s roof at DRAM" in text
+    assert "headroom 4.00x" in text
+    assert "artifact:   /tmp/a.png" in text
+
+
+def test_summary_table_aligns_and_shortens_long_ids() -> None:
+    verdict = evaluate_region([KernelSample("copy", {}, {"DRAM": 80e6})], MACHINE, 0.008)
+    rows = [row_for("tests/" + "deep/" * 30 + "test_copy", verdict, 0.4, "passed"),
+            row_for("tests/test_b.py::test_b", None, None, "failed")]
+    lines = summary_table(rows, width=120)
+    assert lines[0].split()[:3] == ["test", "fraction", "min"]
+    assert "0.500" in lines[1] and "memory:DRAM" in lines[1] and lines[1].startswith("...")
+    assert lines[2].split()[1:3] == ["-", "-"]
+    assert max(len(line) for line in lines) <= 120
