@@ -1,0 +1,415 @@
+"""Which Nsight Compute metrics give a roofline point, per compute capability, and how they combine.
+
+Sources: ``../shared/research/gpu-roofline-and-ncu.md`` §1 (NERSC hierarchical roofline method), §1.8 (Tensor Core
+``sm__ops_path_tensor_*`` counters per CC) and §3 (what the stock roofline sections changed).
+
+Formulas, per kernel launch (all values in SI units):
+
+* time: ``gpu__time_duration.sum``; else ``sm__cycles_elapsed.avg / sm__cycles_elapsed.avg.per_second``
+  (the NERSC formula); else the ``Duration`` row of the Speed Of Light section.
+* CUDA-core FLOPs: ``add + mul + 2·fma`` of ``sm__sass_thread_inst_executed_op_{d,f}{add,mul,fma}_pred_on.sum``
+  for fp64/fp32. Half (``h*``) thread instructions are packed HADD2/HMUL2/HFMA2 that work on two lanes, so fp16
+  counts ``2·hadd + 2·hmul + 4·hfma`` (the ncu 2025 Hierarchical Half roofline section; the NERSC scripts and
+  ncu ≤ 2022.3 count half as much). bf16 CUDA-core work runs on the same counters and is reported as fp16.
+* Tensor Core FLOPs: the aggregate ``sm__ops_path_tensor_src_*.sum`` counters (they count FLOPs, 2·M·N·K, not
+  instructions) on CC ≥ 7.5, one precision per source type; ``512 × sm__inst_executed_pipe_tensor.sum`` (V100
+  HMMA) on CC 7.0. The ×512 is only right for Volta's HMMA shape, so on CC ≥ 7.5 the instruction count is never
+  turned into FLOPs.
+* Bytes: L1 ``l1tex__t_bytes.sum``, L2 ``lts__t_bytes.sum``, HBM ``dram__bytes.sum`` (NERSC: all tag-stage
+  traffic). Reports made with the 2025 stock roofline sections carry the other definition, data returned to the
+  SM: ``l1tex__lsu_writeback_active_mem_lg[ds].sum × 128`` and ``lts__lts2xbar_cycles_active.sum × 32``. AI values
+  from the two are not interchangeable, so every result records which one it used (``definitions``).
+* A metric ncu prints as ``n/a`` is absent, never zero. A counter stored only as a rate (stock sections keep
+  ``X.sum.per_second`` or ``X.sum.per_cycle_elapsed``) is turned back into a total with the launch's duration,
+  the way ncu's own roofline charts compute achieved values; the definition then says so.
+
+Replay passes: the research has no measured pass count for this metric set (it reports 37–38 passes per kernel for
+``--set full``). ncu writes the count it needed into every result as ``profiler__replayer_passes``, which the
+parser records (``replay_passes``): 1 pass for cycles + clock + ``dram__bytes`` on V100 (sample 09), 3 for the
+Hierarchical Double roofline section + Occupancy on CC 8.9 (sample 08), 11 for sample 07's sections. The metric
+lists below ask for totals only (no ``.per_second``/``.peak_sustained`` companions, no sections), which keeps the
+count as low as this set allows; the plugin records the count of every run rather than assume one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+# -- names -------------------------------------------------------------------------------------------------
+
+LEVEL_L1 = "L1"
+LEVEL_L2 = "L2"
+LEVEL_HBM = "HBM"  # the model treats HBM and DRAM as one level (``model._LEVEL_ALIASES``)
+LEVELS: tuple[str, ...] = (LEVEL_L1, LEVEL_L2, LEVEL_HBM)
+
+CUDA_CORE_PRECISIONS: dict[str, str] = {"fp64": "d", "fp32": "f", "fp16": "h"}
+TENSOR_PREFIX = "tensor_"  # Tensor Core precisions are "tensor_fp16", "tensor_bf16", "tensor_tf32", ...
+
+TIME_METRIC = "gpu__time_duration.sum"
+CYCLES_METRIC = "sm__cycles_elapsed.avg"
+CLOCK_METRIC = "sm__cycles_elapsed.avg.per_second"
+PIPE_TENSOR_METRIC = "sm__inst_executed_pipe_tensor.sum"
+PASSES_METRIC = "profiler__replayer_passes"
+DURATION_LABEL = "Duration"  # the Speed Of Light section's display name for gpu__time_duration.sum
+
+VOLTA_HMMA_FLOPS_PER_INST = 512
+HALF_LANES_PER_INST = 2
+
+L1_T_BYTES = "l1tex__t_bytes.sum"
+L2_T_BYTES = "lts__t_bytes.sum"
+DRAM_BYTES = "dram__bytes.sum"
+DRAM_READ_BYTES = "dram__bytes_read.sum"
+DRAM_WRITE_BYTES = "dram__bytes_write.sum"
+L1_WRITEBACK = {  # LSU writeback cycles; × 128 B each (2025 stock sections), by CC range
+    "lgds": "l1tex__lsu_writeback_active_mem_lgds.sum",  # CC >= 9.0
+    "lg": "l1tex__lsu_writeback_active_mem_lg.sum",  # CC 7.5 .. 8.9
+    "all": "l1tex__lsu_writeback_active.sum",  # CC <= 7.2
+}
+L2_XBAR_CYCLES = "lts__lts2xbar_cycles_active.sum"  # × 32 B each
+
+DEFINITION_T_BYTES = "t_bytes"
+DEFINITION_RETURNED = "returned_to_sm"
+
+
+def sass_metric(precision_letter: str, op: str) -> str:
+    """``sass_metric("d", "fma") == "sm__sass_thread_inst_executed_op_dfma_pred_on.sum"``."""
+    return f"sm__sass_thread_inst_executed_op_{precision_letter}{op}_pred_on.sum"
+
+
+def ops_path_metric(suffix: str) -> str:
+    return f"sm__ops_path_tensor_{suffix}.sum"
+
+
+# -- per compute capability ----------------------------------------------------------------------------------
+
+_SPARSITY = ("sparsity_off", "sparsity_on")
+
+
+def _both_sparsities(*names: str) -> tuple[str, ...]:
+    return tuple(f"{name}_{mode}" for name in names for mode in _SPARSITY)
+
+
+# Aggregate ops_path counters per CC family, from the stock SpeedOfLight_HierarchicalTensorRooflineChart
+# section (research §1.8). Per-instruction ``op_*`` names are left out on purpose: they split the aggregates
+# and would count the same FLOPs twice. The 12.x low-precision names ("src_fp4_dst_fp32_*") are read from the
+# research table with ``_*`` = ``_sparsity_{off,on}``; an unknown name only costs an ``n/a``.
+_TENSOR_OPS_PATH: dict[str, tuple[str, ...]] = {
+    "7.5": ("src_fp16_bf16_tf32_dst_fp32", "src_fp16_dst_fp16", "src_int1", "src_int4", "src_int8"),
+    "8.x": _both_sparsities("src_bf16_dst_fp32", "src_fp16_dst_fp16", "src_fp16_dst_fp32", "src_tf32_dst_fp32",
+                            "src_int4", "src_int8") + ("src_fp64", "src_int1"),
+    "8.9": _both_sparsities("src_bf16_dst_fp32", "src_fp16_dst_fp16", "src_fp16_dst_fp32", "src_tf32_dst_fp32",
+                            "src_int4", "src_int8", "src_fp8") + ("src_fp64", "src_int1"),
+    "9.0": ("src_bf16_dst_fp32", "src_fp16", "src_fp64", "src_int1", "src_int8", "src_tf32_dst_fp32")
+    + _both_sparsities("src_fp8"),
+    "10.x": ("src_bf16_dst_fp32", "src_fp16_dst_fp16", "src_fp16_dst_fp32", "src_fp4_dst_fp32",
+             "src_fp4_fp6_fp8_dst_fp16", "src_fp4_fp6_fp8_dst_fp32", "src_fp64", "src_int8", "src_tf32_dst_fp32"),
+    "12.x": ("src_bf16_dst_fp32", "src_fp16_dst_fp16", "src_fp16_dst_fp32", "src_fp64", "src_int8",
+             "src_tf32_dst_fp32")
+    + _both_sparsities("src_fp4_dst_fp32", "src_fp4_fp6_dst_fp16", "src_fp4_fp6_dst_fp32", "src_fp8_dst_fp16",
+                       "src_fp8_dst_fp32"),
+}
+
+# Unified-memory SoCs (Orin 8.7, Thor 11.0, DGX Spark 12.1) have no DRAM item in the stock section.
+_NO_DRAM_CC = frozenset({(8, 7), (11, 0), (12, 1)})
+
+
+class UnsupportedComputeCapability(ValueError):
+    """The metric tables cover compute capability 7.0 up to 12.x."""
+
+
+def parse_cc(cc: str | float | tuple[int, int] | None) -> tuple[int, int] | None:
+    """``"8.9"``, ``8.9``, ``(8, 9)`` -> ``(8, 9)``; ``None`` stays ``None``."""
+    if cc is None:
+        return None
+    if isinstance(cc, tuple):
+        return (int(cc[0]), int(cc[1]))
+    text = str(cc).strip()
+    if not text:
+        return None
+    match = re.fullmatch(r"(\d+)(?:\.(\d+))?", text)
+    if not match:
+        raise ValueError(f"not a compute capability: {cc!r} (expected e.g. '8.9')")
+    return (int(match.group(1)), int(match.group(2) or 0))
+
+
+def format_cc(cc: tuple[int, int] | None) -> str | None:
+    return None if cc is None else f"{cc[0]}.{cc[1]}"
+
+
+def _tensor_family(cc: tuple[int, int]) -> str | None:
+    major, minor = cc
+    if major == 7:
+        return None if minor < 5 else "7.5"
+    if major == 8:
+        return "8.9" if minor >= 9 else "8.x"
+    if major == 9:
+        return "9.0"
+    if major in (10, 11):
+        return "10.x"
+    return "12.x"
+
+
+def _check_supported(cc: tuple[int, int]) -> None:
+    if cc < (7, 0) or cc[0] > 12:
+        raise UnsupportedComputeCapability(
+            f"compute capability {format_cc(cc)} is outside the supported range 7.0 .. 12.x "
+            "(ncu 2020.1 dropped Pascal; newer chips need their metric names checked with "
+            "'ncu --query-metrics --chip <chip>')"
+        )
+
+
+@dataclass(frozen=True)
+class MetricSet:
+    """The counters one ncu run collects for a roofline on one compute capability."""
+
+    cc: tuple[int, int]
+    time: tuple[str, ...]
+    flops: tuple[str, ...]
+    tensor: tuple[str, ...]
+    bytes: tuple[str, ...]
+    tensor_definition: str
+    byte_definition: str = DEFINITION_T_BYTES
+
+    @property
+    def names(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for name in (*self.time, *self.flops, *self.tensor, *self.bytes):
+            seen.setdefault(name, None)
+        return list(seen)
+
+
+def metric_set(cc: str | float | tuple[int, int]) -> MetricSet:
+    """The roofline metric list for a compute capability (7.0 .. 12.x)."""
+    parsed = parse_cc(cc)
+    if parsed is None:
+        raise ValueError("metric_set() needs a compute capability")
+    _check_supported(parsed)
+    flops = tuple(sass_metric(letter, op) for letter in ("d", "f", "h") for op in ("add", "mul", "fma"))
+    family = _tensor_family(parsed)
+    if family is None:
+        tensor: tuple[str, ...] = (PIPE_TENSOR_METRIC,)
+        tensor_definition = f"{VOLTA_HMMA_FLOPS_PER_INST} x {PIPE_TENSOR_METRIC} (Volta HMMA)"
+    else:
+        tensor = tuple(ops_path_metric(suffix) for suffix in _TENSOR_OPS_PATH[family])
+        tensor_definition = "sm__ops_path_tensor_src_*.sum (FLOPs counted by the hardware)"
+    memory = (L1_T_BYTES, L2_T_BYTES) if parsed in _NO_DRAM_CC else (L1_T_BYTES, L2_T_BYTES, DRAM_BYTES)
+    # The clock rides along: one counter, and it shows whether clocks were locked during the run.
+    return MetricSet(parsed, (TIME_METRIC, CLOCK_METRIC), flops, tensor, memory, tensor_definition)
+
+
+# -- turning one launch's metrics into work ------------------------------------------------------------------
+
+
+@dataclass
+class LaunchWork:
+    """What one kernel launch did, in SI units. A key missing from ``flops``/``bytes`` was not measured."""
+
+    time_s: float | None
+    flops: dict[str, float]
+    bytes: dict[str, float]
+    tensor_flops: float | None  # None: unknown (not collected, or an instruction count with no known shape)
+    tensor_instructions: float | None
+    sm_clock_hz: float | None
+    definitions: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+class _Resolver:
+    """Looks metrics up by name, with the fallbacks described in the module docstring."""
+
+    def __init__(self, metrics: Mapping[str, float | None], time_s: float | None) -> None:
+        self.metrics = metrics
+        self.time_s = time_s
+        self.derived_from_rate: list[str] = []
+
+    def direct(self, name: str) -> float | None:
+        value = self.metrics.get(name)
+        if value is None and name.startswith("sm__sass_thread") and name.endswith(".sum"):
+            # The per-SM-sub-partition counter summed over the chip is the same count.
+            value = self.metrics.get("smsp__" + name[len("sm__"):])
+        return value
+
+    def get(self, name: str) -> float | None:
+        value = self.direct(name)
+        if value is not None:
+            return value
+        if self.time_s is None:
+            return None
+        for candidate in (name, "smsp__" + name[len("sm__"):] if name.startswith("sm__") else None):
+            if candidate is None:
+                continue
+            rate = self.metrics.get(candidate + ".per_second")
+            if rate is not None:
+                self.derived_from_rate.append(name)
+                return rate * self.time_s
+            per_cycle = self.metrics.get(candidate + ".per_cycle_elapsed")
+            unit = candidate.split("__", 1)[0]
+            clock = self.metrics.get(f"{unit}__cycles_elapsed.avg.per_second")
+            if per_cycle is not None and clock is not None:
+                self.derived_from_rate.append(name)
+                return per_cycle * clock * self.time_s
+        return None
+
+
+def launch_time(metrics: Mapping[str, float | None], labels: Mapping[str, float | None] | None = None
+                ) -> tuple[float | None, str | None]:
+    """A launch's duration in seconds and the formula that gave it."""
+    duration = metrics.get(TIME_METRIC)
+    if duration is not None and duration > 0:
+        return duration, TIME_METRIC
+    cycles, clock = metrics.get(CYCLES_METRIC), metrics.get(CLOCK_METRIC)
+    if cycles is not None and clock is not None and clock > 0 and cycles > 0:
+        return cycles / clock, f"{CYCLES_METRIC} / {CLOCK_METRIC}"
+    for label, value in (labels or {}).items():
+        if label.rsplit("/", 1)[-1] == DURATION_LABEL and value is not None and value > 0:
+            return value, f"'{label}' (section row)"
+    return None, None
+
+
+_OPS_PATH_RE = re.compile(r"^sm__ops_path_tensor_(src_[a-z0-9_]+)\.sum$")
+_SPARSITY_OR_DST_RE = re.compile(r"_(dst_[a-z0-9]+|sparsity_(on|off))")
+
+
+def tensor_precision(ops_path_suffix: str) -> str:
+    """``"src_bf16_dst_fp32"`` -> ``"tensor_bf16"``; ``"src_fp16_bf16_tf32_dst_fp32"`` (Turing) -> ``"tensor_fp16"``."""
+    source = _SPARSITY_OR_DST_RE.split(ops_path_suffix[len("src_"):], maxsplit=1)[0]
+    if source == "fp16_bf16_tf32":
+        source = "fp16"  # Turing's mixed path; Turing has fp16 Tensor Cores only
+    return TENSOR_PREFIX + source
+
+
+def _ops_path_counters(metrics: Mapping[str, float | None]) -> dict[str, float]:
+    """Present aggregate ops_path counters, without children of a present parent (no double counting)."""
+    present = {m.group(1): value for name, value in metrics.items()
+               if value is not None and (m := _OPS_PATH_RE.match(name))}
+    kept: dict[str, float] = {}
+    for suffix, value in present.items():
+        parent_present = any(
+            suffix != other and suffix.startswith(other + "_") and _SPARSITY_OR_DST_RE.match(suffix[len(other):])
+            for other in present
+        )
+        if not parent_present:
+            kept[suffix] = value
+    return kept
+
+
+def _writeback_metric(metrics: Mapping[str, float | None], cc: tuple[int, int] | None) -> str:
+    if cc is not None:
+        if cc >= (9, 0):
+            return L1_WRITEBACK["lgds"]
+        if cc >= (7, 5):
+            return L1_WRITEBACK["lg"]
+        return L1_WRITEBACK["all"]
+    for name in L1_WRITEBACK.values():
+        if any(key.startswith(name) for key in metrics):
+            return name
+    return L1_WRITEBACK["lg"]
+
+
+def launch_work(
+    metrics: Mapping[str, float | None],
+    cc: tuple[int, int] | None,
+    labels: Mapping[str, float | None] | None = None,
+    half_lanes: int = HALF_LANES_PER_INST,
+) -> LaunchWork:
+    """FLOPs per precision, bytes per level and time of one launch from its metrics (SI units)."""
+    time_s, time_definition = launch_time(metrics, labels)
+    resolver = _Resolver(metrics, time_s)
+    definitions: dict[str, str] = {}
+    warnings: list[str] = []
+    if time_definition:
+        definitions["time"] = time_definition
+
+    flops: dict[str, float] = {}
+    for precision, letter in CUDA_CORE_PRECISIONS.items():
+        lanes = half_lanes if letter == "h" else 1
+        counts = {op: resolver.get(sass_metric(letter, op)) for op in ("add", "mul", "fma")}
+        known = {op: v for op, v in counts.items() if v is not None}
+        if not known:
+            continue
+        if len(known) < 3:
+            missing = ", ".join(sass_metric(letter, op) for op in counts if op not in known)
+            warnings.append(f"{precision} FLOPs are partial: {missing} absent")
+        flops[precision] = lanes * (known.get("add", 0.0) + known.get("mul", 0.0) + 2.0 * known.get("fma", 0.0))
+    if any(p in flops for p in CUDA_CORE_PRECISIONS):
+        definitions["flops"] = f"add + mul + 2*fma (sass thread instructions; fp16 x{half_lanes} per lane)"
+
+    tensor_flops: float | None = None
+    ops_path = _ops_path_counters(metrics)
+    pipe_tensor = resolver.direct(PIPE_TENSOR_METRIC)
+    if ops_path:
+        for suffix, value in ops_path.items():
+            precision = tensor_precision(suffix)
+            flops[precision] = flops.get(precision, 0.0) + value
+        tensor_flops = float(sum(ops_path.values()))
+        definitions["tensor"] = "sm__ops_path_tensor_src_*.sum"
+    elif pipe_tensor is not None:
+        if cc is None or cc < (7, 5):
+            flops["tensor_fp16"] = VOLTA_HMMA_FLOPS_PER_INST * pipe_tensor
+            tensor_flops = flops["tensor_fp16"]
+            definitions["tensor"] = f"{VOLTA_HMMA_FLOPS_PER_INST} x {PIPE_TENSOR_METRIC} (Volta HMMA)"
+            if cc is None and pipe_tensor > 0:
+                warnings.append(
+                    f"compute capability unknown: Tensor Core FLOPs assume Volta's {VOLTA_HMMA_FLOPS_PER_INST} "
+                    "FLOPs per HMMA instruction (pass the compute capability to be exact)"
+                )
+        elif pipe_tensor == 0:
+            tensor_flops = 0.0  # no Tensor Core instruction: zero Tensor Core FLOPs on any chip
+            definitions["tensor"] = f"{PIPE_TENSOR_METRIC} == 0"
+        else:
+            warnings.append(
+                f"{PIPE_TENSOR_METRIC} = {pipe_tensor:.0f} on CC {format_cc(cc)}: the FLOPs per Tensor Core "
+                "instruction depend on its shape there, so Tensor Core FLOPs are unknown "
+                "(collect sm__ops_path_tensor_* counters)"
+            )
+
+    bytes_moved: dict[str, float] = {}
+    l1 = resolver.get(L1_T_BYTES)
+    if l1 is not None:
+        bytes_moved[LEVEL_L1] = l1
+        definitions[LEVEL_L1] = L1_T_BYTES
+    else:
+        writeback = _writeback_metric(metrics, cc)
+        cycles = resolver.get(writeback)
+        if cycles is not None:
+            bytes_moved[LEVEL_L1] = 128.0 * cycles
+            definitions[LEVEL_L1] = f"{writeback} x 128"
+    l2 = resolver.get(L2_T_BYTES)
+    if l2 is not None:
+        bytes_moved[LEVEL_L2] = l2
+        definitions[LEVEL_L2] = L2_T_BYTES
+    else:
+        xbar = resolver.get(L2_XBAR_CYCLES)
+        if xbar is not None:
+            bytes_moved[LEVEL_L2] = 32.0 * xbar
+            definitions[LEVEL_L2] = f"{L2_XBAR_CYCLES} x 32"
+    dram = resolver.get(DRAM_BYTES)
+    if dram is not None:
+        bytes_moved[LEVEL_HBM] = dram
+        definitions[LEVEL_HBM] = DRAM_BYTES
+    else:
+        read, write = resolver.get(DRAM_READ_BYTES), resolver.get(DRAM_WRITE_BYTES)
+        if read is not None or write is not None:
+            bytes_moved[LEVEL_HBM] = (read or 0.0) + (write or 0.0)
+            definitions[LEVEL_HBM] = f"{DRAM_READ_BYTES} + {DRAM_WRITE_BYTES}"
+            if read is None or write is None:
+                warnings.append("HBM bytes are partial: only one of dram__bytes_read/write is present")
+
+    cache_kinds = {DEFINITION_RETURNED if " x " in definitions[level] else DEFINITION_T_BYTES
+                   for level in (LEVEL_L1, LEVEL_L2) if level in definitions}
+    if cache_kinds:
+        definitions["cache_bytes"] = cache_kinds.pop() if len(cache_kinds) == 1 else "mixed"
+    if resolver.derived_from_rate:
+        definitions["derived_from_rate"] = ", ".join(sorted(set(resolver.derived_from_rate)))
+    return LaunchWork(
+        time_s=time_s,
+        flops=flops,
+        bytes=bytes_moved,
+        tensor_flops=tensor_flops,
+        tensor_instructions=pipe_tensor,
+        sm_clock_hz=metrics.get(CLOCK_METRIC) or resolver.direct("smsp__cycles_elapsed.avg.per_second"),
+        definitions=definitions,
+        warnings=warnings,
+    )

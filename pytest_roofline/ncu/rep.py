@@ -1,0 +1,116 @@
+"""Read a binary ``.ncu-rep`` report into launch records.
+
+Order of preference (research §5.5, §8.2): NVIDIA's ``ncu_report`` Python module (PyPI ``ncu-report``; reads
+reports without a GPU), else ``ncu --import FILE --csv --page raw`` when the ncu CLI is on PATH, else an error
+that says what to install.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+import shutil
+import subprocess
+from types import ModuleType
+from typing import Any
+
+from pytest_roofline.ncu.parse import FORMAT_RAW, LaunchRecord, ParsedLaunches, parse_csv_text
+from pytest_roofline.ncu.units import unit_factor
+
+FORMAT_NCU_REP = "ncu-rep"
+IMPORT_TIMEOUT_S = 600
+
+# Only these metrics are read from a report (a --set full report holds thousands per launch).
+_RELEVANT_RE = re.compile(
+    r"^(sm__sass_thread_inst_executed_op_|smsp__sass_thread_inst_executed_op_|sm__ops_path_tensor_"
+    r"|sm__inst_executed_pipe_tensor\.sum$|l1tex__t_bytes\.|lts__t_bytes\.|dram__bytes"
+    r"|l1tex__lsu_writeback_active|lts__lts2xbar_cycles_active\.|gpu__time_duration\.sum$"
+    r"|(sm|smsp|l1tex|lts|dram)__cycles_elapsed\.avg|device__attribute_|profiler__replayer_passes$)"
+)
+
+
+class ReportReaderMissing(RuntimeError):
+    """Neither the ``ncu_report`` module nor the ncu CLI is available to read a ``.ncu-rep`` file."""
+
+
+class ReportReadError(RuntimeError):
+    """ncu could not export the report."""
+
+
+def find_ncu_report_module() -> ModuleType | None:
+    try:
+        return importlib.import_module("ncu_report")
+    except ImportError:
+        return None
+
+
+def _metric_value(metric: Any) -> tuple[float | None, str | None]:
+    """(SI number, None) or (None, text) or (None, None) when the metric has no value."""
+    if hasattr(metric, "has_value") and not metric.has_value():
+        return None, None
+    value = metric.value()
+    if value is None:
+        return None, None
+    if isinstance(value, str):
+        return None, value
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None, str(value)
+    factor, _ = unit_factor(metric.unit() or "")
+    return number * factor, None
+
+
+def read_with_module(path: str | os.PathLike[str], module: ModuleType) -> ParsedLaunches:
+    context = module.load_report(os.fspath(path))
+    launches: list[LaunchRecord] = []
+    demangled = getattr(getattr(module, "IAction", None), "NameBase_DEMANGLED", None)
+    for range_index in range(context.num_ranges()):
+        profile_range = context.range_by_idx(range_index)
+        for action_index in range(profile_range.num_actions()):
+            action = profile_range.action_by_idx(action_index)
+            name = action.name(demangled) if demangled is not None else action.name()
+            launch = LaunchRecord(launch_id=f"{range_index}:{action_index}", kernel=str(name))
+            for metric_name in action.metric_names():
+                if not _RELEVANT_RE.match(metric_name):
+                    continue
+                number, text = _metric_value(action.metric_by_name(metric_name))
+                if text is not None:
+                    launch.text[metric_name] = text
+                else:
+                    launch.metrics[metric_name] = number
+            launch.finish()
+            launches.append(launch)
+    return ParsedLaunches(FORMAT_NCU_REP, launches, [], 0)
+
+
+def read_with_cli(path: str | os.PathLike[str], ncu: str) -> ParsedLaunches:
+    argv = [ncu, "--import", os.fspath(path), "--csv", "--page", "raw"]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=IMPORT_TIMEOUT_S, check=False)
+    except subprocess.TimeoutExpired as error:
+        raise ReportReadError(f"'{' '.join(argv)}' did not finish in {IMPORT_TIMEOUT_S} s") from error
+    if done.returncode != 0:
+        raise ReportReadError(
+            f"'{' '.join(argv)}' exited with {done.returncode}: {(done.stderr or done.stdout).strip()[-2000:]}"
+        )
+    parsed = parse_csv_text(done.stdout)
+    parsed.format = FORMAT_RAW
+    return parsed
+
+
+def read_ncu_rep(path: str | os.PathLike[str], ncu: str | None = None) -> ParsedLaunches:
+    """Launch records of a ``.ncu-rep`` file, by whichever reader is available."""
+    module = find_ncu_report_module()
+    if module is not None:
+        return read_with_module(path, module)
+    executable = ncu or shutil.which("ncu")
+    if executable:
+        return read_with_cli(path, executable)
+    raise ReportReaderMissing(
+        f"cannot read {os.fspath(path)!r}: reading a .ncu-rep file needs NVIDIA's ncu_report Python module "
+        "(pip install ncu-report, or pip install 'pytest-roofline[ncu]'; no GPU needed) or the Nsight Compute "
+        "CLI 'ncu' on PATH. Alternatively export it where ncu exists with "
+        "'ncu --import FILE.ncu-rep --csv --page raw > FILE.csv' and import the CSV."
+    )
