@@ -1,0 +1,167 @@
+"""Machine fingerprint: what must stay the same for a cached characterization to stay true.
+
+CPU: model, ISA flags that change the kernels, the cores this process may run on, memory size, the threads
+torch and OpenMP will use, the C compiler. CUDA: GPU name, compute capability, clocks, memory, driver.
+Both: a hash of the measurement sources and the characterization version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+from pytest_roofline.characterize import CHARACTERIZATION_VERSION
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+# Files whose content decides the measured numbers; editing any of them invalidates every cache.
+MEASUREMENT_SOURCES = ("ert_kernel.c", "ert_kernel.cu", "cpu_ert.py", "cuda_ert.py", "blas_probe.py",
+                       "plateaus.py", "build.py")
+
+# ISA features that change which kernel variants exist or how fast they run.
+_RELEVANT_CPU_FLAGS = ("sse2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16",
+                       "avx512_fp16", "amx_bf16", "amx_fp16", "amx_tile", "asimd", "sve", "sve2")
+
+
+def kernel_source_hash() -> str:
+    digest = hashlib.sha256()
+    for name in MEASUREMENT_SOURCES:
+        path = PACKAGE_DIR / name
+        digest.update(name.encode())
+        digest.update(path.read_bytes() if path.exists() else b"<absent>")
+    return digest.hexdigest()[:16]
+
+
+def _proc_cpuinfo() -> dict[str, str]:
+    """The first processor block of /proc/cpuinfo (Linux); empty elsewhere."""
+    try:
+        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return {}
+    fields: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if fields:
+                break
+            continue
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def cpu_model() -> str:
+    info = _proc_cpuinfo()
+    return info.get("model name") or info.get("Model") or platform.processor() or platform.machine() or "cpu"
+
+
+def cpu_flags() -> list[str]:
+    info = _proc_cpuinfo()
+    present = set((info.get("flags") or info.get("Features") or "").split())
+    return [flag for flag in _RELEVANT_CPU_FLAGS if flag in present]
+
+
+def affinity_cores() -> list[int]:
+    if hasattr(os, "sched_getaffinity"):
+        return sorted(os.sched_getaffinity(0))
+    return list(range(os.cpu_count() or 1))
+
+
+def memory_bytes() -> int | None:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def cpu_threads() -> int:
+    """Threads the compiled kernels use: OMP_NUM_THREADS if set, else every core in the affinity set."""
+    value = os.environ.get("OMP_NUM_THREADS", "").split(",")[0].strip()
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    return len(affinity_cores())
+
+
+def torch_threads() -> int | None:
+    if "torch" not in sys.modules and importlib.util.find_spec("torch") is None:
+        return None
+    import torch
+
+    return int(torch.get_num_threads())
+
+
+def cache_sizes() -> dict[str, int]:
+    """Data/unified cache sizes per level as the OS reports them (bytes, per instance)."""
+    from pytest_roofline.characterize.caches import os_cache_sizes
+
+    return {f"L{level}": size for level, size in sorted(os_cache_sizes().items())}
+
+
+def cpu_fingerprint() -> dict[str, Any]:
+    from pytest_roofline.characterize.build import compiler_identity
+
+    cores = affinity_cores()
+    return {
+        "device": "cpu",
+        "cpu_model": cpu_model(),
+        "machine": platform.machine(),
+        "isa": cpu_flags(),
+        "cores": cores,
+        "core_count": len(cores),
+        "memory_bytes": memory_bytes(),
+        "cache_sizes": cache_sizes(),
+        "threads": cpu_threads(),
+        "torch_threads": torch_threads(),
+        "compiler": compiler_identity(),
+        "kernel_source_hash": kernel_source_hash(),
+        "characterization_version": CHARACTERIZATION_VERSION,
+    }
+
+
+def cuda_fingerprint(device_index: int = 0) -> dict[str, Any]:
+    import cupy
+
+    runtime = cupy.cuda.runtime
+    props = runtime.getDeviceProperties(device_index)
+    name = props["name"]
+    return {
+        "device": f"cuda:{device_index}",
+        "gpu_name": name.decode() if isinstance(name, bytes) else str(name),
+        "compute_capability": f"{props['major']}.{props['minor']}",
+        "multiprocessors": int(props["multiProcessorCount"]),
+        "clock_khz": int(props.get("clockRate", 0)),
+        "memory_clock_khz": int(props.get("memoryClockRate", 0)),
+        "memory_bytes": int(props["totalGlobalMem"]),
+        "l2_bytes": int(props.get("l2CacheSize", 0)),
+        "driver_version": int(runtime.driverGetVersion()),
+        "runtime_version": int(runtime.runtimeGetVersion()),
+        "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "kernel_source_hash": kernel_source_hash(),
+        "characterization_version": CHARACTERIZATION_VERSION,
+    }
+
+
+def parse_device(device: str) -> tuple[str, int]:
+    """'cpu' -> ('cpu', 0); 'cuda' / 'cuda:1' / 'gpu' -> ('cuda', index)."""
+    text = device.strip().lower()
+    if text == "cpu":
+        return "cpu", 0
+    kind, _, index = text.partition(":")
+    if kind in ("cuda", "gpu") and (not index or index.isdigit()):
+        return "cuda", int(index or 0)
+    raise ValueError(f"unknown device {device!r}: use 'cpu', 'cuda' or 'cuda:N'")
+
+
+def fingerprint(device: str = "cpu") -> dict[str, Any]:
+    kind, index = parse_device(device)
+    return cpu_fingerprint() if kind == "cpu" else cuda_fingerprint(index)
+
+
+def fingerprint_hash(fields: dict[str, Any]) -> str:
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:20]

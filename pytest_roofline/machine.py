@@ -1,0 +1,95 @@
+"""Public entry points for machine ceilings: measure (and cache) them, or read them from a pinned file.
+
+    machine = characterize("cpu")              # measured once per machine fingerprint, then cached
+    machine = load_machine_file("box.toml")    # ceilings written down by hand
+
+Units are SI: ``peak_flops`` in FLOP/s, ``bandwidth`` in bytes/s (bytes as the kernel requests them).
+Level names: ``L1``, ``L2``, ``L3``, ``DRAM`` on CPUs and ``L1``, ``L2``, ``HBM`` on GPUs. Precisions:
+``fp64``, ``fp32``, ``bf16``, ``fp16``, ``tf32``, ``fp8``; GPU GEMM (Tensor Core) ceilings carry a
+``_tensor`` suffix (``fp16_tensor``). ``Machine.info`` records where each roof came from
+(``info["sources"]``), the threads, the fingerprint, the seconds taken and the date.
+
+The cache lives in ``$PYTEST_ROOFLINE_CACHE`` or ``~/.cache/pytest-roofline``: one JSON file per
+fingerprint, written atomically. Concurrent processes (pytest-xdist workers) serialise on a file lock, so
+one measures and the others read its result.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pytest_roofline.characterize import cache as _cache
+from pytest_roofline.characterize.fingerprint import fingerprint, fingerprint_hash, parse_device
+from pytest_roofline.characterize.pinned import load_machine_file
+from pytest_roofline.model import Machine
+
+__all__ = ["cache_file_for", "characterize", "default_cache_dir", "fingerprint", "fingerprint_hash",
+           "load_machine_file"]
+
+default_cache_dir = _cache.default_cache_dir
+
+
+def _silent(_: str) -> None:
+    pass
+
+
+def cache_file_for(device: str = "cpu", cache_dir: Path | None = None) -> Path:
+    """Where the characterization of ``device`` on this machine is (or would be) cached."""
+    kind, _ = parse_device(device)
+    return _cache.cache_path(Path(cache_dir) if cache_dir else default_cache_dir(), kind,
+                             fingerprint_hash(fingerprint(device)))
+
+
+def characterize(device: str = "cpu", *, fresh: bool = False, cache_dir: Path | None = None,
+                 progress: Callable[[str], None] | None = None) -> Machine:
+    """Measured ceilings of ``device`` ('cpu', 'cuda', 'cuda:N'), from the cache when it is valid.
+
+    ``fresh=True`` ignores the cache and replaces it; if another process finishes a characterization while
+    this one waits for the lock, that fresh result is used instead of measuring twice.
+    """
+    report = progress or _silent
+    kind, index = parse_device(device)
+    fields = fingerprint(device)
+    digest = fingerprint_hash(fields)
+    path = _cache.cache_path(Path(cache_dir) if cache_dir else default_cache_dir(), kind, digest)
+
+    state_before = _cache.file_state(path)
+    if not fresh:
+        cached = _cache.read_cached(path, fields)
+        if cached is not None:
+            return cached
+    with _cache.exclusive_lock(path.with_suffix(".lock")):
+        state_now = _cache.file_state(path)
+        if state_now is not None and state_now != state_before:
+            # Another process wrote a result while we waited for the lock: use it.
+            cached = _cache.read_cached(path, fields)
+            if cached is not None:
+                report(f"using the characterization another process just wrote to {path}")
+                return cached
+        machine = _measure(kind, index, fields, digest, report)
+        _cache.write_cached(path, fields, machine)
+        report(f"cached in {path}")
+        return machine
+
+
+def _measure(kind: str, index: int, fields: dict[str, Any], digest: str,
+             report: Callable[[str], None]) -> Machine:
+    start = time.perf_counter()
+    report(f"characterizing {kind}{'' if kind == 'cpu' else f':{index}'} (fingerprint {digest})")
+    if kind == "cpu":
+        from pytest_roofline.characterize.cpu import characterize_cpu
+
+        machine = characterize_cpu(fields, report)
+    else:
+        from pytest_roofline.characterize.cuda import characterize_cuda
+
+        machine = characterize_cuda(index, fields, report)
+    seconds = time.perf_counter() - start
+    report(f"done in {seconds:.1f} s")
+    info = {**machine.info, "device": fields["device"], "fingerprint": fields, "fingerprint_hash": digest,
+            "seconds": seconds, "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    return Machine(name=machine.name, peak_flops=machine.peak_flops, bandwidth=machine.bandwidth, info=info)
