@@ -11,7 +11,7 @@ Formulas, per kernel launch (all values in SI units):
   for fp64/fp32. Half (``h*``) thread instructions are packed HADD2/HMUL2/HFMA2 that work on two lanes, so fp16
   counts ``2·hadd + 2·hmul + 4·hfma`` (the ncu 2025 Hierarchical Half roofline section; the NERSC scripts and
   ncu ≤ 2022.3 count half as much). bf16 CUDA-core work runs on the same counters and is reported as fp16.
-* Tensor Core FLOPs: the aggregate ``sm__ops_path_tensor_src_*.sum`` counters (they count FLOPs, 2·M·N·K, not
+* Tensor Core FLOPs (precisions ``<type>_tensor``, e.g. ``bf16_tensor``): the aggregate ``sm__ops_path_tensor_src_*.sum`` counters (they count FLOPs, 2·M·N·K, not
   instructions) on CC ≥ 7.5, one precision per source type; ``512 × sm__inst_executed_pipe_tensor.sum`` (V100
   HMMA) on CC 7.0. The ×512 is only right for Volta's HMMA shape, so on CC ≥ 7.5 the instruction count is never
   turned into FLOPs.
@@ -45,7 +45,8 @@ LEVEL_HBM = "HBM"  # the model treats HBM and DRAM as one level (``model._LEVEL_
 LEVELS: tuple[str, ...] = (LEVEL_L1, LEVEL_L2, LEVEL_HBM)
 
 CUDA_CORE_PRECISIONS: dict[str, str] = {"fp64": "d", "fp32": "f", "fp16": "h"}
-TENSOR_PREFIX = "tensor_"  # Tensor Core precisions are "tensor_fp16", "tensor_bf16", "tensor_tf32", ...
+TENSOR_SUFFIX = "_tensor"  # Tensor Core precisions are "fp16_tensor", "bf16_tensor", "tf32_tensor", ... (as the
+# characterization names its GEMM roofs, so they never hide the CUDA-core roof of the same type)
 
 TIME_METRIC = "gpu__time_duration.sum"
 CYCLES_METRIC = "sm__cycles_elapsed.avg"
@@ -273,11 +274,15 @@ _SPARSITY_OR_DST_RE = re.compile(r"_(dst_[a-z0-9]+|sparsity_(on|off))")
 
 
 def tensor_precision(ops_path_suffix: str) -> str:
-    """``"src_bf16_dst_fp32"`` -> ``"tensor_bf16"``; ``"src_fp16_bf16_tf32_dst_fp32"`` (Turing) -> ``"tensor_fp16"``."""
+    """``"src_bf16_dst_fp32"`` -> ``"bf16_tensor"``; ``"src_fp16_bf16_tf32_dst_fp32"`` (Turing) -> ``"fp16_tensor"``.
+
+    Paths shared by several input types are named after one of them: Turing's fp16/bf16/tf32 path is fp16 (Turing
+    has no bf16 or tf32 Tensor Cores) and Blackwell's fp4/fp6/fp8 path is fp8, its widest type, so it meets the fp8
+    Tensor Core roof. Integer paths count operations, not FLOPs, and keep their own names (``int8_tensor``).
+    """
     source = _SPARSITY_OR_DST_RE.split(ops_path_suffix[len("src_"):], maxsplit=1)[0]
-    if source == "fp16_bf16_tf32":
-        source = "fp16"  # Turing's mixed path; Turing has fp16 Tensor Cores only
-    return TENSOR_PREFIX + source
+    source = {"fp16_bf16_tf32": "fp16", "fp4_fp6_fp8": "fp8"}.get(source, source)
+    return source + TENSOR_SUFFIX
 
 
 def _ops_path_counters(metrics: Mapping[str, float | None]) -> dict[str, float]:
@@ -347,8 +352,8 @@ def launch_work(
         definitions["tensor"] = "sm__ops_path_tensor_src_*.sum"
     elif pipe_tensor is not None:
         if cc is None or cc < (7, 5):
-            flops["tensor_fp16"] = VOLTA_HMMA_FLOPS_PER_INST * pipe_tensor
-            tensor_flops = flops["tensor_fp16"]
+            flops["fp16_tensor"] = VOLTA_HMMA_FLOPS_PER_INST * pipe_tensor
+            tensor_flops = flops["fp16_tensor"]
             definitions["tensor"] = f"{VOLTA_HMMA_FLOPS_PER_INST} x {PIPE_TENSOR_METRIC} (Volta HMMA)"
             if cc is None and pipe_tensor > 0:
                 warnings.append(

@@ -57,7 +57,8 @@ class NcuKernel:
 
     @property
     def ai(self) -> dict[str, float]:
-        return arithmetic_intensity(self.total_flops, self.bytes)
+        """FLOPs per byte per level; empty when no FLOP counter was collected (AI unknown, not zero)."""
+        return arithmetic_intensity(self.total_flops, self.bytes) if self.flops else {}
 
     def to_sample(self) -> KernelSample:
         time_s = self.time_s if self.time_s is not None and self.time_s > 0 else None
