@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "characterize": ("pytest_roofline.characterize_cli", "measure this machine's roofline ceilings"),
+    "import-ncu": ("pytest_roofline.ncu.cli", "per-kernel roofline numbers from an Nsight Compute report"),
 }
 
 
