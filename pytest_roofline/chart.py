@@ -46,7 +46,7 @@ def draw_roofline(
             no_flop_time += kernel.time_s if kernel.time_s is not None else bound.t_min
             continue
         timed = kernel.time_s is not None
-        seconds = kernel.time_s if timed else bound.t_min  # untimed kernels sit on their roof
+        seconds = kernel.time_s if kernel.time_s is not None else bound.t_min  # untimed: drawn on their roof
         if not seconds:
             continue
         for level, moved in kernel.bytes.items():
@@ -79,18 +79,17 @@ def draw_roofline(
         for level, x in region_ai.items():
             ax.scatter([x], [verdict.achieved_flops_per_s], marker="*", s=320, color="tab:red", zorder=5,
                        label=f"measured ({level} AI): fraction {verdict.fraction:.2f}")
-        if min_fraction is not None and verdict.bound.startswith("compute:"):
-            precision = verdict.bound.split(":", 1)[1]
-            roof = machine.peak_flops.get(precision)
-            bw = min(machine.bandwidth.values(), default=None)
-            if roof and bw:
-                ax.plot(ai, min_fraction * np.minimum(bw * ai, roof), color="tab:red", ls="--", lw=1.0,
-                        label=f"min_fraction {min_fraction:g} of the {precision} roof")
-        elif min_fraction is not None:
-            bw = min(machine.bandwidth.values(), default=None)
-            if bw:
-                ax.plot(ai, min_fraction * np.minimum(bw * ai, top), color="tab:red", ls="--", lw=1.0,
-                        label=f"min_fraction {min_fraction:g} of the roof")
+        if not region_ai:  # no bytes counted: the AI is unknown, so show the rate alone
+            ax.axhline(verdict.achieved_flops_per_s, color="tab:red", ls=":", lw=1.5,
+                       label=f"measured {si(verdict.achieved_flops_per_s, 'FLOP/s')} (no bytes counted): "
+                             f"fraction {verdict.fraction:.2g}")
+        slowest = min(machine.bandwidth.values(), default=None)
+        if min_fraction is not None and slowest:
+            # The threshold follows the roof of the bound precision (all compute ceilings if memory-bound).
+            precision = verdict.bound.split(":", 1)[1] if verdict.bound.startswith("compute:") else ""
+            roof = machine.peak_flops.get(precision, top)
+            ax.plot(ai, min_fraction * np.minimum(slowest * ai, roof), color="tab:red", ls="--", lw=1.0,
+                    label=f"min_fraction {min_fraction:g} of the {precision + ' ' if precision else ''}roof")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)

@@ -18,7 +18,7 @@ def cuda_in_use() -> bool:
     if cupy is not None:
         try:
             return bool(cupy.cuda.runtime.getDeviceCount() > 0 and cupy.cuda.Device().id >= 0)
-        except Exception:  # no driver, no device: CuPy raises its own runtime errors
+        except Exception:  # noqa: BLE001 - no driver, no device: CuPy raises its own runtime errors
             return False
     return False
 

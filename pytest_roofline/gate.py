@@ -46,7 +46,7 @@ def failure_report(directory: Path, nodeid: str, machine: Machine, regions: Sequ
     for write in writers:
         try:
             paths.append(write())
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any failure becomes a note
             notes.append(f"could not write an artifact: {exc!r}")
     return failure_message(verdict, min_fraction, paths, notes), paths
 

@@ -294,5 +294,5 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         for line in summary_lines(state._machine, state.tests.values(), state.settings.directory,
                                   terminalreporter._tw.fullwidth):
             terminalreporter.write_line(line)
-    except Exception as exc:  # the summary must never turn a finished run into an internal error
+    except Exception as exc:  # noqa: BLE001 - the summary must never turn a finished run into an internal error
         terminalreporter.write_line(f"roofline: could not write the summary: {exc!r}")

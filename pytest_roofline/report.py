@@ -33,8 +33,8 @@ def failure_message(
         f"roofline: attained fraction {verdict.fraction:.3f} is below min_fraction {min_fraction:g}",
         f"  bound:      {verdict.bound}",
         f"  AI:         {format_ai(verdict)} FLOP/byte",
-        f"  compute:    {verdict.achieved_flops_per_s / 1e9:.3g} GFLOP/s achieved of a "
-        f"{verdict.roof_flops_per_s / 1e9:.3g} GFLOP/s roof",
+        (f"  compute:    {verdict.achieved_flops_per_s / 1e9:.3g} GFLOP/s achieved of a "
+         f"{verdict.roof_flops_per_s / 1e9:.3g} GFLOP/s roof"),
     ]
     level = verdict.bound_level
     if level is not None:
@@ -95,7 +95,7 @@ def summary_table(rows: Sequence[SummaryRow], width: int = 0) -> list[str]:
     widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(headers)]
     if width:
         fixed = sum(widths[1:]) + 2 * (len(headers) - 1)
-        widths[0] = max(20, min(widths[0], width - fixed))
+        widths[0] = max(40, min(widths[0], width - fixed))  # keep enough of the id to recognise the test
 
     def fit(text: str, size: int) -> str:
         return text if len(text) <= size else "..." + text[-(size - 3):]

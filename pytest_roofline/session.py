@@ -13,7 +13,7 @@ from typing import Any
 from pytest_roofline.counters import Counter
 from pytest_roofline.devices import synchronizer
 from pytest_roofline.model import KernelSample, Machine, Verdict, combine, evaluate_region
-from pytest_roofline.timing import TimingPolicy, TimingStats, time_callable
+from pytest_roofline.timing import DEFAULT_POLICY, TimingPolicy, TimingStats, time_callable
 
 
 class CounterUnavailableError(RuntimeError):
@@ -59,7 +59,7 @@ class Recorder:
         enabled: bool,
         machine: Callable[[], Machine],
         counter: Callable[[], Counter],
-        policy: TimingPolicy = TimingPolicy(),
+        policy: TimingPolicy = DEFAULT_POLICY,
     ) -> None:
         self.enabled = enabled
         self._machine = machine
@@ -76,7 +76,7 @@ class Recorder:
     def declare(
         self,
         flops: float | Mapping[str, float] | None = None,
-        bytes: float | Mapping[str, float] | None = None,  # noqa: A002
+        bytes: float | Mapping[str, float] | None = None,
         *,
         precision: str = "fp32",
         level: str = "DRAM",

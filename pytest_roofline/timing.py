@@ -35,6 +35,9 @@ class TimingPolicy:
             raise ValueError(f"need 1 <= min_rounds <= max_rounds, got {self.min_rounds}, {self.max_rounds}")
 
 
+DEFAULT_POLICY = TimingPolicy()
+
+
 @dataclass(frozen=True)
 class TimingStats:
     """Per-call times of the timed rounds, in seconds."""
@@ -109,7 +112,7 @@ def time_callable(
     args: tuple[Any, ...] = (),
     kwargs: Mapping[str, Any] | None = None,
     *,
-    policy: TimingPolicy = TimingPolicy(),
+    policy: TimingPolicy = DEFAULT_POLICY,
     synchronize: Callable[[], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
 ) -> TimingStats:

@@ -88,3 +88,4 @@ def test_summary_table_aligns_and_shortens_long_ids() -> None:
     assert "0.500" in lines[1] and "memory:DRAM" in lines[1] and lines[1].startswith("...")
     assert lines[2].split()[1:3] == ["-", "-"]
     assert max(len(line) for line in lines) <= 120
+    assert len(lines[1].split()[0]) >= 40

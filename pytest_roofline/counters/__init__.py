@@ -21,7 +21,10 @@ class Counter(Protocol):
     bytes per memory level; ``time_s`` is set only by backends that time kernels one by one.
     """
 
-    name: str
+    @property
+    def name(self) -> str:
+        """Recorded with each measurement: ``analytic``, ``declared``, ``ncu``."""
+        ...
 
     def count(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]

@@ -1,0 +1,27 @@
+"""What a failure looks like: a matrix product computed one row at a time.
+
+512 tiny matrix-vector products instead of one GEMM: the same FLOPs, but each op is too small to keep the
+machine busy, so the attained fraction collapses. Marked xfail(strict=True): the roofline gate must catch
+it; its chart and kernel table land in the roofline directory.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from workloads import DEVICE
+
+
+@pytest.mark.xfail(strict=True, reason="deliberately inefficient: row-by-row matmul must fail the gate")
+@pytest.mark.roofline(min_fraction=0.5)
+def test_row_by_row_matmul(roofline):
+    torch.manual_seed(0)
+    a = torch.randn(512, 256, device=DEVICE)
+    b = torch.randn(256, 256, device=DEVICE)
+
+    @torch.no_grad()
+    def row_by_row() -> torch.Tensor:
+        return torch.stack([row @ b for row in a])
+
+    c = roofline.measure(row_by_row)
+    torch.testing.assert_close(c, a @ b, rtol=1e-4, atol=1e-4)
