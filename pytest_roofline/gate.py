@@ -48,7 +48,15 @@ def failure_report(directory: Path, nodeid: str, machine: Machine, regions: Sequ
             paths.append(write())
         except Exception as exc:  # noqa: BLE001 - any failure becomes a note
             notes.append(f"could not write an artifact: {exc!r}")
-    return failure_message(verdict, min_fraction, paths, notes), paths
+    return failure_message(verdict, min_fraction, paths, notes, timing_spread(regions)), paths
+
+
+def timing_spread(regions: Sequence[Region]) -> str:
+    """How noisy the timing was: the widest interquartile range of any region, relative to its median."""
+    widest = max(regions, key=lambda r: r.timing.iqr_rel)
+    rounds = sum(r.timing.rounds for r in regions)
+    return (f"IQR {widest.timing.iqr_rel:.1%} of the median ({widest.label}); {rounds} timed calls"
+            + ("" if all(r.timing.stable for r in regions) else ", median not settled within the time budget"))
 
 
 def test_result(record: TestRecord) -> dict[str, Any]:

@@ -26,13 +26,14 @@ def format_ai(verdict: Verdict) -> str:
 
 
 def failure_message(
-    verdict: Verdict, min_fraction: float, artifacts: Sequence[Path] = (), notes: Sequence[str] = ()
+    verdict: Verdict, min_fraction: float, artifacts: Sequence[Path] = (), notes: Sequence[str] = (),
+    spread: str | None = None,
 ) -> str:
     """One readable message: fraction vs threshold, bound, AI, achieved vs roof, headroom, artifacts."""
     lines = [
         f"roofline: attained fraction {verdict.fraction:.3f} is below min_fraction {min_fraction:g}",
         f"  bound:      {verdict.bound}",
-        f"  AI:         {format_ai(verdict)} FLOP/byte",
+        f"  AI:         {format_ai(verdict) + ' FLOP/byte' if verdict.ai else 'n/a (no bytes counted)'}",
         (f"  compute:    {verdict.achieved_flops_per_s / 1e9:.3g} GFLOP/s achieved of a "
          f"{verdict.roof_flops_per_s / 1e9:.3g} GFLOP/s roof"),
     ]
@@ -47,6 +48,8 @@ def failure_message(
         f"  time:       {verdict.time_s * 1e3:.4g} ms measured, {verdict.t_min * 1e3:.4g} ms at the roof "
         f"(headroom {headroom})"
     )
+    if spread:
+        lines.append(f"  spread:     {spread}")
     lines.extend(f"  note:       {note}" for note in notes)
     lines.extend(f"  artifact:   {path}" for path in artifacts)
     return "\n".join(lines)

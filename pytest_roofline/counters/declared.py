@@ -49,7 +49,7 @@ class DeclaredCounter:
     def from_user(
         cls,
         flops: float | Mapping[str, float] | None = None,
-        bytes: float | Mapping[str, float] | None = None,  # noqa: A002 - the natural name for the user
+        bytes: float | Mapping[str, float] | None = None,
         *,
         precision: str = "fp32",
         level: str = "DRAM",
