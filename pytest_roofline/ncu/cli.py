@@ -156,6 +156,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     out = _summary(report)
     out += ["", _table(report, entries, machine)]
+    errors = sorted({e["error"] for e in entries if e.get("error")})
+    if errors:
+        out += ["", "no verdict for some kernels:"] + [f"  {error}" for error in errors]
     diagnostics = format_diagnostics(report.kernels, machine, args.top)
     if diagnostics:
         out += ["", diagnostics]
