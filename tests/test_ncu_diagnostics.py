@@ -39,7 +39,7 @@ def test_untapped_tensor_cores_by_ai_without_a_machine() -> None:
     assert [f.kernel for f in findings] == [SGEMM_HALF.name]
     finding = findings[0]
     assert finding.precision == "fp16" and finding.ai["HBM"] == pytest.approx(1000.0)
-    assert "HBM AI 1e+03" in finding.reason
+    assert "lowest 250 at L2" in finding.reason  # 1e12 FLOPs / 4e9 L2 bytes
     message = finding.message()
     assert "fp16/bf16 on CUDA cores" in message and "5 TFLOP/s" in message and "0 Tensor Core FLOPs" in message
 
@@ -60,6 +60,9 @@ def test_untapped_tensor_cores_respects_missing_tensor_cores_and_low_ai() -> Non
     assert untapped_tensor_cores([low]) == []
     pascal = ncu_kernel("old", {"fp32": 1e12}, {"HBM": 1e6}, 0.01, tensor_flops=0.0, cc="6.1")
     assert untapped_tensor_cores([pascal]) == []
+    # High AI at HBM but low at L2 (an L2-resident working set) is not compute-bound.
+    l2_bound = ncu_kernel("rng", {"fp32": 1e6}, {"HBM": 100.0, "L2": 1e6}, 0.01, tensor_flops=0.0)
+    assert untapped_tensor_cores([l2_bound]) == []
 
 
 def test_plain_kernel_samples_work_too() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 from pytest_roofline.model import Machine, MissingCeilingError, lower_bound
 from pytest_roofline.ncu.metrics import LEVEL_HBM, LEVEL_L1, LEVEL_L2, TENSOR_SUFFIX, parse_cc
 
-# Without a machine, "high AI" means at least this many FLOPs per byte at the slowest level measured: below the
+# Without a machine, "high AI" means at least this many FLOPs per byte at every level measured: below the
 # CUDA-core fp32 ridge of every data-centre GPU since V100 (V100 ~17, A100 ~12.5, H100 ~20 FLOP/byte at HBM).
 DEFAULT_MIN_AI = 10.0
 _CUDA_CORE_TYPES = ("fp16", "fp32")  # bf16 CUDA-core work is counted with fp16 by ncu's h* counters
@@ -66,11 +66,9 @@ class TensorCoreFinding:
                 "0 Tensor Core FLOPs on a GPU that has Tensor Cores")
 
 
-def _slowest_level_ai(ai: Mapping[str, float]) -> tuple[str, float] | None:
-    for level in (LEVEL_HBM, "DRAM", LEVEL_L2, LEVEL_L1):
-        if level in ai:
-            return level, ai[level]
-    return None
+def _lowest_ai(ai: Mapping[str, float]) -> tuple[str, float] | None:
+    """The level with the lowest AI: a kernel is compute-bound only if it is so against every level."""
+    return min(ai.items(), key=lambda kv: kv[1]) if ai else None
 
 
 def _gpu_has_tensor_cores(kernels: Sequence[Any], machine: Machine | None) -> bool:
@@ -94,7 +92,7 @@ def untapped_tensor_cores(
     """Kernels doing mostly fp16/bf16/fp32 CUDA-core work at high AI (compute-bound) with zero Tensor Core FLOPs.
 
     With a machine, "compute-bound" is the roofline's bound; without one (or when the machine lacks a ceiling)
-    it is an AI of at least ``min_ai`` at the slowest memory level measured. GeForce GTX 16xx (Turing without
+    it is an AI of at least ``min_ai`` at every memory level measured. GeForce GTX 16xx (Turing without
     Tensor Cores) need ``has_tensor_cores=False``.
     """
     if has_tensor_cores is None:
@@ -120,13 +118,13 @@ def untapped_tensor_cores(
             if bound is not None:
                 if not bound.startswith("compute:"):
                     continue
-                slowest = _slowest_level_ai(ai)
-                reason = f"{bound}" + (f" at {slowest[0]} AI {slowest[1]:.3g}" if slowest else "")
+                lowest = _lowest_ai(ai)
+                reason = f"{bound}" + (f", lowest AI {lowest[1]:.3g} at {lowest[0]}" if lowest else "")
         if reason is None:
-            slowest = _slowest_level_ai(ai)
-            if slowest is None or slowest[1] < min_ai:
+            lowest = _lowest_ai(ai)
+            if lowest is None or lowest[1] < min_ai:
                 continue
-            reason = f"{slowest[0]} AI {slowest[1]:.3g} FLOP/byte (>= {min_ai:g})"
+            reason = f"AI >= {min_ai:g} FLOP/byte at every level (lowest {lowest[1]:.3g} at {lowest[0]})"
         findings.append(TensorCoreFinding(kernel.name, precision, flops, ai, kernel.time_s, reason))
     return findings
 
