@@ -54,19 +54,19 @@ def draw_hierarchical_roofline(
 
     fig, ax = plt.subplots(figsize=(10, 6.5), dpi=110)
     if machine is not None:
-        ai = np.logspace(math.log10(lo), math.log10(hi), 256)
+        axis = np.logspace(math.log10(lo), math.log10(hi), 256)
         top = max(machine.peak_flops.values(), default=None)
         for level, bw in sorted(machine.bandwidth.items(), key=lambda kv: -kv[1]):
-            roof = bw * ai if top is None else np.minimum(bw * ai, top)
-            ax.plot(ai, roof, lw=1.2, ls="--", label=f"{level} {bw / 1e9:.4g} GB/s")
+            roof = bw * axis if top is None else np.minimum(bw * axis, top)
+            ax.plot(axis, roof, lw=1.2, ls="--", label=f"{level} {bw / 1e9:.4g} GB/s")
         for precision, peak in sorted(machine.peak_flops.items(), key=lambda kv: -kv[1]):
             ax.axhline(peak, color="0.4", lw=0.9)
             ax.annotate(f"{precision} {peak / 1e12:.4g} TFLOP/s", (hi, peak), ha="right", va="bottom", fontsize=7)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for rank, (kernel, rate, ai) in enumerate(points):
+    for rank, (kernel, rate, kernel_ai) in enumerate(points):
         labelled = rank < MAX_LABELLED
         color = colors[rank % len(colors)] if labelled else "0.6"
-        for index, (level, x) in enumerate(sorted(ai.items())):
+        for index, (level, x) in enumerate(sorted(kernel_ai.items())):
             ax.scatter([x], [rate], marker=LEVEL_MARKERS.get(level, "o"), s=42, facecolors="none",
                        edgecolors=color, linewidths=1.3,
                        label=f"{short_name(kernel.name, 40)} (x{kernel.launches})" if labelled and index == 0

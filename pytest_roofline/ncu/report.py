@@ -175,7 +175,7 @@ def _aggregate(name: str, records: list[LaunchRecord], works: list[LaunchWork]) 
     tensor = [w.tensor_flops for w in works]
     instructions = [w.tensor_instructions for w in works]
     passes = [r.metrics.get(PASSES_METRIC) for r in records]
-    ccs = sorted({format_cc(r.cc) for r in records if r.cc is not None})
+    ccs = sorted({c for r in records if (c := format_cc(r.cc))})
     devices = sorted({r.device for r in records if r.device})
     return NcuKernel(
         name=name,
@@ -187,7 +187,7 @@ def _aggregate(name: str, records: list[LaunchRecord], works: list[LaunchWork]) 
         tensor_instructions=(float(sum(i for i in instructions if i is not None))
                              if all(i is not None for i in instructions) else None),
         sm_clock_hz=_mean(w.sm_clock_hz for w in works),
-        cc=", ".join(c for c in ccs if c) or None,
+        cc=", ".join(ccs) or None,
         device=", ".join(devices) or None,
         replay_passes=int(max(p for p in passes if p is not None)) if any(p is not None for p in passes) else None,
         definitions=definitions,
