@@ -13,6 +13,7 @@ from typing import Any
 from pytest_roofline.counters import Counter
 from pytest_roofline.devices import synchronizer
 from pytest_roofline.model import KernelSample, Machine, Verdict, combine, evaluate_region
+from pytest_roofline.placement import place_working_set
 from pytest_roofline.timing import DEFAULT_POLICY, TimingPolicy, TimingStats, time_callable
 
 
@@ -40,6 +41,17 @@ class Region:
             "kernels": [k.to_dict() for k in self.kernels],
             "notes": list(self.notes),
         }
+
+
+def counter_notes(counter: Counter) -> list[str]:
+    """Blind spots a counter reported: ops it ran but could not count FLOPs for, when they moved data."""
+    uncounted: dict[str, int] = dict(getattr(counter, "uncounted_bytes", None) or {})
+    errors: dict[str, str] = dict(getattr(counter, "errors", None) or {})
+    notes = [f"could not count {op}: {error}" for op, error in errors.items()]
+    if uncounted:
+        names = ", ".join(sorted(uncounted, key=lambda op: -uncounted[op])[:5])
+        notes.append(f"no FLOP rule for {names}: their FLOPs are missing (bytes are counted)")
+    return notes
 
 
 def _label_of(fn: Callable[..., Any]) -> str:
@@ -95,9 +107,13 @@ class Recorder:
     ) -> Any:
         result, kernels = counter.count(fn, args, kwargs)
         timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer())
-        verdict = evaluate_region(kernels, self._machine(), timing.median_s)
-        notes_of = getattr(counter, "notes", None)  # optional: what the counter could not see
-        notes = list(notes_of()) if callable(notes_of) else []
+        machine = self._machine()
+        notes = counter_notes(counter)
+        footprint = getattr(counter, "footprint_bytes", None)  # counters that assume no cache reuse
+        if footprint:
+            kernels, placed = place_working_set(kernels, footprint, machine)
+            notes.extend([placed] if placed else [])
+        verdict = evaluate_region(kernels, machine, timing.median_s)
         self.regions.append(Region(label, counter.name, kernels, timing, verdict, notes))
         return result
 

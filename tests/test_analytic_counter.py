@@ -561,3 +561,13 @@ def test_reduced_xception_block_on_fake_tensors() -> None:
     expected = 3 * (conv(N, C, 1, 9, H * W) + conv(N, C, C, 1, H * W) + 5 * E) + 4 * E
     assert flops(samples) == expected == 2_793_353_472  # research note: 2.79 GFLOP
     assert set(FULL_SIZES) == set(REDUCED_CPU_SIZES)
+
+
+def test_footprint_is_the_bytes_touched_per_storage() -> None:
+    x = torch.randn(1000)
+    counter = AnalyticCounter()
+    counter.count(lambda: (x * 2).relu_(), (), {})
+    assert counter.footprint_bytes == 2 * 1000 * 4  # x, and one temporary that relu_ updates in place
+    big = torch.randn(64, 64)
+    counter.count(lambda: big[:16].sum(), (), {})
+    assert counter.footprint_bytes == 16 * 64 * 4 + 4  # only the rows the slice reads, plus the scalar

@@ -875,7 +875,8 @@ class AnalyticCounter:
     After :meth:`count`, :attr:`uncounted_ops` maps every op with no FLOP rule that is not pure data
     movement to its number of calls (``uncounted_bytes``: the bytes those calls moved),
     :attr:`op_calls` maps every recorded op to its number of calls, and :attr:`errors` maps ops whose
-    counting raised (they are also listed as uncounted) to the error.
+    counting raised (they are also listed as uncounted) to the error. :attr:`footprint_bytes` is the
+    region's working set: the byte ranges its ops touched, summed over storages.
     """
 
     name = "analytic"
@@ -886,6 +887,8 @@ class AnalyticCounter:
         self.uncounted_bytes: dict[str, int] = {}
         self.op_calls: dict[str, int] = {}
         self.errors: dict[str, str] = {}
+        self.footprint_bytes = 0
+        self._extents: dict[int, tuple[int, int]] = {}
         self._kernels: dict[tuple[Any, ...], _Accumulator] = {}
         self._names: dict[str, int] = {}
 
@@ -894,9 +897,10 @@ class AnalyticCounter:
     ) -> tuple[Any, list[KernelSample]]:
         """Run ``fn(*args, **kwargs)`` once under the counting mode; return its result and the kernels."""
         self.uncounted_ops, self.uncounted_bytes, self.op_calls, self.errors = {}, {}, {}, {}
-        self._kernels, self._names = {}, {}
+        self._kernels, self._names, self._extents = {}, {}, {}
         with _CountingMode(self):
             result = fn(*args, **kwargs)
+        self.footprint_bytes = sum(high - low for low, high in self._extents.values())
         samples = [
             KernelSample(name=acc.name, flops=dict(acc.flops), bytes={self.level: acc.bytes} if acc.bytes else {},
                          time_s=None, launches=acc.launches)
@@ -919,6 +923,7 @@ class AnalyticCounter:
         for i in info.fresh_returns:
             written.extend(_tensors(call.output(i)))
         moved = _unique_bytes(read) + _unique_bytes(written)
+        self._touch(read, written)
         flops = _flop_count(info, call, read)
         dtype = _math_dtype(info, call, read)
         precision = precision_of(dtype) if dtype is not None else None
@@ -936,6 +941,14 @@ class AnalyticCounter:
         acc.bytes += moved
         if precision is not None and flops > 0:
             acc.flops[precision] = acc.flops.get(precision, 0) + flops
+
+    def _touch(self, *groups: Sequence[torch.Tensor]) -> None:
+        """Grow each storage's touched byte range: the region's working set is their sum."""
+        for tensors in groups:
+            for t in tensors:
+                fp = _footprint(t)
+                low, high = self._extents.get(fp.storage, (fp.start, fp.start + fp.span))
+                self._extents[fp.storage] = (min(low, fp.start), max(high, fp.start + fp.span))
 
     def _failed(self, info: _OpInfo, error: Exception) -> None:
         self.errors[info.name] = f"{type(error).__name__}: {error}"

@@ -1,0 +1,47 @@
+"""Which memory level serves counted bytes in the timed loop.
+
+The analytic counter charges each op its compulsory traffic as if nothing stayed in cache between ops.
+In the timed loop the same call repeats, so a region whose whole working set fits in a cache level is
+served from that level, not from DRAM: judging it against DRAM bandwidth would give fractions above 1 and
+hide cache regressions. A working set "fits" when it is at most half the level's capacity (room for
+other data, imperfect replacement); capacities come from ``Machine.info["capacities"]`` ({level: bytes},
+aggregate over the cores in use), written by the characterization or by hand in a pinned file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from pytest_roofline.model import KernelSample, Machine
+from pytest_roofline.report import si
+
+FIT_FRACTION = 0.5
+
+
+def serving_level(footprint_bytes: float, machine: Machine) -> str | None:
+    """The smallest level with a bandwidth roof whose capacity holds the working set, if any."""
+    capacities = machine.info.get("capacities") or {}
+    fitting = [
+        (float(capacity), level)
+        for level, capacity in capacities.items()
+        if level in machine.bandwidth and footprint_bytes <= FIT_FRACTION * float(capacity)
+    ]
+    return min(fitting)[1] if fitting else None
+
+
+def place_working_set(
+    kernels: Sequence[KernelSample], footprint_bytes: float, machine: Machine, from_level: str = "DRAM"
+) -> tuple[list[KernelSample], str | None]:
+    """Move bytes counted at ``from_level`` to the level that holds the working set; say so in a note."""
+    level = serving_level(footprint_bytes, machine)
+    if level is None or level == from_level:
+        return list(kernels), None
+    moved = [
+        replace(k, bytes={(level if name == from_level else name): value for name, value in k.bytes.items()})
+        for k in kernels
+    ]
+    capacity = float(machine.info["capacities"][level])
+    note = (f"working set {si(footprint_bytes, 'B')} fits in {level} ({si(capacity, 'B')}): counted bytes "
+            f"are judged against {level} bandwidth, not {from_level}")
+    return moved, note
