@@ -9,10 +9,20 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import torch
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 AMP_DTYPE = torch.float16 if DEVICE.type == "cuda" else torch.bfloat16
+
+
+def amp_variants(*, fp32: float, amp: float) -> pytest.MarkDecorator:
+    """Run a test with AMP off and on, each with its own threshold (AMP is judged against the faster
+    bf16/fp16 roof, so it reaches a smaller fraction of it)."""
+    return pytest.mark.parametrize("amp", [
+        pytest.param(False, id="fp32", marks=pytest.mark.roofline(min_fraction=fp32)),
+        pytest.param(True, id="amp", marks=pytest.mark.roofline(min_fraction=amp)),
+    ])
 
 
 def autocast(enabled: bool) -> contextlib.AbstractContextManager[Any]:
