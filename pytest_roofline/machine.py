@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,14 @@ __all__ = ["cache_file_for", "characterize", "default_cache_dir", "fingerprint",
            "load_machine_file"]
 
 default_cache_dir = _cache.default_cache_dir
+
+# A characterization disturbed by other work (see ``info["disturbed"]``) is reused only this long: enough
+# for the other workers of the same test session, not for the next session, which measures again.
+DISTURBED_REUSE_SECONDS = 600.0
+
+
+class DisturbedCharacterizationWarning(UserWarning):
+    """Other work on the machine kept the characterization from measuring undisturbed: roofs may be low."""
 
 
 def _silent(_: str) -> None:
@@ -60,30 +69,50 @@ def characterize(device: str = "cpu", *, fresh: bool = False, cache_dir: Path | 
     state_before = _cache.file_state(path)
     if not fresh:
         cached = _cache.read_cached(path, fields)
-        if cached is not None:
+        if cached is not None and _still_usable(cached, report):
             return cached
     with _cache.exclusive_lock(path.with_suffix(".lock")):
         state_now = _cache.file_state(path)
         if state_now is not None and state_now != state_before:
             # Another process wrote a result while we waited for the lock: use it.
             cached = _cache.read_cached(path, fields)
-            if cached is not None:
+            if cached is not None and _still_usable(cached, report):
                 report(f"using the characterization another process just wrote to {path}")
                 return cached
-        machine = _measure(kind, index, fields, digest, report)
+        machine = _measure(kind, index, fields, digest, report, path.parent)
         _cache.write_cached(path, fields, machine)
         report(f"cached in {path}")
-        return machine
+    if machine.info.get("disturbed"):
+        warnings.warn(f"pytest-roofline: other work disturbed the characterization of {device} "
+                      f"({machine.info.get('disturbed')}); its roofs may be low. It is reused for "
+                      f"{DISTURBED_REUSE_SECONDS:.0f} s, then measured again.", DisturbedCharacterizationWarning,
+                      stacklevel=2)
+    return machine
 
 
-def _measure(kind: str, index: int, fields: dict[str, Any], digest: str,
-             report: Callable[[str], None]) -> Machine:
+def _still_usable(machine: Machine, report: Callable[[str], None]) -> bool:
+    """A disturbed characterization is only reused shortly after it was measured."""
+    if not machine.info.get("disturbed"):
+        return True
+    try:
+        measured = _dt.datetime.fromisoformat(str(machine.info.get("date")))
+        age = (_dt.datetime.now(_dt.timezone.utc) - measured).total_seconds()
+    except (TypeError, ValueError):
+        age = float("inf")
+    if 0 <= age < DISTURBED_REUSE_SECONDS:
+        return True
+    report("the cached characterization was disturbed by other work; measuring again")
+    return False
+
+
+def _measure(kind: str, index: int, fields: dict[str, Any], digest: str, report: Callable[[str], None],
+             cache_dir: Path) -> Machine:
     start = time.perf_counter()
     report(f"characterizing {kind}{'' if kind == 'cpu' else f':{index}'} (fingerprint {digest})")
     if kind == "cpu":
         from pytest_roofline.characterize.cpu import characterize_cpu
 
-        machine = characterize_cpu(fields, report)
+        machine = characterize_cpu(fields, report, build_dir=cache_dir / "build")
     else:
         from pytest_roofline.characterize.cuda import characterize_cuda
 

@@ -30,7 +30,7 @@ def fake_measure(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Replace fingerprint and measurement with cheap fakes; returns the list of measurements made."""
     calls: list[str] = []
 
-    def measure(kind: str, index: int, fields: dict[str, Any], digest: str, report: Any) -> Machine:
+    def measure(kind: str, index: int, fields: dict[str, Any], digest: str, report: Any, cache_dir: Path) -> Machine:
         calls.append(kind)
         return _fake_machine(f"measured-{len(calls)}")
 
@@ -108,7 +108,8 @@ def test_invalid_machine_record_is_not_trusted(tmp_path: Path, fake_measure: lis
 # --- concurrency: several processes characterize once -------------------------------------------------
 
 def _worker(cache_dir: str, marker_dir: str, fresh: bool, start_at: float) -> None:
-    def slow_measure(kind: str, index: int, fields: dict[str, Any], digest: str, report: Any) -> Machine:
+    def slow_measure(kind: str, index: int, fields: dict[str, Any], digest: str, report: Any,
+                     cache_dir: Path) -> Machine:
         Path(marker_dir, f"measured-{os.getpid()}").touch()
         time.sleep(0.5)  # long enough that the other workers arrive while this one holds the lock
         return _fake_machine(f"by-{os.getpid()}")

@@ -16,7 +16,9 @@ import numpy as np
 
 from pytest_roofline.characterize.timing import best_seconds
 
-GEMM_SIZES = (1024, 2048)  # two sizes: small ones win on cache-bound BLAS, large ones amortize overhead
+# GEMM sizes per precision: BLAS and AMX efficiency still grow past 2048 for the cheap types.
+GEMM_SIZES: dict[str, tuple[int, ...]] = {"fp64": (1024, 2048), "fp32": (1024, 2048),
+                                          "bf16": (1024, 2048, 4096), "fp16": (1024, 2048)}
 
 
 @dataclass
@@ -55,37 +57,34 @@ def dram_triad(last_level_cache_bytes: int, progress: Callable[[str], None]) -> 
     return Roof(rate, source, {"working_set_bytes": 3 * 8 * n})
 
 
-def numpy_gemm(dtype: str, progress: Callable[[str], None]) -> Roof:
-    best_rate, best_n = 0.0, 0
-    for n in GEMM_SIZES:
-        a = np.random.default_rng(0).random((n, n)).astype(dtype)
-        b = a.copy()
+def gemm(precision: str, progress: Callable[[str], None], sizes: tuple[int, ...] | None = None) -> Roof | None:
+    """The best GEMM FLOP/s for ``precision`` over numpy (fp64/fp32) and torch.mm, over several sizes."""
+    best: Roof | None = None
+    for n in sizes or GEMM_SIZES[precision]:
+        for backend, rate in _gemm_rates(precision, n):
+            if best is None or rate > best.value:
+                best = Roof(rate, f"{backend}-gemm", {"n": n})
+    if best is not None:
+        progress(f"{precision} GEMM: {best.value / 1e9:.1f} GFLOP/s ({best.source}, n={best.detail['n']})")
+    return best
+
+
+def _gemm_rates(precision: str, n: int) -> list[tuple[str, float]]:
+    rates = []
+    if precision in ("fp64", "fp32"):
+        a = np.random.default_rng(0).random((n, n)).astype("float64" if precision == "fp64" else "float32")
         out = np.empty_like(a)
-        seconds = best_seconds(functools.partial(np.matmul, a, b, out=out), warmup=1, min_repeats=2, budget_s=0.25)
-        if 2 * n**3 / seconds > best_rate:
-            best_rate, best_n = 2 * n**3 / seconds, n
-    precision = {"float64": "fp64", "float32": "fp32"}[dtype]
-    progress(f"{precision} numpy GEMM: {best_rate / 1e9:.1f} GFLOP/s (n={best_n})")
-    return Roof(best_rate, "numpy-gemm", {"n": best_n})
-
-
-def torch_gemm(precision: str, progress: Callable[[str], None]) -> Roof | None:
-    """torch.mm for a precision numpy lacks (bf16, fp16); None without torch or when it fails."""
+        seconds = best_seconds(functools.partial(np.matmul, a, a, out=out), warmup=1, min_repeats=3, budget_s=0.3)
+        rates.append(("numpy", 2.0 * n**3 / seconds))
     torch = _torch()
-    if torch is None:
-        return None
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp64": torch.float64}[precision]
-    best_rate, best_n = 0.0, 0
-    for n in GEMM_SIZES:
+    if torch is not None:
+        dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "fp64": torch.float64}
         try:
-            a = torch.randn(n, n).to(dtype)
-            b = a.clone()
-            out = torch.empty_like(a)
-            seconds = best_seconds(functools.partial(torch.mm, a, b, out=out), warmup=2, min_repeats=3, budget_s=0.25)
-        except RuntimeError as error:  # some builds lack a CPU kernel for a dtype
-            progress(f"{precision} torch.mm unavailable: {error}")
-            return None
-        if 2 * n**3 / seconds > best_rate:
-            best_rate, best_n = 2 * n**3 / seconds, n
-    progress(f"{precision} torch GEMM: {best_rate / 1e9:.1f} GFLOP/s (n={best_n})")
-    return Roof(best_rate, "torch-gemm", {"n": best_n})
+            t = torch.randn(n, n).to(dtype[precision])
+            out_t = torch.empty_like(t)
+            seconds = best_seconds(functools.partial(torch.mm, t, t, out=out_t), warmup=1, min_repeats=3,
+                                   budget_s=0.3)
+            rates.append(("torch", 2.0 * n**3 / seconds))
+        except RuntimeError:  # a build without a CPU kernel for this dtype
+            pass
+    return rates

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-BASE_FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c11",
+BASE_FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c11", "-ffp-contract=fast",
               # gcc's unroll-and-jam fuses two trials into one memory pass and doubles low-intensity
               # bandwidth; every trial must stay a separate pass over memory.
               "-fno-loop-unroll-and-jam")

@@ -1,50 +1,172 @@
-"""CPU characterization: which measurements run, and how their results become a Machine."""
+"""CPU characterization: the ERT kernel when a C compiler is present, libraries alone otherwise."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from pytest_roofline.characterize import blas_probe
-from pytest_roofline.characterize.caches import os_cache_sizes
+from pytest_roofline.characterize import blas_probe, cpu_ert, plateaus
+from pytest_roofline.characterize.build import BuildError, find_compiler
+from pytest_roofline.characterize.caches import os_cache_sharing, os_cache_sizes
 from pytest_roofline.model import Machine
 
+SMALLEST_PER_THREAD = 4 * 1024      # well inside any L1
+MAIN_MEMORY_FACTOR = 4               # sweep up to 4x the last-level cache ...
+MIN_LARGEST = 256 * 1024**2          # ... and never less than this
+SIZES_PER_OCTAVE = 4
+PEAK_FLOPS = 512                     # FLOPs per element where every width is compute bound
+DISTURBED_SHARE = 0.2                # more disturbed sweep points than this: say the roofs may be low
 
-def characterize_cpu(fingerprint_fields: dict[str, Any], progress: Callable[[str], None]) -> Machine:
+
+def characterize_cpu(fingerprint_fields: dict[str, Any], progress: Callable[[str], None],
+                     build_dir: Path | None = None, *, largest_bytes: int | None = None) -> Machine:
     start = time.perf_counter()
-    caches = os_cache_sizes()
-    last_level = caches[max(caches)] if caches else 32 * 1024**2
+    threads = int(fingerprint_fields.get("threads") or 1)
+    info: dict[str, Any] = {"threads": threads, "torch_threads": fingerprint_fields.get("torch_threads"),
+                            "cache_sizes": fingerprint_fields.get("cache_sizes")}
     sources: dict[str, str] = {}
-    details: dict[str, Any] = {}
-
     bandwidth: dict[str, float] = {}
-    triad = blas_probe.dram_triad(last_level, progress)
-    bandwidth["DRAM"] = triad.value
-    sources["bandwidth.DRAM"] = triad.source
-    details["DRAM"] = triad.detail
-
     peak_flops: dict[str, float] = {}
-    gemm: dict[str, float] = {}
-    for precision, dtype in (("fp64", "float64"), ("fp32", "float32")):
-        roof = blas_probe.numpy_gemm(dtype, progress)
-        peak_flops[precision] = gemm[precision] = roof.value
-        sources[f"peak_flops.{precision}"] = roof.source
-    for precision in ("bf16", "fp16"):
-        torch_roof = blas_probe.torch_gemm(precision, progress)
-        if torch_roof is not None:
-            peak_flops[precision] = gemm[precision] = torch_roof.value
-            sources[f"peak_flops.{precision}"] = torch_roof.source
 
-    info: dict[str, Any] = {
-        "method": "blas",
-        "sources": sources,
-        "gemm_flops": gemm,
-        "details": details,
-        "threads": fingerprint_fields.get("threads"),
-        "torch_threads": fingerprint_fields.get("torch_threads"),
-        "cache_sizes": fingerprint_fields.get("cache_sizes"),
-        "measure_seconds": time.perf_counter() - start,
-    }
+    compiled = False
+    if find_compiler() is None:
+        info["method"] = "blas-fallback"
+        info["fallback_reason"] = "no C compiler found"
+    else:
+        try:
+            _ert(fingerprint_fields, threads, progress, build_dir, largest_bytes, bandwidth, peak_flops, sources,
+                 info)
+            compiled = True
+            info["method"] = "ert"
+        except BuildError as error:
+            info["method"] = "blas-fallback"
+            info["fallback_reason"] = f"kernel build failed: {str(error)[-500:]}"
+            progress(f"ERT kernel unavailable, falling back to numpy/BLAS: {str(error).splitlines()[0]}")
+    if not compiled:
+        caches = os_cache_sizes()
+        triad = blas_probe.dram_triad(caches[max(caches)] if caches else 32 * 1024**2, progress)
+        bandwidth["DRAM"] = triad.value
+        sources["bandwidth.DRAM"] = triad.source
+
+    gemm = _gemm_roofs(progress)
+    info["gemm_flops"] = {precision: roof.value for precision, roof in gemm.items()}
+    for precision, roof in gemm.items():
+        if precision not in peak_flops:  # the FMA kernel is the vector-unit roof; GEMM fills in the rest
+            peak_flops[precision] = roof.value
+            sources[f"peak_flops.{precision}"] = roof.source
+    info["sources"] = sources
+    info["measure_seconds"] = time.perf_counter() - start
     name = f"{fingerprint_fields.get('cpu_model', 'cpu')} ({fingerprint_fields.get('core_count', '?')} cores)"
     return Machine(name=name, peak_flops=peak_flops, bandwidth=bandwidth, info=info)
+
+
+def _gemm_roofs(progress: Callable[[str], None]) -> dict[str, blas_probe.Roof]:
+    roofs = {}
+    for precision in ("fp64", "fp32", "bf16", "fp16"):
+        roof = blas_probe.gemm(precision, progress)
+        if roof is not None:
+            roofs[precision] = roof
+    return roofs
+
+
+def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], build_dir: Path | None,
+         largest_bytes: int | None, bandwidth: dict[str, float], peak_flops: dict[str, float],
+         sources: dict[str, str], info: dict[str, Any]) -> None:
+    isa = fields.get("isa") or []
+    widths = cpu_ert.vector_widths_for(isa, str(fields.get("machine", "")))
+    widest = max(widths)
+    capacities = plateaus.aggregate_capacities(os_cache_sizes(), os_cache_sharing(), threads)
+    last_cache = capacities[max(capacities)] if capacities else 32 * 1024**2
+    largest = largest_bytes or max(MAIN_MEMORY_FACTOR * last_cache, MIN_LARGEST)
+    memory = fields.get("memory_bytes")
+    if memory:
+        largest = min(largest, int(memory) // 8)  # never crowd out the tests that run next
+
+    progress("compiling the ERT kernel (cached after the first build)")
+    chains = cpu_ert.chains_for(isa)
+    library = cpu_ert.ErtLibrary.build(build_dir or _default_build_dir(), chains, threads,
+                                       _round_up(largest, 3 * threads * chains * 64))
+    granularity = library.granularity_bytes()
+    sizes = cpu_ert.working_set_sizes(SMALLEST_PER_THREAD * threads, library.max_bytes, SIZES_PER_OCTAVE,
+                                      granularity)
+    info["kernel"] = {"library": str(library.path), "chains": chains, "vector_bits": [w * 8 for w in widths],
+                      "threads": threads, "flops_per_element": list(cpu_ert.ERT_FLOPS)}
+
+    progress(f"bandwidth sweep: {len(sizes)} working sets, {sizes[0] // 1024} KiB .. "
+             f"{sizes[-1] / 2**20:.0f} MiB, {threads} threads, {widest * 8}-bit vectors")
+    update_points = cpu_ert.bandwidth_sweep(library, sizes, widest, progress)
+    checks = {"update sweep": library.check_fixed_point("fp64", library.max_bytes)}
+    compute_size = max(granularity, (capacities.get(1, 32 * 1024) // 4) // granularity * granularity)
+    progress(f"FLOP sweep at {compute_size // 1024} KiB: fp64/fp32 x {[w * 8 for w in widths]}-bit")
+    flop_points: list[cpu_ert.SweepPoint] = []
+    for precision in ("fp64", "fp32"):
+        flop_points += cpu_ert.flops_sweep(library, precision, widest, compute_size, cpu_ert.ERT_FLOPS)
+        for width in widths:
+            if width != widest:
+                flop_points += cpu_ert.flops_sweep(library, precision, width, compute_size, (PEAK_FLOPS,))
+        checks[f"{precision} FLOP sweep"] = library.check_fixed_point(precision, compute_size)
+    triad_points = cpu_ert.triad_sweep(library, sizes, widest, progress)
+
+    windows = plateaus.level_windows(capacities, sizes[0], sizes[-1])
+    update_plateaus = plateaus.extract_plateaus([p.working_set_bytes for p in update_points],
+                                                [p.bandwidth for p in update_points], windows)
+    triad_plateaus = plateaus.extract_plateaus([p.working_set_bytes for p in triad_points],
+                                               [p.bandwidth for p in triad_points], windows)
+    levels: dict[str, Any] = {}
+    for level in windows:
+        candidates = [(p, kernel) for p, kernel in ((update_plateaus.get(level), "ert-update"),
+                                                    (triad_plateaus.get(level), "ert-triad")) if p is not None]
+        if not candidates:
+            continue
+        best, kernel = max(candidates, key=lambda c: c[0].bytes_per_s)
+        bandwidth[level] = best.bytes_per_s
+        sources[f"bandwidth.{level}"] = kernel
+        levels[level] = {"kernel": kernel, "window_bytes": list(best.window), "points": best.points,
+                         "plateau_bytes": [best.first_bytes, best.last_bytes],
+                         "update_bytes_per_s": update_plateaus[level].bytes_per_s if level in update_plateaus
+                         else None,
+                         "triad_bytes_per_s": triad_plateaus[level].bytes_per_s if level in triad_plateaus
+                         else None}
+        progress(f"{level:>4}: {best.bytes_per_s / 1e9:7.1f} GB/s ({kernel}, "
+                 f"{best.first_bytes / 1024:.0f}-{best.last_bytes / 1024:.0f} KiB)")
+    disturbed = sum(not p.clean for p in update_points) + sum(not p.clean for p in triad_points) + sum(
+        not p.clean for p in flop_points)
+    if disturbed:
+        progress(f"warning: {disturbed} sweep points never got a call free of other work on this machine")
+
+    isa_peaks: dict[str, dict[str, float]] = {}
+    for point in flop_points:
+        by_width = isa_peaks.setdefault(point.precision, {})
+        key = str(point.vector_bits)
+        by_width[key] = max(by_width.get(key, 0.0), point.flop_rate)
+    for precision, by_width in isa_peaks.items():
+        bits, value = max(by_width.items(), key=lambda kv: kv[1])
+        peak_flops[precision] = value
+        sources[f"peak_flops.{precision}"] = f"ert-fma-{bits}bit"
+        progress(f"{precision}: {value / 1e9:7.1f} GFLOP/s peak "
+                 f"({', '.join(f'{b}-bit {v / 1e9:.1f}' for b, v in sorted(by_width.items()))})")
+
+    info["levels"] = levels
+    info["disturbed_points"] = disturbed
+    total_points = len(update_points) + len(triad_points) + len(flop_points)
+    if disturbed > DISTURBED_SHARE * total_points:
+        info["disturbed"] = f"{disturbed} of {total_points} sweep points had no undisturbed call"
+    info["capacities"] = {f"L{k}": v for k, v in capacities.items()}
+    info["isa_peaks"] = isa_peaks
+    failed = [name for name, ok in checks.items() if not ok]
+    # Every element must still hold exactly 1 after the update kernel: otherwise it skipped work.
+    info["kernel_check"] = "ok" if not failed else f"values left the fixed point x = 1 in: {', '.join(failed)}"
+    info["sweep"] = {"update": [p.to_row() for p in update_points], "triad": [p.to_row() for p in triad_points],
+                     "flops": [p.to_row() for p in flop_points]}
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
+
+
+def _default_build_dir() -> Path:
+    from pytest_roofline.characterize.cache import default_cache_dir
+
+    return default_cache_dir() / "build"

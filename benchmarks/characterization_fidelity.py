@@ -1,0 +1,308 @@
+"""How close are the characterized roofs to what independent simple kernels reach, in the same run?
+
+    python benchmarks/characterization_fidelity.py [--rounds 2] [--keep-cache DIR]
+
+Runs a fresh CPU characterization (``pytest_roofline.machine.characterize``), then measures reference
+numbers with code that shares nothing with the characterization kernels:
+
+- bandwidth: a plain C triad loop ``a[i] = b[i] + s*c[i]`` (OpenMP, auto-vectorized by the compiler), at
+  several working-set sizes inside each level's window; reference = median of the three fastest sizes;
+- compute: a register-only loop of independent FMA accumulators (no memory traffic) per vector width and
+  accumulator count; reference = the best;
+- GEMM: the best of numpy.matmul and torch.mm over several sizes per precision.
+
+It prints roof / reference per ceiling (target >= 0.95). A ratio above 1 means the roof is higher than the
+simple reference (e.g. the in-place update kernel beats the triad from L3 and DRAM). The host is shared, so
+the script interleaves several rounds of reference measurements and keeps each one's best.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import math
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pytest_roofline.machine import characterize
+from pytest_roofline.model import Machine
+
+REFERENCE_SOURCE = r"""
+#include <omp.h>
+#define BARRIER() __asm__ __volatile__("" ::: "memory")
+
+double triad(double *restrict a, const double *restrict b, const double *restrict c, long n, long trials,
+             int threads) {
+  double start = 0, stop = 0;
+  #pragma omp parallel num_threads(threads)
+  {
+    #pragma omp barrier
+    #pragma omp master
+    start = omp_get_wtime();
+    for (long t = 0; t < trials; ++t) {
+      #pragma omp for schedule(static) nowait
+      for (long i = 0; i < n; ++i) a[i] = b[i] + 0.5 * c[i];
+      BARRIER();
+    }
+    #pragma omp barrier
+    #pragma omp master
+    stop = omp_get_wtime();
+  }
+  return stop - start;
+}
+
+/* Register-only FMA throughput: ACC independent accumulators of W bytes, no loads or stores. */
+#define PEAK(T, NAME, W, ACC)                                                             \
+  double NAME(long iterations, int threads) {                                             \
+    typedef T V __attribute__((vector_size(W)));                                          \
+    double start = 0, stop = 0, sink = 0;                                                 \
+    _Pragma("omp parallel num_threads(threads) reduction(+:sink)")                        \
+    {                                                                                     \
+      volatile T seed = (T)1e-3;                                                          \
+      V acc[ACC], mul = (V){0} + (T)0.999999, add = (V){0} + seed;                        \
+      for (int k = 0; k < ACC; ++k) acc[k] = (V){0} + (T)k;                               \
+      _Pragma("omp barrier")                                                              \
+      _Pragma("omp master") start = omp_get_wtime();                                      \
+      for (long i = 0; i < iterations; ++i)                                               \
+        for (int k = 0; k < ACC; ++k) acc[k] = acc[k] * mul + add;                        \
+      _Pragma("omp barrier")                                                              \
+      _Pragma("omp master") stop = omp_get_wtime();                                       \
+      for (int k = 0; k < ACC; ++k) for (unsigned l = 0; l < W / sizeof(T); ++l) sink += acc[k][l]; \
+    }                                                                                     \
+    return sink == 12345.678 ? -1.0 : stop - start;                                       \
+  }
+PEAK(double, peak_fp64_256_12, 32, 12)
+PEAK(double, peak_fp64_512_12, 64, 12)
+PEAK(double, peak_fp64_512_24, 64, 24)
+PEAK(float, peak_fp32_256_12, 32, 12)
+PEAK(float, peak_fp32_512_12, 64, 12)
+PEAK(float, peak_fp32_512_24, 64, 24)
+"""
+PEAK_KERNELS = {"fp64": ["peak_fp64_256_12", "peak_fp64_512_12", "peak_fp64_512_24"],
+                "fp32": ["peak_fp32_256_12", "peak_fp32_512_12", "peak_fp32_512_24"]}
+PEAK_LANES = {"peak_fp64_256_12": 4 * 12, "peak_fp64_512_12": 8 * 12, "peak_fp64_512_24": 8 * 24,
+              "peak_fp32_256_12": 8 * 12, "peak_fp32_512_12": 16 * 12, "peak_fp32_512_24": 16 * 24}
+
+
+def build_reference(directory: Path) -> ctypes.CDLL:
+    source = directory / "reference.c"
+    source.write_text(REFERENCE_SOURCE)
+    library = directory / "reference.so"
+    subprocess.run(["cc", "-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-fPIC", "-shared",
+                    "-ffp-contract=fast", "-fno-loop-unroll-and-jam", str(source), "-o", str(library)], check=True)
+    lib = ctypes.CDLL(str(library))
+    lib.triad.restype = ctypes.c_double
+    lib.triad.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long, ctypes.c_long, ctypes.c_int]
+    for names in PEAK_KERNELS.values():
+        for name in names:
+            getattr(lib, name).restype = ctypes.c_double
+            getattr(lib, name).argtypes = [ctypes.c_long, ctypes.c_int]
+    return lib
+
+
+def cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def best_of(run: Any, work: float, threads: int, target_s: float = 0.003, repeats: int = 5,
+            max_calls: int = 25) -> float:
+    """Best rate (work per second) of ``repeats`` calls of about ``target_s`` each; run(k) -> seconds.
+
+    A call counts only if this process got CPU time on all ``threads`` for the whole call (getrusage):
+    the host is shared, and a call that waited for a CPU measures the other work, not the hardware.
+    """
+    k = 1
+    while True:
+        seconds = run(k)
+        if seconds >= target_s / 4 or k > 1 << 30:
+            break
+        k *= 4
+    k = max(1, math.ceil(k * target_s / max(seconds, 1e-9)))
+    clean: list[float] = []
+    dirty: list[float] = []
+    while len(clean) < repeats and len(clean) + len(dirty) < max_calls:
+        cpu_before, wall_before = cpu_seconds(), time.perf_counter()
+        seconds = run(k)
+        wall = time.perf_counter() - wall_before
+        used = cpu_seconds() - cpu_before
+        (clean if used >= 0.9 * threads * wall else dirty).append(work * k / seconds)
+    return max(clean or dirty)
+
+
+def wait_for_quiet(timeout_s: float) -> str:
+    """Wait until other processes use under 10 % of the CPUs for 3 s in a row (at most ``timeout_s``)."""
+    def busy_share() -> float:
+        def sample() -> tuple[int, int]:
+            fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+            idle = fields[3] + fields[4]
+            return sum(fields) - idle, sum(fields)
+        busy0, total0 = sample()
+        time.sleep(1.0)
+        busy1, total1 = sample()
+        return (busy1 - busy0) / max(1, total1 - total0)
+
+    if not Path("/proc/stat").exists():
+        return "no /proc/stat: did not check for other work"
+    deadline = time.time() + timeout_s
+    quiet_in_a_row, share = 0, 1.0
+    while time.time() < deadline:
+        share = busy_share()
+        quiet_in_a_row = quiet_in_a_row + 1 if share < 0.10 else 0
+        if quiet_in_a_row >= 3:
+            return f"machine quiet (other work {share:.0%} of the CPUs)"
+    return f"machine still busy after {timeout_s:.0f} s (other work {share:.0%} of the CPUs): ratios are suspect"
+
+
+def reference_bandwidth(lib: ctypes.CDLL, threads: int, windows: dict[str, tuple[float, float]],
+                        max_bytes: int) -> dict[str, list[tuple[int, float]]]:
+    raw = np.ones(max_bytes // 8 + 64)
+    base = raw[(-raw.ctypes.data % 64) // 8:]
+    found: dict[str, list[tuple[int, float]]] = {}
+    for level, (low, high) in windows.items():
+        sizes = np.geomspace(low, min(high, max_bytes), 6)
+        points = []
+        for size in sizes:
+            n = int(size // 24) // 64 * 64
+            a, b, c = base[:n], base[n:2 * n], base[2 * n:3 * n]
+            rate = best_of(lambda k, a=a, b=b, c=c, n=n: lib.triad(a.ctypes.data, b.ctypes.data, c.ctypes.data,
+                                                                   n, k, threads), 24.0 * n, threads)
+            points.append((24 * n, rate))
+        found[level] = points
+    return found
+
+
+def reference_peaks(lib: ctypes.CDLL, threads: int) -> dict[str, tuple[float, str]]:
+    best: dict[str, tuple[float, str]] = {}
+    for precision, names in PEAK_KERNELS.items():
+        for name in names:
+            function = getattr(lib, name)
+            flops = 2.0 * PEAK_LANES[name] * threads
+            rate = best_of(lambda k, f=function: f(k, threads), flops, threads)
+            if rate > best.get(precision, (0.0, ""))[0]:
+                best[precision] = (rate, name)
+    return best
+
+
+def reference_gemm(threads: int) -> dict[str, tuple[float, str]]:
+    best: dict[str, tuple[float, str]] = {}
+
+    def consider(precision: str, rate: float, label: str) -> None:
+        if rate > best.get(precision, (0.0, ""))[0]:
+            best[precision] = (rate, label)
+
+    def timed(run: Any) -> Any:
+        def call(k: int) -> float:
+            start = time.perf_counter()
+            for _ in range(k):
+                run()
+            return time.perf_counter() - start
+        return call
+
+    for n in (512, 1024, 2048, 3072):
+        for dtype, precision in ((np.float64, "fp64"), (np.float32, "fp32")):
+            a = np.random.default_rng(1).random((n, n)).astype(dtype)
+            out = np.empty_like(a)
+            rate = best_of(timed(lambda a=a, out=out: np.matmul(a, a, out=out)), 2.0 * n**3, threads,
+                           target_s=0.0, repeats=3, max_calls=8)
+            consider(precision, rate, f"numpy n={n}")
+    try:
+        import torch
+    except ImportError:
+        return best
+    for n in (512, 1024, 2048, 3072, 4096):
+        for dtype, precision in ((torch.float64, "fp64"), (torch.float32, "fp32"), (torch.bfloat16, "bf16"),
+                                 (torch.float16, "fp16")):
+            if n == 4096 and precision != "bf16":
+                continue  # only AMX bf16 is fast enough for 4096 to be cheap
+            t = torch.randn(n, n).to(dtype)
+            out_t = torch.empty_like(t)
+            torch.mm(t, t, out=out_t)
+            rate = best_of(timed(lambda t=t, out_t=out_t: torch.mm(t, t, out=out_t)), 2.0 * n**3, threads,
+                           target_s=0.0, repeats=3, max_calls=8)
+            consider(precision, rate, f"torch n={n}")
+    return best
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of reference measurements (best kept)")
+    parser.add_argument("--keep-cache", type=Path, default=None, help="characterization cache directory")
+    parser.add_argument("--wait-quiet", type=float, default=120.0,
+                        help="seconds to wait for other work on the machine to stop first (default 120)")
+    args = parser.parse_args()
+    quiet_before = wait_for_quiet(args.wait_quiet)
+    print(quiet_before, file=sys.stderr)
+
+    cache_dir = args.keep_cache or Path(tempfile.mkdtemp(prefix="roofline-fidelity-"))
+    start = time.perf_counter()
+    machine: Machine = characterize("cpu", fresh=True, cache_dir=cache_dir,
+                                    progress=lambda m: print(f"[characterize] {m}", file=sys.stderr))
+    cold = time.perf_counter() - start
+    info = machine.info
+    threads = int(info.get("threads") or 1)
+    windows = {level: tuple(entry["window_bytes"]) for level, entry in info.get("levels", {}).items()}
+    largest = int(max((hi for _, hi in windows.values()), default=64 * 2**20))
+
+    with tempfile.TemporaryDirectory() as build:
+        lib = build_reference(Path(build))
+        bandwidth_points: dict[str, list[tuple[int, float]]] = {}
+        peaks: dict[str, tuple[float, str]] = {}
+        gemm: dict[str, tuple[float, str]] = {}
+        for _ in range(args.rounds):
+            for level, points in reference_bandwidth(lib, threads, windows, largest).items():
+                merged = dict(bandwidth_points.get(level, []))
+                for size, rate in points:
+                    merged[size] = max(merged.get(size, 0.0), rate)
+                bandwidth_points[level] = sorted(merged.items())
+            for precision, value in reference_peaks(lib, threads).items():
+                if value[0] > peaks.get(precision, (0.0, ""))[0]:
+                    peaks[precision] = value
+            for precision, value in reference_gemm(threads).items():
+                if value[0] > gemm.get(precision, (0.0, ""))[0]:
+                    gemm[precision] = value
+
+    rows: list[tuple[str, float, float, str, str]] = []
+    sources = info.get("sources", {})
+    for level, points in bandwidth_points.items():
+        fastest = sorted((rate for _, rate in points), reverse=True)[:3]
+        reference = statistics.median(fastest)
+        rows.append((f"bandwidth {level}", machine.bandwidth[level], reference, sources.get(f"bandwidth.{level}", "?"),
+                     "plain triad, median of 3 fastest sizes"))
+    for precision, (reference, name) in peaks.items():
+        rows.append((f"peak {precision}", machine.peak_flops[precision], reference,
+                     sources.get(f"peak_flops.{precision}", "?"), f"register FMA {name}"))
+    for precision, (reference, label) in gemm.items():
+        roof = info.get("gemm_flops", {}).get(precision)
+        if roof:
+            rows.append((f"GEMM {precision}", roof, reference, "characterization GEMM", f"best BLAS ({label})"))
+
+    print(f"\nmachine: {machine.name}; threads {threads}; method {info.get('method')}; "
+          f"cold characterization {cold:.1f} s (measurement {info.get('seconds', 0):.1f} s)")
+    print(f"{'ceiling':<16} {'roof':>12} {'reference':>12} {'ratio':>7}  roof source / reference")
+    worst = math.inf
+    for name, roof, reference, source, how in rows:
+        unit, scale = ("GB/s", 1e9) if name.startswith("bandwidth") else ("GFLOP/s", 1e9)
+        ratio = roof / reference
+        worst = min(worst, ratio)
+        flag = "" if ratio >= 0.95 else "  <-- below 0.95"
+        print(f"{name:<16} {roof / scale:>9.1f} {unit:<4}{reference / scale:>8.1f}  {ratio:>7.3f}  "
+              f"{source} / {how}{flag}")
+    print(f"lowest ratio: {worst:.3f} (target >= 0.95)")
+    print(f"before: {quiet_before}; load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,286 @@
+"""Run the compiled ERT kernel: working-set sweeps for bandwidth, FLOPs-per-element sweeps for peaks."""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from pytest_roofline.characterize.build import build_shared_library
+
+KERNEL_SOURCE = Path(__file__).resolve().parent / "ert_kernel.c"
+ERT_FLOPS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # the FLOPs-per-element values compiled into the library
+VECTOR_BYTES = (16, 32, 64)
+ELEMENT_BYTES = {"fp64": 8, "fp32": 4}
+ALIGN = 64
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One timed call: ``trials`` passes over ``working_set_bytes``, each element read and written once."""
+
+    precision: str
+    vector_bits: int
+    flops_per_element: int
+    working_set_bytes: int
+    trials: int
+    seconds: float
+    clean: bool = True  # False: every call was disturbed by other work, the number is a lower bound
+
+    @property
+    def bytes_moved(self) -> float:
+        return 2.0 * self.working_set_bytes * self.trials  # one read + one write per element and trial
+
+    @property
+    def flops(self) -> float:
+        return self.flops_per_element * (self.working_set_bytes / ELEMENT_BYTES[self.precision]) * self.trials
+
+    @property
+    def bandwidth(self) -> float:
+        return self.bytes_moved / self.seconds
+
+    @property
+    def flop_rate(self) -> float:
+        return self.flops / self.seconds
+
+    def to_row(self) -> dict[str, Any]:
+        return {**asdict(self), "bytes_per_s": self.bandwidth, "flop_per_s": self.flop_rate}
+
+
+def chains_for(isa: Iterable[str]) -> int:
+    """Independent vectors per block: 16 fit the 32 vector registers of AVX-512, 8 the 16 of AVX2/SSE."""
+    return 16 if "avx512f" in set(isa) else 8
+
+
+def vector_widths_for(isa: Iterable[str], machine: str) -> list[int]:
+    """Vector widths (bytes) the CPU executes natively; wider generic vectors would be split by the compiler."""
+    flags = set(isa)
+    if machine not in ("x86_64", "AMD64", "i686"):
+        return [16]
+    widths = [16]
+    if "avx" in flags:
+        widths.append(32)
+    if "avx512f" in flags:
+        widths.append(64)
+    return widths
+
+
+class ErtLibrary:
+    """The compiled kernel library and an aligned buffer big enough for the largest working set."""
+
+    def __init__(self, library_path: Path, chains: int, threads: int, max_bytes: int) -> None:
+        self.path = library_path
+        self.chains = chains
+        self.threads = threads
+        self._lib = ctypes.CDLL(str(library_path))
+        self._functions: dict[tuple[str, int, int], Any] = {}
+        # Over-allocate and slice so the first element sits on a 64-byte boundary (aligned vector loads).
+        self._raw = np.empty(max_bytes + ALIGN, dtype=np.uint8)
+        offset = (-self._raw.ctypes.data) % ALIGN
+        self.buffer = self._raw[offset:offset + max_bytes]
+        self.max_bytes = max_bytes
+        self._filled_as: str | None = None
+
+    @classmethod
+    def build(cls, build_dir: Path, chains: int, threads: int, max_bytes: int) -> ErtLibrary:
+        path = build_shared_library(KERNEL_SOURCE, {"ERT_CHAINS": chains}, (), build_dir)
+        return cls(path, chains, threads, max_bytes)
+
+    def _kernel(self, precision: str, vector_bytes: int, flops: int) -> Any:
+        key = (precision, vector_bytes, flops)
+        if key not in self._functions:
+            function = getattr(self._lib, f"ert_{precision}_v{vector_bytes}_f{flops}")
+            function.restype = ctypes.c_double
+            function.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_long, ctypes.c_int,
+                                 ctypes.POINTER(ctypes.c_double)]
+            self._functions[key] = function
+        return self._functions[key]
+
+    def granularity_bytes(self, vector_bytes: int = 64) -> int:
+        """Working sets are multiples of this: every thread gets whole blocks of ``chains`` vectors."""
+        return self.threads * self.chains * max(VECTOR_BYTES)
+
+    def fill(self, precision: str) -> None:
+        """Set every element to 1 (the kernel's fixed point), touching pages from the threads that use them."""
+        if self._filled_as == precision:
+            return
+        element = ELEMENT_BYTES[precision]
+        ctype = ctypes.c_double if precision == "fp64" else ctypes.c_float
+        fill = getattr(self._lib, f"ert_fill_{precision}")
+        fill.restype = None
+        fill.argtypes = [ctypes.c_void_p, ctypes.c_long, ctype, ctypes.c_int]
+        fill(self.buffer.ctypes.data, self.max_bytes // element, 1.0, self.threads)
+        self._filled_as = precision
+
+    def run(self, precision: str, vector_bytes: int, flops: int, working_set_bytes: int,
+            trials: int) -> tuple[float, float]:
+        """(wall seconds for ``trials`` passes, smallest CPU-time share of any thread)."""
+        if working_set_bytes % self.granularity_bytes() or working_set_bytes > self.max_bytes:
+            raise ValueError(f"working set {working_set_bytes} is not a multiple of {self.granularity_bytes()} "
+                             f"or exceeds the buffer ({self.max_bytes})")
+        self.fill(precision)
+        n = working_set_bytes // ELEMENT_BYTES[precision]
+        share = ctypes.c_double(0.0)
+        seconds = self._kernel(precision, vector_bytes, flops)(self.buffer.ctypes.data, n, trials, self.threads,
+                                                               ctypes.byref(share))
+        return float(seconds), float(share.value)
+
+    def run_triad(self, vector_bytes: int, working_set_bytes: int, trials: int) -> tuple[float, float]:
+        """a = b + s*c with a, b, c laid out one after another in the first ``working_set_bytes``."""
+        array_bytes = working_set_bytes // 3
+        if array_bytes % self.granularity_bytes() or working_set_bytes > self.max_bytes:
+            raise ValueError(f"triad working set {working_set_bytes} is not 3 x a multiple of "
+                             f"{self.granularity_bytes()} or exceeds the buffer ({self.max_bytes})")
+        if self._filled_as is None:
+            self.fill("fp64")
+        self._filled_as = "triad"  # a now holds 1.5: refill before the update kernel runs again
+        function = self._functions.get(("triad", vector_bytes, 0))
+        if function is None:
+            function = getattr(self._lib, f"ert_triad_fp64_v{vector_bytes}")
+            function.restype = ctypes.c_double
+            function.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long, ctypes.c_long, ctypes.c_int,
+                                                         ctypes.POINTER(ctypes.c_double)]
+            self._functions[("triad", vector_bytes, 0)] = function
+        base = self.buffer.ctypes.data
+        share = ctypes.c_double(0.0)
+        seconds = function(base, base + array_bytes, base + 2 * array_bytes, array_bytes // 8, trials,
+                           self.threads, ctypes.byref(share))
+        return float(seconds), float(share.value)
+
+    def check_fixed_point(self, precision: str, working_set_bytes: int) -> bool:
+        """After any number of trials every element is still exactly 1: the kernel did its FLOPs honestly."""
+        dtype = np.float64 if precision == "fp64" else np.float32
+        view = self.buffer[:working_set_bytes].view(dtype)
+        return bool(np.all(view == 1.0))
+
+
+CLEAN_SHARE = 0.9  # a call is clean when every thread ran for at least this share of its wall time
+
+
+@dataclass
+class Timing:
+    """Best wall time of the clean calls (all if none was clean), and how many calls were clean."""
+
+    trials: int
+    seconds: float
+    clean: int
+    calls: int
+
+
+def best_time(run: Callable[[int], tuple[float, float]], bytes_per_trial: int, *, target_seconds: float,
+              repeats: int, max_calls: int | None = None, budget_seconds: float = 0.2) -> Timing:
+    """Best of ``repeats`` clean calls lasting about ``target_seconds`` each, trying at most ``max_calls``.
+
+    ``run(trials)`` returns (wall seconds, smallest CPU-time share of any thread). The machine is shared:
+    a call in which a thread was descheduled measures the other work, not the hardware, so it is only
+    used when no clean call could be had. The first calls calibrate the trial count and warm threads and
+    caches; the count is re-derived once if the calls came out far shorter than intended. Retries for
+    clean calls stop after ``budget_seconds`` of timed calls, so a busy machine costs bounded time.
+    """
+    limit = max_calls if max_calls is not None else 4 * repeats
+    trials = max(1, (1 << 20) // max(1, bytes_per_trial))
+    calibration = min(run(trials)[0], run(trials)[0])
+    trials = max(1, math.ceil(trials * target_seconds / max(calibration, 1e-7)))
+    clean: list[float] = []
+    dirty: list[float] = []
+    rescaled = False
+    spent = 0.0
+    while len(clean) < repeats and len(clean) + len(dirty) < limit:
+        if len(clean) + len(dirty) >= repeats and spent > budget_seconds:
+            break
+        seconds, share = run(trials)
+        spent += seconds
+        (clean if share >= CLEAN_SHARE else dirty).append(seconds)
+        if not rescaled and len(clean) + len(dirty) == repeats and min(clean + dirty) < target_seconds / 4:
+            rescaled = True  # calibration was disturbed: too few trials per call
+            trials = max(1, math.ceil(trials * target_seconds / max(min(clean + dirty), 1e-7)))
+            clean, dirty = [], []
+    return Timing(trials, min(clean or dirty), len(clean), len(clean) + len(dirty))
+
+
+def measure(library: ErtLibrary, precision: str, vector_bytes: int, flops: int, working_set_bytes: int,
+            *, target_seconds: float, repeats: int) -> SweepPoint:
+    """The ERT kernel: best of ``repeats`` calls of about ``target_seconds`` each."""
+    timing = best_time(lambda trials: library.run(precision, vector_bytes, flops, working_set_bytes, trials),
+                       2 * working_set_bytes, target_seconds=target_seconds, repeats=repeats)
+    return SweepPoint(precision, vector_bytes * 8, flops, working_set_bytes, timing.trials, timing.seconds,
+                      timing.clean > 0)
+
+
+@dataclass(frozen=True)
+class TriadPoint:
+    """a = b + s*c over three arrays that together fill ``working_set_bytes``: 3 words moved, 2 FLOPs each."""
+
+    vector_bits: int
+    working_set_bytes: int
+    trials: int
+    seconds: float
+    clean: bool = True
+
+    @property
+    def bandwidth(self) -> float:
+        return self.working_set_bytes * self.trials / self.seconds
+
+    def to_row(self) -> dict[str, Any]:
+        return {**asdict(self), "bytes_per_s": self.bandwidth}
+
+
+def measure_triad(library: ErtLibrary, vector_bytes: int, working_set_bytes: int, *, target_seconds: float,
+                  repeats: int) -> TriadPoint:
+    timing = best_time(lambda trials: library.run_triad(vector_bytes, working_set_bytes, trials),
+                       working_set_bytes, target_seconds=target_seconds, repeats=repeats)
+    return TriadPoint(vector_bytes * 8, working_set_bytes, timing.trials, timing.seconds, timing.clean > 0)
+
+
+def working_set_sizes(smallest: int, largest: int, per_octave: int, granularity: int) -> list[int]:
+    """Geometric sizes from ``smallest`` to ``largest``, rounded to the kernel's granularity, no repeats."""
+    sizes: list[int] = []
+    steps = max(1, round(per_octave * math.log2(largest / smallest)))
+    for step in range(steps + 1):
+        size = smallest * (largest / smallest) ** (step / steps)
+        rounded = max(granularity, round(size / granularity) * granularity)
+        if not sizes or rounded > sizes[-1]:
+            sizes.append(rounded)
+    return sizes
+
+
+def bandwidth_sweep(library: ErtLibrary, sizes: list[int], vector_bytes: int, progress: Callable[[str], None],
+                    *, target_seconds: float = 0.001, repeats: int = 3) -> list[SweepPoint]:
+    """ERT's in-place update at 1 FLOP per element (fp64) for every working-set size."""
+    points = []
+    for index, size in enumerate(sizes):
+        points.append(measure(library, "fp64", vector_bytes, 1, size, target_seconds=target_seconds,
+                              repeats=repeats))
+        if index % 16 == 15 or index == len(sizes) - 1:
+            progress(f"  update sweep {index + 1}/{len(sizes)}: {size / 2**20:8.2f} MiB "
+                     f"-> {points[-1].bandwidth / 1e9:6.1f} GB/s")
+    return points
+
+
+def triad_sweep(library: ErtLibrary, sizes: list[int], vector_bytes: int, progress: Callable[[str], None],
+                *, target_seconds: float = 0.001, repeats: int = 3) -> list[TriadPoint]:
+    points = []
+    granularity = 3 * library.granularity_bytes()
+    rounded = sorted({max(granularity, round(size / granularity) * granularity) for size in sizes})
+    for index, size in enumerate(rounded):
+        if size > library.max_bytes:
+            break
+        points.append(measure_triad(library, vector_bytes, size, target_seconds=target_seconds,
+                                    repeats=repeats))
+        if index % 16 == 15 or index == len(rounded) - 1:
+            progress(f"  triad sweep {index + 1}/{len(rounded)}: {size / 2**20:8.2f} MiB "
+                     f"-> {points[-1].bandwidth / 1e9:6.1f} GB/s")
+    return points
+
+
+def flops_sweep(library: ErtLibrary, precision: str, vector_bytes: int, working_set_bytes: int,
+                flops_values: Iterable[int], *, target_seconds: float = 0.002, repeats: int = 4,
+                peak_repeats: int = 10) -> list[SweepPoint]:
+    """One point per FLOPs-per-element value; the compute-bound ones (>= 128) get more tries at the peak."""
+    return [measure(library, precision, vector_bytes, flops, working_set_bytes, target_seconds=target_seconds,
+                    repeats=peak_repeats if flops >= 128 else repeats) for flops in flops_values]

@@ -1,0 +1,185 @@
+"""The compiled CPU ERT kernel and the CPU characterization, on tiny sweeps (numbers are not asserted)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_roofline import machine as machine_api
+from pytest_roofline.characterize import blas_probe, build, cpu, cpu_ert
+from pytest_roofline.characterize.fingerprint import cpu_fingerprint
+from pytest_roofline.model import Machine
+
+needs_compiler = pytest.mark.skipif(build.find_compiler() is None, reason="no C compiler on this machine")
+
+
+@functools.cache
+def _library(build_dir: str) -> cpu_ert.ErtLibrary:
+    return cpu_ert.ErtLibrary.build(Path(build_dir), chains=8, threads=2, max_bytes=3 * 2 * 8 * 64 * 64)
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory: pytest.TempPathFactory) -> cpu_ert.ErtLibrary:
+    if build.find_compiler() is None:
+        pytest.skip("no C compiler on this machine")
+    return _library(str(tmp_path_factory.mktemp("ert-build")))
+
+
+def _fake_gemm(precision: str, progress: Any, sizes: Any = None) -> blas_probe.Roof:
+    return blas_probe.Roof({"fp64": 50e9, "fp32": 100e9, "bf16": 400e9, "fp16": 90e9}[precision], "fake-gemm")
+
+
+# --- build -------------------------------------------------------------------------------------------------
+
+@needs_compiler
+def test_build_is_cached_by_source_compiler_and_flags(library: cpu_ert.ErtLibrary, tmp_path: Path) -> None:
+    again = build.build_shared_library(cpu_ert.KERNEL_SOURCE, {"ERT_CHAINS": 8}, (), library.path.parent)
+    assert again == library.path  # same inputs, same file: nothing recompiled
+    other = build.build_shared_library(cpu_ert.KERNEL_SOURCE, {"ERT_CHAINS": 4}, (), tmp_path)
+    assert other.name != library.path.name
+
+
+def test_flags_keep_trials_as_separate_memory_passes() -> None:
+    assert "-fno-loop-unroll-and-jam" in build.BASE_FLAGS  # gcc would otherwise fuse two trials into one pass
+    assert "-march=native" in build.BASE_FLAGS and "-fopenmp" in build.BASE_FLAGS
+
+
+def test_missing_compiler_is_a_build_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(build, "find_compiler", lambda: None)
+    with pytest.raises(build.BuildError, match="no C compiler"):
+        build.build_shared_library(cpu_ert.KERNEL_SOURCE, {}, (), tmp_path)
+
+
+# --- kernel ------------------------------------------------------------------------------------------------
+
+@needs_compiler
+@pytest.mark.parametrize("precision", ["fp64", "fp32"])
+@pytest.mark.parametrize("flops", [1, 2, 7 + 1, 256])
+def test_kernel_keeps_the_fixed_point(library: cpu_ert.ErtLibrary, precision: str, flops: int) -> None:
+    size = library.granularity_bytes() * 2
+    for width in cpu_ert.vector_widths_for(cpu_fingerprint()["isa"], cpu_fingerprint()["machine"]):
+        seconds, share = library.run(precision, width, flops, size, trials=3)
+        assert seconds > 0 and 0 < share <= 1.5
+        # x = 1 stays 1 exactly only if every multiply and FMA ran with the run-time constants.
+        assert library.check_fixed_point(precision, size)
+
+
+@needs_compiler
+def test_triad_runs_and_rejects_bad_sizes(library: cpu_ert.ErtLibrary) -> None:
+    size = 3 * library.granularity_bytes()
+    seconds, _ = library.run_triad(16, size, trials=2)
+    assert seconds > 0
+    with pytest.raises(ValueError, match="triad working set"):
+        library.run_triad(16, size + 8, trials=1)
+    with pytest.raises(ValueError, match="not a multiple"):
+        library.run("fp64", 16, 1, library.granularity_bytes() + 64, trials=1)
+
+
+def test_sweep_point_counts_bytes_and_flops_by_hand() -> None:
+    point = cpu_ert.SweepPoint("fp32", 512, 8, working_set_bytes=4096, trials=10, seconds=0.5)
+    assert point.bytes_moved == 2 * 4096 * 10          # one read + one write per element and trial
+    assert point.flops == 8 * (4096 / 4) * 10           # 1024 fp32 elements x 8 FLOPs x 10 trials
+    assert point.bandwidth == 2 * 4096 * 10 / 0.5
+    triad = cpu_ert.TriadPoint(512, working_set_bytes=3 * 4096, trials=4, seconds=0.25)
+    assert triad.bandwidth == 3 * 4096 * 4 / 0.25
+
+
+def test_best_time_discards_disturbed_calls() -> None:
+    # Calibration (2 calls) takes 1 ms for 128 trials; target 1 ms keeps 128 trials. Then a disturbed fast
+    # call (share 0.5) must lose to the clean ones.
+    script = iter([(1e-3, 1.0), (1e-3, 1.0), (0.2e-3 * 5, 0.5), (1.2e-3, 1.0), (1.1e-3, 0.95), (1.3e-3, 1.0)])
+    timing = cpu_ert.best_time(lambda trials: next(script), bytes_per_trial=8192, target_seconds=1e-3, repeats=3)
+    assert (timing.trials, timing.seconds, timing.clean, timing.calls) == (128, 1.1e-3, 3, 4)
+
+
+def test_best_time_falls_back_to_disturbed_calls_and_says_so() -> None:
+    timing = cpu_ert.best_time(lambda trials: (2e-3, 0.4), bytes_per_trial=1 << 20, target_seconds=2e-3,
+                               repeats=2, max_calls=5)
+    assert timing.clean == 0 and timing.calls == 5 and timing.seconds == 2e-3
+
+
+def test_working_set_sizes_by_hand() -> None:
+    assert cpu_ert.working_set_sizes(1024, 16384, 1, 1024) == [1024, 2048, 4096, 8192, 16384]
+    # Rounded to the granularity, never repeated, never below it.
+    assert cpu_ert.working_set_sizes(100, 400, 4, 256) == [256, 512]
+
+
+def test_vector_widths_and_chains() -> None:
+    assert cpu_ert.vector_widths_for(["sse2", "avx", "avx2", "avx512f"], "x86_64") == [16, 32, 64]
+    assert cpu_ert.vector_widths_for(["sse2", "avx2", "avx"], "x86_64") == [16, 32]
+    assert cpu_ert.vector_widths_for(["asimd"], "aarch64") == [16]
+    assert cpu_ert.chains_for(["avx512f"]) == 16 and cpu_ert.chains_for(["avx2"]) == 8
+
+
+# --- whole characterization ---------------------------------------------------------------------------------
+
+@needs_compiler
+def test_characterize_cpu_with_a_tiny_sweep(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(blas_probe, "gemm", _fake_gemm)
+    messages: list[str] = []
+    fields = cpu_fingerprint()
+    result = cpu.characterize_cpu(fields, messages.append, tmp_path, largest_bytes=6 * 2**20)
+    info = result.info
+    assert info["method"] == "ert"
+    assert "L1" in result.bandwidth and all(v > 0 for v in result.bandwidth.values())
+    assert set(result.peak_flops) == {"fp64", "fp32", "bf16", "fp16"}
+    assert info["sources"]["peak_flops.fp64"].startswith("ert-fma-")
+    assert info["sources"]["peak_flops.bf16"] == "fake-gemm"
+    assert info["gemm_flops"]["fp64"] == 50e9
+    assert info["kernel_check"] == "ok"
+    assert {row["flops_per_element"] for row in info["sweep"]["flops"]} >= set(cpu_ert.ERT_FLOPS)
+    assert info["sweep"]["update"] and info["sweep"]["triad"]
+    assert any("bandwidth sweep" in m for m in messages)
+
+
+def test_without_a_compiler_it_falls_back_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cpu, "find_compiler", lambda: None)
+    monkeypatch.setattr(blas_probe, "gemm", _fake_gemm)
+    monkeypatch.setattr(blas_probe, "dram_triad", lambda llc, progress: blas_probe.Roof(20e9, "numpy-add"))
+    result = cpu.characterize_cpu({"threads": 2, "cpu_model": "x", "core_count": 2}, lambda m: None)
+    assert result.info["method"] == "blas-fallback"
+    assert result.info["fallback_reason"] == "no C compiler found"
+    assert dict(result.bandwidth) == {"DRAM": 20e9}
+    assert result.peak_flops["fp64"] == 50e9 and result.info["sources"]["peak_flops.fp64"] == "fake-gemm"
+
+
+def test_a_failed_build_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Path:
+        raise build.BuildError("cc: error: unrecognized option")
+
+    monkeypatch.setattr(cpu, "find_compiler", lambda: "/usr/bin/cc")
+    monkeypatch.setattr(cpu_ert, "build_shared_library", broken)
+    monkeypatch.setattr(blas_probe, "gemm", _fake_gemm)
+    monkeypatch.setattr(blas_probe, "dram_triad", lambda llc, progress: blas_probe.Roof(20e9, "numpy-add"))
+    result = cpu.characterize_cpu({"threads": 1, "isa": [], "machine": "x86_64"}, lambda m: None)
+    assert result.info["method"] == "blas-fallback"
+    assert "unrecognized option" in result.info["fallback_reason"]
+
+
+# --- disturbed characterizations are reused only briefly ------------------------------------------------
+
+def _disturbed(age_seconds: float) -> Machine:
+    date = dt.datetime.now(dt.timezone.utc) - dt.timedelta(seconds=age_seconds)
+    return Machine("m", {"fp64": 1e9}, {"DRAM": 1e9}, {"disturbed": "5 of 10", "date": date.isoformat()})
+
+
+def test_disturbed_characterization_is_reused_shortly_then_measured_again(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    calls: list[int] = []
+
+    def measure(kind: str, index: int, fields: dict[str, Any], digest: str, report: Any, cache_dir: Path) -> Machine:
+        calls.append(1)
+        return _disturbed(0)
+
+    monkeypatch.setattr(machine_api, "fingerprint", lambda device="cpu": {"device": "cpu", "x": 1})
+    monkeypatch.setattr(machine_api, "_measure", measure)
+    with pytest.warns(machine_api.DisturbedCharacterizationWarning, match="may be low"):
+        machine_api.characterize(cache_dir=tmp_path)
+    machine_api.characterize(cache_dir=tmp_path)  # fresh enough: reused
+    assert len(calls) == 1
+    assert machine_api._still_usable(_disturbed(10), lambda m: None)
+    assert not machine_api._still_usable(_disturbed(machine_api.DISTURBED_REUSE_SECONDS + 5), lambda m: None)
