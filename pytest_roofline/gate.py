@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from pytest_roofline.artifacts import artifact_path, results_document, write_kernels_csv, write_results
 from pytest_roofline.model import KernelSample, Machine, Verdict
 from pytest_roofline.report import failure_message, row_for, summary_table
-from pytest_roofline.session import Recorder, Region
+from pytest_roofline.session import UNPROFILED_CLOCK_POLICY, Recorder, Region
 
 RESULTS_FILE = "results.json"
 
@@ -30,8 +30,11 @@ def all_kernels(regions: Sequence[Region]) -> list[KernelSample]:
 
 
 def failure_report(directory: Path, nodeid: str, machine: Machine, regions: Sequence[Region],
-                   verdict: Verdict, min_fraction: float) -> tuple[str, list[Path]]:
-    """Write the chart and kernel table of a test under its threshold; return its message and paths."""
+                   verdict: Verdict, min_fraction: float, details: Sequence[str] = ()) -> tuple[str, list[Path]]:
+    """Write the chart and kernel table of a test under its threshold; return its message and paths.
+
+    ``details`` are extra lines for the message (the ncu diagnostics), indented under the notes.
+    """
     from pytest_roofline.chart import draw_roofline
 
     kernels = all_kernels(regions)
@@ -48,7 +51,10 @@ def failure_report(directory: Path, nodeid: str, machine: Machine, regions: Sequ
             paths.append(write())
         except Exception as exc:  # noqa: BLE001 - any failure becomes a note
             notes.append(f"could not write an artifact: {exc!r}")
-    return failure_message(verdict, min_fraction, paths, notes, timing_spread(regions)), paths
+    message = failure_message(verdict, min_fraction, paths, notes, timing_spread(regions))
+    if details:
+        message += "\n" + "\n".join(f"  {line}" for line in details)
+    return message, paths
 
 
 def timing_spread(regions: Sequence[Region]) -> str:
@@ -59,14 +65,26 @@ def timing_spread(regions: Sequence[Region]) -> str:
             + ("" if all(r.timing.stable for r in regions) else ", median not settled within the time budget"))
 
 
+def counter_of(regions: Sequence[Region]) -> str | None:
+    """The counter(s) a test's regions used: ``"ncu"``, ``"analytic"``, or ``"declared+ncu"`` for a mix."""
+    names = sorted({region.counter for region in regions})
+    return "+".join(names) if names else None
+
+
 def test_result(record: TestRecord) -> dict[str, Any]:
     regions = record.recorder.regions
     verdict = record.recorder.verdict()
+    # Per-counter fields (clock_policy, definitions, ncu); optional so other runners' records still work.
+    extra = dict(getattr(record, "extra", None) or {})
+    clock_policy = extra.pop("clock_policy", dict(UNPROFILED_CLOCK_POLICY) if regions else None)
     base: dict[str, Any] = {
         "nodeid": record.nodeid,
         "outcome": record.outcome,
         "min_fraction": record.min_fraction,
         "artifacts": list(record.artifacts),
+        "counter": counter_of(regions) or ("ncu" if "ncu" in extra else None),
+        "clock_policy": clock_policy,
+        **extra,
     }
     if verdict is None:
         return {**base, "fraction": None, "bound": None, "time_s": None, "flops": None, "bytes": {},
@@ -96,7 +114,7 @@ def _verdict_text(record: TestRecord) -> str:
 
 
 def summary_lines(machine: Machine | None, records: Iterable[TestRecord], directory: Path,
-                  width: int = 0) -> list[str]:
+                  width: int = 0, counter: str | None = None) -> list[str]:
     lines: list[str] = []
     if machine is not None:
         roofs = ", ".join(
@@ -107,5 +125,7 @@ def summary_lines(machine: Machine | None, records: Iterable[TestRecord], direct
         lines.append(f"machine: {machine.name}{f' ({source})' if source else ''}: {roofs}")
     rows = [row_for(r.nodeid, r.recorder.verdict(), r.min_fraction, _verdict_text(r)) for r in records]
     lines.extend(summary_table(rows, width))
+    if counter:
+        lines.append(f"counter: {counter}")
     lines.append(f"results: {directory / RESULTS_FILE}")
     return lines

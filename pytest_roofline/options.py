@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-COUNTERS = ("auto", "analytic", "declared")
+COUNTERS = ("auto", "analytic", "declared", "ncu")
 DEVICES = ("auto", "cpu", "cuda")
 MARKER_ARGUMENTS = ("min_fraction",)
 

@@ -2,11 +2,20 @@
 
 Kept thin and import-light: torch, matplotlib and the characterization load only once ``--roofline`` is
 given and a test needs them.
+
+The ncu counter (``--roofline-counter ncu``, or ``auto`` on a machine with a GPU, ncu and counter access):
+``roofline.measure`` times each call site here and leaves its counts pending; after the test body returns,
+:func:`pytest_runtest_call` profiles the test once in a child under ncu (:mod:`pytest_roofline.ncu_gate`) and
+gates on the verdict. In that child (``PYTEST_ROOFLINE_NCU_CHILD=1``) the fixture only marks NVTX ranges
+(:mod:`pytest_roofline.ncu_child`) and the plugin judges and writes nothing. A child that fails, or a range
+without kernels, is an error of the test, raised in its teardown; ERR_NVGPUCTRPERM skips the test (explicit
+``ncu``) or switches ``auto`` to the analytic counter for the rest of the session, with one warning.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +45,8 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
     ("--roofline-machine", "roofline_machine",
      "pinned machine ceilings (JSON or TOML) to use instead of characterizing this machine", ""),
     ("--roofline-counter", "roofline_counter",
-     f"where FLOPs and bytes come from: {'|'.join(COUNTERS)} (auto: analytic when torch is installed)", "auto"),
+     (f"where FLOPs and bytes come from: {'|'.join(COUNTERS)} (auto: ncu when a CUDA GPU, Nsight Compute "
+      "and counter access are present, else analytic)"), "auto"),
     ("--roofline-device", "roofline_device",
      f"device to characterize: {'|'.join(DEVICES)} (auto: cuda when torch sees a GPU)", "auto"),
     ("--roofline-max-time", "roofline_max_time", "timing budget per measured call site, in seconds", "1.0"),
@@ -61,6 +71,8 @@ class TestEntry:
     recorder: Any = None  # session.Recorder, typed loosely to keep imports lazy
     outcome: str = "not run"
     artifacts: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # results.json fields: clock_policy, definitions, ncu
+    details: list[str] = field(default_factory=list)  # extra lines for a failure message (ncu diagnostics)
 
 
 class RooflineState:
@@ -71,6 +83,9 @@ class RooflineState:
         self.tests: dict[str, TestEntry] = {}
         self._machine: Any = None
         self.machine_error: str | None = None
+        self._choice: Any = None  # ncu_gate.CounterChoice, resolved on first need
+        self._warned = False
+        self.ncu_denied: str | None = None  # explicit ncu got ERR_NVGPUCTRPERM: later tests skip at once
 
     @property
     def machine_ready(self) -> bool:
@@ -88,10 +103,50 @@ class RooflineState:
                                                          progress=progress)
         return self._machine
 
+    def choose_counter(self) -> Any:
+        """The session's counter (``ncu_gate.CounterChoice``). ``auto`` is decided here, on first need, so that
+        torch or CuPy are imported only once a measurement needs a counter; raises ``NcuUnavailable``."""
+        if self._choice is None:
+            from pytest_roofline import ncu_gate
+
+            self._choice = ncu_gate.choose_counter(self.settings.counter)
+            if self._choice.warning:
+                self.warn_once(self._choice.warning)
+        return self._choice
+
+    @property
+    def counter_label(self) -> str | None:
+        if self._choice is None:
+            return None
+        return self._choice.name + (" (auto)" if self.settings.counter == "auto" else "")
+
+    def fall_back_to_analytic(self, reason: str, item: pytest.Item | None = None) -> None:
+        """``auto`` found ncu unusable: the analytic counter for the rest of the session, one warning."""
+        from pytest_roofline import ncu_gate
+
+        self._choice = ncu_gate.CounterChoice("analytic")
+        self.warn_once(ncu_gate.fallback_message(reason), item)
+
+    def warn_once(self, message: str, item: pytest.Item | None = None) -> None:
+        if self._warned:
+            return
+        from pytest_roofline.errors import RooflineWarning
+
+        self._warned = True
+        if item is not None:
+            item.warn(RooflineWarning(message))
+        else:
+            warnings.warn(RooflineWarning(message), stacklevel=2)
+
     def counter(self) -> Any:
         from pytest_roofline.session import CounterUnavailableError
 
-        if self.settings.counter == "declared":
+        name = self._counter_name()
+        if name == "ncu":
+            from pytest_roofline.ncu_gate import NcuDeferredCounter
+
+            return NcuDeferredCounter()
+        if name == "declared":
             raise CounterUnavailableError(
                 "--roofline-counter=declared: this roofline.measure() call declares no counts; use "
                 "roofline.declare(flops=..., bytes=...).measure(fn, *args)"
@@ -105,9 +160,25 @@ class RooflineState:
             ) from None
         return AnalyticCounter()
 
+    def _counter_name(self) -> str:
+        from pytest_roofline.ncu_gate import NcuUnavailable
+        from pytest_roofline.session import CounterUnavailableError
+
+        try:
+            return str(self.choose_counter().name)
+        except NcuUnavailable as exc:  # explicit ncu is checked at session start; this is a late fixture
+            raise CounterUnavailableError(str(exc)) from None
+
 
 STATE = pytest.StashKey[RooflineState]()
 ENTRY = pytest.StashKey[TestEntry]()
+NCU_ERROR = pytest.StashKey[str]()  # set in the call phase, raised in teardown: an error, not a failure
+
+
+def _profiled_child() -> bool:
+    from pytest_roofline.ncu_child import is_profiled_child
+
+    return is_profiled_child()
 
 
 def _resolve_device(device: str) -> str:
@@ -190,10 +261,17 @@ def _wants_roofline(item: pytest.Item) -> bool:
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     state = config.stash[STATE]
-    if not state.settings.enabled or config.option.collectonly:
+    if not state.settings.enabled or config.option.collectonly or _profiled_child():
         return
     if not any(_wants_roofline(item) for item in items):
         return
+    if state.settings.counter == "ncu":  # say what is missing before any test runs
+        from pytest_roofline.ncu_gate import NcuUnavailable
+
+        try:
+            state.choose_counter()
+        except NcuUnavailable as exc:
+            raise pytest.UsageError(str(exc)) from None
     # Characterize (or load the pinned machine) before any test runs, outside output capture.
     reporter = config.pluginmanager.get_plugin("terminalreporter")
 
@@ -216,6 +294,10 @@ def roofline_machine(pytestconfig: pytest.Config) -> Any:
 @pytest.fixture
 def roofline(request: pytest.FixtureRequest) -> Any:
     """Measure a callable: ``y = roofline.measure(fn, *args, **kwargs)`` returns ``fn(*args, **kwargs)``."""
+    if _profiled_child():
+        from pytest_roofline.ncu_child import ChildRecorder
+
+        return ChildRecorder()
     from pytest_roofline.session import Recorder
     from pytest_roofline.timing import TimingPolicy
 
@@ -236,10 +318,25 @@ def roofline(request: pytest.FixtureRequest) -> Any:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
-    result = yield  # a test that raised is not judged: its own failure says more
-    state = item.config.stash[STATE]
     entry = item.stash.get(ENTRY, None)
-    if not state.settings.enabled or item.get_closest_marker("roofline") is None:
+    try:
+        result = yield  # a test that raised is not judged: its own failure says more
+    except BaseException:
+        if entry is not None:
+            entry.recorder.release_pending()
+        raise
+    state = item.config.stash[STATE]
+    if not state.settings.enabled or _profiled_child():
+        return result
+    if entry is not None and entry.recorder.pending:
+        try:
+            error = _settle_pending(item, state, entry)
+        finally:
+            entry.recorder.release_pending()
+        if error is not None:
+            item.stash[NCU_ERROR] = error
+            return result
+    if item.get_closest_marker("roofline") is None:
         return result
     if entry is None or not entry.recorder.regions:
         from pytest_roofline.errors import RooflineWarning
@@ -252,8 +349,73 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
         from pytest_roofline.gate import failure_report
 
         message, paths = failure_report(state.settings.directory, item.nodeid, state.machine(),
-                                        entry.recorder.regions, verdict, entry.min_fraction)
-        entry.artifacts = [str(p) for p in paths]
+                                        entry.recorder.regions, verdict, entry.min_fraction, entry.details)
+        entry.artifacts.extend(str(p) for p in paths)
+        pytest.fail(message, pytrace=False)
+    return result
+
+
+def _settle_pending(item: pytest.Item, state: RooflineState, entry: TestEntry) -> str | None:
+    """Profile the test under ncu and judge its pending regions; return an error message for teardown.
+
+    ERR_NVGPUCTRPERM skips the test under explicit ``ncu``; under ``auto``, it (or a missing ncu or GPU) makes
+    the analytic counter count this test's regions and every later one.
+    """
+    from pytest_roofline import ncu_gate
+    from pytest_roofline.ncu.backend import CountersNotPermitted, NcuBackendError, NcuNotFound, NoGpu
+
+    if state.ncu_denied is not None:
+        entry.extra["ncu"] = {"error": state.ncu_denied, "logs": []}
+        pytest.skip(state.ncu_denied)
+    setup = state.choose_counter().setup
+    if setup is None:  # defensive: regions are pending only while the session's counter is ncu
+        _count_with_analytic(state, entry)
+        return None
+    config = item.config
+    try:
+        outcome = ncu_gate.profile_test(
+            entry.recorder, item.nodeid, state.settings.directory, state.machine(), setup,
+            cwd=config.rootpath,
+            extra_pytest_args=ncu_gate.child_pytest_args(config.rootpath, config.inipath,
+                                                         config.pluginmanager.has_plugin("xdist")),
+        )
+    except (CountersNotPermitted, NcuNotFound, NoGpu) as exc:
+        if state.settings.counter == "auto":
+            state.fall_back_to_analytic(str(exc), item)
+            _count_with_analytic(state, entry)
+            return None
+        entry.extra["ncu"] = ncu_gate.error_section(exc)
+        if isinstance(exc, CountersNotPermitted):
+            state.ncu_denied = f"roofline: {exc}"
+            pytest.skip(state.ncu_denied)
+        return f"roofline: --roofline-counter=ncu: {exc}"
+    except NcuBackendError as exc:  # the child failed or timed out, or no kernel ran in the range
+        entry.extra["ncu"] = ncu_gate.error_section(exc)
+        return f"roofline: {exc}"
+    except Exception as exc:  # noqa: BLE001 - e.g. an unreadable report: the test's error, not pytest's crash
+        entry.extra["ncu"] = ncu_gate.error_section(exc)
+        return f"roofline: could not use the ncu profile of {item.nodeid}: {exc!r}"
+    entry.artifacts.extend(outcome.artifacts)
+    entry.extra.update(outcome.extra)
+    entry.details = outcome.details
+    return None
+
+
+def _count_with_analytic(state: RooflineState, entry: TestEntry) -> None:
+    from pytest_roofline.session import CounterUnavailableError
+
+    try:
+        entry.recorder.count_pending(state.counter())
+    except CounterUnavailableError as exc:
+        pytest.fail(f"roofline: {exc}", pytrace=False)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
+    result = yield
+    message = item.stash.get(NCU_ERROR, None)
+    if message is not None:
+        del item.stash[NCU_ERROR]
         pytest.fail(message, pytrace=False)
     return result
 
@@ -292,7 +454,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
         terminalreporter.write_sep("=", "roofline")
         for line in summary_lines(state._machine, state.tests.values(), state.settings.directory,
-                                  terminalreporter._tw.fullwidth):
+                                  terminalreporter._tw.fullwidth, state.counter_label):
             terminalreporter.write_line(line)
     except Exception as exc:  # noqa: BLE001 - the summary must never turn a finished run into an internal error
         terminalreporter.write_line(f"roofline: could not write the summary: {exc!r}")

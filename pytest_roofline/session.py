@@ -2,11 +2,16 @@
 
 Plain Python; the pytest fixture in :mod:`pytest_roofline.plugin` is a thin wrapper around
 :class:`Recorder`, and scripts can use it directly.
+
+A *deferred* counter (``deferred = True``, the ncu counter) cannot count in this process: its regions are
+timed here and kept as :class:`PendingRegion` s until the counts arrive from a profiled re-run of the test
+(:meth:`Recorder.settle_pending`), or until another counter counts them after all (:meth:`Recorder.count_pending`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +20,11 @@ from pytest_roofline.devices import synchronizer
 from pytest_roofline.model import KernelSample, Machine, Verdict, combine, evaluate_region
 from pytest_roofline.placement import place_working_set
 from pytest_roofline.timing import DEFAULT_POLICY, TimingPolicy, TimingStats, time_callable
+
+# How a region's time was obtained; recorded with every test in results.json.
+UNPROFILED_CLOCK_POLICY: dict[str, str] = {
+    "time": "bare timed loop in the pytest process: unprofiled, device-synchronized, normal clocks",
+}
 
 
 class CounterUnavailableError(RuntimeError):
@@ -31,9 +41,10 @@ class Region:
     timing: TimingStats
     verdict: Verdict
     notes: list[str] = field(default_factory=list)
+    parts: list[tuple[str, TimingStats]] = field(default_factory=list)  # call sites timed apart, then judged as one
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "label": self.label,
             "counter": self.counter,
             "timing": self.timing.to_dict(),
@@ -41,6 +52,39 @@ class Region:
             "kernels": [k.to_dict() for k in self.kernels],
             "notes": list(self.notes),
         }
+        if self.parts:
+            out["parts"] = [{"label": label, "timing": timing.to_dict()} for label, timing in self.parts]
+        return out
+
+
+@dataclass
+class PendingRegion:
+    """A call site timed here whose counts come later (a deferred counter such as ncu)."""
+
+    label: str
+    timing: TimingStats
+    # The call, kept so that another counter can count it if profiling is unavailable; dropped once settled,
+    # so a session does not hold every test's tensors.
+    call: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]] | None
+
+
+def sum_timings(timings: Sequence[TimingStats]) -> TimingStats:
+    """Timing of call sites run one after another: medians, quartiles and means add (an approximation for the
+    quartiles, as the parts were timed apart); the spread adds in quadrature, as for independent noise."""
+    if len(timings) == 1:
+        return timings[0]
+    return TimingStats(
+        median_s=sum(t.median_s for t in timings),
+        min_s=sum(t.min_s for t in timings),
+        max_s=sum(t.max_s for t in timings),
+        q1_s=sum(t.q1_s for t in timings),
+        q3_s=sum(t.q3_s for t in timings),
+        mean_s=sum(t.mean_s for t in timings),
+        stdev_s=math.sqrt(sum(t.stdev_s**2 for t in timings)),
+        rounds=sum(t.rounds for t in timings),
+        warmup_rounds=sum(t.warmup_rounds for t in timings),
+        stable=all(t.stable for t in timings),
+    )
 
 
 def counter_notes(counter: Counter) -> list[str]:
@@ -78,6 +122,7 @@ class Recorder:
         self._counter = counter
         self.policy = policy
         self.regions: list[Region] = []
+        self.pending: list[PendingRegion] = []
 
     def measure(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """Count and time ``fn(*args, **kwargs)``; return the result of its counted call."""
@@ -107,6 +152,13 @@ class Recorder:
     ) -> Any:
         result, kernels = counter.count(fn, args, kwargs)
         timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer())
+        if getattr(counter, "deferred", False):
+            self.pending.append(PendingRegion(label, timing, (fn, args, dict(kwargs))))
+        else:
+            self._judge(counter, label, kernels, timing)
+        return result
+
+    def _judge(self, counter: Counter, label: str, kernels: list[KernelSample], timing: TimingStats) -> None:
         machine = self._machine()
         notes = counter_notes(counter)
         footprint = getattr(counter, "footprint_bytes", None)  # counters that assume no cache reuse
@@ -115,7 +167,40 @@ class Recorder:
             notes.extend([placed] if placed else [])
         verdict = evaluate_region(kernels, machine, timing.median_s)
         self.regions.append(Region(label, counter.name, kernels, timing, verdict, notes))
-        return result
+
+    def settle_pending(self, counter_name: str, kernels: Sequence[KernelSample], notes: Sequence[str] = ()) -> Region:
+        """Judge every pending region as one: ``kernels`` (from all of them) against the sum of their times.
+
+        A profiler that scopes its kernels to all measured call sites at once (ncu's NVTX filter) cannot tell
+        which call site ran which kernel, so the pending regions become one region; their timings stay in
+        ``parts``.
+        """
+        if not self.pending:
+            raise ValueError("no pending region to settle")
+        parts = [(p.label, p.timing) for p in self.pending]
+        timing = sum_timings([t for _, t in parts])
+        label = parts[0][0] if len(parts) == 1 else " + ".join(label for label, _ in parts)
+        verdict = evaluate_region(kernels, self._machine(), timing.median_s)
+        region = Region(label, counter_name, list(kernels), timing, verdict, list(notes),
+                        parts if len(parts) > 1 else [])
+        self.regions.append(region)
+        self.pending.clear()
+        return region
+
+    def count_pending(self, counter: Counter) -> None:
+        """Count the pending regions with ``counter`` after all (one more call each) and judge them."""
+        for pending in self.pending:
+            if pending.call is None:
+                raise ValueError(f"pending region {pending.label!r} was released and cannot be counted")
+            fn, args, kwargs = pending.call
+            _, kernels = counter.count(fn, args, kwargs)
+            self._judge(counter, pending.label, kernels, pending.timing)
+        self.pending.clear()
+
+    def release_pending(self) -> None:
+        """Forget the pending calls (their arguments may hold device memory); their timings stay."""
+        for pending in self.pending:
+            pending.call = None
 
     def verdict(self) -> Verdict | None:
         """The combined verdict of every region measured so far (None if nothing was measured)."""
