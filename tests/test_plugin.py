@@ -24,7 +24,9 @@ MACHINE = {
     "info": {"source": "test"},
 }
 
-FAST = ("--roofline-max-time", "0.05", "-p", "no:cacheprovider")
+# In-process runs after other tests imported the plugin warn that it cannot be assertion-rewritten.
+FAST = ("--roofline-max-time", "0.05", "-p", "no:cacheprovider",
+        "-W", "ignore::pytest.PytestAssertRewriteWarning")
 
 
 @pytest.fixture
