@@ -9,6 +9,20 @@ Level names: ``L1``, ``L2``, ``L3``, ``DRAM`` on CPUs and ``L1``, ``L2``, ``HBM`
 ``_tensor`` suffix (``fp16_tensor``). ``Machine.info`` records where each roof came from
 (``info["sources"]``), the threads, the fingerprint, the seconds taken and the date.
 
+How the CPU is measured (``info["method"] == "ert"``): an ERT-style C/OpenMP kernel compiled at run time
+(``characterize/ert_kernel.c``; one library per vector width, cached under ``<cache>/build``) sweeps
+working sets from 4 KiB per thread to 4x the last-level cache with an in-place update (1 FLOP, 1 read +
+1 write per element) and a triad; each level's roof is the fastest plateau value that at least three
+sweep points corroborate inside a window derived from the OS cache sizes (``info["levels"]``). fp64/fp32
+peaks come from the same kernel at 1..1024 FLOPs per element with 16 independent FMA chains, per vector
+width (``info["isa_peaks"]``); bf16/fp16 roofs, and every GEMM ceiling in ``info["gemm_flops"]``, from the
+best numpy/torch GEMM. Raw sweeps are in ``info["sweep"]``. Without a C compiler the roofs come from
+numpy/torch alone (``info["method"] == "blas-fallback"``: DRAM and GEMM peaks only). Calls in which a
+thread was descheduled by other work are discarded; if too many sweep points had no clean call,
+``info["disturbed"]`` says so, a warning is issued and the result is reused for 10 minutes only.
+CUDA (``device="cuda"``) uses NVRTC kernels and cuBLAS GEMM (``<precision>_tensor`` roofs); that path is
+unverified on hardware.
+
 The cache lives in ``$PYTEST_ROOFLINE_CACHE`` or ``~/.cache/pytest-roofline``: one JSON file per
 fingerprint, written atomically. Concurrent processes (pytest-xdist workers) serialise on a file lock, so
 one measures and the others read its result.

@@ -19,7 +19,10 @@ needs_compiler = pytest.mark.skipif(build.find_compiler() is None, reason="no C 
 
 @functools.cache
 def _library(build_dir: str) -> cpu_ert.ErtLibrary:
-    return cpu_ert.ErtLibrary.build(Path(build_dir), chains=8, threads=2, max_bytes=3 * 2 * 8 * 64 * 64)
+    fields = cpu_fingerprint()
+    widths = cpu_ert.vector_widths_for(fields["isa"], fields["machine"])
+    return cpu_ert.ErtLibrary.build(Path(build_dir), chains=8, threads=2, max_bytes=3 * 2 * 8 * 64 * 64,
+                                    widths=widths)
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +40,13 @@ def _fake_gemm(precision: str, progress: Any, sizes: Any = None) -> blas_probe.R
 
 @needs_compiler
 def test_build_is_cached_by_source_compiler_and_flags(library: cpu_ert.ErtLibrary, tmp_path: Path) -> None:
-    again = build.build_shared_library(cpu_ert.KERNEL_SOURCE, {"ERT_CHAINS": 8}, (), library.path.parent)
-    assert again == library.path  # same inputs, same file: nothing recompiled
-    other = build.build_shared_library(cpu_ert.KERNEL_SOURCE, {"ERT_CHAINS": 4}, (), tmp_path)
-    assert other.name != library.path.name
+    built = library.paths[16]
+    defines: dict[str, str | int] = {"ERT_CHAINS": 8, "ERT_WIDTH": 16, "ERT_FULL_SWEEP": int(library.widths == [16])}
+    again = build.build_shared_library(cpu_ert.KERNEL_SOURCE, defines, (), built.parent)
+    assert again == built  # same inputs, same file: nothing recompiled
+    other = build.build_shared_library(cpu_ert.KERNEL_SOURCE, {**defines, "ERT_CHAINS": 4}, (), tmp_path)
+    assert other.name != built.name
+    assert len(set(library.paths.values())) == len(library.paths)  # one library per vector width
 
 
 def test_flags_keep_trials_as_separate_memory_passes() -> None:
@@ -51,17 +57,19 @@ def test_flags_keep_trials_as_separate_memory_passes() -> None:
 def test_missing_compiler_is_a_build_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(build, "find_compiler", lambda: None)
     with pytest.raises(build.BuildError, match="no C compiler"):
-        build.build_shared_library(cpu_ert.KERNEL_SOURCE, {}, (), tmp_path)
+        build.build_shared_libraries(cpu_ert.KERNEL_SOURCE, [{}], (), tmp_path)
 
 
 # --- kernel ------------------------------------------------------------------------------------------------
 
 @needs_compiler
 @pytest.mark.parametrize("precision", ["fp64", "fp32"])
-@pytest.mark.parametrize("flops", [1, 2, 7 + 1, 256])
+@pytest.mark.parametrize("flops", [1, 2, 7 + 1, 512])
 def test_kernel_keeps_the_fixed_point(library: cpu_ert.ErtLibrary, precision: str, flops: int) -> None:
     size = library.granularity_bytes() * 2
-    for width in cpu_ert.vector_widths_for(cpu_fingerprint()["isa"], cpu_fingerprint()["machine"]):
+    for width in library.widths:
+        if flops not in library.flops_values(width):
+            continue
         seconds, share = library.run(precision, width, flops, size, trials=3)
         assert seconds > 0 and 0 < share <= 1.5
         # x = 1 stays 1 exactly only if every multiply and FMA ran with the run-time constants.
@@ -152,7 +160,7 @@ def test_a_failed_build_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
         raise build.BuildError("cc: error: unrecognized option")
 
     monkeypatch.setattr(cpu, "find_compiler", lambda: "/usr/bin/cc")
-    monkeypatch.setattr(cpu_ert, "build_shared_library", broken)
+    monkeypatch.setattr(cpu_ert, "build_shared_libraries", broken)
     monkeypatch.setattr(blas_probe, "gemm", _fake_gemm)
     monkeypatch.setattr(blas_probe, "dram_triad", lambda llc, progress: blas_probe.Roof(20e9, "numpy-add"))
     result = cpu.characterize_cpu({"threads": 1, "isa": [], "machine": "x86_64"}, lambda m: None)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,7 @@ from pytest_roofline.characterize.timing import best_seconds
 
 # GEMM sizes per precision: BLAS and AMX efficiency still grow past 2048 for the cheap types.
 GEMM_SIZES: dict[str, tuple[int, ...]] = {"fp64": (1024, 2048), "fp32": (1024, 2048),
-                                          "bf16": (1024, 2048, 4096), "fp16": (1024, 2048)}
+                                          "bf16": (1024, 2048, 4096), "fp16": (1024,)}
 
 
 @dataclass
@@ -71,10 +72,12 @@ def gemm(precision: str, progress: Callable[[str], None], sizes: tuple[int, ...]
 
 def _gemm_rates(precision: str, n: int) -> list[tuple[str, float]]:
     rates = []
+    threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     if precision in ("fp64", "fp32"):
         a = np.random.default_rng(0).random((n, n)).astype("float64" if precision == "fp64" else "float32")
         out = np.empty_like(a)
-        seconds = best_seconds(functools.partial(np.matmul, a, a, out=out), warmup=1, min_repeats=3, budget_s=0.3)
+        seconds = best_seconds(functools.partial(np.matmul, a, a, out=out), warmup=1, min_repeats=3, budget_s=0.25,
+                               threads=threads)
         rates.append(("numpy", 2.0 * n**3 / seconds))
     torch = _torch()
     if torch is not None:
@@ -83,7 +86,7 @@ def _gemm_rates(precision: str, n: int) -> list[tuple[str, float]]:
             t = torch.randn(n, n).to(dtype[precision])
             out_t = torch.empty_like(t)
             seconds = best_seconds(functools.partial(torch.mm, t, t, out=out_t), warmup=1, min_repeats=3,
-                                   budget_s=0.3)
+                                   budget_s=0.25, threads=min(threads, torch.get_num_threads()))
             rates.append(("torch", 2.0 * n**3 / seconds))
         except RuntimeError:  # a build without a CPU kernel for this dtype
             pass

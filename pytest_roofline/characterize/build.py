@@ -47,29 +47,52 @@ class BuildError(RuntimeError):
 def build_shared_library(source: Path, defines: dict[str, str | int], extra_flags: tuple[str, ...],
                          build_dir: Path) -> Path:
     """Compile ``source`` once per (source, compiler, flags, defines); later calls reuse the .so."""
+    return build_shared_libraries(source, [defines], extra_flags, build_dir)[0]
+
+
+def build_shared_libraries(source: Path, variants: list[dict[str, str | int]], extra_flags: tuple[str, ...],
+                           build_dir: Path) -> list[Path]:
+    """One library per set of defines, compiled concurrently; each cached by source + compiler + flags."""
     compiler = find_compiler()
     if compiler is None:
         raise BuildError("no C compiler found (set $CC or install gcc/clang)")
-    flags = [*BASE_FLAGS, *extra_flags, *(f"-D{k}={v}" for k, v in sorted(defines.items()))]
-    key = hashlib.sha256("\0".join([source.read_text(), compiler_identity() or compiler, *flags]).encode())
-    target = build_dir / f"{source.stem}-{key.hexdigest()[:16]}.so"
-    if target.exists():
-        return target
+    flags = [f for f in (*BASE_FLAGS, *extra_flags)
+             if f != "-fno-loop-unroll-and-jam" or _accepts_flag(compiler, f)]  # clang lacks this gcc pass
+    text = source.read_text()
+    targets: list[Path] = []
+    pending: list[tuple[list[str], Path, Path, subprocess.Popen[str]]] = []
     build_dir.mkdir(parents=True, exist_ok=True)
-    # Compile to a private name, then rename: a concurrent reader never loads half a library.
-    tmp = build_dir / f".{target.name}.{os.getpid()}.tmp"
-    command = [compiler, *flags, str(source), "-o", str(tmp)]
-    if "-fno-loop-unroll-and-jam" in flags and not _accepts_flag(compiler, "-fno-loop-unroll-and-jam"):
-        command.remove("-fno-loop-unroll-and-jam")  # clang has no such pass and rejects the flag
-    try:
-        result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-    except (OSError, subprocess.SubprocessError) as error:
-        raise BuildError(f"running {compiler} failed: {error}") from error
-    if result.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        raise BuildError(f"{' '.join(command)}\n{result.stderr.strip()[-2000:]}")
-    os.replace(tmp, target)
-    return target
+    for defines in variants:
+        all_flags = [*flags, *(f"-D{k}={v}" for k, v in sorted(defines.items()))]
+        key = hashlib.sha256("\0".join([text, compiler_identity() or compiler, *all_flags]).encode())
+        target = build_dir / f"{source.stem}-{key.hexdigest()[:16]}.so"
+        targets.append(target)
+        if target.exists():
+            continue
+        # Compile to a private name, then rename: a concurrent reader never loads half a library.
+        tmp = build_dir / f".{target.name}.{os.getpid()}.tmp"
+        command = [compiler, *all_flags, str(source), "-o", str(tmp)]
+        try:
+            process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        except OSError as error:
+            raise BuildError(f"running {compiler} failed: {error}") from error
+        pending.append((command, tmp, target, process))
+    failures = []
+    for command, tmp, target, process in pending:
+        try:
+            _, stderr = process.communicate(timeout=180)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            stderr = "timed out after 180 s"
+        if process.returncode == 0:
+            os.replace(tmp, target)
+        else:
+            tmp.unlink(missing_ok=True)
+            failures.append(f"{' '.join(command)}\n{stderr.strip()[-2000:]}")
+    if failures:
+        raise BuildError("\n".join(failures))
+    return targets
 
 
 @functools.cache

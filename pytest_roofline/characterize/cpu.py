@@ -50,7 +50,9 @@ def characterize_cpu(fingerprint_fields: dict[str, Any], progress: Callable[[str
         bandwidth["DRAM"] = triad.value
         sources["bandwidth.DRAM"] = triad.source
 
+    gemm_start = time.perf_counter()
     gemm = _gemm_roofs(progress)
+    info.setdefault("phase_seconds", {})["GEMM"] = round(time.perf_counter() - gemm_start, 3)
     info["gemm_flops"] = {precision: roof.value for precision, roof in gemm.items()}
     for precision, roof in gemm.items():
         if precision not in peak_flops:  # the FMA kernel is the vector-unit roof; GEMM fills in the rest
@@ -84,20 +86,31 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
     if memory:
         largest = min(largest, int(memory) // 8)  # never crowd out the tests that run next
 
+    phases: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    def phase(name: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        phases[name] = round(now - clock, 3)
+        clock = now
+
     progress("compiling the ERT kernel (cached after the first build)")
     chains = cpu_ert.chains_for(isa)
     library = cpu_ert.ErtLibrary.build(build_dir or _default_build_dir(), chains, threads,
-                                       _round_up(largest, 3 * threads * chains * 64))
+                                       _round_up(largest, 3 * threads * chains * 64), widths)
+    phase("build and allocate")
     granularity = library.granularity_bytes()
     sizes = cpu_ert.working_set_sizes(SMALLEST_PER_THREAD * threads, library.max_bytes, SIZES_PER_OCTAVE,
                                       granularity)
-    info["kernel"] = {"library": str(library.path), "chains": chains, "vector_bits": [w * 8 for w in widths],
+    info["kernel"] = {"libraries": {str(w * 8): str(p) for w, p in library.paths.items()}, "chains": chains, "vector_bits": [w * 8 for w in widths],
                       "threads": threads, "flops_per_element": list(cpu_ert.ERT_FLOPS)}
 
     progress(f"bandwidth sweep: {len(sizes)} working sets, {sizes[0] // 1024} KiB .. "
              f"{sizes[-1] / 2**20:.0f} MiB, {threads} threads, {widest * 8}-bit vectors")
     update_points = cpu_ert.bandwidth_sweep(library, sizes, widest, progress)
     checks = {"update sweep": library.check_fixed_point("fp64", library.max_bytes)}
+    phase("update sweep")
     compute_size = max(granularity, (capacities.get(1, 32 * 1024) // 4) // granularity * granularity)
     progress(f"FLOP sweep at {compute_size // 1024} KiB: fp64/fp32 x {[w * 8 for w in widths]}-bit")
     flop_points: list[cpu_ert.SweepPoint] = []
@@ -107,7 +120,9 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
             if width != widest:
                 flop_points += cpu_ert.flops_sweep(library, precision, width, compute_size, (PEAK_FLOPS,))
         checks[f"{precision} FLOP sweep"] = library.check_fixed_point(precision, compute_size)
+    phase("FLOP sweep")
     triad_points = cpu_ert.triad_sweep(library, sizes, widest, progress)
+    phase("triad sweep")
 
     windows = plateaus.level_windows(capacities, sizes[0], sizes[-1])
     update_plateaus = plateaus.extract_plateaus([p.working_set_bytes for p in update_points],
@@ -149,6 +164,7 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
                  f"({', '.join(f'{b}-bit {v / 1e9:.1f}' for b, v in sorted(by_width.items()))})")
 
     info["levels"] = levels
+    info["phase_seconds"] = phases
     info["disturbed_points"] = disturbed
     total_points = len(update_points) + len(triad_points) + len(flop_points)
     if disturbed > DISTURBED_SHARE * total_points:

@@ -11,10 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from pytest_roofline.characterize.build import build_shared_library
+from pytest_roofline.characterize.build import build_shared_libraries
 
 KERNEL_SOURCE = Path(__file__).resolve().parent / "ert_kernel.c"
-ERT_FLOPS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # the FLOPs-per-element values compiled into the library
+ERT_FLOPS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # FLOPs per element compiled for the widest width
+NARROW_FLOPS = (1, 2, 256, 512)  # the narrower widths only need bandwidth and their peak
 VECTOR_BYTES = (16, 32, 64)
 ELEMENT_BYTES = {"fp64": 8, "fp32": 4}
 ALIGN = 64
@@ -73,11 +74,12 @@ def vector_widths_for(isa: Iterable[str], machine: str) -> list[int]:
 class ErtLibrary:
     """The compiled kernel library and an aligned buffer big enough for the largest working set."""
 
-    def __init__(self, library_path: Path, chains: int, threads: int, max_bytes: int) -> None:
-        self.path = library_path
+    def __init__(self, library_paths: dict[int, Path], chains: int, threads: int, max_bytes: int) -> None:
+        self.paths = library_paths
         self.chains = chains
         self.threads = threads
-        self._lib = ctypes.CDLL(str(library_path))
+        self._libs = {width: ctypes.CDLL(str(path)) for width, path in library_paths.items()}
+        self._lib = next(iter(self._libs.values()))  # any one has the fill functions
         self._functions: dict[tuple[str, int, int], Any] = {}
         # Over-allocate and slice so the first element sits on a 64-byte boundary (aligned vector loads).
         self._raw = np.empty(max_bytes + ALIGN, dtype=np.uint8)
@@ -86,15 +88,28 @@ class ErtLibrary:
         self.max_bytes = max_bytes
         self._filled_as: str | None = None
 
+    @property
+    def widths(self) -> list[int]:
+        return sorted(self._libs)
+
+    def flops_values(self, vector_bytes: int) -> tuple[int, ...]:
+        return ERT_FLOPS if vector_bytes == max(self._libs) else NARROW_FLOPS
+
     @classmethod
-    def build(cls, build_dir: Path, chains: int, threads: int, max_bytes: int) -> ErtLibrary:
-        path = build_shared_library(KERNEL_SOURCE, {"ERT_CHAINS": chains}, (), build_dir)
-        return cls(path, chains, threads, max_bytes)
+    def build(cls, build_dir: Path, chains: int, threads: int, max_bytes: int,
+              widths: Iterable[int] = VECTOR_BYTES) -> ErtLibrary:
+        """One library per vector width, compiled in parallel (and cached); only the widest has every
+        ERT_FLOPS value, the others have 1, 2, 256 and 512 (bandwidth and peak)."""
+        widths = list(widths)
+        variants: list[dict[str, str | int]] = [
+            {"ERT_CHAINS": chains, "ERT_WIDTH": w, "ERT_FULL_SWEEP": int(w == max(widths))} for w in widths]
+        paths = build_shared_libraries(KERNEL_SOURCE, variants, (), build_dir)
+        return cls(dict(zip(widths, paths)), chains, threads, max_bytes)
 
     def _kernel(self, precision: str, vector_bytes: int, flops: int) -> Any:
         key = (precision, vector_bytes, flops)
         if key not in self._functions:
-            function = getattr(self._lib, f"ert_{precision}_v{vector_bytes}_f{flops}")
+            function = getattr(self._libs[vector_bytes], f"ert_{precision}_v{vector_bytes}_f{flops}")
             function.restype = ctypes.c_double
             function.argtypes = [ctypes.c_void_p, ctypes.c_long, ctypes.c_long, ctypes.c_int,
                                  ctypes.POINTER(ctypes.c_double)]
@@ -141,7 +156,7 @@ class ErtLibrary:
         self._filled_as = "triad"  # a now holds 1.5: refill before the update kernel runs again
         function = self._functions.get(("triad", vector_bytes, 0))
         if function is None:
-            function = getattr(self._lib, f"ert_triad_fp64_v{vector_bytes}")
+            function = getattr(self._libs[vector_bytes], f"ert_triad_fp64_v{vector_bytes}")
             function.restype = ctypes.c_double
             function.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long, ctypes.c_long, ctypes.c_int,
                                                          ctypes.POINTER(ctypes.c_double)]

@@ -116,13 +116,39 @@ ERT_DEFINE_VECTOR(float, fp32, 64)
   ERT_DEFINE_KERNEL(T, P, BYTES, 512) \
   ERT_DEFINE_KERNEL(T, P, BYTES, 1024)
 
-#define ERT_DEFINE_WIDTHS(T, P) \
-  ERT_DEFINE_FLOPS(T, P, 16)    \
-  ERT_DEFINE_FLOPS(T, P, 32)    \
-  ERT_DEFINE_FLOPS(T, P, 64)
+/* The narrower widths only set their ISA peak ceiling: a few FLOP values keep their build short. */
+#define ERT_DEFINE_PEAK_FLOPS(T, P, BYTES) \
+  ERT_DEFINE_KERNEL(T, P, BYTES, 1)        \
+  ERT_DEFINE_KERNEL(T, P, BYTES, 2)        \
+  ERT_DEFINE_KERNEL(T, P, BYTES, 256)      \
+  ERT_DEFINE_KERNEL(T, P, BYTES, 512)
 
-ERT_DEFINE_WIDTHS(double, fp64)
-ERT_DEFINE_WIDTHS(float, fp32)
+/* ERT_WIDTH selects one vector width per library so the widths compile in parallel; 0 builds all.
+ * ERT_FULL_SWEEP = 0 builds only the peak FLOP values for it. */
+#ifndef ERT_WIDTH
+#define ERT_WIDTH 0
+#endif
+#ifndef ERT_FULL_SWEEP
+#define ERT_FULL_SWEEP 1
+#endif
+#if ERT_FULL_SWEEP
+#define ERT_DEFINE_SET ERT_DEFINE_FLOPS
+#else
+#define ERT_DEFINE_SET ERT_DEFINE_PEAK_FLOPS
+#endif
+
+#if ERT_WIDTH == 0 || ERT_WIDTH == 16
+ERT_DEFINE_SET(double, fp64, 16)
+ERT_DEFINE_SET(float, fp32, 16)
+#endif
+#if ERT_WIDTH == 0 || ERT_WIDTH == 32
+ERT_DEFINE_SET(double, fp64, 32)
+ERT_DEFINE_SET(float, fp32, 32)
+#endif
+#if ERT_WIDTH == 0 || ERT_WIDTH == 64
+ERT_DEFINE_SET(double, fp64, 64)
+ERT_DEFINE_SET(float, fp32, 64)
+#endif
 
 #define ERT_DEFINE_TRIAD(T, P, BYTES)                                                                \
   double ert_triad_##P##_v##BYTES(T *a, const T *b, const T *c, long n, long trials, int threads,    \
@@ -153,9 +179,15 @@ ERT_DEFINE_WIDTHS(float, fp32)
     return stop - start;                                                                             \
   }
 
+#if ERT_WIDTH == 0 || ERT_WIDTH == 16
 ERT_DEFINE_TRIAD(double, fp64, 16)
+#endif
+#if ERT_WIDTH == 0 || ERT_WIDTH == 32
 ERT_DEFINE_TRIAD(double, fp64, 32)
+#endif
+#if ERT_WIDTH == 0 || ERT_WIDTH == 64
 ERT_DEFINE_TRIAD(double, fp64, 64)
+#endif
 
 /* First touch by the thread that will use each chunk, so pages land near it. */
 void ert_fill_fp64(double *data, long n, double value, int threads) {
