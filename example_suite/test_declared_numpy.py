@@ -8,7 +8,7 @@ import pytest
 N = 512
 
 
-@pytest.mark.roofline(min_fraction=0.3)
+@pytest.mark.roofline(min_fraction=0.2)
 def test_numpy_gemm_declared(roofline):
     rng = np.random.default_rng(0)
     a, b = rng.standard_normal((N, N)), rng.standard_normal((N, N))
