@@ -5,7 +5,7 @@ No pytest here: the plugin passes in plain values, so the CLI and other runners 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -97,8 +97,9 @@ def test_result(record: TestRecord) -> dict[str, Any]:
     }
 
 
-def write_session_results(directory: Path, machine: Machine | None, records: Iterable[TestRecord]) -> Path:
-    document = results_document(machine, [test_result(r) for r in records])
+def write_session_results(directory: Path, machine: Machine | None, records: Iterable[TestRecord],
+                          extra: Mapping[str, Any] | None = None) -> Path:
+    document = results_document(machine, [test_result(r) for r in records], extra)
     return write_results(directory / RESULTS_FILE, document)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 COUNTERS = ("auto", "analytic", "declared", "ncu")
 DEVICES = ("auto", "cpu", "cuda")
+MALLOC_POLICIES = ("tuned", "default")
 MARKER_ARGUMENTS = ("min_fraction",)
 
 

@@ -26,6 +26,7 @@ import pytest
 from pytest_roofline.options import (
     COUNTERS,
     DEVICES,
+    MALLOC_POLICIES,
     MarkerOptions,
     SettingError,
     parse_bool,
@@ -50,6 +51,9 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
     ("--roofline-device", "roofline_device",
      f"device to characterize: {'|'.join(DEVICES)} (auto: cuda when torch sees a GPU)", "auto"),
     ("--roofline-max-time", "roofline_max_time", "timing budget per measured call site, in seconds", "1.0"),
+    ("--roofline-malloc", "roofline_malloc",
+     (f"{'|'.join(MALLOC_POLICIES)}: tuned fixes glibc's mmap/trim thresholds so large outputs do not "
+     "page-fault in some calls and not others"), "tuned"),
 )
 
 
@@ -62,6 +66,7 @@ class Settings:
     device: str
     max_time_s: float
     recharacterize: bool
+    malloc: str
 
 
 @dataclass
@@ -83,6 +88,7 @@ class RooflineState:
         self.tests: dict[str, TestEntry] = {}
         self._machine: Any = None
         self.machine_error: str | None = None
+        self.malloc = "default"
         self._choice: Any = None  # ncu_gate.CounterChoice, resolved on first need
         self._warned = False
         self.ncu_denied: str | None = None  # explicit ncu got ERR_NVGPUCTRPERM: later tests skip at once
@@ -220,6 +226,7 @@ def _read_settings(config: pytest.Config) -> Settings:
         device=parse_choice(_setting(config, "roofline_device"), DEVICES, "--roofline-device"),
         max_time_s=parse_seconds(_setting(config, "roofline_max_time"), "--roofline-max-time"),
         recharacterize=bool(config.getoption("roofline_recharacterize")),
+        malloc=parse_choice(_setting(config, "roofline_malloc"), MALLOC_POLICIES, "--roofline-malloc"),
     )
 
 
@@ -231,7 +238,11 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     if settings.machine_file is not None and not settings.machine_file.is_file():
         raise pytest.UsageError(f"--roofline-machine: no such file {str(settings.machine_file)!r}")
-    config.stash[STATE] = RooflineState(settings)
+    state = config.stash[STATE] = RooflineState(settings)
+    if settings.enabled and settings.malloc == "tuned":
+        from pytest_roofline.allocator import tune_malloc
+
+        state.malloc = tune_malloc() or "default (not glibc)"
 
 
 @pytest.hookimpl(wrapper=True)
@@ -442,7 +453,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return  # workers do not share one results file; see README (xdist)
     from pytest_roofline.gate import write_session_results
 
-    write_session_results(state.settings.directory, state._machine, state.tests.values())
+    write_session_results(state.settings.directory, state._machine, state.tests.values(),
+                          {"session": {"malloc": state.malloc}})
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

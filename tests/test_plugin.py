@@ -92,6 +92,7 @@ def test_ok(roofline):
     )
     doc = results(pytester)
     assert doc["schema"] == 1 and doc["machine"]["name"] == "pinned-test-machine"
+    assert doc["session"]["malloc"].startswith("glibc mallopt: M_MMAP_THRESHOLD=33554432")
     (test,) = doc["tests"]
     assert test["nodeid"].endswith("::test_ok")
     assert test["outcome"] == "passed" and test["min_fraction"] == 0.05
@@ -220,6 +221,7 @@ def test_module_level_marker_is_validated_too(pytester: pytest.Pytester) -> None
         (("--roofline-counter", "magic"), "--roofline-counter must be one of auto, analytic, declared"),
         (("--roofline-max-time", "soon"), "--roofline-max-time must be a positive number of seconds"),
         (("--roofline-device", "tpu"), "--roofline-device must be one of auto, cpu, cuda"),
+        (("--roofline-malloc", "jemalloc"), "--roofline-malloc must be one of tuned, default"),
         (("--roofline-machine", "nope.json"), "--roofline-machine: no such file 'nope.json'"),
     ],
 )
@@ -278,3 +280,11 @@ def test_importing_the_plugin_stays_light() -> None:
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_malloc_tuning_reports_glibc_thresholds() -> None:
+    from pytest_roofline.allocator import MMAP_THRESHOLD, TRIM_THRESHOLD, tune_malloc
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("glibc's mallopt exists on Linux only")
+    assert tune_malloc() == f"glibc mallopt: M_MMAP_THRESHOLD={MMAP_THRESHOLD}, M_TRIM_THRESHOLD={TRIM_THRESHOLD}"
