@@ -83,13 +83,17 @@ def draw_roofline(
             ax.axhline(verdict.achieved_flops_per_s, color="tab:red", ls=":", lw=1.5,
                        label=f"measured {si(verdict.achieved_flops_per_s, 'FLOP/s')} (no bytes counted): "
                              f"fraction {verdict.fraction:.2g}")
-        slowest = min(machine.bandwidth.values(), default=None)
-        if min_fraction is not None and slowest:
-            # The threshold follows the roof of the bound precision (all compute ceilings if memory-bound).
-            precision = verdict.bound.split(":", 1)[1] if verdict.bound.startswith("compute:") else ""
+        level = verdict.bound_level
+        if min_fraction is not None and level is not None:
+            # The threshold follows the roof that binds: the bound level's slope, capped by the peak of the
+            # bound precision (or, when memory-bound, of the precision doing most of the FLOPs).
+            if verdict.bound.startswith("compute:"):
+                precision = verdict.bound.split(":", 1)[1]
+            else:
+                precision = max(verdict.flops, key=lambda p: verdict.flops[p], default="")
             roof = machine.peak_flops.get(precision, top)
-            ax.plot(ai, min_fraction * np.minimum(slowest * ai, roof), color="tab:red", ls="--", lw=1.0,
-                    label=f"min_fraction {min_fraction:g} of the {precision + ' ' if precision else ''}roof")
+            ax.plot(ai, min_fraction * np.minimum(machine.bandwidth_for(level) * ai, roof), color="tab:red",
+                    ls="--", lw=1.0, label=f"min_fraction {min_fraction:g} of the {level}/{precision or 'peak'} roof")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -99,7 +103,7 @@ def draw_roofline(
     if points:
         subtitle.append("hollow: op on its roof (not timed one by one); size: share of time")
     if no_flop_time > 0:
-        subtitle.append(f"{si(no_flop_time, 's')} in kernels with no FLOPs (not drawn)")
+        subtitle.append(f"{no_flop_time * 1e3:.3g} ms in kernels with no FLOPs (not drawn)")
     ax.set_title(title + ("\n" + "; ".join(subtitle) if subtitle else ""), fontsize=9)
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=7, loc="lower right")
