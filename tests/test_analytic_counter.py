@@ -571,3 +571,16 @@ def test_footprint_is_the_bytes_touched_per_storage() -> None:
     big = torch.randn(64, 64)
     counter.count(lambda: big[:16].sum(), (), {})
     assert counter.footprint_bytes == 16 * 64 * 4 + 4  # only the rows the slice reads, plus the scalar
+
+
+def test_compiled_function_is_compiled_before_counting() -> None:
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(lambda x: torch.relu(x) * 2, backend="eager")
+    x = torch.randn(1000)
+    _, kernels = AnalyticCounter().count(compiled, (x,), {})
+    compiled(x)
+    assert counters["stats"]["unique_graphs"] == 1  # counting first would leave the frame never compiled
+    assert sum(k.total_flops for k in kernels) == 2 * 1000  # the eager ops: relu and mul, 1 FLOP each
