@@ -83,8 +83,8 @@ def draw_roofline(
             ax.axhline(verdict.achieved_flops_per_s, color="tab:red", ls=":", lw=1.5,
                        label=f"measured {si(verdict.achieved_flops_per_s, 'FLOP/s')} (no bytes counted): "
                              f"fraction {verdict.fraction:.2g}")
-        level = verdict.bound_level
-        if min_fraction is not None and level is not None:
+        bound_level = verdict.bound_level
+        if min_fraction is not None and bound_level is not None:
             # The threshold follows the roof that binds: the bound level's slope, capped by the peak of the
             # bound precision (or, when memory-bound, of the precision doing most of the FLOPs).
             if verdict.bound.startswith("compute:"):
@@ -92,8 +92,9 @@ def draw_roofline(
             else:
                 precision = max(verdict.flops, key=lambda p: verdict.flops[p], default="")
             roof = machine.peak_flops.get(precision, top)
-            ax.plot(ai, min_fraction * np.minimum(machine.bandwidth_for(level) * ai, roof), color="tab:red",
-                    ls="--", lw=1.0, label=f"min_fraction {min_fraction:g} of the {level}/{precision or 'peak'} roof")
+            ax.plot(ai, min_fraction * np.minimum(machine.bandwidth_for(bound_level) * ai, roof), color="tab:red",
+                    ls="--", lw=1.0,
+                    label=f"min_fraction {min_fraction:g} of the {bound_level}/{precision or 'peak'} roof")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)

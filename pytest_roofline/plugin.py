@@ -15,9 +15,7 @@ without kernels, is an error of the test, raised in its teardown; ERR_NVGPUCTRPE
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Generator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +31,7 @@ from pytest_roofline.options import (
     parse_choice,
     parse_seconds,
 )
+from pytest_roofline.state import RooflineState, Settings, TestEntry
 
 MARKER_HELP = (
     "roofline(min_fraction=None): measure the test's roofline.measure() calls under --roofline and fail "
@@ -57,125 +56,6 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
-@dataclass(frozen=True)
-class Settings:
-    enabled: bool
-    directory: Path
-    machine_file: Path | None
-    counter: str
-    device: str
-    max_time_s: float
-    recharacterize: bool
-    malloc: str
-
-
-@dataclass
-class TestEntry:
-    nodeid: str
-    min_fraction: float | None
-    recorder: Any = None  # session.Recorder, typed loosely to keep imports lazy
-    outcome: str = "not run"
-    artifacts: list[str] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)  # results.json fields: clock_policy, definitions, ncu
-    details: list[str] = field(default_factory=list)  # extra lines for a failure message (ncu diagnostics)
-
-
-class RooflineState:
-    """Everything the plugin keeps for one session (in ``config.stash``)."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.settings = settings
-        self.tests: dict[str, TestEntry] = {}
-        self._machine: Any = None
-        self.machine_error: str | None = None
-        self.malloc = "default"
-        self._choice: Any = None  # ncu_gate.CounterChoice, resolved on first need
-        self._warned = False
-        self.ncu_denied: str | None = None  # explicit ncu got ERR_NVGPUCTRPERM: later tests skip at once
-
-    @property
-    def machine_ready(self) -> bool:
-        return self._machine is not None
-
-    def machine(self, progress: Any = None) -> Any:
-        if self._machine is None:
-            from pytest_roofline import machine as machine_mod
-
-            s = self.settings
-            if s.machine_file is not None:
-                self._machine = machine_mod.load_machine_file(s.machine_file)
-            else:
-                self._machine = machine_mod.characterize(_resolve_device(s.device), fresh=s.recharacterize,
-                                                         progress=progress)
-        return self._machine
-
-    def choose_counter(self) -> Any:
-        """The session's counter (``ncu_gate.CounterChoice``). ``auto`` is decided here, on first need, so that
-        torch or CuPy are imported only once a measurement needs a counter; raises ``NcuUnavailable``."""
-        if self._choice is None:
-            from pytest_roofline import ncu_gate
-
-            self._choice = ncu_gate.choose_counter(self.settings.counter)
-            if self._choice.warning:
-                self.warn_once(self._choice.warning)
-        return self._choice
-
-    @property
-    def counter_label(self) -> str | None:
-        if self._choice is None:
-            return None
-        return self._choice.name + (" (auto)" if self.settings.counter == "auto" else "")
-
-    def fall_back_to_analytic(self, reason: str, item: pytest.Item | None = None) -> None:
-        """``auto`` found ncu unusable: the analytic counter for the rest of the session, one warning."""
-        from pytest_roofline import ncu_gate
-
-        self._choice = ncu_gate.CounterChoice("analytic")
-        self.warn_once(ncu_gate.fallback_message(reason), item)
-
-    def warn_once(self, message: str, item: pytest.Item | None = None) -> None:
-        if self._warned:
-            return
-        from pytest_roofline.errors import RooflineWarning
-
-        self._warned = True
-        if item is not None:
-            item.warn(RooflineWarning(message))
-        else:
-            warnings.warn(RooflineWarning(message), stacklevel=2)
-
-    def counter(self) -> Any:
-        from pytest_roofline.session import CounterUnavailableError
-
-        name = self._counter_name()
-        if name == "ncu":
-            from pytest_roofline.ncu_gate import NcuDeferredCounter
-
-            return NcuDeferredCounter()
-        if name == "declared":
-            raise CounterUnavailableError(
-                "--roofline-counter=declared: this roofline.measure() call declares no counts; use "
-                "roofline.declare(flops=..., bytes=...).measure(fn, *args)"
-            )
-        try:
-            from pytest_roofline.counters.analytic import AnalyticCounter
-        except ImportError as exc:
-            raise CounterUnavailableError(
-                f"the analytic counter needs PyTorch ({exc}); install pytest-roofline[torch], or declare the "
-                "work with roofline.declare(flops=..., bytes=...).measure(fn, *args)"
-            ) from None
-        return AnalyticCounter()
-
-    def _counter_name(self) -> str:
-        from pytest_roofline.ncu_gate import NcuUnavailable
-        from pytest_roofline.session import CounterUnavailableError
-
-        try:
-            return str(self.choose_counter().name)
-        except NcuUnavailable as exc:  # explicit ncu is checked at session start; this is a late fixture
-            raise CounterUnavailableError(str(exc)) from None
-
-
 STATE = pytest.StashKey[RooflineState]()
 ENTRY = pytest.StashKey[TestEntry]()
 NCU_ERROR = pytest.StashKey[str]()  # set in the call phase, raised in teardown: an error, not a failure
@@ -185,16 +65,6 @@ def _profiled_child() -> bool:
     from pytest_roofline.ncu_child import is_profiled_child
 
     return is_profiled_child()
-
-
-def _resolve_device(device: str) -> str:
-    if device != "auto":
-        return device
-    try:
-        import torch
-    except ImportError:
-        return "cpu"
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -392,7 +262,7 @@ def _settle_pending(item: pytest.Item, state: RooflineState, entry: TestEntry) -
         )
     except (CountersNotPermitted, NcuNotFound, NoGpu) as exc:
         if state.settings.counter == "auto":
-            state.fall_back_to_analytic(str(exc), item)
+            state.fall_back_to_analytic(str(exc), item.warn)
             _count_with_analytic(state, entry)
             return None
         entry.extra["ncu"] = ncu_gate.error_section(exc)
@@ -453,7 +323,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return  # workers do not share one results file; see README (xdist)
     from pytest_roofline.gate import write_session_results
 
-    write_session_results(state.settings.directory, state._machine, state.tests.values(),
+    write_session_results(state.settings.directory, state.loaded_machine, state.tests.values(),
                           {"session": {"malloc": state.malloc}})
 
 
@@ -465,7 +335,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         from pytest_roofline.gate import summary_lines
 
         terminalreporter.write_sep("=", "roofline")
-        for line in summary_lines(state._machine, state.tests.values(), state.settings.directory,
+        for line in summary_lines(state.loaded_machine, state.tests.values(), state.settings.directory,
                                   terminalreporter._tw.fullwidth, state.counter_label):
             terminalreporter.write_line(line)
     except Exception as exc:  # noqa: BLE001 - the summary must never turn a finished run into an internal error

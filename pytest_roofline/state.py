@@ -1,0 +1,142 @@
+"""What a roofline session keeps: its settings, the machine, the counter in use, and each test's record.
+
+Plain Python (no pytest import), so the plugin stays a thin layer of hooks over it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Settings:
+    enabled: bool
+    directory: Path
+    machine_file: Path | None
+    counter: str
+    device: str
+    max_time_s: float
+    recharacterize: bool
+    malloc: str
+
+
+@dataclass
+class TestEntry:
+    nodeid: str
+    min_fraction: float | None
+    recorder: Any = None  # session.Recorder, typed loosely to keep imports lazy
+    outcome: str = "not run"
+    artifacts: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # results.json fields: clock_policy, definitions, ncu
+    details: list[str] = field(default_factory=list)  # extra lines for a failure message (ncu diagnostics)
+
+
+class RooflineState:
+    """Everything the plugin keeps for one session (in ``config.stash``)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.tests: dict[str, TestEntry] = {}
+        self._machine: Any = None
+        self.malloc = "default"
+        self._choice: Any = None  # ncu_gate.CounterChoice, resolved on first need
+        self._warned = False
+        self.ncu_denied: str | None = None  # explicit ncu got ERR_NVGPUCTRPERM: later tests skip at once
+
+    @property
+    def loaded_machine(self) -> Any:
+        """The machine if it was characterized or loaded already, else None (never measures)."""
+        return self._machine
+
+    def machine(self, progress: Any = None) -> Any:
+        if self._machine is None:
+            from pytest_roofline import machine as machine_mod
+
+            s = self.settings
+            if s.machine_file is not None:
+                self._machine = machine_mod.load_machine_file(s.machine_file)
+            else:
+                self._machine = machine_mod.characterize(resolve_device(s.device), fresh=s.recharacterize,
+                                                         progress=progress)
+        return self._machine
+
+    def choose_counter(self) -> Any:
+        """The session's counter (``ncu_gate.CounterChoice``). ``auto`` is decided here, on first need, so that
+        torch or CuPy are imported only once a measurement needs a counter; raises ``NcuUnavailable``."""
+        if self._choice is None:
+            from pytest_roofline import ncu_gate
+
+            self._choice = ncu_gate.choose_counter(self.settings.counter)
+            if self._choice.warning:
+                self.warn_once(self._choice.warning)
+        return self._choice
+
+    @property
+    def counter_label(self) -> str | None:
+        if self._choice is None:
+            return None
+        return self._choice.name + (" (auto)" if self.settings.counter == "auto" else "")
+
+    def fall_back_to_analytic(self, reason: str, warn: Callable[[Warning], None] | None = None) -> None:
+        """``auto`` found ncu unusable: the analytic counter for the rest of the session, one warning."""
+        from pytest_roofline import ncu_gate
+
+        self._choice = ncu_gate.CounterChoice("analytic")
+        self.warn_once(ncu_gate.fallback_message(reason), warn)
+
+    def warn_once(self, message: str, warn: Callable[[Warning], None] | None = None) -> None:
+        """One RooflineWarning per session; ``warn`` attaches it to a test (pytest's ``item.warn``)."""
+        if self._warned:
+            return
+        from pytest_roofline.errors import RooflineWarning
+
+        self._warned = True
+        if warn is not None:
+            warn(RooflineWarning(message))
+        else:
+            warnings.warn(RooflineWarning(message), stacklevel=2)
+
+    def counter(self) -> Any:
+        from pytest_roofline.session import CounterUnavailableError
+
+        name = self._counter_name()
+        if name == "ncu":
+            from pytest_roofline.ncu_gate import NcuDeferredCounter
+
+            return NcuDeferredCounter()
+        if name == "declared":
+            raise CounterUnavailableError(
+                "--roofline-counter=declared: this roofline.measure() call declares no counts; use "
+                "roofline.declare(flops=..., bytes=...).measure(fn, *args)"
+            )
+        try:
+            from pytest_roofline.counters.analytic import AnalyticCounter
+        except ImportError as exc:
+            raise CounterUnavailableError(
+                f"the analytic counter needs PyTorch ({exc}); install pytest-roofline[torch], or declare the "
+                "work with roofline.declare(flops=..., bytes=...).measure(fn, *args)"
+            ) from None
+        return AnalyticCounter()
+
+    def _counter_name(self) -> str:
+        from pytest_roofline.ncu_gate import NcuUnavailable
+        from pytest_roofline.session import CounterUnavailableError
+
+        try:
+            return str(self.choose_counter().name)
+        except NcuUnavailable as exc:  # explicit ncu is checked at session start; this is a late fixture
+            raise CounterUnavailableError(str(exc)) from None
+
+
+def resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
