@@ -6,4 +6,4 @@ Importing this package stays cheap: no torch, cupy, matplotlib or subprocess her
 from pytest_roofline.model import KernelSample, Machine, Verdict, evaluate, evaluate_region, lower_bound
 
 __version__ = "0.1.0"
-__all__ = ["KernelSample", "Machine", "Verdict", "evaluate", "evaluate_region", "lower_bound", "__version__"]
+__all__ = ["KernelSample", "Machine", "Verdict", "__version__", "evaluate", "evaluate_region", "lower_bound"]
