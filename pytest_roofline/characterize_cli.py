@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(_table(machine))
     if args.plot is not None:
-        from pytest_roofline.characterize.plot import plot_machine
+        from pytest_roofline.chart import plot_machine
 
         print(f"roofline plot written to {plot_machine(machine, args.plot)}", file=sys.stderr)
     return 0

@@ -1,4 +1,8 @@
-"""Roofline charts (matplotlib, imported only when a chart is drawn)."""
+"""Roofline charts (matplotlib, imported only when a chart is drawn).
+
+One place draws a machine's ceilings (:func:`draw_ceilings`) for every chart the project makes: a failing
+test's chart, ``characterize --plot`` and ``import-ncu --plot``.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pytest_roofline._atomic import write_bytes_atomic
 from pytest_roofline.model import KernelSample, Machine, Verdict, lower_bound
@@ -14,12 +19,92 @@ from pytest_roofline.report import si
 _LEVEL_MARKERS = {"L1": "s", "L2": "^", "L3": "D", "DRAM": "o", "HBM": "o"}
 
 
-def _ai_range(points: Sequence[float], machine: Machine) -> tuple[float, float]:
-    ridges = [peak / bw for peak in machine.peak_flops.values() for bw in machine.bandwidth.values()]
+def pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)  # files only; never needs a display
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def ai_range(points: Sequence[float], machine: Machine | None) -> tuple[float, float]:
+    """Decades of arithmetic intensity that hold the points and every ridge point of the machine."""
+    ridges = [peak / bw for peak in machine.peak_flops.values() for bw in machine.bandwidth.values()] if machine else []
     values = [v for v in (*points, *ridges) if v > 0]
     low = min(values, default=0.1) / 10
     high = max(values, default=10.0) * 10
     return 10 ** math.floor(math.log10(low)), 10 ** math.ceil(math.log10(high))
+
+
+def isa_ceilings(machine: Machine) -> list[tuple[str, float]]:
+    """Per-vector-width compute peaks below the roof (e.g. "fp64 256-bit"), from the characterization."""
+    out: list[tuple[str, float]] = []
+    for precision, by_width in dict(machine.info.get("isa_peaks") or {}).items():
+        roof = machine.peak_flops.get(precision)
+        for width, peak in dict(by_width).items():
+            if roof and 0 < float(peak) < 0.97 * roof:  # the widest width is the roof itself
+                out.append((f"{precision} {width}-bit", float(peak)))
+    return out
+
+
+def draw_ceilings(ax: Any, machine: Machine, lo: float, hi: float) -> None:
+    """Every bandwidth diagonal (capped at the highest peak), every compute roof and the ISA ceilings."""
+    import numpy as np
+
+    ai = np.logspace(math.log10(lo), math.log10(hi), 256)
+    top = max(machine.peak_flops.values(), default=max(machine.bandwidth.values(), default=1.0) * hi)
+    colors = pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (level, bw) in enumerate(sorted(machine.bandwidth.items(), key=lambda kv: -kv[1])):
+        ax.plot(ai, np.minimum(bw * ai, top), color=colors[i % len(colors)], lw=1.2,
+                label=f"{level} {si(bw, 'B/s')}")
+    for precision, peak in sorted(machine.peak_flops.items(), key=lambda kv: -kv[1]):
+        ax.axhline(peak, color="0.35", lw=1.0, ls="-")
+        ax.annotate(f"{precision} {si(peak, 'FLOP/s')}", (hi, peak), ha="right", va="bottom", fontsize=8)
+    # ISA ceilings are labelled at the left, next to the fastest diagonal, so they never sit on top of the
+    # roof labels at the right; near-equal ones (fp64 256-bit = fp32 128-bit) share one label.
+    fastest = max(machine.bandwidth.values(), default=None)
+    groups: list[list[tuple[str, float]]] = []
+    for name, peak in sorted(isa_ceilings(machine), key=lambda item: item[1]):
+        if groups and peak <= groups[-1][0][1] * 1.05:
+            groups[-1].append((name, peak))
+        else:
+            groups.append([(name, peak)])
+    for group in groups:
+        peak = group[0][1]
+        ax.axhline(peak, color="0.55", lw=0.9, ls=":")
+        x = max(lo, peak / fastest * 1.3) if fastest else lo
+        ax.annotate(" / ".join(f"{name} {si(value, 'FLOP/s')}" for name, value in group), (x, peak), ha="left",
+                    va="bottom", fontsize=7, color="0.4")
+
+
+def save(fig: Any, path: Path) -> Path:
+    """Write the figure atomically, in the format the file name asks for (png, svg, pdf)."""
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format=Path(path).suffix.lstrip(".") or "png")
+    pyplot().close(fig)
+    return write_bytes_atomic(path, buffer.getvalue())
+
+
+def finish_axes(ax: Any, lo: float, hi: float, title: str) -> None:
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(lo, hi)
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("performance (FLOP/s)")
+    ax.set_title(title, fontsize=9)
+    ax.grid(True, which="both", alpha=0.25)
+
+
+def plot_machine(machine: Machine, path: str | Path) -> Path:
+    """The machine's hierarchical roofline alone: every level, every precision, the ISA ceilings."""
+    lo, hi = ai_range([], machine)
+    fig, ax = pyplot().subplots(figsize=(9, 6), dpi=110)
+    draw_ceilings(ax, machine, lo, hi)
+    finish_axes(ax, lo, hi, machine.name)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    return save(fig, Path(path))
 
 
 def draw_roofline(
@@ -32,10 +117,6 @@ def draw_roofline(
     min_fraction: float | None = None,
 ) -> Path:
     """Draw every ceiling of ``machine``, the kernels sized by time, the measured point and the threshold."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
     import numpy as np
 
     points: list[tuple[str, str, float, float, float, bool]] = []  # name, level, ai, flop/s, weight, timed
@@ -55,18 +136,12 @@ def draw_roofline(
                                seconds, timed))
 
     region_ai = verdict.ai if verdict else {}
-    lo, hi = _ai_range([p[2] for p in points] + list(region_ai.values()), machine)
+    lo, hi = ai_range([p[2] for p in points] + list(region_ai.values()), machine)
     ai = np.logspace(math.log10(lo), math.log10(hi), 256)
     top = max(machine.peak_flops.values(), default=max(machine.bandwidth.values()) * hi)
 
-    fig, ax = plt.subplots(figsize=(9, 6), dpi=110)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for i, (level, bw) in enumerate(sorted(machine.bandwidth.items(), key=lambda kv: -kv[1])):
-        ax.plot(ai, np.minimum(bw * ai, top), color=colors[i % len(colors)], lw=1.2,
-                label=f"{level} {si(bw, 'B/s')}")
-    for precision, peak in sorted(machine.peak_flops.items(), key=lambda kv: -kv[1]):
-        ax.axhline(peak, color="0.35", lw=1.0, ls="-")
-        ax.annotate(f"{precision} {si(peak, 'FLOP/s')}", (hi, peak), ha="right", va="bottom", fontsize=8)
+    fig, ax = pyplot().subplots(figsize=(9, 6), dpi=110)
+    draw_ceilings(ax, machine, lo, hi)
 
     if points:
         total = sum(p[4] for p in points) or 1.0
@@ -95,21 +170,12 @@ def draw_roofline(
             ax.plot(ai, min_fraction * np.minimum(machine.bandwidth_for(bound_level) * ai, roof), color="tab:red",
                     ls="--", lw=1.0,
                     label=f"min_fraction {min_fraction:g} of the {bound_level}/{precision or 'peak'} roof")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(lo, hi)
-    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-    ax.set_ylabel("performance (FLOP/s)")
     subtitle = []
     if points:
         subtitle.append("hollow: op on its roof (not timed one by one); size: share of time")
     if no_flop_time > 0:
         subtitle.append(f"{no_flop_time * 1e3:.3g} ms in kernels with no FLOPs (not drawn)")
-    ax.set_title(title + ("\n" + "; ".join(subtitle) if subtitle else ""), fontsize=9)
-    ax.grid(True, which="both", alpha=0.25)
+    finish_axes(ax, lo, hi, title + ("\n" + "; ".join(subtitle) if subtitle else ""))
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png")
-    plt.close(fig)
-    return write_bytes_atomic(path, buffer.getvalue())
+    return save(fig, path)

@@ -89,3 +89,14 @@ def test_summary_table_aligns_and_shortens_long_ids() -> None:
     assert lines[2].split()[1:3] == ["-", "-"]
     assert max(len(line) for line in lines) <= 120
     assert len(lines[1].split()[0]) >= 40
+
+
+def test_isa_ceilings_are_the_narrower_widths_below_the_roof(tmp_path: Path) -> None:
+    from pytest_roofline.chart import isa_ceilings, plot_machine
+
+    machine = Machine(
+        "isa", {"fp64": 128e9, "fp32": 256e9}, {"DRAM": 20e9},
+        info={"isa_peaks": {"fp64": {"512": 128e9, "256": 64e9, "128": 32e9}, "fp32": {"512": 256e9}}},
+    )
+    assert sorted(isa_ceilings(machine)) == [("fp64 128-bit", 32e9), ("fp64 256-bit", 64e9)]
+    assert plot_machine(machine, tmp_path / "m.png").read_bytes()[:4] == b"\x89PNG"

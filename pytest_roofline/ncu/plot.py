@@ -7,14 +7,13 @@ compute ceilings are drawn too.
 
 from __future__ import annotations
 
-import io
 import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_roofline._atomic import write_bytes_atomic
+from pytest_roofline.chart import draw_ceilings, finish_axes, pyplot, save
 from pytest_roofline.model import Machine
 from pytest_roofline.ncu.diagnostics import short_name
 
@@ -37,12 +36,7 @@ def _points(kernels: Sequence[Any]) -> list[tuple[Any, float, dict[str, float]]]
 def draw_hierarchical_roofline(
     path: str | os.PathLike[str], kernels: Sequence[Any], machine: Machine | None = None, title: str = ""
 ) -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-    import numpy as np
-
+    plt = pyplot()
     points = _points(kernels)
     xs = [x for _, _, ai in points for x in ai.values()]
     ys = [y for _, y, _ in points]
@@ -54,14 +48,7 @@ def draw_hierarchical_roofline(
 
     fig, ax = plt.subplots(figsize=(10, 6.5), dpi=110)
     if machine is not None:
-        axis = np.logspace(math.log10(lo), math.log10(hi), 256)
-        top = max(machine.peak_flops.values(), default=None)
-        for level, bw in sorted(machine.bandwidth.items(), key=lambda kv: -kv[1]):
-            roof = bw * axis if top is None else np.minimum(bw * axis, top)
-            ax.plot(axis, roof, lw=1.2, ls="--", label=f"{level} {bw / 1e9:.4g} GB/s")
-        for precision, peak in sorted(machine.peak_flops.items(), key=lambda kv: -kv[1]):
-            ax.axhline(peak, color="0.4", lw=0.9)
-            ax.annotate(f"{precision} {peak / 1e12:.4g} TFLOP/s", (hi, peak), ha="right", va="bottom", fontsize=7)
+        draw_ceilings(ax, machine, lo, hi)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for rank, (kernel, rate, kernel_ai) in enumerate(points):
         labelled = rank < MAX_LABELLED
@@ -73,21 +60,11 @@ def draw_hierarchical_roofline(
                        else None)
     for level, marker in (("L1", "o"), ("L2", "s"), ("HBM", "v")):
         ax.scatter([], [], marker=marker, facecolors="none", edgecolors="k", label=f"{level} AI")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlim(lo, hi)
-    if ys:
-        ax.set_ylim(10 ** math.floor(math.log10(min(ys) / 3)), 10 ** math.ceil(math.log10(max(ys) * 3)))
-    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
-    ax.set_ylabel("performance (FLOP/s)")
     skipped = len(kernels) - len(points)
     note = f"{skipped} kernel(s) without time, FLOPs or bytes not drawn" if skipped else ""
-    ax.set_title((title + ("\n" if title and note else "") + note) or "hierarchical roofline", fontsize=9)
-    ax.grid(True, which="both", alpha=0.25)
+    finish_axes(ax, lo, hi, (title + ("\n" if title and note else "") + note) or "hierarchical roofline")
+    if ys:
+        ax.set_ylim(10 ** math.floor(math.log10(min(ys) / 3)), 10 ** math.ceil(math.log10(max(ys) * 3)))
     ax.legend(fontsize=6.5, loc="upper left", ncol=1)
     fig.tight_layout()
-    buffer = io.BytesIO()
-    target = Path(path)
-    fig.savefig(buffer, format=(target.suffix.lstrip(".") or "png"))
-    plt.close(fig)
-    return write_bytes_atomic(target, buffer.getvalue())
+    return save(fig, Path(path))
