@@ -32,8 +32,9 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> cpu_ert.ErtLibrary:
     return _library(str(tmp_path_factory.mktemp("ert-build")))
 
 
-def _fake_gemm(precision: str, progress: Any, sizes: Any = None) -> blas_probe.Roof:
-    return blas_probe.Roof({"fp64": 50e9, "fp32": 100e9, "bf16": 400e9, "fp16": 90e9}[precision], "fake-gemm")
+def _fake_gemm(progress: Any, *args: Any, **kwargs: Any) -> dict[str, blas_probe.Roof]:
+    return {precision: blas_probe.Roof(value, "fake-gemm", {"n": 64})
+            for precision, value in {"fp64": 50e9, "fp32": 100e9, "bf16": 400e9, "fp16": 90e9}.items()}
 
 
 # --- build -------------------------------------------------------------------------------------------------
@@ -127,7 +128,7 @@ def test_vector_widths_and_chains() -> None:
 
 @needs_compiler
 def test_characterize_cpu_with_a_tiny_sweep(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(blas_probe, "gemm", _fake_gemm)
+    monkeypatch.setattr(blas_probe, "gemm_roofs", _fake_gemm)
     messages: list[str] = []
     fields = cpu_fingerprint()
     result = cpu.characterize_cpu(fields, messages.append, tmp_path, largest_bytes=6 * 2**20)
@@ -138,6 +139,7 @@ def test_characterize_cpu_with_a_tiny_sweep(monkeypatch: pytest.MonkeyPatch, tmp
     assert info["sources"]["peak_flops.fp64"].startswith("ert-fma-")
     assert info["sources"]["peak_flops.bf16"] == "fake-gemm"
     assert info["gemm_flops"]["fp64"] == 50e9
+    assert info["gemm"]["bf16"] == {"source": "fake-gemm", "n": 64}
     assert info["kernel_check"] == "ok"
     assert {row["flops_per_element"] for row in info["sweep"]["flops"]} >= set(cpu_ert.ERT_FLOPS)
     assert info["sweep"]["update"] and info["sweep"]["triad"]
@@ -146,7 +148,7 @@ def test_characterize_cpu_with_a_tiny_sweep(monkeypatch: pytest.MonkeyPatch, tmp
 
 def test_without_a_compiler_it_falls_back_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cpu, "find_compiler", lambda: None)
-    monkeypatch.setattr(blas_probe, "gemm", _fake_gemm)
+    monkeypatch.setattr(blas_probe, "gemm_roofs", _fake_gemm)
     monkeypatch.setattr(blas_probe, "dram_triad", lambda llc, progress: blas_probe.Roof(20e9, "numpy-add"))
     result = cpu.characterize_cpu({"threads": 2, "cpu_model": "x", "core_count": 2}, lambda m: None)
     assert result.info["method"] == "blas-fallback"
@@ -161,7 +163,7 @@ def test_a_failed_build_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(cpu, "find_compiler", lambda: "/usr/bin/cc")
     monkeypatch.setattr(cpu_ert, "build_shared_libraries", broken)
-    monkeypatch.setattr(blas_probe, "gemm", _fake_gemm)
+    monkeypatch.setattr(blas_probe, "gemm_roofs", _fake_gemm)
     monkeypatch.setattr(blas_probe, "dram_triad", lambda llc, progress: blas_probe.Roof(20e9, "numpy-add"))
     result = cpu.characterize_cpu({"threads": 1, "isa": [], "machine": "x86_64"}, lambda m: None)
     assert result.info["method"] == "blas-fallback"

@@ -54,6 +54,7 @@ def characterize_cpu(fingerprint_fields: dict[str, Any], progress: Callable[[str
     gemm = _gemm_roofs(progress)
     info.setdefault("phase_seconds", {})["GEMM"] = round(time.perf_counter() - gemm_start, 3)
     info["gemm_flops"] = {precision: roof.value for precision, roof in gemm.items()}
+    info["gemm"] = {precision: {"source": roof.source, **roof.detail} for precision, roof in gemm.items()}
     for precision, roof in gemm.items():
         if precision not in peak_flops:  # the FMA kernel is the vector-unit roof; GEMM fills in the rest
             peak_flops[precision] = roof.value
@@ -65,12 +66,8 @@ def characterize_cpu(fingerprint_fields: dict[str, Any], progress: Callable[[str
 
 
 def _gemm_roofs(progress: Callable[[str], None]) -> dict[str, blas_probe.Roof]:
-    roofs = {}
-    for precision in ("fp64", "fp32", "bf16", "fp16"):
-        roof = blas_probe.gemm(precision, progress)
-        if roof is not None:
-            roofs[precision] = roof
-    return roofs
+    progress(f"GEMM: fastest numpy/torch call per precision over {blas_probe.GEMM_BUDGET_S:.1f} s of calls")
+    return blas_probe.gemm_roofs(progress)
 
 
 def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], build_dir: Path | None,
