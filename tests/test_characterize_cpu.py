@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -32,9 +32,20 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> cpu_ert.ErtLibrary:
     return _library(str(tmp_path_factory.mktemp("ert-build")))
 
 
-def _fake_gemm(progress: Any, *args: Any, **kwargs: Any) -> dict[str, blas_probe.Roof]:
-    return {precision: blas_probe.Roof(value, "fake-gemm", {"n": 64})
-            for precision, value in {"fp64": 50e9, "fp32": 100e9, "bf16": 400e9, "fp16": 90e9}.items()}
+class _FakeGemm:
+    """Stands in for blas_probe.GemmProbe; records the budgets it was run with."""
+
+    budgets: ClassVar[list[float]] = []
+
+    def __init__(self, *args: Any) -> None:
+        _FakeGemm.budgets = []
+
+    def run(self, budget_s: float) -> None:
+        _FakeGemm.budgets.append(budget_s)
+
+    def roofs(self, progress: Any) -> dict[str, blas_probe.Roof]:
+        return {precision: blas_probe.Roof(value, "fake-gemm", {"n": 64})
+                for precision, value in {"fp64": 50e9, "fp32": 100e9, "bf16": 400e9, "fp16": 90e9}.items()}
 
 
 # --- build -------------------------------------------------------------------------------------------------
@@ -128,7 +139,7 @@ def test_vector_widths_and_chains() -> None:
 
 @needs_compiler
 def test_characterize_cpu_with_a_tiny_sweep(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(blas_probe, "gemm_roofs", _fake_gemm)
+    monkeypatch.setattr(blas_probe, "GemmProbe", _FakeGemm)
     messages: list[str] = []
     fields = cpu_fingerprint()
     result = cpu.characterize_cpu(fields, messages.append, tmp_path, largest_bytes=6 * 2**20)
@@ -140,6 +151,9 @@ def test_characterize_cpu_with_a_tiny_sweep(monkeypatch: pytest.MonkeyPatch, tmp
     assert info["sources"]["peak_flops.bf16"] == "fake-gemm"
     assert info["gemm_flops"]["fp64"] == 50e9
     assert info["gemm"]["bf16"] == {"source": "fake-gemm", "n": 64}
+    # GEMM in two halves around the sweeps, the whole budget in all.
+    assert len(_FakeGemm.budgets) == 2 and sum(_FakeGemm.budgets) == pytest.approx(blas_probe.GEMM_BUDGET_S)
+    assert [m for m in messages if m.startswith("GEMM")] and messages[0].startswith("GEMM")
     assert info["kernel_check"] == "ok"
     assert {row["flops_per_element"] for row in info["sweep"]["flops"]} >= set(cpu_ert.ERT_FLOPS)
     assert info["sweep"]["update"] and info["sweep"]["triad"]
@@ -148,7 +162,7 @@ def test_characterize_cpu_with_a_tiny_sweep(monkeypatch: pytest.MonkeyPatch, tmp
 
 def test_without_a_compiler_it_falls_back_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cpu, "find_compiler", lambda: None)
-    monkeypatch.setattr(blas_probe, "gemm_roofs", _fake_gemm)
+    monkeypatch.setattr(blas_probe, "GemmProbe", _FakeGemm)
     monkeypatch.setattr(blas_probe, "dram_triad", lambda llc, progress: blas_probe.Roof(20e9, "numpy-add"))
     result = cpu.characterize_cpu({"threads": 2, "cpu_model": "x", "core_count": 2}, lambda m: None)
     assert result.info["method"] == "blas-fallback"
@@ -163,7 +177,7 @@ def test_a_failed_build_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(cpu, "find_compiler", lambda: "/usr/bin/cc")
     monkeypatch.setattr(cpu_ert, "build_shared_libraries", broken)
-    monkeypatch.setattr(blas_probe, "gemm_roofs", _fake_gemm)
+    monkeypatch.setattr(blas_probe, "GemmProbe", _FakeGemm)
     monkeypatch.setattr(blas_probe, "dram_triad", lambda llc, progress: blas_probe.Roof(20e9, "numpy-add"))
     result = cpu.characterize_cpu({"threads": 1, "isa": [], "machine": "x86_64"}, lambda m: None)
     assert result.info["method"] == "blas-fallback"

@@ -88,6 +88,21 @@ def test_a_library_clearly_behind_is_dropped_but_no_size_is(clock: FakeClock,
     assert torch_small.seconds == pytest.approx(torch_big.seconds, rel=0.25)
 
 
+def test_runs_add_up_and_keep_the_shares(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    fp64 = [_fake_candidate(clock, "fp64", "torch", 2048, [0.2])]
+    fp16 = [_fake_candidate(clock, "fp16", "torch", 512, [0.01])]
+    _use(monkeypatch, {"fp64": fp64, "fp16": fp16})
+    monkeypatch.setattr(blas_probe, "GEMM_SHARES", {"fp64": 3.0, "fp16": 1.0})
+    probe = blas_probe.GemmProbe(("fp64", "fp16"))
+    probe.run(2.0)
+    first = fp64[0].calls + fp16[0].calls
+    assert clock.now == pytest.approx(2.0, abs=0.25)
+    probe.run(2.0)  # no new candidates: the second run goes on where the first stopped
+    assert clock.now == pytest.approx(4.0, abs=0.25) and fp64[0].calls + fp16[0].calls > first
+    assert fp64[0].seconds / fp16[0].seconds == pytest.approx(3.0, rel=0.15)
+    assert set(probe.roofs(lambda m: None)) == {"fp64", "fp16"}
+
+
 def test_a_dtype_without_a_kernel_is_skipped(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
     def broken() -> None:
         raise RuntimeError('"addmm_impl_cpu_" not implemented for \'Half\'')

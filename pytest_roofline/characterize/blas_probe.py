@@ -62,19 +62,20 @@ GEMM_PRECISIONS = ("fp64", "fp32", "bf16", "fp16")
 #   OpenBLAS (numpy), which stays a candidate for machines where it is the better library.
 # - fp32: MKL gains ~3 % from 2048 to 3072 (at 3x the cost per call), ~7 % from 1024 to 2048.
 # - bf16: oneDNN/AMX peaks at n = 1280..1536 with both threads, ~1.7x its rate at 2048. It runs n <= 1024 on one
-#   thread, which is faster while only one of the two CPUs gets its core's AMX unit undisturbed (common here).
+#   thread, which is faster while only one of the two CPUs gets its core's AMX unit undisturbed (common here);
+#   768 and 1024 are equal then.
 # - fp16: flat from 512 to 3072 (no AMX-FP16 here).
 # The host has faster periods (+10-35 %; 3x for AMX) lasting from under a second to a few seconds, and the roof is
 # the fastest call: what counts is many calls at sizes near the peak, spread over time.
 GEMM_CANDIDATES: dict[str, tuple[tuple[str, int], ...]] = {
     "fp64": (("torch", 2048), ("torch", 3072), ("numpy", 2048)),
     "fp32": (("torch", 2048), ("torch", 3072), ("numpy", 2048)),
-    "bf16": (("torch", 1280), ("torch", 1536), ("torch", 768), ("torch", 1024)),
+    "bf16": (("torch", 1280), ("torch", 1536), ("torch", 768)),
     "fp16": (("torch", 512), ("torch", 1024)),
 }
 # Shares of the budget: fp64/fp32 calls are long, so they need more time for as many samples; fp16 is steady.
-# With 8 s of calls the cold CPU characterization takes ~15.5 s on the 2-core VM (limit: 20 s).
-GEMM_SHARES = {"fp64": 2.5, "fp32": 2.0, "bf16": 1.0, "fp16": 0.5}
+# With 8 s of calls the cold CPU characterization takes 15-16 s on the 2-core VM (limit: 20 s).
+GEMM_SHARES = {"fp64": 3.5, "fp32": 2.5, "bf16": 1.5, "fp16": 0.4}
 GEMM_BUDGET_S = 8.0        # timed GEMM calls in all, all precisions together
 BURST_S = 0.04             # a turn: calls of one candidate until this long (at least one call)
 LIBRARY_CALLS = 3          # after this many calls, a library below LIBRARY_MARGIN x the other's best is dropped
@@ -117,51 +118,75 @@ class _Candidate:
         self.seconds += spent
 
 
-def gemm_roofs(progress: Callable[[str], None], precisions: tuple[str, ...] = GEMM_PRECISIONS,
-               budget_s: float = GEMM_BUDGET_S,
-               candidates: dict[str, tuple[tuple[str, int], ...]] | None = None) -> dict[str, Roof]:
+class GemmProbe:
     """The best GEMM FLOP/s per precision: the fastest call of numpy.matmul / torch.mm over the candidates.
 
     The host is shared and its speed drifts over seconds (on the AMX VM bf16 GEMM switches between ~0.7 and
-    ~2.4 TFLOP/s for seconds at a time), so the calls are spread over the whole phase: the precisions take turns
-    (shares of ``budget_s``), and within a precision the candidates share its time.
+    ~2.4 TFLOP/s for seconds at a time, fp64 GEMM by 10-20 %), so the calls are spread over time: ``run`` can be
+    called several times (the CPU characterization runs it before and after the ERT sweeps), and within a run
+    the precisions take turns (shares of the budget) and within a precision the candidates share its time.
     The roof is the fastest call. Noise only ever slows a call down, so the fastest call needs no filtering
     for disturbed calls; a CPU-share filter would even drop good calls, because oneDNN runs small bf16 GEMMs on
     one thread. The first call of each candidate (oneDNN's JIT, page faults on the output) is timed too and simply
     loses to the later ones.
     """
-    pools: dict[str, list[_Candidate]] = {}
-    for precision in precisions:
-        for candidate in _candidates(precision, (candidates or GEMM_CANDIDATES)[precision]):
-            try:
-                candidate.turn(BURST_S)  # every candidate once, so the rotation knows where the precision peaks
-            except RuntimeError:  # a torch build without a CPU kernel for this dtype
-                continue
-            pools.setdefault(precision, []).append(candidate)
-    spent = {precision: sum(c.seconds for c in pool) for precision, pool in pools.items()}
-    while pools and sum(spent.values()) < budget_s:
-        # Fair shares in small turns: the precision furthest behind its share goes next, so each precision's
-        # calls are spread over the whole phase (cheap ones many times between two calls of an expensive one).
-        precision = min(spent, key=lambda p: spent[p] / GEMM_SHARES.get(p, 1.0))
-        # Within a precision, every size gets the same time: which one is fastest changes with the state of the
-        # host (bf16: one thread wins while only one CPU is fast), so no size is dropped after a few calls. A
-        # library clearly behind the other one (OpenBLAS vs MKL here) is, once both have had a few calls.
-        pool = pools[precision]
-        leader = max(pool, key=lambda c: c.best)
-        candidate = min((c for c in pool if c.backend == leader.backend or c.calls < LIBRARY_CALLS
-                         or c.best >= LIBRARY_MARGIN * leader.best), key=lambda c: c.seconds)
-        before = candidate.seconds
-        candidate.turn(BURST_S)
-        spent[precision] += candidate.seconds - before
-    roofs: dict[str, Roof] = {}
-    for precision, pool in pools.items():
-        winner = max(pool, key=lambda c: c.best)
-        roofs[precision] = Roof(winner.best, f"{winner.backend}-gemm", {
-            "n": winner.n, "calls": sum(c.calls for c in pool), "seconds": round(sum(c.seconds for c in pool), 3),
-            "candidates": {c.label: c.best for c in pool}})
-        progress(f"{precision} GEMM: {winner.best / 1e9:.1f} GFLOP/s ({winner.backend}-gemm, n={winner.n}, "
-                 f"fastest of {sum(c.calls for c in pool)} calls)")
-    return roofs
+
+    def __init__(self, precisions: tuple[str, ...] = GEMM_PRECISIONS,
+                 candidates: dict[str, tuple[tuple[str, int], ...]] | None = None) -> None:
+        self.precisions = precisions
+        self.specs = candidates or GEMM_CANDIDATES
+        self.pools: dict[str, list[_Candidate]] | None = None
+        self.spent: dict[str, float] = {}
+
+    def run(self, budget_s: float) -> None:
+        """About ``budget_s`` seconds of timed calls, all precisions together."""
+        start = sum(self.spent.values())
+        if self.pools is None:
+            self.pools = {}
+            for precision in self.precisions:
+                for candidate in _candidates(precision, self.specs[precision]):
+                    try:
+                        candidate.turn(BURST_S)  # every candidate once: operands touched, JIT done
+                    except RuntimeError:  # a torch build without a CPU kernel for this dtype
+                        continue
+                    self.pools.setdefault(precision, []).append(candidate)
+            self.spent = {precision: sum(c.seconds for c in pool) for precision, pool in self.pools.items()}
+        pools, spent = self.pools, self.spent
+        while pools and sum(spent.values()) - start < budget_s:
+            # Fair shares in small turns: the precision furthest behind its share goes next, so each precision's
+            # calls are spread over the whole run (cheap ones many times between two calls of an expensive one).
+            precision = min(spent, key=lambda p: spent[p] / GEMM_SHARES.get(p, 1.0))
+            # Within a precision, every size gets the same time: which one is fastest changes with the state of
+            # the host (bf16: one thread wins while only one CPU is fast), so no size is dropped after a few
+            # calls. A library clearly behind the other one (OpenBLAS vs MKL here) is, once both had a few calls.
+            pool = pools[precision]
+            leader = max(pool, key=lambda c: c.best)
+            candidate = min((c for c in pool if c.backend == leader.backend or c.calls < LIBRARY_CALLS
+                             or c.best >= LIBRARY_MARGIN * leader.best), key=lambda c: c.seconds)
+            before = candidate.seconds
+            candidate.turn(BURST_S)
+            spent[precision] += candidate.seconds - before
+
+    def roofs(self, progress: Callable[[str], None]) -> dict[str, Roof]:
+        found: dict[str, Roof] = {}
+        for precision, pool in (self.pools or {}).items():
+            winner = max(pool, key=lambda c: c.best)
+            calls = sum(c.calls for c in pool)
+            found[precision] = Roof(winner.best, f"{winner.backend}-gemm", {
+                "n": winner.n, "calls": calls, "seconds": round(sum(c.seconds for c in pool), 3),
+                "candidates": {c.label: c.best for c in pool}})
+            progress(f"{precision} GEMM: {winner.best / 1e9:.1f} GFLOP/s ({winner.backend}-gemm, n={winner.n}, "
+                     f"fastest of {calls} calls)")
+        return found
+
+
+def gemm_roofs(progress: Callable[[str], None], precisions: tuple[str, ...] = GEMM_PRECISIONS,
+               budget_s: float = GEMM_BUDGET_S,
+               candidates: dict[str, tuple[tuple[str, int], ...]] | None = None) -> dict[str, Roof]:
+    """``GemmProbe`` in one run of ``budget_s``."""
+    probe = GemmProbe(precisions, candidates)
+    probe.run(budget_s)
+    return probe.roofs(progress)
 
 
 def gemm(precision: str, progress: Callable[[str], None], sizes: tuple[int, ...] | None = None,
