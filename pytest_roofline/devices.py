@@ -23,12 +23,6 @@ def cuda_in_use() -> bool:
     return False
 
 
-def cuda_available() -> bool:
-    """A CUDA device usable through torch (imports torch only if it is installed and already wanted)."""
-    torch = sys.modules.get("torch")
-    return bool(torch is not None and torch.cuda.is_available())
-
-
 def synchronizer() -> Callable[[], None] | None:
     """A function that waits for queued device work, or None when all work is synchronous (CPU)."""
     if not cuda_in_use():
