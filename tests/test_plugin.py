@@ -14,6 +14,7 @@ from pathlib import Path
 import matplotlib.pyplot  # noqa: F401
 import numpy  # noqa: F401
 import pytest
+from plugin_helpers import run, write_machine
 
 # pytester's in-process runs drop modules first imported during a run; numpy and torch cannot be
 # imported twice in one process, so the heavy modules the plugin loads are imported here, once.
@@ -24,20 +25,11 @@ MACHINE = {
     "info": {"source": "test"},
 }
 
-# In-process runs after other tests imported the plugin warn that it cannot be assertion-rewritten.
-FAST = ("--roofline-max-time", "0.05", "-p", "no:cacheprovider",
-        "-W", "ignore::pytest.PytestAssertRewriteWarning")
 
 
 @pytest.fixture
 def machine_file(pytester: pytest.Pytester) -> Path:
-    path = pytester.path / "machine.json"
-    path.write_text(json.dumps(MACHINE))
-    return path
-
-
-def run(pytester: pytest.Pytester, machine_file: Path, *args: str) -> pytest.RunResult:
-    return pytester.runpytest("--roofline", "--roofline-machine", str(machine_file), *FAST, *args)
+    return write_machine(pytester, MACHINE)
 
 
 def results(pytester: pytest.Pytester) -> dict:

@@ -23,6 +23,7 @@ from typing import Any
 import matplotlib.pyplot  # noqa: F401
 import numpy  # noqa: F401
 import pytest
+from plugin_helpers import FAST, run, write_machine
 
 from pytest_roofline import ncu_gate
 from pytest_roofline.ncu import backend, metric_set
@@ -50,7 +51,6 @@ MACHINE = {
     "bandwidth": {"L1": 1e12, "L2": 1e11, "HBM": 1e10},
     "info": {"source": "test"},
 }
-FAST = ("--roofline-max-time", "0.05", "-p", "no:cacheprovider")
 PERMISSION_LOG = ("==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU "
                   "Performance Counters on the target device 0.\n")
 
@@ -101,13 +101,7 @@ class RecordedNcu:
 
 @pytest.fixture
 def machine_file(pytester: pytest.Pytester) -> Path:
-    path = pytester.path / "machine.json"
-    path.write_text(json.dumps(MACHINE))
-    return path
-
-
-def run(pytester: pytest.Pytester, machine_file: Path, *args: str) -> pytest.RunResult:
-    return pytester.runpytest("--roofline", "--roofline-machine", str(machine_file), *FAST, *args)
+    return write_machine(pytester, MACHINE)
 
 
 def results(pytester: pytest.Pytester) -> dict[str, Any]:
