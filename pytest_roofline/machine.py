@@ -149,8 +149,8 @@ def _checked_cached(path: Path, fields: dict[str, Any], report: Callable[[str], 
     from pytest_roofline.characterize import validate
 
     cached = _cache.read_cached(path, fields)
-    if cached is None:
-        return None
+    if cached is None or _flag_of(cached):
+        return cached  # a flagged record is reused by its own test run only (_still_usable), never checked clean
     problems = validate.check_machine(cached, validate.physical_bounds(fields))
     if not problems:
         return cached
