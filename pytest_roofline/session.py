@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +43,7 @@ class Region:
     verdict: Verdict
     notes: list[str] = field(default_factory=list)
     parts: list[tuple[str, TimingStats]] = field(default_factory=list)  # call sites timed apart, then judged as one
+    placement: Any = None  # cores.Placement: where it was measured (None: not placed)
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -54,6 +56,8 @@ class Region:
         }
         if self.parts:
             out["parts"] = [{"label": label, "timing": timing.to_dict()} for label, timing in self.parts]
+        if self.placement is not None:
+            out["cores"] = self.placement.to_dict()
         return out
 
 
@@ -123,6 +127,9 @@ class Recorder:
         self.policy = policy
         self.regions: list[Region] = []
         self.pending: list[PendingRegion] = []
+        self.cores: Any = None  # cores.Planner: measure on cores of its own (None: wherever the OS runs it)
+        self.machine_for_cores: Callable[[int], Machine] | None = None  # roofs for that many cores
+        self.contended: list[tuple[int, Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = []
 
     def measure(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """Count and time ``fn(*args, **kwargs)``; return the result of its counted call."""
@@ -151,22 +158,26 @@ class Recorder:
         kwargs: Mapping[str, Any],
     ) -> Any:
         result, kernels = counter.count(fn, args, kwargs)
-        timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer())
+        with self.cores.scope() if self.cores is not None else nullcontext() as placed:
+            timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer())
         if getattr(counter, "deferred", False):
             self.pending.append(PendingRegion(label, timing, (fn, args, dict(kwargs))))
         else:
-            self._judge(counter, label, kernels, timing)
+            self._judge(counter, label, kernels, timing, placed)
+            if placed is not None and placed.contended:  # measured again at the end of the session
+                self.contended.append((len(self.regions) - 1, counter, fn, args, dict(kwargs)))
         return result
 
-    def _judge(self, counter: Counter, label: str, kernels: list[KernelSample], timing: TimingStats) -> None:
-        machine = self._machine()
+    def _judge(self, counter: Counter, label: str, kernels: list[KernelSample], timing: TimingStats,
+               placement: Any = None) -> None:
+        machine = self._machine_for(placement)
         notes = counter_notes(counter)
         footprint = getattr(counter, "footprint_bytes", None)  # counters that assume no cache reuse
         if footprint:
             kernels, placed = place_working_set(kernels, footprint, machine)
             notes.extend([placed] if placed else [])
         verdict = evaluate_region(kernels, machine, timing.median_s)
-        self.regions.append(Region(label, counter.name, kernels, timing, verdict, notes))
+        self.regions.append(Region(label, counter.name, kernels, timing, verdict, notes, placement=placement))
 
     def settle_pending(self, counter_name: str, kernels: Sequence[KernelSample], notes: Sequence[str] = ()) -> Region:
         """Judge every pending region as one: ``kernels`` (from all of them) against the sum of their times.
@@ -202,9 +213,39 @@ class Recorder:
         for pending in self.pending:
             pending.call = None
 
+    def _machine_for(self, placed: Any) -> Machine:
+        if placed is None or self.machine_for_cores is None:
+            return self._machine()
+        return self.machine_for_cores(placed.count)
+
+    def remeasure_contended(self) -> None:
+        """Time the regions that were measured without a free core once more (cores chosen anew) and judge
+        them again; those still contended stay marked so."""
+        redo, self.contended = self.contended, []
+        for index, counter, fn, args, kwargs in redo:
+            old = self.regions[index]
+            with self.cores.scope() if self.cores is not None else nullcontext() as placed:
+                timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer())
+            verdict = evaluate_region(old.kernels, self._machine_for(placed), timing.median_s)
+            notes = [*old.notes, f"contended at first (load {_load_text(old.placement)}); measured again at the "
+                     "end of the session" + (", still contended" if placed is not None and placed.contended else "")]
+            self.regions[index] = Region(old.label, old.counter, old.kernels, timing, verdict, notes, old.parts,
+                                         placed)
+            if placed is not None and placed.contended:
+                self.contended.append((index, counter, fn, args, kwargs))
+
+    def is_contended(self) -> bool:
+        """Whether any region's last measurement had no free core."""
+        return any(r.placement is not None and r.placement.contended for r in self.regions)
+
     def verdict(self) -> Verdict | None:
         """The combined verdict of every region measured so far (None if nothing was measured)."""
         return combine(r.verdict for r in self.regions) if self.regions else None
+
+
+def _load_text(placement: Any) -> str:
+    load = getattr(placement, "load_on", None)
+    return "unknown" if load is None else f"{load:.0%}"
 
 
 @dataclass(frozen=True)
