@@ -13,6 +13,7 @@ the lower bounds are 4 ms (compute:fp32) + 0.8 ms (memory:HBM) = 4.8 ms.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -130,8 +131,9 @@ def test_two_sites(roofline):
     (argv, run_kwargs), = ncu.runs
     assert run_kwargs["env"][CHILD_ENV] == "1" and "shell" not in run_kwargs
     child = argv[argv.index("--log-file") + 2:]
+    in_one_process = ["-n", "0"] if importlib.util.find_spec("xdist") else []  # xdist is in the dev extra
     assert child == [sys.executable, "-m", "pytest", nodeid, "-q", "-p", "no:cacheprovider",
-                     "--rootdir", str(pytester.path), "--runxfail"]
+                     "--rootdir", str(pytester.path), "--runxfail", *in_one_process]
 
     (test,) = results(pytester)["tests"]
     assert test["counter"] == "ncu" and test["outcome"] == "passed"
