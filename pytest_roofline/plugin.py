@@ -215,12 +215,24 @@ def roofline(request: pytest.FixtureRequest) -> Any:
         policy=TimingPolicy(max_time_s=state.settings.max_time_s),
     )
     if state.settings.enabled:  # cores of its own, judged against roofs for that many cores
-        recorder.cores, recorder.machine_for_cores = state.core_planner(), state.machine_for_cores
+        recorder.cores = state.core_planner()
+        recorder.machine_for_cores = lambda count: state.machine_for_cores(count, _core_roofs_progress(request))
     entry = TestEntry(request.node.nodeid, options.min_fraction if options else None, recorder)
     request.node.stash[ENTRY] = entry
     if state.settings.enabled:
         state.tests[entry.nodeid] = entry
     return recorder
+
+
+def _core_roofs_progress(request: pytest.FixtureRequest) -> Any:
+    """Say when roofs for fewer cores are characterized mid-session (it takes a while), in two lines."""
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+
+    def progress(message: str) -> None:
+        if reporter is not None and message.startswith(("characterizing", "done in")):
+            reporter.write_line(f"roofline: {message} (roofs for the cores this test runs on)")
+
+    return progress
 
 
 @pytest.hookimpl(wrapper=True)

@@ -77,12 +77,12 @@ class RooflineState:
 
         full = self.machine(progress)
         total = len(cores.base_affinity())
-        if count >= total or self.settings.machine_file is not None:
-            return full
+        device = resolve_device(self.settings.device)
+        if count >= total or self.settings.machine_file is not None or device != "cpu":
+            return full  # a GPU's roofs do not depend on the host cores that launch its work
         if count not in self._by_cores:
             from pytest_roofline import machine as machine_mod
 
-            device = resolve_device(self.settings.device)
             measured = {c: full if c == total else machine_mod.characterize(device, cores=c, progress=progress,
                                                                           fresh=self.settings.recharacterize)
                         for c in sorted(set(cores.bracket(count, total)))}
