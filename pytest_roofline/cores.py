@@ -16,6 +16,8 @@ Plain Python (no pytest, no torch import of its own), usable from a script:
 - Roofs are characterized at 1 core, at powers of two between, and at all cores (``counts_to_measure``);
   a core count between two measured ones gets each roof linearly interpolated in the core count
   (``interpolate``).
+- ``Planner.scope()`` is the one place a measurement is placed: anything run inside it (the timed rounds,
+  and a live roof probe timed between them) runs on the same cores with the same thread pools.
 """
 
 from __future__ import annotations
