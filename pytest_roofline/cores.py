@@ -114,16 +114,59 @@ def read_proc_stat() -> str | None:
         return None
 
 
+def parse_task_stat(text: str) -> tuple[int, int]:
+    """(utime + stime ticks, the core it last ran on) from one ``/proc/<pid>/task/<tid>/stat`` line."""
+    fields = text[text.rindex(")") + 2:].split()  # the name in parentheses may hold spaces
+    return int(fields[11]) + int(fields[12]), int(fields[36])
+
+
+def read_own_threads() -> dict[int, str]:
+    """The stat line of each thread of this process (empty where /proc is missing)."""
+    out: dict[int, str] = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tids:
+        with contextlib.suppress(OSError):
+            out[int(tid)] = Path(f"/proc/self/task/{tid}/stat").read_text(encoding="ascii", errors="replace")
+    return out
+
+
+def own_ticks(before: Mapping[int, str], after: Mapping[int, str]) -> dict[int, int]:
+    """Ticks this process's own threads ran between two readings, per core they ran on last: pool threads
+    that still spin after the test's setup (OpenBLAS, OpenMP) must not make their core look taken."""
+    out: dict[int, int] = {}
+    for tid, text in after.items():
+        try:
+            ticks, core = parse_task_stat(text)
+            ticks0 = parse_task_stat(before[tid])[0] if tid in before else ticks
+        except (ValueError, IndexError):
+            continue
+        if ticks > ticks0:
+            out[core] = out.get(core, 0) + ticks - ticks0
+    return out
+
+
 def sample_load(window_s: float = LOAD_WINDOW_S, read: Callable[[], str | None] = read_proc_stat,
-                sleep: Callable[[float], None] = time.sleep) -> dict[int, float] | None:
-    """Busy share per core over ``window_s`` (None where /proc/stat cannot be read: not Linux)."""
+                sleep: Callable[[float], None] = time.sleep,
+                read_own: Callable[[], Mapping[int, str]] = read_own_threads) -> dict[int, float] | None:
+    """Busy share per core over ``window_s``, this process's own threads left out (None where /proc/stat
+    cannot be read: not Linux)."""
     sleep(SETTLE_S)
-    first = read()
+    own_first, first = read_own(), read()
     if first is None:
         return None
     sleep(window_s)
-    second = read()
-    return busy_shares(parse_proc_stat(first), parse_proc_stat(second)) if second is not None else None
+    second, own_second = read(), read_own()
+    if second is None:
+        return None
+    before, after = parse_proc_stat(first), parse_proc_stat(second)
+    for core, ticks in own_ticks(own_first, own_second).items():
+        if core in after:
+            busy, total = after[core]
+            after[core] = (max(before.get(core, (0, 0))[0], busy - ticks), total)
+    return busy_shares(before, after)
 
 
 # --- which cores ---------------------------------------------------------------------------------------

@@ -36,10 +36,29 @@ def test_busy_shares_from_two_readings() -> None:
 def test_sample_load_reads_twice_a_window_apart() -> None:
     readings = iter([STAT_BEFORE, STAT_AFTER])
     slept: list[float] = []
-    load = cores.sample_load(0.25, read=lambda: next(readings), sleep=slept.append)
+    load = cores.sample_load(0.25, read=lambda: next(readings), sleep=slept.append, read_own=dict)
     assert slept == [cores.SETTLE_S, 0.25]
     assert load == pytest.approx({0: 0.97, 1: 0.10})
-    assert cores.sample_load(read=lambda: None, sleep=lambda _: None) is None
+    assert cores.sample_load(read=lambda: None, sleep=lambda _: None, read_own=dict) is None
+
+
+def task_stat(tid: int, name: str, utime: int, stime: int, core: int) -> str:
+    """A /proc/<pid>/task/<tid>/stat line: utime and stime are fields 14 and 15, the last core field 39."""
+    after_name = ["S", *["0"] * 10, str(utime), str(stime), *["0"] * 23, str(core), *["0"] * 12]
+    return f"{tid} ({name}) " + " ".join(after_name) + "\n"
+
+
+def test_own_threads_are_left_out_of_the_load() -> None:
+    # An OpenBLAS thread of ours (its name has a space and a parenthesis) spun 80 of the 97 busy ticks on
+    # core 0; another thread of ours ran 3 ticks on core 1; a thread that started in the window counts from 0.
+    own_before = {1: task_stat(1, "python", 500, 20, 1), 2: task_stat(2, "blas (x) 1", 900, 0, 0)}
+    own_after = {1: task_stat(1, "python", 502, 21, 1), 2: task_stat(2, "blas (x) 1", 980, 0, 0),
+                 3: task_stat(3, "new", 0, 0, 1)}
+    assert cores.parse_task_stat(own_after[2]) == (980, 0)
+    assert cores.own_ticks(own_before, own_after) == {0: 80, 1: 3}
+    readings, own = iter([STAT_BEFORE, STAT_AFTER]), iter([own_before, own_after])
+    load = cores.sample_load(0.1, read=lambda: next(readings), sleep=lambda _: None, read_own=lambda: next(own))
+    assert load == pytest.approx({0: 0.17, 1: 0.07})
 
 
 @pytest.mark.parametrize(("text", "expected"), [
