@@ -112,7 +112,6 @@ def summary_table(rows: Sequence[SummaryRow], width: int = 0) -> list[str]:
     return [line(headers), *(line(c) for c in cells)]
 
 
-
 def cores_marker(placements: Sequence[object]) -> str:
     """`` [core 1 of 2, 97% busy beside]`` for the terminal row when a test ran on fewer than all cores, was
     contended, or shared its GPU; empty otherwise."""

@@ -118,3 +118,38 @@ def test_ini_key_and_explicit_list(pytester: pytest.Pytester, machine_file: Path
     assert run(pytester, machine_file).ret == 0
     placement = results(pytester)["tests"][0]["regions"][0]["cores"]
     assert placement["used"] == [first] and placement["setting"] == str(first)  # a list of one
+
+
+WHERE_TEST = """
+import json, os, pytest, time
+
+def sleep_10ms():
+    time.sleep(0.01)
+
+@pytest.mark.parametrize("i", range(4))
+@pytest.mark.roofline
+def test_where(roofline, i):
+    roofline.declare(flops=1e6).measure(sleep_10ms)
+    placement = roofline.regions[-1].placement
+    with open(f"where-{os.environ['PYTEST_XDIST_WORKER']}-{i}.json", "w") as out:
+        json.dump({"affinity": sorted(os.sched_getaffinity(0)), "used": list(placement.used)}, out)
+"""
+
+
+def test_xdist_workers_get_disjoint_cores(pytester: pytest.Pytester, machine_file: Path) -> None:
+    pytest.importorskip("xdist")
+    machine_cores = cores.base_affinity()
+    if len(machine_cores) < 2:
+        pytest.skip("needs 2 cores")
+    pytester.makepyfile(WHERE_TEST)
+    result = pytester.runpytest_subprocess("--roofline", "--roofline-machine", str(machine_file), "-n", "2",
+                                           "-p", "no:cacheprovider", "--roofline-max-time", "0.05")
+    assert result.ret == 0
+    by_worker: dict[str, set[tuple[int, ...]]] = {}
+    for path in pytester.path.glob("where-gw*.json"):
+        seen = json.loads(path.read_text())
+        assert seen["affinity"] == seen["used"]  # pinned for the whole test, measured on all of its share
+        by_worker.setdefault(path.name.split("-")[1], set()).add(tuple(seen["used"]))
+    half = len(machine_cores) // 2
+    expected = {"gw0": {tuple(machine_cores[:half])}, "gw1": {tuple(machine_cores[half:])}}
+    assert by_worker == expected  # xdist's load scheduling hands each worker some of the 4 tests
