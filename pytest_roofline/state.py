@@ -5,6 +5,7 @@ Plain Python (no pytest import), so the plugin stays a thin layer of hooks over 
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -76,10 +77,12 @@ class RooflineState:
         from pytest_roofline import cores
 
         full = self.machine(progress)
-        total = len(cores.base_affinity())
-        device = resolve_device(self.settings.device)
-        if count >= total or self.settings.machine_file is not None or device != "cpu":
+        if count >= len(cores.base_affinity()) or self.settings.machine_file is not None:
+            return full
+        device = resolve_device_if_loaded(self.settings.device)
+        if device != "cpu":
             return full  # a GPU's roofs do not depend on the host cores that launch its work
+        total = len(cores.base_affinity())
         if count not in self._by_cores:
             from pytest_roofline import machine as machine_mod
 
@@ -102,7 +105,7 @@ class RooflineState:
                 setting = cores.CoresSetting("all")
             worker = cores.xdist_worker()
             allowed = cores.base_affinity() if worker is None else cores.worker_share(cores.base_affinity(), *worker)
-            kind, _, index = resolve_device(self.settings.device).partition(":")
+            kind, _, index = resolve_device_if_loaded(self.settings.device).partition(":")
             self.planner = cores.Planner(setting, allowed, gpu_index=int(index or 0) if kind == "cuda" else None)
         return self.planner
 
@@ -198,3 +201,11 @@ def resolve_device(device: str) -> str:
     except ImportError:
         return "cpu"
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def resolve_device_if_loaded(device: str) -> str:
+    """``resolve_device`` without importing torch: ``auto`` in a process that has not imported torch is the
+    CPU (declared-work tests with pinned ceilings never load it)."""
+    if device == "auto" and "torch" not in sys.modules:
+        return "cpu"
+    return resolve_device(device)

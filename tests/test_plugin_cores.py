@@ -2,6 +2,8 @@
 
 The load is faked (a sampler that says which cores are busy), so the choice of cores is known exactly; the
 pinned machine file's roofs are for every core, so the gate's numbers stay those of tests/test_plugin.py.
+numpy and matplotlib are imported here, once: a failing inner test draws its chart, and pytester's in-process
+runs drop modules first imported during a run (importing numpy twice in one process crashes it).
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
+import matplotlib.pyplot  # noqa: F401
+import numpy  # noqa: F401
 import pytest
 from plugin_helpers import run, write_machine
 
