@@ -88,7 +88,22 @@ def sum_timings(timings: Sequence[TimingStats]) -> TimingStats:
         rounds=sum(t.rounds for t in timings),
         warmup_rounds=sum(t.warmup_rounds for t in timings),
         stable=all(t.stable for t in timings),
+        measure_s=sum(t.measure_s for t in timings),
+        budget_limited=any(t.budget_limited for t in timings),
+        # Per-call samples and faults stay with each part: the parts' calls do not pair up.
     )
+
+
+def timing_notes(timing: TimingStats) -> list[str]:
+    """What the reader of a verdict must know about how its time was taken."""
+    notes = []
+    if timing.budget_limited:
+        notes.append(f"{timing.rounds} timed calls of {timing.median_s:.3g} s (the minimum): the budget was spent; "
+                     "raise --roofline-max-time for more")
+    if timing.faults_per_call > 0:
+        notes.append(f"{timing.faults_per_call:.0f} page faults per timed call: the time includes first touch of "
+                     "fresh memory")
+    return notes
 
 
 def counter_notes(counter: Counter) -> list[str]:
@@ -171,7 +186,7 @@ class Recorder:
     def _judge(self, counter: Counter, label: str, kernels: list[KernelSample], timing: TimingStats,
                placement: Any = None) -> None:
         machine = self._machine_for(placement)
-        notes = counter_notes(counter)
+        notes = counter_notes(counter) + timing_notes(timing)
         footprint = getattr(counter, "footprint_bytes", None)  # counters that assume no cache reuse
         if footprint:
             kernels, placed = place_working_set(kernels, footprint, machine)
@@ -192,7 +207,8 @@ class Recorder:
         timing = sum_timings([t for _, t in parts])
         label = parts[0][0] if len(parts) == 1 else " + ".join(label for label, _ in parts)
         verdict = evaluate_region(kernels, self._machine(), timing.median_s)
-        region = Region(label, counter_name, list(kernels), timing, verdict, list(notes),
+        notes = [*notes, *(note for _, part in parts for note in timing_notes(part))]
+        region = Region(label, counter_name, list(kernels), timing, verdict, notes,
                         parts if len(parts) > 1 else [])
         self.regions.append(region)
         self.pending.clear()

@@ -14,6 +14,7 @@ the lower bounds are 4 ms (compute:fp32) + 0.8 ms (memory:HBM) = 4.8 ms.
 from __future__ import annotations
 
 import importlib.util
+
 import json
 import subprocess
 import sys
@@ -131,9 +132,10 @@ def test_two_sites(roofline):
     (argv, run_kwargs), = ncu.runs
     assert run_kwargs["env"][CHILD_ENV] == "1" and "shell" not in run_kwargs
     child = argv[argv.index("--log-file") + 2:]
-    in_one_process = ["-n", "0"] if importlib.util.find_spec("xdist") else []  # xdist is in the dev extra
+    # With pytest-xdist installed the child is held to one in-process node whatever addopts say.
+    xdist = ["-n", "0"] if importlib.util.find_spec("xdist") is not None else []
     assert child == [sys.executable, "-m", "pytest", nodeid, "-q", "-p", "no:cacheprovider",
-                     "--rootdir", str(pytester.path), "--runxfail", *in_one_process]
+                     "--rootdir", str(pytester.path), "--runxfail", *xdist]
 
     (test,) = results(pytester)["tests"]
     assert test["counter"] == "ncu" and test["outcome"] == "passed"
@@ -496,9 +498,9 @@ def test_real_child_process_resolves_the_node_and_marks_the_range(
                                 *FAST, str(pytester.path))
     result.assert_outcomes(passed=1)
     (argv, _), = ncu.runs
-    in_one_process = ["-n", "0"] if importlib.util.find_spec("xdist") else []  # xdist is in the dev extra
-    assert argv[argv.index("--log-file") + 2:][-5 - len(in_one_process):] == [
-        "--rootdir", str(pytester.path), "-c", str(pytester.path / "tox.ini"), "--runxfail", *in_one_process]
+    xdist = ["-n", "0"] if importlib.util.find_spec("xdist") is not None else []
+    assert argv[argv.index("--log-file") + 2:][-5 - len(xdist):] == [
+        "--rootdir", str(pytester.path), "-c", str(pytester.path / "tox.ini"), "--runxfail", *xdist]
     assert child_log.read_text().splitlines() == ["call", "call", "start region-0 pytest_roofline", "call",
                                                   "end 7"]
     parent_calls = parent_log.read_text().splitlines()
