@@ -11,7 +11,7 @@ from typing import Any, Protocol
 
 from pytest_roofline.artifacts import artifact_path, results_document, write_kernels_csv, write_results
 from pytest_roofline.model import KernelSample, Machine, Verdict
-from pytest_roofline.report import cores_marker, failure_message, row_for, summary_table
+from pytest_roofline.report import cores_marker, failure_message, faults_marker, row_for, summary_table
 from pytest_roofline.session import UNPROFILED_CLOCK_POLICY, Recorder, Region
 
 RESULTS_FILE = "results.json"
@@ -125,7 +125,8 @@ def summary_lines(machine: Machine | None, records: Iterable[TestRecord], direct
         source = machine.info.get("source", "")
         lines.append(f"machine: {machine.name}{f' ({source})' if source else ''}: {roofs}")
     rows = [row_for(r.nodeid, r.recorder.verdict(), r.min_fraction,
-                    _verdict_text(r) + cores_marker([g.placement for g in r.recorder.regions])) for r in records]
+                    _verdict_text(r) + cores_marker([g.placement for g in r.recorder.regions])
+                    + faults_marker([g.timing.faults_per_call for g in r.recorder.regions])) for r in records]
     lines.extend(summary_table(rows, width))
     if counter:
         lines.append(f"counter: {counter}")

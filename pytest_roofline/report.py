@@ -121,3 +121,10 @@ def cores_marker(placements: Sequence[object]) -> str:
         if mark and mark not in marks:
             marks.append(mark)
     return f" [{'; '.join(marks)}]" if marks else ""
+
+
+def faults_marker(faults_per_call: Sequence[float]) -> str:
+    """`` [2546 faults/call]`` for the terminal row when timed calls page-faulted (their time includes first
+    touch of fresh memory); empty otherwise."""
+    worst = max(faults_per_call, default=0.0)
+    return f" [{worst:.0f} faults/call]" if worst > 0 else ""
