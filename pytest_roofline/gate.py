@@ -12,9 +12,8 @@ from typing import Any, Protocol
 from pytest_roofline.artifacts import artifact_path, results_document, write_kernels_csv, write_results
 from pytest_roofline.model import KernelSample, Machine, Verdict
 from pytest_roofline.report import cores_marker, failure_message, faults_marker, row_for, summary_table
+from pytest_roofline.results_dir import RESULTS_FILE, write_session
 from pytest_roofline.session import UNPROFILED_CLOCK_POLICY, Recorder, Region
-
-RESULTS_FILE = "results.json"
 
 
 class TestRecord(Protocol):
@@ -98,9 +97,12 @@ def test_result(record: TestRecord) -> dict[str, Any]:
 
 
 def write_session_results(directory: Path, machine: Machine | None, records: Iterable[TestRecord],
-                          extra: Mapping[str, Any] | None = None) -> Path:
+                          extra: Mapping[str, Any] | None = None, session_id: str | None = None) -> Path:
+    """Write the session's results.json: in its own session folder and as the latest (see results_dir)."""
     document = results_document(machine, [test_result(r) for r in records], extra)
-    return write_results(directory / RESULTS_FILE, document)
+    if session_id is None:
+        return write_results(directory / RESULTS_FILE, document)
+    return write_session(directory, session_id, document)
 
 
 def _verdict_text(record: TestRecord) -> str:

@@ -15,6 +15,7 @@ without kernels, is an error of the test, raised in its teardown; ERR_NVGPUCTRPE
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -125,6 +126,13 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     if settings.machine_file is not None and not settings.machine_file.is_file():
         raise pytest.UsageError(f"--roofline-machine: no such file {str(settings.machine_file)!r}")
+    if settings.enabled and not _profiled_child():
+        from pytest_roofline.results_dir import ResultsDirError, check_writable
+
+        try:
+            check_writable(settings.directory)
+        except ResultsDirError as exc:
+            raise pytest.UsageError(f"--roofline-dir: {exc}") from None
     state = config.stash[STATE] = RooflineState(settings)
     if settings.enabled and settings.malloc == "tuned":
         from pytest_roofline.allocator import tune_malloc
@@ -193,7 +201,25 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def roofline_machine(pytestconfig: pytest.Config) -> Any:
     """The machine's roofline ceilings (characterized once per session, cached by fingerprint)."""
-    return pytestconfig.stash[STATE].machine()
+    state = pytestconfig.stash[STATE]
+    if state.settings.enabled or state.loaded_machine is not None:
+        return state.machine()
+    # Without --roofline nothing was characterized up front: say so, and show the progress, rather than
+    # spend many silent seconds inside a test's setup.
+    from pytest_roofline.errors import RooflineWarning
+
+    source = (f"loading the pinned ceilings of {state.settings.machine_file}" if state.settings.machine_file
+              else "characterizing this machine (cached by fingerprint; ~20 s when cold)")
+    warnings.warn(RooflineWarning(f"roofline_machine without --roofline: {source}"), stacklevel=2)
+    capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
+    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+
+    def progress(message: str) -> None:
+        if reporter is not None and capture is not None:
+            with capture.global_and_fixture_disabled():
+                reporter.write_line(f"roofline: {message}")
+
+    return state.machine(progress=progress)
 
 
 @pytest.fixture
@@ -270,7 +296,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
             return result  # no free core: reported as contended and measured again at the end of the session
         from pytest_roofline.gate import failure_report
 
-        message, paths = failure_report(state.settings.directory, item.nodeid, state.machine(),
+        message, paths = failure_report(state.session_dir, item.nodeid, state.machine(),
                                         entry.recorder.regions, verdict, entry.min_fraction, entry.details)
         entry.artifacts.extend(str(p) for p in paths)
         pytest.fail(message, pytrace=False)
@@ -296,7 +322,7 @@ def _settle_pending(item: pytest.Item, state: RooflineState, entry: TestEntry) -
     config = item.config
     try:
         outcome = ncu_gate.profile_test(
-            entry.recorder, item.nodeid, state.settings.directory, state.machine(), setup,
+            entry.recorder, item.nodeid, state.session_dir, state.machine(), setup,
             cwd=config.rootpath,
             extra_pytest_args=ncu_gate.child_pytest_args(config.rootpath, config.inipath,
                                                          config.pluginmanager.has_plugin("xdist")),
@@ -363,10 +389,20 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     _remeasure_contended(session, state)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return  # workers do not share one results file; see README (xdist)
+    import datetime as _dt
+
     from pytest_roofline.gate import write_session_results
 
-    write_session_results(state.settings.directory, state.loaded_machine, state.tests.values(),
-                          {"session": {"malloc": state.malloc}})
+    status = int(session.exitstatus)
+    meta = {"id": state.session_id, "directory": str(state.session_dir), "start": state.started.isoformat(),
+            "end": _dt.datetime.now(_dt.timezone.utc).isoformat(), "exit_status": status,
+            "interrupted": status == pytest.ExitCode.INTERRUPTED, "malloc": state.malloc}
+    try:
+        write_session_results(state.settings.directory, state.loaded_machine, state.tests.values(),
+                              {"session": meta}, session_id=state.session_id)
+    except (OSError, ValueError) as exc:  # a full disk must not hide the verdicts: said in the summary
+        state.write_error = (f"roofline: could not write the results under {str(state.settings.directory)!r}: "
+                             f"{getattr(exc, 'strerror', None) or exc}")
 
 
 def _remeasure_contended(session: pytest.Session, state: RooflineState) -> None:
@@ -399,3 +435,5 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.write_line(line)
     except Exception as exc:  # noqa: BLE001 - the summary must never turn a finished run into an internal error
         terminalreporter.write_line(f"roofline: could not write the summary: {exc!r}")
+    if state.write_error:
+        terminalreporter.write_line(state.write_error, red=True, bold=True)

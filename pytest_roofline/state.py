@@ -5,12 +5,15 @@ Plain Python (no pytest import), so the plugin stays a thin layer of hooks over 
 
 from __future__ import annotations
 
+import datetime as _dt
 import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pytest_roofline.results_dir import new_session_id, session_dir
 
 
 @dataclass(frozen=True)
@@ -49,9 +52,17 @@ class RooflineState:
         self._choice: Any = None  # ncu_gate.CounterChoice, resolved on first need
         self._warned = False
         self.ncu_denied: str | None = None  # explicit ncu got ERR_NVGPUCTRPERM: later tests skip at once
+        self.started = _dt.datetime.now(_dt.timezone.utc)
+        self.session_id = new_session_id(self.started)
+        self.write_error: str | None = None  # results could not be written; said in the summary
         self._by_cores: dict[int, Any] = {}  # machine per core count, measured or interpolated on first need
         self.planner: Any = None  # cores.Planner of this session (or xdist worker), made on first need
         self._worker_pin: Any = None  # an xdist worker's pinning to its share, held for the whole session
+
+    @property
+    def session_dir(self) -> Path:
+        """This session's own folder under ``--roofline-dir``: its results.json and its artifacts."""
+        return session_dir(self.settings.directory, self.session_id)
 
     @property
     def loaded_machine(self) -> Any:

@@ -117,16 +117,17 @@ def test_slow(roofline, case):
     assert "attained fraction 0.00" in out and "is below min_fraction 0.5" in out
     assert "bound:      compute:fp32" in out and "headroom" in out
     assert "Traceback" not in out and "plugin.py" not in out
-    files = sorted(p.name for p in (pytester.path / ".roofline").iterdir())
+    doc = results(pytester)
+    own = Path(doc["session"]["directory"])  # artifacts live in the session's own folder
+    assert own.parent.resolve() == (pytester.path / ".roofline" / "sessions").resolve()
+    files = sorted(p.name for p in own.iterdir())
     assert len([f for f in files if f.endswith(".png")]) == 2
     assert len([f for f in files if f.endswith(".kernels.csv")]) == 2
     assert not list(pytester.path.parent.glob("escape*"))
-    doc = results(pytester)
     assert {t["outcome"] for t in doc["tests"]} == {"failed"}
     for test in doc["tests"]:
         assert test["fraction"] < 0.01
-        assert all(Path(a).parent.resolve() == (pytester.path / ".roofline").resolve()
-                   for a in test["artifacts"])
+        assert all(Path(a).parent.resolve() == own.resolve() for a in test["artifacts"])
         assert Path(test["artifacts"][0]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

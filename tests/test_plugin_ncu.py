@@ -14,7 +14,6 @@ the lower bounds are 4 ms (compute:fp32) + 0.8 ms (memory:HBM) = 4.8 ms.
 from __future__ import annotations
 
 import importlib.util
-
 import json
 import subprocess
 import sys
@@ -126,7 +125,8 @@ def test_two_sites(roofline):
 
     (nodeid, artifact_dir, kwargs), = ncu.profiles
     assert nodeid == "test_verdict_from_recorded_kernels_and_parent_time.py::test_two_sites"
-    assert artifact_dir == pytester.path / ".roofline"  # absolute: ncu runs from the rootdir
+    # absolute (ncu runs from the rootdir), and the session's own folder under --roofline-dir
+    assert artifact_dir.parent == pytester.path / ".roofline" / "sessions"
     assert kwargs["cc"] == (8, 0) and kwargs["ncu"] == "/opt/nsight/ncu"
     assert kwargs["cwd"] == pytester.path
     (argv, run_kwargs), = ncu.runs
@@ -159,7 +159,7 @@ def test_two_sites(roofline):
     assert test["ncu"]["command"] == argv and test["ncu"]["kernel_time_s"] == pytest.approx(2.5e-3)
     assert test["ncu"]["devices"] == ["NVIDIA A100-SXM4-80GB"] and test["ncu"]["replay_passes"] == 3
     assert test["ncu"]["diagnostics"]["no_flop_time"]["share"] == pytest.approx(0.2)
-    assert not [p for p in (pytester.path / ".roofline").iterdir() if "partial" in p.name]
+    assert not [p for p in (pytester.path / ".roofline").rglob("*") if "partial" in p.name]
 
 
 @pytest.mark.parametrize("cc", [(7, 0), (9, 0), (12, 0)])
@@ -324,7 +324,7 @@ def test_failing_child_is_an_error_with_the_log_paths(
     assert [Path(p).name for p in test["ncu"]["logs"]] == [
         "test_failing_child_is_an_error_with_the_log_paths.py__test_a.ncu.log",
         "test_failing_child_is_an_error_with_the_log_paths.py__test_a.child.log"]
-    leftovers = sorted(p.name for p in (pytester.path / ".roofline").iterdir())
+    leftovers = sorted(p.name for p in (pytester.path / ".roofline").rglob("*"))
     assert not [name for name in leftovers if name.endswith(".ncu-rep")]
 
 
@@ -508,7 +508,7 @@ def test_real_child_process_resolves_the_node_and_marks_the_range(
     doc = json.loads((pytester.path / "sub" / ".roofline" / "results.json").read_text())
     (test,) = doc["tests"]
     assert test["counter"] == "ncu" and test["t_min_s"] == pytest.approx(T_MIN)
-    assert Path(test["ncu"]["report"]).parent == pytester.path / "sub" / ".roofline"
+    assert Path(test["ncu"]["report"]).parent.parent == pytester.path / "sub" / ".roofline" / "sessions"
     assert "1 passed" in Path(test["ncu"]["logs"][1]).read_text()
 
 

@@ -1,0 +1,34 @@
+"""Held-out allocation-heavy calls for benchmarks/page_faults.py: each allocates its output afresh per call.
+
+Measured and reported, never gated (no min_fraction).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+@pytest.mark.roofline
+def test_add_fresh_8mib_output(roofline):
+    a, b = torch.ones(2 * 2**20), torch.ones(2 * 2**20)  # fp32: 8 MiB each, and 8 MiB of output per call
+    out = roofline.measure(torch.add, a, b)
+    assert float(out[-1]) == 2.0
+
+
+@pytest.mark.roofline
+def test_matmul_768x1024x768(roofline):
+    torch.manual_seed(0)
+    a, b = torch.randn(768, 1024), torch.randn(1024, 768)
+    c = roofline.measure(torch.matmul, a, b)
+    assert c.shape == (768, 768)
+
+
+@pytest.mark.roofline
+def test_conv2d_fresh_output(roofline):
+    torch.manual_seed(0)
+    conv = torch.nn.Conv2d(32, 64, 3, padding=1).eval()
+    x = torch.randn(4, 32, 64, 64)
+    with torch.no_grad():
+        y = roofline.measure(conv, x)
+    assert y.shape == (4, 64, 64, 64)
