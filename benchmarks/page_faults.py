@@ -24,8 +24,13 @@ HELDOUT = str(Path(__file__).parent / "heldout_alloc")
 def run_session(directory: Path, malloc: str, pytest_args: list[str]) -> list[dict]:
     command = [sys.executable, "-m", "pytest", "--roofline", "--roofline-dir", str(directory), "-q",
                "-p", "no:cacheprovider", "--roofline-malloc", malloc, *pytest_args]
-    subprocess.run(command, check=False, stdout=subprocess.DEVNULL)
-    return json.loads((directory / "results.json").read_text())["tests"]
+    done = subprocess.run(command, check=False, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        return json.loads((directory / "results.json").read_text())["tests"]
+    except (OSError, ValueError):
+        print(f"session in {directory} wrote no results (exit {done.returncode}):\n{done.stdout[-2000:]}",
+              file=sys.stderr)
+        return []
 
 
 def main() -> None:

@@ -87,6 +87,7 @@ call under the mode, and is counted as the eager ops it runs.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -871,7 +872,9 @@ class _CountingMode(TorchDispatchMode):
 
 def _is_compiled(fn: Any) -> bool:
     """A ``torch.compile``d function or module (only these, not callables that call one inside)."""
-    optimized = getattr(getattr(torch, "_dynamo", None), "OptimizedModule", None)
+    # torch imports _dynamo lazily on first attribute access (~1.8 s); if nothing imported it yet, nothing
+    # can have been compiled, so look in sys.modules instead of touching torch._dynamo.
+    optimized = getattr(sys.modules.get("torch._dynamo"), "OptimizedModule", None)
     return hasattr(fn, "_torchdynamo_orig_callable") or (optimized is not None and isinstance(fn, optimized))
 
 
