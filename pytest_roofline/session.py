@@ -20,7 +20,14 @@ from pytest_roofline.counters import Counter
 from pytest_roofline.devices import synchronizer
 from pytest_roofline.model import KernelSample, Machine, Verdict, combine, evaluate_region
 from pytest_roofline.placement import place_working_set
-from pytest_roofline.timing import DEFAULT_POLICY, TimingPolicy, TimingStats, time_callable
+from pytest_roofline.timing import (
+    DEFAULT_POLICY,
+    Setup,
+    TimingPolicy,
+    TimingStats,
+    prepared_arguments,
+    time_callable,
+)
 
 # How a region's time was obtained; recorded with every test in results.json.
 UNPROFILED_CLOCK_POLICY: dict[str, str] = {
@@ -144,13 +151,19 @@ class Recorder:
         self.pending: list[PendingRegion] = []
         self.cores: Any = None  # cores.Planner: measure on cores of its own (None: wherever the OS runs it)
         self.machine_for_cores: Callable[[int], Machine] | None = None  # roofs for that many cores
-        self.contended: list[tuple[int, Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any]]] = []
+        self.contended: list[tuple[int, Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any],
+                                   Setup | None]] = []
 
-    def measure(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        """Count and time ``fn(*args, **kwargs)``; return the result of its counted call."""
+    def measure(self, fn: Callable[..., Any], /, *args: Any, setup: Setup | None = None, **kwargs: Any) -> Any:
+        """Count and time ``fn(*args, **kwargs)``; return the result of its counted call.
+
+        ``setup``, if given, runs before every call (the counted one too), untimed and uncounted: it resets
+        state that ``fn`` changes in place, or returns fresh ``(args, kwargs)`` for the call.
+        """
         if not self.enabled:
-            return fn(*args, **kwargs)
-        return self._measure(self._counter(), _label_of(fn), fn, args, kwargs)
+            call_args, call_kwargs = prepared_arguments(setup, args, kwargs)
+            return fn(*call_args, **call_kwargs)
+        return self._measure(self._counter(), _label_of(fn), fn, args, kwargs, setup)
 
     def declare(
         self,
@@ -170,17 +183,17 @@ class Recorder:
 
     def _measure(
         self, counter: Counter, label: str, fn: Callable[..., Any], args: tuple[Any, ...],
-        kwargs: Mapping[str, Any],
+        kwargs: Mapping[str, Any], setup: Setup | None = None,
     ) -> Any:
-        result, kernels = counter.count(fn, args, kwargs)
+        result, kernels = counter.count(fn, *prepared_arguments(setup, args, kwargs))
         with self.cores.scope() if self.cores is not None else nullcontext() as placed:
-            timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer())
+            timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(), setup=setup)
         if getattr(counter, "deferred", False):
             self.pending.append(PendingRegion(label, timing, (fn, args, dict(kwargs))))
         else:
             self._judge(counter, label, kernels, timing, placed)
             if placed is not None and placed.contended:  # measured again at the end of the session
-                self.contended.append((len(self.regions) - 1, counter, fn, args, dict(kwargs)))
+                self.contended.append((len(self.regions) - 1, counter, fn, args, dict(kwargs), setup))
         return result
 
     def _judge(self, counter: Counter, label: str, kernels: list[KernelSample], timing: TimingStats,
@@ -238,17 +251,18 @@ class Recorder:
         """Time the regions that were measured without a free core once more (cores chosen anew) and judge
         them again; those still contended stay marked so."""
         redo, self.contended = self.contended, []
-        for index, counter, fn, args, kwargs in redo:
+        for index, counter, fn, args, kwargs, setup in redo:
             old = self.regions[index]
             with self.cores.scope() if self.cores is not None else nullcontext() as placed:
-                timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer())
+                timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(),
+                                       setup=setup)
             verdict = evaluate_region(old.kernels, self._machine_for(placed), timing.median_s)
             notes = [*old.notes, f"contended at first (load {_load_text(old.placement)}); measured again at the "
                      "end of the session" + (", still contended" if placed is not None and placed.contended else "")]
             self.regions[index] = Region(old.label, old.counter, old.kernels, timing, verdict, notes, old.parts,
                                          placed)
             if placed is not None and placed.contended:
-                self.contended.append((index, counter, fn, args, kwargs))
+                self.contended.append((index, counter, fn, args, kwargs, setup))
 
     def is_contended(self) -> bool:
         """Whether any region's last measurement had no free core."""
@@ -272,8 +286,9 @@ class DeclaredRegion:
     counter: Counter
     name: str | None
 
-    def measure(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    def measure(self, fn: Callable[..., Any], /, *args: Any, setup: Setup | None = None, **kwargs: Any) -> Any:
         if not self.recorder.enabled:
-            return fn(*args, **kwargs)
-        return self.recorder._measure(self.counter, self.name or _label_of(fn), fn, args, kwargs)
+            call_args, call_kwargs = prepared_arguments(setup, args, kwargs)
+            return fn(*call_args, **call_kwargs)
+        return self.recorder._measure(self.counter, self.name or _label_of(fn), fn, args, kwargs, setup)
 

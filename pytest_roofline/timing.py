@@ -146,11 +146,31 @@ def page_faults() -> tuple[int, int]:
     return usage.ru_minflt, usage.ru_majflt
 
 
+Setup = Callable[[], "tuple[tuple[Any, ...], dict[str, Any]] | None"]
+
+
+def prepared_arguments(setup: Setup | None, args: tuple[Any, ...],
+                       kwargs: Mapping[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Run ``setup`` (untimed) and return the arguments of the next call: the ones ``setup`` returned as
+    ``(args, kwargs)``, or the original ones when it returned None (it reset their state in place)."""
+    if setup is None:
+        return args, dict(kwargs)
+    fresh = setup()
+    if fresh is None:
+        return args, dict(kwargs)
+    try:
+        new_args, new_kwargs = fresh
+        return tuple(new_args), dict(new_kwargs)
+    except (TypeError, ValueError):
+        raise TypeError(f"measure(setup=...): setup must return None or (args, kwargs), got {fresh!r}") from None
+
+
 @dataclass
 class _Calls:
     """Runs and times single calls, counting each one's page faults outside its timed interval."""
 
-    call: Callable[[], Any]
+    fn: Callable[..., Any]
+    arguments: Callable[[], tuple[tuple[Any, ...], dict[str, Any]]]  # untimed: the setup step, if any
     sync: Callable[[], None]
     clock: Callable[[], float]
     faults: Callable[[], tuple[int, int]]
@@ -159,10 +179,11 @@ class _Calls:
     major: list[int] = field(default_factory=list)
 
     def run(self) -> tuple[float, int, int]:
+        args, kwargs = self.arguments()
         minor0, major0 = self.faults()
         self.sync()
         start = self.clock()
-        self.call()
+        self.fn(*args, **kwargs)
         self.sync()
         elapsed = self.clock() - start
         minor1, major1 = self.faults()
@@ -185,16 +206,18 @@ def time_callable(
     synchronize: Callable[[], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
     faults: Callable[[], tuple[int, int]] = page_faults,
+    setup: Setup | None = None,
 ) -> TimingStats:
     """Median time of one call of ``fn(*args, **kwargs)``.
 
     Warm-up runs until first-touch page faults stop (fresh outputs fault for several calls), at least
     ``min_warmup`` calls where the budget allows and always one, within ``warmup_share`` of the budget. Timed rounds then run in growing
     batches until the median moves less than ``rel_tolerance`` between checks, or until the next call
-    would overrun the budget (after ``min_rounds`` calls, which always run).
+    would overrun the budget (after ``min_rounds`` calls, which always run). ``setup``, if given, runs
+    before every call, outside its timed interval (see :func:`prepared_arguments`).
     """
-    kwargs = dict(kwargs or {})
-    calls = _Calls(lambda: fn(*args, **kwargs), synchronize or (lambda: None), clock, faults)
+    fixed = dict(kwargs or {})
+    calls = _Calls(fn, lambda: prepared_arguments(setup, args, fixed), synchronize or (lambda: None), clock, faults)
     budget = policy.max_time_s
     start = clock()
 

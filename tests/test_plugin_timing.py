@@ -77,3 +77,33 @@ def test_a_call_longer_than_the_budget_gets_the_minimum_and_a_note(pytester: pyt
     assert region["timing"]["budget_limited"] and region["timing"]["rounds"] == 3
     assert region["timing"]["measure_s"] >= 4 * 0.06
     assert any(note.startswith("3 timed calls of") and "--roofline-max-time" in note for note in region["notes"])
+
+
+def test_setup_resets_an_in_place_op_before_every_call(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(
+        """
+        import pytest
+
+        state = {"x": 0, "calls": 0, "seen": []}
+
+        def reset():
+            state["x"] = 0
+
+        def add_one_in_place():
+            state["seen"].append(state["x"])
+            state["x"] += 1
+            state["calls"] += 1
+
+        @pytest.mark.roofline
+        def test_in_place(roofline):
+            roofline.declare(flops=1e6).measure(add_one_in_place, setup=reset)
+            assert state["calls"] >= 5 and set(state["seen"]) == {0}  # every call saw fresh state
+
+        def test_without_roofline_calls_once():
+            pass
+        """
+    )
+    machine = write_machine(pytester, MACHINE)
+    result = pytester.runpytest("--roofline", "--roofline-machine", str(machine), "--roofline-cores", "all",
+                                *FAST)
+    result.assert_outcomes(passed=2)

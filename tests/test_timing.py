@@ -109,3 +109,37 @@ def test_bad_policy_is_rejected() -> None:
         TimingPolicy(min_rounds=10, max_rounds=5)
     with pytest.raises(ValueError, match="min_warmup"):
         TimingPolicy(min_warmup=0)
+
+
+def test_setup_runs_before_every_call_outside_the_timed_interval() -> None:
+    clock = FakeClock([0.01])
+    events: list[str] = []
+
+    def setup() -> None:
+        clock.now += 5.0  # a slow setup: none of it may show in the timed calls
+        events.append("setup")
+
+    def work() -> None:
+        events.append("call")
+        clock.work()
+
+    stats = time_callable(work, clock=clock, faults=clock.faults, setup=setup,
+                          policy=TimingPolicy(max_time_s=100.0, rel_tolerance=0.0, max_rounds=6))
+    assert events == ["setup", "call"] * (stats.warmup_rounds + stats.rounds)
+    assert stats.median_s == pytest.approx(0.01) and stats.max_s == pytest.approx(0.01)
+
+
+def test_setup_may_return_fresh_arguments() -> None:
+    seen: list[tuple[object, ...]] = []
+    fresh = iter(range(100))
+
+    stats = time_callable(lambda *a, **k: seen.append((a, k)), (0,), {"k": 0},
+                          setup=lambda: ((next(fresh),), {"k": "new"}),
+                          policy=TimingPolicy(max_time_s=100.0, max_rounds=3, first_batch=3))
+    assert [a for a, _ in seen] == [(i,) for i in range(stats.warmup_rounds + stats.rounds)]
+    assert {k["k"] for _, k in seen} == {"new"}
+
+
+def test_setup_returning_something_else_is_a_clear_error() -> None:
+    with pytest.raises(TypeError, match=r"setup must return None or \(args, kwargs\)"):
+        time_callable(lambda: None, setup=lambda: 42)
