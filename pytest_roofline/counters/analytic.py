@@ -395,6 +395,56 @@ def _f_efficient_bwd(c: _Call) -> int:
     return sum(attention_backward_flops(*p) for p in _bhsd_pieces(c, 1, "cu_seqlens_q", "cu_seqlens_k"))
 
 
+def _batch_and_length(t: Any) -> tuple[int, int]:
+    """(batch, sequence length) of a [B, L, E] (or unbatched [L, E]) activation."""
+    shape = _shape(t)
+    return (shape[0], shape[1]) if len(shape) == 3 else (1, shape[0])
+
+
+def _attention_block_flops(b: int, lq: int, lk: int, e: int, heads: int, *, bias: bool, weights: bool,
+                           average: bool) -> int:
+    """Multi-head attention counted as its decomposed ops count it (so a fused call and the same module with
+    grad on agree): Q, K, V and output projections (2*tokens*E*E each), the in-projection bias adds, QK^T and
+    PV; with explicit weights (``need_weights``) also the query scaling, the softmax and the head average."""
+    d = e // heads
+    flops = gemm_flops(b * lq, e, e) + 2 * gemm_flops(b * lk, e, e) + gemm_flops(b * lq, e, e)
+    flops += (b * lq * e + 2 * b * lk * e) * POINTWISE if bias else 0
+    flops += attention_flops((b, heads, lq, d), (b, heads, lk, d), (b, heads, lk, d))
+    if weights:
+        flops += POINTWISE * b * lq * e + SOFTMAX_FWD * b * heads * lq * lk
+        flops += REDUCTION * b * heads * lq * lk if average else 0
+    return flops
+
+
+def _f_native_mha(c: _Call) -> int:
+    """``nn.MultiheadAttention``'s inference fast path (eval, no grad) as one op."""
+    b, lq = _batch_and_length(c["query"])
+    _, lk = _batch_and_length(c["key"])
+    return _attention_block_flops(b, lq, lk, int(c["embed_dim"]), int(c["num_head"]),
+                                  bias=c["qkv_bias"] is not None, weights=bool(c["need_weights"]),
+                                  average=bool(c["average_attn_weights"]))
+
+
+def _f_encoder_layer(c: _Call) -> int:
+    """``nn.TransformerEncoderLayer``'s inference fast path: self-attention (no weights), two layer norms,
+    the feed-forward matmuls, its activation and the two residual adds."""
+    b, length = _batch_and_length(c["src"])
+    e, ffn = int(c["embed_dim"]), _shape(c["ffn_weight_1"])[0]
+    tokens = b * length
+    attention = _attention_block_flops(b, length, length, e, int(c["num_heads"]), bias=c["qkv_bias"] is not None,
+                                       weights=False, average=False)
+    feed_forward = gemm_flops(tokens, ffn, e) + gemm_flops(tokens, e, ffn) + POINTWISE * tokens * ffn
+    return attention + feed_forward + 2 * NORM_STATS_FWD * tokens * e + 2 * POINTWISE * tokens * e
+
+
+def _f_embedding_bag(c: _Call) -> int:
+    """One add (sum, mean) or compare (max) per gathered element, a multiply more with per-sample weights,
+    and the mean's divide per output element."""
+    gathered = _numel(c["indices"]) * _shape(c["weight"])[-1]
+    flops = gathered * (2 if c["per_sample_weights"] is not None else 1)
+    return flops + (_numel(c.output()) if int(c["mode"]) == 1 else 0)
+
+
 def _per_element(per: int, arg: int | str = 0) -> Formula:
     def formula(c: _Call) -> int:
         return per * _numel(c[arg])
@@ -510,6 +560,9 @@ def _build_formulas() -> dict[Any, tuple[Formula, int | str]]:
     add(["_flash_attention_backward"], _f_flash_bwd, 1)
     add(["_efficient_attention_forward"], _f_efficient_fwd)
     add(["_efficient_attention_backward"], _f_efficient_bwd, 1)
+    add(["_embedding_bag", "_embedding_bag_forward_only"], _f_embedding_bag, "weight")
+    add(["_native_multi_head_attention"], _f_native_mha, "query")
+    add(["_transformer_encoder_layer_fwd"], _f_encoder_layer, "src")
     # softmax and normalization
     add(["_softmax", "_log_softmax", "_safe_softmax"], _per_element(SOFTMAX_FWD))
     add(["_softmax_backward_data", "_log_softmax_backward_data"], _per_element(SOFTMAX_BWD))
@@ -638,6 +691,8 @@ def _classify(func: Any) -> tuple[str, Formula | None, int | str]:
         return "formula", formula, math_arg
     if packet in _ZERO_FLOP:
         return "zero", None, 0
+    if packet in _UNTAGGED_POINTWISE:
+        return "pointwise", None, 0
     if packet.__name__.startswith("_foreach_"):
         return "foreach", None, 0
     for op in (func, _functional_twin(func)):
@@ -649,6 +704,14 @@ def _classify(func: Any) -> tuple[str, Formula | None, int | str]:
             return "reduction", None, 0
     return "uncounted", None, 0
 
+
+# Elementwise by nature, but without torch's pointwise tag (torch 2.13): activations and their backward ops.
+_UNTAGGED_POINTWISE = set(_packets(
+    "hardswish", "hardswish_", "_prelu_kernel", "glu", "rrelu_with_noise", "log_sigmoid_forward",
+    "hardswish_backward", "hardsigmoid_backward", "hardtanh_backward", "elu_backward", "leaky_relu_backward",
+    "_prelu_kernel_backward", "glu_backward", "mish_backward", "softplus_backward", "log_sigmoid_backward",
+    "hardshrink_backward", "softshrink_backward",
+))
 
 _REDUCTION_TAG = getattr(torch.Tag, "reduction", None)
 # Older torch builds lack Tag.reduction; these are the common reductions then.
