@@ -11,7 +11,14 @@ from typing import Any, Protocol
 
 from pytest_roofline.artifacts import artifact_path, results_document, write_kernels_csv, write_results
 from pytest_roofline.model import KernelSample, Machine, Verdict
-from pytest_roofline.report import cores_marker, failure_message, faults_marker, row_for, summary_table
+from pytest_roofline.report import (
+    cores_marker,
+    failure_message,
+    faults_marker,
+    row_for,
+    summary_table,
+    uncounted_text,
+)
 from pytest_roofline.results_dir import RESULTS_FILE, write_session
 from pytest_roofline.session import UNPROFILED_CLOCK_POLICY, Recorder, Region
 
@@ -119,6 +126,7 @@ def _verdict_text(record: TestRecord) -> str:
 def summary_lines(machine: Machine | None, records: Iterable[TestRecord], directory: Path,
                   width: int = 0, counter: str | None = None) -> list[str]:
     lines: list[str] = []
+    records = list(records)
     if machine is not None:
         roofs = ", ".join(
             [f"{p} {v / 1e9:.4g} GFLOP/s" for p, v in machine.peak_flops.items()]
@@ -128,8 +136,13 @@ def summary_lines(machine: Machine | None, records: Iterable[TestRecord], direct
         lines.append(f"machine: {machine.name}{f' ({source})' if source else ''}: {roofs}")
     rows = [row_for(r.nodeid, r.recorder.verdict(), r.min_fraction,
                     _verdict_text(r) + cores_marker([g.placement for g in r.recorder.regions])
-                    + faults_marker([g.timing.faults_per_call for g in r.recorder.regions])) for r in records]
+                    + faults_marker([g.timing.faults_per_call for g in r.recorder.regions])
+                    + (" [uncounted FLOPs]" if uncounted_text(r.recorder.regions) else "")) for r in records]
     lines.extend(summary_table(rows, width))
+    for record in records:
+        missing = uncounted_text(record.recorder.regions)
+        if missing:
+            lines.append(f"uncounted FLOPs in {record.nodeid}: {missing}: their FLOPs are missing from its fraction")
     if counter:
         lines.append(f"counter: {counter}")
     lines.append(f"results: {directory / RESULTS_FILE}")

@@ -26,6 +26,7 @@ from pytest_roofline.options import (
     COUNTERS,
     DEVICES,
     MALLOC_POLICIES,
+    UNCOUNTED_POLICIES,
     MarkerOptions,
     SettingError,
     parse_bool,
@@ -50,13 +51,17 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
       "and counter access are present, else analytic)"), "auto"),
     ("--roofline-device", "roofline_device",
      f"device to characterize: {'|'.join(DEVICES)} (auto: cuda when torch sees a GPU)", "auto"),
-    ("--roofline-max-time", "roofline_max_time", "timing budget per measured call site, in seconds", "1.0"),
+    ("--roofline-max-time", "roofline_max_time",
+     "time budget of a call site's whole measurement, warm-up included, in seconds", "1.0"),
     ("--roofline-malloc", "roofline_malloc",
      (f"{'|'.join(MALLOC_POLICIES)}: tuned fixes glibc's mmap/trim thresholds so large outputs do not "
      "page-fault in some calls and not others"), "tuned"),
     ("--roofline-cores", "roofline_cores",
      ("cores to measure on: auto (the cores free now, judged against roofs for that many), all, a count N, "
       "or a list such as 0,1 or 0-3"), "auto"),
+    ("--roofline-uncounted", "roofline_uncounted",
+     (f"{'|'.join(UNCOUNTED_POLICIES)}: what a region that ran FLOP-bearing ops without a counting rule does "
+      "(warn: marked in the summary; fail: the test fails); the marker's uncounted= overrides it"), "warn"),
 )
 
 
@@ -106,6 +111,7 @@ def _read_settings(config: pytest.Config) -> Settings:
         malloc=parse_choice(_setting(config, "roofline_malloc"), MALLOC_POLICIES, "--roofline-malloc"),
         cores=_cores_setting(_setting(config, "roofline_cores")),
         strict=parse_bool(_setting(config, "roofline_strict"), "--roofline-strict / ini roofline_strict"),
+        uncounted=parse_choice(_setting(config, "roofline_uncounted"), UNCOUNTED_POLICIES, "--roofline-uncounted"),
     )
 
 
@@ -289,6 +295,15 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
         item.warn(RooflineWarning("test is marked roofline but measured nothing: call "
                                   "roofline.measure(fn, *args) through the `roofline` fixture"))
         return result
+    options = _marker_options(item)
+    policy = (options.uncounted if options and options.uncounted else None) or state.settings.uncounted
+    if policy == "fail":
+        from pytest_roofline.report import uncounted_text
+
+        missing = uncounted_text(entry.recorder.regions)
+        if missing:
+            pytest.fail(f"roofline: FLOP-bearing ops without a counting rule ran ({missing}); the fraction would "
+                        "be too low. Declare the work (roofline.declare) or set uncounted='warn'.", pytrace=False)
     verdict = entry.recorder.verdict()
     if entry.min_fraction is not None and verdict.fraction < entry.min_fraction:
         excused = not state.settings.strict and item.get_closest_marker("xfail") is None

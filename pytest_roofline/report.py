@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pytest_roofline.model import Verdict
 
@@ -128,3 +129,18 @@ def faults_marker(faults_per_call: Sequence[float]) -> str:
     touch of fresh memory); empty otherwise."""
     worst = max(faults_per_call, default=0.0)
     return f" [{worst:.0f} faults/call]" if worst > 0 else ""
+
+
+def uncounted_text(regions: Sequence[Any]) -> str:
+    """``aten.foo, aten.bar (12% of the bytes)``: FLOP-bearing ops without a counting rule that the regions
+    ran, with the share of the regions' counted bytes they moved; empty when every op was counted."""
+    moved: dict[str, int] = {}
+    for region in regions:
+        for op, count in getattr(region, "uncounted", {}).items():
+            moved[op] = moved.get(op, 0) + count
+    if not moved:
+        return ""
+    total = sum(sum(k.bytes.values()) for region in regions for k in region.kernels) or 1
+    names = sorted(moved, key=lambda op: -moved[op])
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return f"{shown} ({sum(moved.values()) / total:.0%} of the bytes)"

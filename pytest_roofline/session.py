@@ -51,6 +51,7 @@ class Region:
     notes: list[str] = field(default_factory=list)
     parts: list[tuple[str, TimingStats]] = field(default_factory=list)  # call sites timed apart, then judged as one
     placement: Any = None  # cores.Placement: where it was measured (None: not placed)
+    uncounted: dict[str, int] = field(default_factory=dict)  # FLOP-bearing ops without a rule -> their bytes
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -60,6 +61,7 @@ class Region:
             **self.verdict.to_dict(),
             "kernels": [k.to_dict() for k in self.kernels],
             "notes": list(self.notes),
+            "uncounted_ops": dict(self.uncounted),
         }
         if self.parts:
             out["parts"] = [{"label": label, "timing": timing.to_dict()} for label, timing in self.parts]
@@ -205,7 +207,9 @@ class Recorder:
             kernels, placed = place_working_set(kernels, footprint, machine)
             notes.extend([placed] if placed else [])
         verdict = evaluate_region(kernels, machine, timing.median_s)
-        self.regions.append(Region(label, counter.name, kernels, timing, verdict, notes, placement=placement))
+        uncounted = dict(getattr(counter, "uncounted_bytes", None) or {})
+        self.regions.append(Region(label, counter.name, kernels, timing, verdict, notes, placement=placement,
+                                   uncounted=uncounted))
 
     def settle_pending(self, counter_name: str, kernels: Sequence[KernelSample], notes: Sequence[str] = ()) -> Region:
         """Judge every pending region as one: ``kernels`` (from all of them) against the sum of their times.

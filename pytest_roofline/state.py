@@ -28,6 +28,7 @@ class Settings:
     malloc: str
     cores: Any = None  # cores.CoresSetting (None: measure wherever the OS runs the call)
     strict: bool = False  # a contended measurement may fail its gate too
+    uncounted: str = "warn"  # warn|fail: a region ran FLOP-bearing ops the counter has no rule for
 
 
 @dataclass

@@ -137,7 +137,14 @@ FLOP_CONVENTIONS: tuple[tuple[str, str], ...] = (
     ("convolution_backward", "dgrad = fwd, wgrad = fwd (per output_mask), bias grad = numel(grad_output)"),
     ("RNN layers (oneDNN, cuDNN, MIOpen)", "2*T*B*sum(2-D weight numel); backward 2x forward"),
     ("scaled dot-product attention", "2*B*H*L*S*(E+Ev) forward, 2*B*H*L*S*(3E+2Ev) backward"),
-    ("pointwise (torch.Tag.pointwise)", f"{POINTWISE} per output element"),
+    ("fused multi-head attention (_native_multi_head_attention)",
+     "as its decomposed ops: Q/K/V/out projections + bias adds + QK^T + PV; with need_weights also the query "
+     "scaling, softmax and head average"),
+    ("fused encoder layer (_transformer_encoder_layer_fwd)",
+     "self-attention as above + 2 layer norms + FFN matmuls + activation + 2 residual adds"),
+    ("pointwise (torch.Tag.pointwise, and untagged activations such as hardswish, prelu, glu and their "
+     "backward ops)", f"{POINTWISE} per output element"),
+    ("embedding_bag", "1 per gathered element (2 with per_sample_weights), + 1 per output element for mean"),
     ("reductions (torch.Tag.reduction), cumsum", f"{REDUCTION} per input element"),
     ("_foreach_* ops", "1 per element of the first tensor list"),
     ("softmax / log_softmax", f"{SOFTMAX_FWD} per element forward, {SOFTMAX_BWD} backward"),
