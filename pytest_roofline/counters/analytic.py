@@ -138,14 +138,16 @@ FLOP_CONVENTIONS: tuple[tuple[str, str], ...] = (
     ("RNN layers (oneDNN, cuDNN, MIOpen)", "2*T*B*sum(2-D weight numel); backward 2x forward"),
     ("scaled dot-product attention", "2*B*H*L*S*(E+Ev) forward, 2*B*H*L*S*(3E+2Ev) backward"),
     ("fused multi-head attention (_native_multi_head_attention)",
-     "as its decomposed ops: Q/K/V/out projections + bias adds + QK^T + PV; with need_weights also the query "
-     "scaling, softmax and head average"),
+     ("as its decomposed ops: Q/K/V/out projections + bias adds + QK^T + PV; with need_weights also the query "
+     "scaling, softmax and head average")),
     ("fused encoder layer (_transformer_encoder_layer_fwd)",
      "self-attention as above + 2 layer norms + FFN matmuls + activation + 2 residual adds"),
-    ("pointwise (torch.Tag.pointwise, and untagged activations such as hardswish, prelu, glu and their "
-     "backward ops)", f"{POINTWISE} per output element"),
+    (("pointwise (torch.Tag.pointwise, and untagged activations such as hardswish, prelu, glu and their "
+     "backward ops)"), f"{POINTWISE} per output element"),
     ("embedding_bag", "1 per gathered element (2 with per_sample_weights), + 1 per output element for mean"),
-    ("reductions (torch.Tag.reduction), cumsum", f"{REDUCTION} per input element"),
+    ("reductions (torch.Tag.reduction), scans (cumsum, cummax, logcumsumexp), trace, dist, renorm",
+     f"{REDUCTION} per input element"),
+    ("elementwise losses (binary cross entropy, smooth L1, Huber, soft margin)", f"{POINTWISE} per output element"),
     ("_foreach_* ops", "1 per element of the first tensor list"),
     ("softmax / log_softmax", f"{SOFTMAX_FWD} per element forward, {SOFTMAX_BWD} backward"),
     ("batch norm with batch statistics, layer/group/RMS norm",
@@ -605,7 +607,8 @@ def _build_formulas() -> dict[Any, tuple[Formula, int | str]]:
     add(["nll_loss_backward", "nll_loss2d_backward"], _per_element(1, "target"), 1)
     add(["mse_loss"], _per_element(MSE_FWD))
     add(["mse_loss_backward"], _per_element(MSE_BWD, 1), 1)
-    add(["cumsum", "cumsum_", "cumprod", "cumprod_"], _per_element(REDUCTION))
+    add(["cumsum", "cumsum_", "cumprod", "cumprod_", "logcumsumexp", "cummax", "cummin"], _per_element(REDUCTION))
+    add(["trace", "dist", "renorm"], _per_element(REDUCTION))
     add(["embedding_dense_backward"], _per_element(1))
     add(["index_add", "index_add_"], _per_element(1, "source"), "source")
     add(["scatter_add", "scatter_add_"], _f_scatter_add, "src")
@@ -636,6 +639,9 @@ _ZERO_FLOP = set(_packets(
     "exponential_", "geometric_", "cauchy_", "log_normal_", "_local_scalar_dense", "equal", "_copy_from",
     "_copy_from_and_resize", "_pin_memory", "_foreach_copy_", "_foreach_zero_", "alias", "_to_dense",
     "to_padded_tensor", "_fused_dropout",
+    # found by audit-ops: rearrangements, selections and sparse conversions without arithmetic
+    "rot90", "diag_embed", "block_diag", "_to_sparse", "repeat_interleave", "_chunk_cat", "_unsafe_masked_index",
+    "put", "lu_unpack", "masked_fill", "masked_fill_", "complex", "hash_tensor",
 ))
 
 # Ops that write their destination without reading it.
@@ -718,6 +724,9 @@ _UNTAGGED_POINTWISE = set(_packets(
     "hardswish_backward", "hardsigmoid_backward", "hardtanh_backward", "elu_backward", "leaky_relu_backward",
     "_prelu_kernel_backward", "glu_backward", "mish_backward", "softplus_backward", "log_sigmoid_backward",
     "hardshrink_backward", "softshrink_backward",
+    # found by audit-ops: elementwise arithmetic and elementwise losses without the tag
+    "rsub", "floor_divide", "polar", "linalg_cross", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+    "smooth_l1_loss", "huber_loss", "soft_margin_loss",
 ))
 
 _REDUCTION_TAG = getattr(torch.Tag, "reduction", None)
