@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
-from pytest_roofline.counters.audit import GROUPS, group_of  # noqa: E402
+from pytest_roofline.counters.audit import GROUPS, group_of
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "op-coverage.md"
 
