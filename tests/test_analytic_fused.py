@@ -96,3 +96,20 @@ def test_embedding_bag_sum_mean_and_weighted() -> None:
     weights = torch.rand(6)
     assert total(lambda: bag_sum(indices, offsets), grad=False)[0] == 6 * 16
     assert total(lambda: bag_sum(indices, offsets, per_sample_weights=weights), grad=False)[0] == 2 * 6 * 16
+
+
+def test_padding_mask_fast_path_counts_each_sequence_by_its_own_length() -> None:
+    # With a key padding mask the encoder packs the sequences into a nested tensor (4 x 100 real tokens here):
+    # projections and feed-forward scale with the 400 tokens, attention with 4 x 100^2 scores per head.
+    layer = torch.nn.TransformerEncoderLayer(E, H, FFN, batch_first=True)
+    encoder = torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=True).eval()
+    x, mask = torch.randn(B, L, E), torch.zeros(B, L, dtype=torch.bool)
+    mask[:, 100:] = True
+    fused, ops = total(lambda: encoder(x, src_key_padding_mask=mask), grad=False)
+    assert ops["aten._transformer_encoder_layer_fwd.default"] == 2
+    tokens, d = 4 * 100, E // H
+    per_layer = (2 * tokens * E * 3 * E + 2 * tokens * E * E + tokens * 3 * E  # projections, bias adds
+                 + 2 * H * 4 * 100 * 100 * 2 * d  # QK^T and PV per sequence
+                 + 2 * tokens * E * FFN * 2 + 2 * 5 * tokens * E + tokens * FFN + 2 * tokens * E)
+    mask_ops = 2 * B * L  # logical_not of the float mask, once per layer
+    assert fused == 2 * per_layer + mask_ops == 1_344_103_424

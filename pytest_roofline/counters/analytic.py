@@ -404,32 +404,35 @@ def _f_efficient_bwd(c: _Call) -> int:
     return sum(attention_backward_flops(*p) for p in _bhsd_pieces(c, 1, "cu_seqlens_q", "cu_seqlens_k"))
 
 
-def _batch_and_length(t: Any) -> tuple[int, int]:
-    """(batch, sequence length) of a [B, L, E] (or unbatched [L, E]) activation."""
+def _lengths(t: Any) -> list[int]:
+    """Sequence length of each batch element of a [B, L, E] (or unbatched [L, E]) activation; a nested tensor
+    (the padding-mask fast path) has one length per sequence."""
+    if getattr(t, "is_nested", False):
+        return [int(row[0]) for row in t._nested_tensor_size().tolist()]
     shape = _shape(t)
-    return (shape[0], shape[1]) if len(shape) == 3 else (1, shape[0])
+    return [shape[1]] * shape[0] if len(shape) == 3 else [shape[0]]
 
 
-def _attention_block_flops(b: int, lq: int, lk: int, e: int, heads: int, *, bias: bool, weights: bool,
-                           average: bool) -> int:
-    """Multi-head attention counted as its decomposed ops count it (so a fused call and the same module with
-    grad on agree): Q, K, V and output projections (2*tokens*E*E each), the in-projection bias adds, QK^T and
-    PV; with explicit weights (``need_weights``) also the query scaling, the softmax and the head average."""
-    d = e // heads
-    flops = gemm_flops(b * lq, e, e) + 2 * gemm_flops(b * lk, e, e) + gemm_flops(b * lq, e, e)
-    flops += (b * lq * e + 2 * b * lk * e) * POINTWISE if bias else 0
-    flops += attention_flops((b, heads, lq, d), (b, heads, lk, d), (b, heads, lk, d))
+def _attention_block_flops(lq: Sequence[int], lk: Sequence[int], e: int, heads: int, *, bias: bool,
+                           weights: bool, average: bool) -> int:
+    """Multi-head attention over sequences of lengths ``lq`` (queries) and ``lk`` (keys), counted as its
+    decomposed ops count it (so a fused call and the same module with grad on agree): Q, K, V and output
+    projections (2*tokens*E*E each), the in-projection bias adds, QK^T and PV per sequence; with explicit
+    weights (``need_weights``) also the query scaling, the softmax and the head average."""
+    d, tq, tk = e // heads, sum(lq), sum(lk)
+    scores = sum(q * k for q, k in zip(lq, lk, strict=True))  # per head
+    flops = 2 * gemm_flops(tq, e, e) + 2 * gemm_flops(tk, e, e)
+    flops += (tq * e + 2 * tk * e) * POINTWISE if bias else 0
+    flops += 2 * heads * scores * 2 * d  # QK^T and PV: attention_flops summed over the sequences
     if weights:
-        flops += POINTWISE * b * lq * e + SOFTMAX_FWD * b * heads * lq * lk
-        flops += REDUCTION * b * heads * lq * lk if average else 0
+        flops += POINTWISE * tq * e + SOFTMAX_FWD * heads * scores
+        flops += REDUCTION * heads * scores if average else 0
     return flops
 
 
 def _f_native_mha(c: _Call) -> int:
     """``nn.MultiheadAttention``'s inference fast path (eval, no grad) as one op."""
-    b, lq = _batch_and_length(c["query"])
-    _, lk = _batch_and_length(c["key"])
-    return _attention_block_flops(b, lq, lk, int(c["embed_dim"]), int(c["num_head"]),
+    return _attention_block_flops(_lengths(c["query"]), _lengths(c["key"]), int(c["embed_dim"]), int(c["num_head"]),
                                   bias=c["qkv_bias"] is not None, weights=bool(c["need_weights"]),
                                   average=bool(c["average_attn_weights"]))
 
@@ -437,10 +440,10 @@ def _f_native_mha(c: _Call) -> int:
 def _f_encoder_layer(c: _Call) -> int:
     """``nn.TransformerEncoderLayer``'s inference fast path: self-attention (no weights), two layer norms,
     the feed-forward matmuls, its activation and the two residual adds."""
-    b, length = _batch_and_length(c["src"])
+    lengths = _lengths(c["src"])
     e, ffn = int(c["embed_dim"]), _shape(c["ffn_weight_1"])[0]
-    tokens = b * length
-    attention = _attention_block_flops(b, length, length, e, int(c["num_heads"]), bias=c["qkv_bias"] is not None,
+    tokens = sum(lengths)
+    attention = _attention_block_flops(lengths, lengths, e, int(c["num_heads"]), bias=c["qkv_bias"] is not None,
                                        weights=False, average=False)
     feed_forward = gemm_flops(tokens, ffn, e) + gemm_flops(tokens, e, ffn) + POINTWISE * tokens * ffn
     return attention + feed_forward + 2 * NORM_STATS_FWD * tokens * e + 2 * POINTWISE * tokens * e
@@ -642,6 +645,7 @@ _ZERO_FLOP = set(_packets(
     # found by audit-ops: rearrangements, selections and sparse conversions without arithmetic
     "rot90", "diag_embed", "block_diag", "_to_sparse", "repeat_interleave", "_chunk_cat", "_unsafe_masked_index",
     "put", "lu_unpack", "masked_fill", "masked_fill_", "complex", "hash_tensor",
+    "_nested_tensor_from_mask", "_nested_tensor_from_mask_left_aligned",
 ))
 
 # Ops that write their destination without reading it.
@@ -918,8 +922,15 @@ def _signature(info: _OpInfo, call: _Call) -> tuple[tuple[str, ...], tuple[str, 
     if not tensors:
         prefix = "->"
         tensors = [t for i in info.fresh_returns for t in _tensors(call.output(i))]
-    shapes = tuple(prefix + ("x".join(str(s) for s in _shape(t)) or "()") for t in tensors)
+    shapes = tuple(prefix + _shape_text(t) for t in tensors)
     return shapes, tuple(str(t.dtype).removeprefix("torch.") for t in tensors)
+
+
+def _shape_text(t: torch.Tensor) -> str:
+    if t.is_nested:  # ragged: the sequence lengths, then the fixed dims
+        sizes = t._nested_tensor_size().tolist()
+        return f"nested({','.join(str(int(r[0])) for r in sizes)})" + "".join(f"x{d}" for d in sizes[0][1:])
+    return "x".join(str(s) for s in _shape(t)) or "()"
 
 
 def _display(op: str, shapes: Sequence[str], limit: int = 4) -> str:
