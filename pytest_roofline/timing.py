@@ -174,6 +174,7 @@ class _Calls:
     sync: Callable[[], None]
     clock: Callable[[], float]
     faults: Callable[[], tuple[int, int]]
+    before_timed: Callable[[float], None] | None = None  # e.g. a live roof probe; untimed
     times: list[float] = field(default_factory=list)
     minor: list[int] = field(default_factory=list)
     major: list[int] = field(default_factory=list)
@@ -190,6 +191,8 @@ class _Calls:
         return elapsed, minor1 - minor0, major1 - major0
 
     def run_timed(self) -> float:
+        if self.before_timed is not None:
+            self.before_timed(self.times[-1] if self.times else 0.0)
         elapsed, minor, major = self.run()
         self.times.append(elapsed)
         self.minor.append(minor)
@@ -207,6 +210,7 @@ def time_callable(
     clock: Callable[[], float] = time.perf_counter,
     faults: Callable[[], tuple[int, int]] = page_faults,
     setup: Setup | None = None,
+    before_timed_call: Callable[[float], None] | None = None,
 ) -> TimingStats:
     """Median time of one call of ``fn(*args, **kwargs)``.
 
@@ -214,10 +218,12 @@ def time_callable(
     ``min_warmup`` calls where the budget allows and always one, within ``warmup_share`` of the budget. Timed rounds then run in growing
     batches until the median moves less than ``rel_tolerance`` between checks, or until the next call
     would overrun the budget (after ``min_rounds`` calls, which always run). ``setup``, if given, runs
-    before every call, outside its timed interval (see :func:`prepared_arguments`).
+    before every call, outside its timed interval (see :func:`prepared_arguments`); ``before_timed_call``
+    (given the previous timed call's seconds) before every timed call, outside it too: the live probes.
     """
     fixed = dict(kwargs or {})
-    calls = _Calls(fn, lambda: prepared_arguments(setup, args, fixed), synchronize or (lambda: None), clock, faults)
+    calls = _Calls(fn, lambda: prepared_arguments(setup, args, fixed), synchronize or (lambda: None), clock, faults,
+                   before_timed_call)
     budget = policy.max_time_s
     start = clock()
 

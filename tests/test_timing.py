@@ -143,3 +143,19 @@ def test_setup_may_return_fresh_arguments() -> None:
 def test_setup_returning_something_else_is_a_clear_error() -> None:
     with pytest.raises(TypeError, match=r"setup must return None or \(args, kwargs\)"):
         time_callable(lambda: None, setup=lambda: 42)
+
+
+def test_before_timed_call_runs_untimed_before_each_timed_call() -> None:
+    # The hook for work that must run beside the timed calls (a live probe of the roof), never inside them.
+    clock = FakeClock([0.01])
+    seen: list[float] = []
+
+    def hook(previous_s: float) -> None:
+        seen.append(previous_s)
+        clock.now += 1.0  # slow, and outside the timed interval
+
+    stats = time_callable(clock.work, clock=clock, faults=clock.faults, before_timed_call=hook,
+                          policy=TimingPolicy(max_time_s=100.0, rel_tolerance=0.0, max_rounds=6))
+    assert len(seen) == stats.rounds == 6
+    assert seen[0] == 0.0 and seen[1:] == pytest.approx([0.01] * 5)
+    assert stats.max_s == pytest.approx(0.01)
