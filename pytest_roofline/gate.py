@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from pytest_roofline.artifacts import artifact_path, results_document, write_kernels_csv, write_results
 from pytest_roofline.model import KernelSample, Machine, Verdict
 from pytest_roofline.report import (
+    ABOVE_ONE,
     cores_marker,
     failure_message,
     faults_marker,
@@ -112,6 +113,11 @@ def write_session_results(directory: Path, machine: Machine | None, records: Ite
     return write_session(directory, session_id, document)
 
 
+def _above_one(record: TestRecord) -> bool:
+    verdict = record.recorder.verdict()
+    return verdict is not None and verdict.fraction > ABOVE_ONE
+
+
 def _verdict_text(record: TestRecord) -> str:
     verdict = record.recorder.verdict()
     if verdict is None:
@@ -137,7 +143,8 @@ def summary_lines(machine: Machine | None, records: Iterable[TestRecord], direct
     rows = [row_for(r.nodeid, r.recorder.verdict(), r.min_fraction,
                     _verdict_text(r) + cores_marker([g.placement for g in r.recorder.regions])
                     + faults_marker([g.timing.faults_per_call for g in r.recorder.regions])
-                    + (" [uncounted FLOPs]" if uncounted_text(r.recorder.regions) else "")) for r in records]
+                    + (" [uncounted FLOPs]" if uncounted_text(r.recorder.regions) else "")
+                    + (" [above 1: see its notes]" if _above_one(r) else "")) for r in records]
     lines.extend(summary_table(rows, width))
     for record in records:
         missing = uncounted_text(record.recorder.regions)

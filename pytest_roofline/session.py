@@ -20,6 +20,7 @@ from pytest_roofline.counters import Counter
 from pytest_roofline.devices import synchronizer
 from pytest_roofline.model import KernelSample, Machine, Verdict, combine, evaluate_region
 from pytest_roofline.placement import place_working_set
+from pytest_roofline.report import above_one_note
 from pytest_roofline.timing import (
     DEFAULT_POLICY,
     Setup,
@@ -207,6 +208,7 @@ class Recorder:
             kernels, placed = place_working_set(kernels, footprint, machine)
             notes.extend([placed] if placed else [])
         verdict = evaluate_region(kernels, machine, timing.median_s)
+        notes.extend(note for note in [above_one_note(verdict, machine)] if note)
         uncounted = dict(getattr(counter, "uncounted_bytes", None) or {})
         self.regions.append(Region(label, counter.name, kernels, timing, verdict, notes, placement=placement,
                                    uncounted=uncounted))
