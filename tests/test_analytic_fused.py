@@ -98,6 +98,7 @@ def test_embedding_bag_sum_mean_and_weighted() -> None:
     assert total(lambda: bag_sum(indices, offsets, per_sample_weights=weights), grad=False)[0] == 2 * 6 * 16
 
 
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors is in prototype stage")
 def test_padding_mask_fast_path_counts_each_sequence_by_its_own_length() -> None:
     # With a key padding mask the encoder packs the sequences into a nested tensor (4 x 100 real tokens here):
     # projections and feed-forward scale with the 400 tokens, attention with 4 x 100^2 scores per head.
