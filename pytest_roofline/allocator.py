@@ -5,6 +5,15 @@ memory back to the OS. A tensor op that allocates a megabyte-sized output then p
 or on none, depending on the history of earlier allocations: measured here, a 64->64 3x3 convolution on an
 8x64x28x28 input took 6.1 ms in one heap state and 3.7 ms in the other, in the same process. Fixing both
 thresholds (as tcmalloc/jemalloc setups do for PyTorch on CPU) removes that history dependence.
+
+What the thresholds do not fix (measured in fresh processes, glibc 2.36, PyTorch 2.13, tuned thresholds, no
+trimming and no munmap seen under strace): PyTorch allocates with posix_memalign(64), which asks malloc for
+the size plus the alignment, so a freed output is a few bytes too small for the next same-sized output
+until the small blocks around it are freed too and it coalesces. Until then every call takes fresh heap
+(mallinfo2: free bytes grow by 8 MiB a call, top chunk 0) and first-touches it. An 8 MiB add went
+2073, 0, then 2048 faults for seven calls in 5 of 8 processes, then never again; a 768x1024x768 matmul did
+the same (562-577 faults for eight calls) in 3 of 8. A single fault-free call is therefore not steady
+state: the timing loop's warm-up waits for ``quiet_warmup`` fault-free calls in a row.
 """
 
 from __future__ import annotations

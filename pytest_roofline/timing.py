@@ -35,6 +35,10 @@ class TimingPolicy:
     first_batch: int = 5  # timed calls before the first stability check
     min_warmup: int = 2  # warm-up calls wanted; only 1 when the budget has no room for more
     max_warmup: int = 50
+    # Fault-free warm-up calls in a row before timing starts: one is not steady state. glibc keeps the
+    # freed output of a posix_memalign'd block unusable for a same-sized request until small neighbours
+    # are freed too, so a fresh process can go 0, 2048, 2048, ... faults before it settles (see allocator.py).
+    quiet_warmup: int = 3
     warmup_share: float = 0.5  # warm-up stops before it uses more than this share of the budget
     rel_tolerance: float = 0.01  # stop when the median moves less than this between checks
 
@@ -43,6 +47,8 @@ class TimingPolicy:
             raise ValueError(f"max_time_s must be a positive number of seconds, got {self.max_time_s!r}")
         if self.min_rounds < 1 or self.max_rounds < self.min_rounds:
             raise ValueError(f"need 1 <= min_rounds <= max_rounds, got {self.min_rounds}, {self.max_rounds}")
+        if self.quiet_warmup < 1:
+            raise ValueError(f"need quiet_warmup >= 1, got {self.quiet_warmup}")
         if self.min_warmup < 1 or self.max_warmup < self.min_warmup:
             raise ValueError(f"need 1 <= min_warmup <= max_warmup, got {self.min_warmup}, {self.max_warmup}")
 
@@ -214,7 +220,8 @@ def time_callable(
 ) -> TimingStats:
     """Median time of one call of ``fn(*args, **kwargs)``.
 
-    Warm-up runs until first-touch page faults stop (fresh outputs fault for several calls), at least
+    Warm-up runs until first-touch page faults stop (fresh outputs fault for several calls; ``quiet_warmup``
+    fault-free calls in a row count as stopped), at least
     ``min_warmup`` calls where the budget allows and always one, within ``warmup_share`` of the budget. Timed rounds then run in growing
     batches until the median moves less than ``rel_tolerance`` between checks, or until the next call
     would overrun the budget (after ``min_rounds`` calls, which always run). ``setup``, if given, runs
@@ -231,13 +238,15 @@ def time_callable(
         return clock() - start
 
     warmup = 0
+    quiet = 0  # fault-free warm-up calls in a row
     last = 0.0
     while warmup < policy.max_warmup:
         last, minor, major = calls.run()
         warmup += 1
+        quiet = quiet + 1 if minor + major == 0 else 0
         if elapsed() + last > policy.warmup_share * budget:
             break  # another warm-up call would eat into the timed calls' share
-        if warmup >= policy.min_warmup and minor + major == 0:
+        if warmup >= policy.min_warmup and quiet >= policy.quiet_warmup:
             break
 
     previous_median: float | None = None
