@@ -60,7 +60,9 @@ def draw_ceilings(ax: Any, machine: Machine, lo: float, hi: float) -> None:
                 label=f"{level} {si(bw, 'B/s')}")
     for precision, peak in sorted(machine.peak_flops.items(), key=lambda kv: -kv[1]):
         ax.axhline(peak, color="0.35", lw=1.0, ls="-")
-        ax.annotate(f"{precision} {si(peak, 'FLOP/s')}", (hi, peak), ha="right", va="bottom", fontsize=8)
+        emulated = (machine.info.get("emulated") or {}).get(precision)
+        suffix = f" (emulated: {emulated.get('roof_from', 'fp32')} roof)" if isinstance(emulated, dict) else ""
+        ax.annotate(f"{precision} {si(peak, 'FLOP/s')}{suffix}", (hi, peak), ha="right", va="bottom", fontsize=8)
     # ISA ceilings are labelled at the left, next to the fastest diagonal, so they never sit on top of the
     # roof labels at the right; near-equal ones (fp64 256-bit = fp32 128-bit) share one label.
     fastest = max(machine.bandwidth.values(), default=None)

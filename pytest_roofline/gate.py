@@ -45,7 +45,7 @@ def failure_report(directory: Path, nodeid: str, machine: Machine, regions: Sequ
     from pytest_roofline.chart import draw_roofline
 
     kernels = all_kernels(regions)
-    notes = [note for region in regions for note in region.notes]
+    notes = [note for region in regions for note in region.notes] + roof_notes(machine, verdict.flops)
     paths: list[Path] = []
     # A broken chart must not hide the verdict: the gate still fails, with the reason in a note.
     writers = (
@@ -134,12 +134,7 @@ def summary_lines(machine: Machine | None, records: Iterable[TestRecord], direct
     lines: list[str] = []
     records = list(records)
     if machine is not None:
-        roofs = ", ".join(
-            [f"{p} {v / 1e9:.4g} GFLOP/s" for p, v in machine.peak_flops.items()]
-            + [f"{lv} {v / 1e9:.4g} GB/s" for lv, v in machine.bandwidth.items()]
-        )
-        source = machine.info.get("source", "")
-        lines.append(f"machine: {machine.name}{f' ({source})' if source else ''}: {roofs}")
+        lines.append(machine_line(machine))
     rows = [row_for(r.nodeid, r.recorder.verdict(), r.min_fraction,
                     _verdict_text(r) + cores_marker([g.placement for g in r.recorder.regions])
                     + faults_marker([g.timing.faults_per_call for g in r.recorder.regions])
@@ -154,3 +149,69 @@ def summary_lines(machine: Machine | None, records: Iterable[TestRecord], direct
         lines.append(f"counter: {counter}")
     lines.append(f"results: {directory / RESULTS_FILE}")
     return lines
+
+
+# A measured call cannot beat the hardware: a fraction this far above 1 means the roof it was judged against
+# is wrong (a disturbed characterization, a pinned value off by a factor), not that the code is fast.
+IMPOSSIBLE_FRACTION = 1.2
+
+
+def impossible_fraction_message(verdict: Verdict, machine: Machine, origin: str) -> str | None:
+    """An error message naming the roof that must be wrong when ``verdict.fraction`` > IMPOSSIBLE_FRACTION."""
+    if verdict.fraction <= IMPOSSIBLE_FRACTION:
+        return None
+    sources = dict(machine.info.get("sources") or {})
+    named = []
+    for bound in sorted(verdict.bound_shares or {verdict.bound: 1.0}, key=lambda b: -(verdict.bound_shares or {})
+                        .get(b, 1.0)):
+        kind, _, name = bound.partition(":")
+        if kind == "compute" and name in machine.peak_flops:
+            key, value = f"peak_flops.{name}", f"{machine.peak_flops[name] / 1e9:.4g} GFLOP/s"
+        elif kind == "memory":
+            try:
+                value = f"{machine.bandwidth_for(name) / 1e9:.4g} GB/s"
+            except ValueError:
+                continue
+            key = f"bandwidth.{name}"
+        else:
+            continue
+        named.append(f"{key} = {value} ({sources.get(key, machine.info.get('source', 'unknown source'))})")
+    return (f"roofline: attained fraction {verdict.fraction:.3g} is above {IMPOSSIBLE_FRACTION:g}: the call ran "
+            f"faster than the roof allows, so the roof is wrong, not the code fast: "
+            f"{'; '.join(named) or verdict.bound} from {origin}. Re-measure it (--roofline-recharacterize) or "
+            "fix the pinned file.")
+
+
+def roof_notes(machine: Machine, flops: Mapping[str, float]) -> list[str]:
+    """Notes for precisions judged against another precision's roof because this machine emulates them."""
+    from pytest_roofline.characterize.validate import emulated_note
+
+    return [note for precision, count in flops.items() if count > 0
+            for note in [emulated_note(machine, precision)] if note]
+
+
+def machine_line(machine: Machine) -> str:
+    """One line: every roof with the kernel that set it, emulated/fallback/flagged roofs called out."""
+    info = machine.info
+    sources = dict(info.get("sources") or {})
+    emulated = dict(info.get("emulated") or {})
+
+    def source(key: str) -> str:
+        text = str(sources.get(key, info.get("source", "?")))
+        return text.split(" (", 1)[0]
+
+    parts = []
+    for precision, value in machine.peak_flops.items():
+        tag = source(f"peak_flops.{precision}")
+        if precision in emulated:
+            tag = (f"emulated: measured {float(emulated[precision].get('measured_flops', 0)) / 1e9:.3g}, "
+                   f"judged on the {emulated[precision].get('roof_from', 'fp32')} roof")
+        parts.append(f"{precision} {value / 1e9:.4g} GFLOP/s [{tag}]")
+    parts += [f"{level} {value / 1e9:.4g} GB/s [{source(f'bandwidth.{level}')}]"
+              for level, value in machine.bandwidth.items()]
+    method = info.get("method") or info.get("source") or "?"
+    flags = [f"{key}: {info[key]}" for key in ("disturbed", "inconsistent", "degraded") if info.get(key)]
+    if info.get("fallback_reason"):
+        flags.append(f"fallback: {str(info['fallback_reason']).splitlines()[0][:120]}")
+    return (f"machine: {machine.name} ({method}): {', '.join(parts)}"
+            + (f" -- NOT CLEAN: {'; '.join(flags)}" if flags else ""))

@@ -305,6 +305,10 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
             pytest.fail(f"roofline: FLOP-bearing ops without a counting rule ran ({missing}); the fraction would "
                         "be too low. Declare the work (roofline.declare) or set uncounted='warn'.", pytrace=False)
     verdict = entry.recorder.verdict()
+    impossible = _roof_check(state, entry, verdict)
+    if impossible is not None:
+        item.stash[NCU_ERROR] = impossible  # raised in teardown: an error of the test, never a pass
+        return result
     if entry.min_fraction is not None and verdict.fraction < entry.min_fraction:
         excused = not state.settings.strict and item.get_closest_marker("xfail") is None
         if excused and entry.recorder.is_contended():
@@ -316,6 +320,20 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
         entry.artifacts.extend(str(p) for p in paths)
         pytest.fail(message, pytrace=False)
     return result
+
+
+def _roof_check(state: RooflineState, entry: TestEntry, verdict: Any) -> str | None:
+    """Notes for emulated precisions (into results.json), and the error for a fraction no roof allows."""
+    from pytest_roofline.gate import impossible_fraction_message, roof_notes
+
+    machine = state.machine()
+    notes = roof_notes(machine, verdict.flops)
+    if notes:
+        entry.extra["roof_notes"] = notes
+    s = state.settings
+    origin = (f"pinned file {s.machine_file}" if s.machine_file is not None else
+              f"the characterization cache (fingerprint {machine.info.get('fingerprint_hash', '?')})")
+    return impossible_fraction_message(verdict, machine, origin)
 
 
 def _settle_pending(item: pytest.Item, state: RooflineState, entry: TestEntry) -> str | None:

@@ -22,7 +22,7 @@ FAKE_FINGERPRINT: dict[str, Any] = {"device": "cpu", "cpu_model": "Test CPU", "c
 
 
 def _fake_machine(tag: str = "measured") -> Machine:
-    return Machine(name=tag, peak_flops={"fp64": 100e9}, bandwidth={"DRAM": 20e9}, info={"method": "fake"})
+    return Machine(name=tag, peak_flops={"fp64": 20e9}, bandwidth={"DRAM": 20e9}, info={"method": "fake"})
 
 
 @pytest.fixture

@@ -35,11 +35,11 @@ fp32 = "225.6 GFLOP/s"
 bf16_tensor = "0.5 TFLOPS"
 [bandwidth]
 dram = "31.5 GB/s"
-L2 = "1 GiB/s"
+L2 = "100 GiB/s"
 """
     loaded = load_machine_file(_write(tmp_path, "box.toml", text))
     assert loaded.peak_flops == {"fp64": 1.0e11, "fp32": pytest.approx(225.6e9), "bf16_tensor": 0.5e12}
-    assert loaded.bandwidth == {"DRAM": pytest.approx(31.5e9), "L2": 2.0**30}
+    assert loaded.bandwidth == {"DRAM": pytest.approx(31.5e9), "L2": 100 * 2.0**30}
 
 
 def test_cli_json_layout_with_compute_key(tmp_path: Path) -> None:

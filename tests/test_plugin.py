@@ -281,4 +281,5 @@ def test_malloc_tuning_reports_glibc_thresholds() -> None:
 
     if not sys.platform.startswith("linux"):
         pytest.skip("glibc's mallopt exists on Linux only")
-    assert tune_malloc() == f"glibc mallopt: M_MMAP_THRESHOLD={MMAP_THRESHOLD}, M_TRIM_THRESHOLD={TRIM_THRESHOLD}"
+    assert tune_malloc() == (f"glibc mallopt: M_MMAP_THRESHOLD={MMAP_THRESHOLD}, M_TRIM_THRESHOLD={TRIM_THRESHOLD}, "
+                             "M_MMAP_MAX=0")

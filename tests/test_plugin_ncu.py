@@ -168,7 +168,7 @@ def test_the_detected_compute_capability_picks_the_metrics(
     cc: tuple[int, int],
 ) -> None:
     ncu = RecordedNcu(monkeypatch, tmp_path, cc=cc)
-    pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline\ndef test_a(roofline):\n    roofline.measure(sleep_ms, 1)\n")
+    pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline\ndef test_a(roofline):\n    roofline.measure(sleep_ms, 10)\n")
     run(pytester, machine_file, "--roofline-counter", "ncu").assert_outcomes(passed=1)
     (argv, _), = ncu.runs
     assert argv[:6] == ["/opt/nsight/ncu", "--target-processes", "all", "--nvtx", "--nvtx-include",
@@ -208,7 +208,7 @@ def test_explicit_ncu_without_ncu_is_a_usage_error(
     pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     ncu = RecordedNcu(monkeypatch, tmp_path, ncu=None)
-    pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline\ndef test_a(roofline):\n    roofline.measure(sleep_ms, 1)\n")
+    pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline\ndef test_a(roofline):\n    roofline.measure(sleep_ms, 10)\n")
     result = run(pytester, machine_file, "--roofline-counter", "ncu")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
@@ -220,7 +220,7 @@ def test_explicit_ncu_without_gpu_is_a_usage_error(
     pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     RecordedNcu(monkeypatch, tmp_path, cc=None)
-    pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline\ndef test_a(roofline):\n    roofline.measure(sleep_ms, 1)\n")
+    pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline\ndef test_a(roofline):\n    roofline.measure(sleep_ms, 10)\n")
     result = run(pytester, machine_file, "--roofline-counter", "ncu")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--roofline-counter=ncu needs a CUDA GPU visible to PyTorch or CuPy" in result.stderr.str()

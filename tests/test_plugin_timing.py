@@ -96,7 +96,7 @@ def test_setup_resets_an_in_place_op_before_every_call(pytester: pytest.Pytester
 
         @pytest.mark.roofline
         def test_in_place(roofline):
-            roofline.declare(flops=1e6).measure(add_one_in_place, setup=reset)
+            roofline.declare(flops=1).measure(add_one_in_place, setup=reset)
             assert state["calls"] >= 5 and set(state["seen"]) == {0}  # every call saw fresh state
 
         def test_without_roofline_calls_once():

@@ -32,3 +32,11 @@ def test_conv2d_fresh_output(roofline):
     with torch.no_grad():
         y = roofline.measure(conv, x)
     assert y.shape == (4, 64, 64, 64)
+
+
+@pytest.mark.roofline
+def test_add_fresh_64mib_output(roofline):
+    # Above glibc's largest mmap threshold (32 MiB): only M_MMAP_MAX=0 keeps this output off fresh pages.
+    a, b = torch.ones(16 * 2**20), torch.ones(16 * 2**20)
+    out = roofline.measure(torch.add, a, b)
+    assert float(out[-1]) == 2.0

@@ -15,4 +15,4 @@ Names used for ceilings:
 from __future__ import annotations
 
 # Bump whenever a change alters what is measured or how: old caches then stop matching the fingerprint.
-CHARACTERIZATION_VERSION = 2
+CHARACTERIZATION_VERSION = 3

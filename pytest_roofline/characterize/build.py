@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
+import sys
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
-BASE_FLAGS = ("-O3", "-march=native", "-fopenmp", "-fPIC", "-shared", "-std=c11", "-ffp-contract=fast",
+# The architecture's tuning flag (-march=native / -mcpu=native) comes from characterize/arch.py.
+BASE_FLAGS = ("-O3", "-fopenmp", "-fPIC", "-shared", "-std=c11", "-ffp-contract=fast",
               # gcc's unroll-and-jam fuses two trials into one memory pass and doubles low-intensity
               # bandwidth; every trial must stay a separate pass over memory.
               "-fno-loop-unroll-and-jam")
@@ -73,26 +79,79 @@ def build_shared_libraries(source: Path, variants: list[dict[str, str | int]], e
         tmp = build_dir / f".{target.name}.{os.getpid()}.tmp"
         command = [compiler, *all_flags, str(source), "-o", str(tmp)]
         try:
-            process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            process = _start_in_own_group(command)
         except OSError as error:
+            _kill_groups(p for *_, p in pending)
             raise BuildError(f"running {compiler} failed: {error}") from error
         pending.append((command, tmp, target, process))
     failures = []
-    for command, tmp, target, process in pending:
-        try:
-            _, stderr = process.communicate(timeout=180)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.communicate()
-            stderr = "timed out after 180 s"
-        if process.returncode == 0:
-            os.replace(tmp, target)
-        else:
+    try:
+        for command, tmp, target, process in pending:
+            try:
+                _, stderr = process.communicate(timeout=180)
+            except subprocess.TimeoutExpired:
+                _kill_groups([process])
+                process.communicate()
+                stderr = "timed out after 180 s"
+            if process.returncode == 0:
+                os.replace(tmp, target)
+            else:
+                tmp.unlink(missing_ok=True)
+                failures.append(f"{' '.join(command)}\n{stderr.strip()[-2000:]}")
+    except BaseException:
+        # Interrupted (Ctrl-C, SIGTERM turned into an exception, an error): the compilers and their cc1/as/ld
+        # children run in their own process groups, so they do not outlive us; their temp files go too.
+        _kill_groups(p for *_, p in pending)
+        for _, tmp, _, _ in pending:
             tmp.unlink(missing_ok=True)
-            failures.append(f"{' '.join(command)}\n{stderr.strip()[-2000:]}")
+        raise
     if failures:
         raise BuildError("\n".join(failures))
     return targets
+
+
+def _start_in_own_group(command: list[str]) -> subprocess.Popen[str]:
+    """Start the compiler as the leader of a new process group (so the whole tree can be killed at once) that
+    also dies with us on Linux, even when we are killed outright (PR_SET_PDEATHSIG on the driver)."""
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=_die_with_parent if _PRCTL is not None else None)
+
+
+def _kill_groups(processes: Iterable[subprocess.Popen[str]]) -> None:
+    for process in processes:
+        if process.poll() is None:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def _load_prctl() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _load_prctl()
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+
+
+def accepts_flag(compiler: str, flag: str) -> bool:
+    """Whether ``compiler`` compiles an empty C file with ``flag``."""
+    return _accepts_flag(compiler, flag)
 
 
 @functools.cache

@@ -31,8 +31,56 @@ class CacheWarning(UserWarning):
 
 
 def default_cache_dir() -> Path:
+    """``$PYTEST_ROOFLINE_CACHE``, else ``$XDG_CACHE_HOME/pytest-roofline`` (an absolute path, as the XDG spec
+    requires), else ``~/.cache/pytest-roofline``."""
     configured = os.environ.get(CACHE_ENV)
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "pytest-roofline"
+    if configured:
+        return Path(configured).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "pytest-roofline"
+    return Path.home() / ".cache" / "pytest-roofline"
+
+
+STALE_TEMP_SECONDS = 600.0  # an atomic write or a compile finishes long before this
+
+
+def remove_stale_temp_files(cache_dir: Path, now: float | None = None) -> list[Path]:
+    """Remove temp files a killed session left behind: half-written cache records (``.*.tmp``) and
+    half-built kernels (``build/.*.<pid>.tmp``) whose process is gone or that are older than
+    ``STALE_TEMP_SECONDS``. Returns what was removed; never raises."""
+    import time
+
+    now = time.time() if now is None else now
+    removed: list[Path] = []
+    for folder in (cache_dir, cache_dir / "build"):
+        try:
+            candidates = list(folder.glob(".*.tmp"))
+        except OSError:
+            continue
+        for path in candidates:
+            try:
+                old = now - path.stat().st_mtime > STALE_TEMP_SECONDS
+                if old or _owner_gone(path):
+                    path.unlink()
+                    removed.append(path)
+            except OSError:
+                continue
+    return removed
+
+
+def _owner_gone(path: Path) -> bool:
+    """A build temp file is named ``.<target>.<pid>.tmp``: true when that process no longer exists."""
+    pid = path.name.rsplit(".", 2)[-2] if path.name.count(".") >= 3 else ""
+    if not pid.isdigit() or len(pid) > 7 or int(pid) == os.getpid():  # mkstemp's 8-char names are not pids
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:
+        return False
+    return False
 
 
 def cache_path(cache_dir: Path, device_kind: str, digest: str) -> Path:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_roofline.characterize import blas_probe, cpu_ert, plateaus
+from pytest_roofline.characterize import arch, blas_probe, cpu_ert, plateaus
 from pytest_roofline.characterize.build import BuildError, find_compiler
 from pytest_roofline.characterize.caches import os_cache_sharing, os_cache_sizes
 from pytest_roofline.model import Machine
@@ -45,7 +45,8 @@ def characterize_cpu(fingerprint_fields: dict[str, Any], progress: Callable[[str
             _ert(fingerprint_fields, threads, progress, build_dir, largest_bytes, bandwidth, peak_flops, sources,
                  info)
             compiled = True
-            info["method"] = "ert"
+            # No native tuning flag accepted: generic code, recorded so a low roof has its explanation.
+            info["method"] = "ert" if info["kernel"]["arch_flags"] else "ert-generic"
         except BuildError as error:
             info["method"] = "blas-fallback"
             info["fallback_reason"] = f"kernel build failed: {str(error)[-500:]}"
@@ -82,7 +83,8 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
          largest_bytes: int | None, bandwidth: dict[str, float], peak_flops: dict[str, float],
          sources: dict[str, str], info: dict[str, Any]) -> None:
     isa = fields.get("isa") or []
-    widths = cpu_ert.vector_widths_for(isa, str(fields.get("machine", "")))
+    arch_flags = _arch_flags(fields)
+    widths = list(arch_flags.widths)
     widest = max(widths)
     capacities = plateaus.aggregate_capacities(os_cache_sizes(), os_cache_sharing(), threads)
     last_cache = capacities[max(capacities)] if capacities else 32 * 1024**2
@@ -103,13 +105,14 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
     progress("compiling the ERT kernel (cached after the first build)")
     chains = cpu_ert.chains_for(isa)
     library = cpu_ert.ErtLibrary.build(build_dir or _default_build_dir(), chains, threads,
-                                       _round_up(largest, 3 * threads * chains * 64), widths)
+                                       _round_up(largest, 3 * threads * chains * 64), widths, arch_flags.flags)
     phase("build and allocate")
     granularity = library.granularity_bytes()
     sizes = cpu_ert.working_set_sizes(SMALLEST_PER_THREAD * threads, library.max_bytes, SIZES_PER_OCTAVE,
                                       granularity)
     info["kernel"] = {"libraries": {str(w * 8): str(p) for w, p in library.paths.items()}, "chains": chains, "vector_bits": [w * 8 for w in widths],
-                      "threads": threads, "flops_per_element": list(cpu_ert.ERT_FLOPS)}
+                      "threads": threads, "flops_per_element": list(cpu_ert.ERT_FLOPS),
+                      "arch_flags": list(arch_flags.flags), "vector_source": arch_flags.vector_source}
 
     progress(f"bandwidth sweep: {len(sizes)} working sets, {sizes[0] // 1024} KiB .. "
              f"{sizes[-1] / 2**20:.0f} MiB, {threads} threads, {widest * 8}-bit vectors")
@@ -181,6 +184,15 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
     info["kernel_check"] = "ok" if not failed else f"values left the fixed point x = 1 in: {', '.join(failed)}"
     info["sweep"] = {"update": [p.to_row() for p in update_points], "triad": [p.to_row() for p in triad_points],
                      "flops": [p.to_row() for p in flop_points]}
+
+
+def _arch_flags(fields: dict[str, Any]) -> arch.ArchFlags:
+    """Tuning flags and vector widths for this CPU and compiler (see characterize/arch.py)."""
+    from pytest_roofline.characterize.build import accepts_flag
+
+    compiler = find_compiler() or "cc"
+    return arch.select(str(fields.get("machine", "")), fields.get("isa") or [],
+                       lambda flag: accepts_flag(compiler, flag), arch.sve_vector_bytes())
 
 
 def _round_up(value: int, multiple: int) -> int:

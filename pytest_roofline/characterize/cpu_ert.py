@@ -97,13 +97,13 @@ class ErtLibrary:
 
     @classmethod
     def build(cls, build_dir: Path, chains: int, threads: int, max_bytes: int,
-              widths: Iterable[int] = VECTOR_BYTES) -> ErtLibrary:
+              widths: Iterable[int] = VECTOR_BYTES, arch_flags: tuple[str, ...] = ("-march=native",)) -> ErtLibrary:
         """One library per vector width, compiled in parallel (and cached); only the widest has every
         ERT_FLOPS value, the others have 1, 2, 256 and 512 (bandwidth and peak)."""
         widths = list(widths)
         variants: list[dict[str, str | int]] = [
             {"ERT_CHAINS": chains, "ERT_WIDTH": w, "ERT_FULL_SWEEP": int(w == max(widths))} for w in widths]
-        paths = build_shared_libraries(KERNEL_SOURCE, variants, (), build_dir)
+        paths = build_shared_libraries(KERNEL_SOURCE, variants, tuple(arch_flags), build_dir)
         return cls(dict(zip(widths, paths)), chains, threads, max_bytes)
 
     def _kernel(self, precision: str, vector_bytes: int, flops: int) -> Any:

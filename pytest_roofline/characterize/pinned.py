@@ -13,7 +13,10 @@ Accepted layout (the one ``Machine.to_dict()`` writes; ``compute`` is accepted f
     [info]                               # optional, free-form
 
 Plain numbers are SI (FLOP/s, bytes/s). A plain number below 1e6 is rejected: it is almost surely in
-GB/s or GFLOP/s, and a roof off by 1e9 would silently pass every test.
+GB/s or GFLOP/s, and a roof off by 1e9 would silently pass every test. Every roof, number or unit string, and
+``info.capacities`` ({level: bytes or '4 MiB'}) then go through the checks of ``characterize/validate.py``
+(plausible range, bandwidth not rising from L1 to DRAM, peaks not below ``info.gemm_flops``); a failure is a
+``ValueError`` naming the file and the key.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_roofline.characterize import validate
+from pytest_roofline.characterize.precision import cpuinfo_flags, native_precisions
 from pytest_roofline.model import Machine
 
 LEVEL_PATTERN = re.compile(r"^(L[1-4]|DRAM|HBM)$")
@@ -109,9 +114,16 @@ def _machine_from(data: Any, default_name: str) -> Machine:
     info = data.get("info", {})
     if not isinstance(info, dict):
         raise _Problem("'info' must be a table/object")
-    info = {**info, "source": "pinned"}
+    capacities, problems = validate.parse_capacities(info.get("capacities"))
+    if problems:
+        raise _Problem("; ".join(map(str, problems)))
+    info = {**info, "source": "pinned", **({"capacities": capacities} if "capacities" in info else {})}
     name = data.get("name", default_name)
-    return Machine(name=str(name), peak_flops=compute, bandwidth=bandwidth, info=info)
+    machine = Machine(name=str(name), peak_flops=compute, bandwidth=bandwidth, info=info)
+    problems = validate.check_machine(machine)
+    if problems:
+        raise _Problem("; ".join(map(str, problems)))
+    return validate.reconcile(machine, native_precisions(cpuinfo_flags()))
 
 
 def _ceilings(table: Any, what: str, pattern: re.Pattern[str], unit: str, accepted: str) -> dict[str, float]:
