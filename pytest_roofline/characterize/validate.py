@@ -18,6 +18,7 @@ is far below that.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -231,7 +232,7 @@ def check_order(machine: Machine) -> list[Problem]:
     """Bandwidth must not grow from a cache level to a farther one (beyond noise)."""
     levels = [(level, machine.bandwidth[level]) for level in LEVEL_ORDER if level in machine.bandwidth]
     problems = []
-    for (near, near_bw), (far, far_bw) in zip(levels, levels[1:]):
+    for (near, near_bw), (far, far_bw) in itertools.pairwise(levels):
         if far_bw > (1 + BANDWIDTH_NOISE) * near_bw:
             problems.append(Problem(f"bandwidth.{near}",
                                     f"{near_bw / 1e9:.4g} GB/s is below {far} ({far_bw / 1e9:.4g} GB/s), "
