@@ -4,12 +4,19 @@ Target: CV <= 3 %. Each session is a fresh ``pytest --roofline`` process (machin
 from the cache, as in CI after the first run); fractions are read from each session's results.json.
 
     python benchmarks/gate_stability.py [--sessions 5] [pytest args, default: example_suite]
+
+``--neighbours N`` starts N busy processes (a Python loop each, as another job on a shared runner would be)
+beside every other session: quiet and loaded sessions alternate (``--sessions`` of each), and each test's
+median fraction loaded ÷ quiet is printed, with the load by other processes (neither the session nor the
+neighbours) that each session saw, from /proc/stat.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -17,30 +24,84 @@ import tempfile
 import time
 from pathlib import Path
 
+BUSY_LOOP = "while True: pass"
 
-def run_session(directory: Path, pytest_args: list[str]) -> dict[str, float]:
+
+def run_session(directory: Path, pytest_args: list[str]) -> dict[str, dict]:
     command = [sys.executable, "-m", "pytest", "--roofline", "--roofline-dir", str(directory), "-q",
                "-p", "no:cacheprovider", *pytest_args]
     subprocess.run(command, check=False, stdout=subprocess.DEVNULL)
     document = json.loads((directory / "results.json").read_text())
-    return {t["nodeid"]: t["fraction"] for t in document["tests"] if t["fraction"] is not None}
+    return {t["nodeid"]: t for t in document["tests"] if t["fraction"] is not None}
+
+
+def busy_core_seconds() -> float:
+    """Core-seconds all CPUs spent busy since boot (/proc/stat; 0 where it is missing)."""
+    try:
+        fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    except OSError:
+        return 0.0
+    ticks = [int(v) for v in fields[:8]]
+    idle = ticks[3] + ticks[4]
+    return (sum(ticks) - idle) / os.sysconf("SC_CLK_TCK")
+
+
+def children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def cores_note(test: dict) -> str:
+    """Which cores the test's regions ran on and whether any was contended (fields of the cores feature)."""
+    used = sorted({c for r in test.get("regions", []) for c in (r.get("cores") or {}).get("used", [])})
+    contended = any((r.get("cores") or {}).get("contended") for r in test.get("regions", []))
+    return (f"cores {','.join(map(str, used))}" if used else "") + (" contended" if contended else "")
+
+
+def start_neighbours(count: int) -> list[subprocess.Popen]:
+    return [subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) for _ in range(count)]
+
+
+def stop_neighbours(processes: list[subprocess.Popen]) -> None:
+    for process in processes:
+        process.kill()
+    for process in processes:
+        process.wait()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=5)
+    parser.add_argument("--neighbours", type=int, default=0,
+                        help="busy processes beside every other session; prints loaded / quiet per test")
     args, pytest_args = parser.parse_known_args()
     pytest_args = pytest_args or ["example_suite"]
-    fractions: dict[str, list[float]] = {}
+    kinds = ["quiet", "loaded"] if args.neighbours else ["quiet"]
+    fractions: dict[str, dict[str, list[float]]] = {kind: {} for kind in kinds}
+    notes: dict[str, dict[str, set[str]]] = {kind: {} for kind in kinds}
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(args.sessions):
-            start = time.perf_counter()
-            for nodeid, value in run_session(Path(tmp) / f"s{index}", pytest_args).items():
-                fractions.setdefault(nodeid, []).append(value)
-            print(f"session {index + 1}/{args.sessions}: {time.perf_counter() - start:.1f} s", file=sys.stderr)
+            for kind in kinds:
+                neighbours = start_neighbours(args.neighbours) if kind == "loaded" else []
+                start, busy, ours = time.perf_counter(), busy_core_seconds(), children_cpu_seconds()
+                try:
+                    tests = run_session(Path(tmp) / f"{kind}{index}", pytest_args)
+                finally:
+                    wall = time.perf_counter() - start
+                    stop_neighbours(neighbours)
+                    mine = children_cpu_seconds() - ours  # the session and the neighbours (reaped above)
+                other = max(0.0, busy_core_seconds() - busy - mine) / wall
+                for nodeid, test in tests.items():
+                    fractions[kind].setdefault(nodeid, []).append(test["fraction"])
+                    notes[kind].setdefault(nodeid, set()).add(cores_note(test))
+                print(f"session {index + 1}/{args.sessions} {kind}: {wall:.1f} s, other processes kept "
+                      f"{other:.2f} cores busy", file=sys.stderr)
+    if args.neighbours:
+        print_loaded_table(fractions, notes, args)
+        return
     print(f"{'test':78s} {'mean':>7s} {'min':>7s} {'max':>7s} {'CV':>7s}")
     cvs = []
-    for nodeid, values in fractions.items():
+    for nodeid, values in fractions["quiet"].items():
         mean = statistics.fmean(values)
         cv = statistics.stdev(values) / mean if len(values) > 1 and mean > 0 else 0.0
         cvs.append(cv)
@@ -48,6 +109,26 @@ def main() -> None:
     if cvs:
         print(f"median CV {statistics.median(cvs):.1%}, max CV {max(cvs):.1%} over {len(cvs)} tests "
               f"and {args.sessions} sessions (target <= 3 %)")
+
+
+def print_loaded_table(fractions: dict[str, dict[str, list[float]]], notes: dict[str, dict[str, set[str]]],
+                       args: argparse.Namespace) -> None:
+    print(f"{'test':50s} {'quiet':>7s} {'loaded':>7s} {'ratio':>7s}  cores (quiet / loaded)")
+    ratios = []
+    for nodeid, quiet in fractions["quiet"].items():
+        loaded = fractions["loaded"].get(nodeid)
+        if not loaded:
+            continue
+        ratio = statistics.median(loaded) / statistics.median(quiet)
+        ratios.append(ratio)
+        where = " / ".join(";".join(sorted(n for n in notes[k][nodeid] if n)) or "all" for k in ("quiet", "loaded"))
+        print(f"{nodeid[-50:]:50s} {statistics.median(quiet):7.3f} {statistics.median(loaded):7.3f} "
+              f"{ratio:7.3f}  {where}")
+    if ratios:
+        worst = max(ratios, key=lambda r: abs(r - 1))
+        print(f"loaded / quiet (median fraction over {args.sessions} + {args.sessions} sessions, "
+              f"{args.neighbours} busy neighbour(s)): {min(ratios):.3f} .. {max(ratios):.3f}, "
+              f"furthest from 1: {worst:.3f} (target within 0.9 .. 1.1)")
 
 
 if __name__ == "__main__":

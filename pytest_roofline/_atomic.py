@@ -17,6 +17,9 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
+            # mkstemp makes the file 0600; a file the user asked for follows the umask like any other, so CI
+            # uploaders running as another user can read it.
+            os.fchmod(handle.fileno(), 0o666 & ~current_umask())
             os.fsync(handle.fileno())
         os.replace(tmp, target)
     except BaseException:
@@ -26,6 +29,19 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
             pass
         raise
     return target
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where /proc allows (os.umask can only set it)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:

@@ -19,6 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="cache directory (default: $PYTEST_ROOFLINE_CACHE or ~/.cache/pytest-roofline)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument("--cores", type=int, default=None, metavar="N",
+                        help="roofs of N cores (pinned to the N least loaded, N threads; default: all)")
 
 
 def summary(machine: Machine) -> dict[str, Any]:
@@ -60,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         machine = characterize(args.device, fresh=args.fresh, cache_dir=args.cache_dir,
-                               progress=None if args.quiet else progress)
+                               progress=None if args.quiet else progress, cores=args.cores)
     except (RuntimeError, NotImplementedError, ImportError, ValueError) as error:
         print(f"characterize: {error}", file=sys.stderr)
         return 2

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 COMMANDS: dict[str, tuple[str, str]] = {
     "characterize": ("pytest_roofline.characterize_cli", "measure this machine's roofline ceilings"),
     "import-ncu": ("pytest_roofline.ncu.cli", "per-kernel roofline numbers from an Nsight Compute report"),
+    "audit-ops": ("pytest_roofline.counters.audit_cli", "which aten ops the analytic counter counts (OpInfo samples)"),
 }
 
 

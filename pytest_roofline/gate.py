@@ -11,10 +11,17 @@ from typing import Any, Protocol
 
 from pytest_roofline.artifacts import artifact_path, results_document, write_kernels_csv, write_results
 from pytest_roofline.model import KernelSample, Machine, Verdict
-from pytest_roofline.report import failure_message, row_for, summary_table
+from pytest_roofline.report import (
+    ABOVE_ONE,
+    cores_marker,
+    failure_message,
+    faults_marker,
+    row_for,
+    summary_table,
+    uncounted_text,
+)
+from pytest_roofline.results_dir import RESULTS_FILE, write_session
 from pytest_roofline.session import UNPROFILED_CLOCK_POLICY, Recorder, Region
-
-RESULTS_FILE = "results.json"
 
 
 class TestRecord(Protocol):
@@ -98,9 +105,17 @@ def test_result(record: TestRecord) -> dict[str, Any]:
 
 
 def write_session_results(directory: Path, machine: Machine | None, records: Iterable[TestRecord],
-                          extra: Mapping[str, Any] | None = None) -> Path:
+                          extra: Mapping[str, Any] | None = None, session_id: str | None = None) -> Path:
+    """Write the session's results.json: in its own session folder and as the latest (see results_dir)."""
     document = results_document(machine, [test_result(r) for r in records], extra)
-    return write_results(directory / RESULTS_FILE, document)
+    if session_id is None:
+        return write_results(directory / RESULTS_FILE, document)
+    return write_session(directory, session_id, document)
+
+
+def _above_one(record: TestRecord) -> bool:
+    verdict = record.recorder.verdict()
+    return verdict is not None and verdict.fraction > ABOVE_ONE
 
 
 def _verdict_text(record: TestRecord) -> str:
@@ -117,10 +132,19 @@ def _verdict_text(record: TestRecord) -> str:
 def summary_lines(machine: Machine | None, records: Iterable[TestRecord], directory: Path,
                   width: int = 0, counter: str | None = None) -> list[str]:
     lines: list[str] = []
+    records = list(records)
     if machine is not None:
         lines.append(machine_line(machine))
-    rows = [row_for(r.nodeid, r.recorder.verdict(), r.min_fraction, _verdict_text(r)) for r in records]
+    rows = [row_for(r.nodeid, r.recorder.verdict(), r.min_fraction,
+                    _verdict_text(r) + cores_marker([g.placement for g in r.recorder.regions])
+                    + faults_marker([g.timing.faults_per_call for g in r.recorder.regions])
+                    + (" [uncounted FLOPs]" if uncounted_text(r.recorder.regions) else "")
+                    + (" [above 1: see its notes]" if _above_one(r) else "")) for r in records]
     lines.extend(summary_table(rows, width))
+    for record in records:
+        missing = uncounted_text(record.recorder.regions)
+        if missing:
+            lines.append(f"uncounted FLOPs in {record.nodeid}: {missing}: their FLOPs are missing from its fraction")
     if counter:
         lines.append(f"counter: {counter}")
     lines.append(f"results: {directory / RESULTS_FILE}")

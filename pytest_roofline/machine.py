@@ -68,8 +68,11 @@ def cache_file_for(device: str = "cpu", cache_dir: Path | None = None) -> Path:
 
 
 def characterize(device: str = "cpu", *, fresh: bool = False, cache_dir: Path | None = None,
-                 progress: Callable[[str], None] | None = None) -> Machine:
+                 progress: Callable[[str], None] | None = None, cores: int | None = None) -> Machine:
     """Measured ceilings of ``device`` ('cpu', 'cuda', 'cuda:N'), from the cache when it is valid.
+
+    ``cores=N`` (CPU only): the roofs of N of the process's cores, measured pinned to the N least loaded ones
+    with N threads, cached apart from the other core counts (see :mod:`pytest_roofline.cores`).
 
     ``fresh=True`` ignores the cache and replaces it; if another process finishes a characterization while
     this one waits for the lock, that fresh result is used instead of measuring twice.
@@ -77,6 +80,10 @@ def characterize(device: str = "cpu", *, fresh: bool = False, cache_dir: Path | 
     report = progress or _silent
     kind, index = parse_device(device)
     fields = fingerprint(device)
+    if cores is not None and kind == "cpu":
+        from pytest_roofline.cores import base_affinity, core_count_fingerprint
+
+        fields = core_count_fingerprint(fields, cores, base_affinity())
     digest = fingerprint_hash(fields)
     path = _cache.cache_path(Path(cache_dir) if cache_dir else default_cache_dir(), kind, digest)
 
@@ -94,7 +101,8 @@ def characterize(device: str = "cpu", *, fresh: bool = False, cache_dir: Path | 
             if cached is not None and _still_usable(cached, report):
                 report(f"using the characterization another process just wrote to {path}")
                 return cached
-        machine = _measure_checked(kind, index, fields, digest, report, path.parent)
+        with _on_cores(cores if kind == "cpu" else None):
+            machine = _measure_checked(kind, index, fields, digest, report, path.parent)
         _cache.write_cached(path, fields, machine)
         report(f"cached in {path}" if not _flag_of(machine) else
                 f"kept in {path} for this test run only ({_flag_of(machine)}): the next session measures again")
@@ -103,6 +111,18 @@ def characterize(device: str = "cpu", *, fresh: bool = False, cache_dir: Path | 
                       "its roofs may be wrong. It is not reused by later sessions.", DisturbedCharacterizationWarning,
                       stacklevel=2)
     return machine
+
+
+def _on_cores(count: int | None) -> Any:
+    """Pinned to the ``count`` least loaded cores of this process, thread pools sized to match."""
+    from contextlib import nullcontext
+
+    if count is None:
+        return nullcontext()
+    from pytest_roofline import cores
+
+    allowed = cores.current_affinity()
+    return cores.pinned(cores.least_loaded(min(count, len(allowed)), allowed, cores.sample_load()))
 
 
 def _still_usable(machine: Machine, report: Callable[[str], None]) -> bool:

@@ -14,7 +14,8 @@ from typing import Any
 COUNTERS = ("auto", "analytic", "declared", "ncu")
 DEVICES = ("auto", "cpu", "cuda")
 MALLOC_POLICIES = ("tuned", "default")
-MARKER_ARGUMENTS = ("min_fraction",)
+UNCOUNTED_POLICIES = ("warn", "fail")
+MARKER_ARGUMENTS = ("min_fraction", "uncounted")
 
 
 class SettingError(ValueError):
@@ -26,6 +27,7 @@ class MarkerOptions:
     """Arguments of ``@pytest.mark.roofline(...)``."""
 
     min_fraction: float | None = None
+    uncounted: str | None = None  # warn|fail: FLOP-bearing ops without a rule (None: the session's setting)
 
     @classmethod
     def from_marker(cls, args: Sequence[Any], kwargs: Mapping[str, Any]) -> MarkerOptions:
@@ -41,9 +43,12 @@ class MarkerOptions:
                 f"@pytest.mark.roofline got unknown argument(s) {', '.join(unknown)}; accepted: {accepted}"
             )
         value = kwargs.get("min_fraction")
-        if value is None:
-            return cls()
-        return cls(min_fraction=parse_fraction(value, "@pytest.mark.roofline(min_fraction=...)"))
+        uncounted = kwargs.get("uncounted")
+        return cls(
+            min_fraction=None if value is None else parse_fraction(value, "@pytest.mark.roofline(min_fraction=...)"),
+            uncounted=None if uncounted is None else parse_choice(uncounted, UNCOUNTED_POLICIES,
+                                                                  "@pytest.mark.roofline(uncounted=...)"),
+        )
 
 
 def parse_fraction(value: Any, where: str) -> float:

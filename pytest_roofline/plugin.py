@@ -15,6 +15,7 @@ without kernels, is an error of the test, raised in its teardown; ERR_NVGPUCTRPE
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Generator
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from pytest_roofline.options import (
     COUNTERS,
     DEVICES,
     MALLOC_POLICIES,
+    UNCOUNTED_POLICIES,
     MarkerOptions,
     SettingError,
     parse_bool,
@@ -49,10 +51,17 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
       "and counter access are present, else analytic)"), "auto"),
     ("--roofline-device", "roofline_device",
      f"device to characterize: {'|'.join(DEVICES)} (auto: cuda when torch sees a GPU)", "auto"),
-    ("--roofline-max-time", "roofline_max_time", "timing budget per measured call site, in seconds", "1.0"),
+    ("--roofline-max-time", "roofline_max_time",
+     "time budget of a call site's whole measurement, warm-up included, in seconds", "1.0"),
     ("--roofline-malloc", "roofline_malloc",
      (f"{'|'.join(MALLOC_POLICIES)}: tuned fixes glibc's mmap/trim thresholds so large outputs do not "
      "page-fault in some calls and not others"), "tuned"),
+    ("--roofline-cores", "roofline_cores",
+     ("cores to measure on: auto (the cores free now, judged against roofs for that many), all, a count N, "
+      "or a list such as 0,1 or 0-3"), "auto"),
+    ("--roofline-uncounted", "roofline_uncounted",
+     (f"{'|'.join(UNCOUNTED_POLICIES)}: what a region that ran FLOP-bearing ops without a counting rule does "
+      "(warn: marked in the summary; fail: the test fails); the marker's uncounted= overrides it"), "warn"),
 )
 
 
@@ -76,6 +85,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for flag, ini, help_text, default in _OPTIONS:
         group.addoption(flag, dest=ini, default=None, help=f"{help_text} (ini: {ini}; default: {default!r})")
         parser.addini(ini, help_text, default=default)
+    group.addoption("--roofline-strict", action="store_true", default=None, dest="roofline_strict",
+                    help="let a contended measurement (no free core) fail its gate too (ini: roofline_strict)")
+    parser.addini("roofline_strict", "contended measurements may fail their gate", type="bool", default=False)
     group.addoption("--roofline-recharacterize", action="store_true", default=False,
                     dest="roofline_recharacterize",
                     help="measure the machine again instead of using the cached characterization")
@@ -97,7 +109,19 @@ def _read_settings(config: pytest.Config) -> Settings:
         max_time_s=parse_seconds(_setting(config, "roofline_max_time"), "--roofline-max-time"),
         recharacterize=bool(config.getoption("roofline_recharacterize")),
         malloc=parse_choice(_setting(config, "roofline_malloc"), MALLOC_POLICIES, "--roofline-malloc"),
+        cores=_cores_setting(_setting(config, "roofline_cores")),
+        strict=parse_bool(_setting(config, "roofline_strict"), "--roofline-strict / ini roofline_strict"),
+        uncounted=parse_choice(_setting(config, "roofline_uncounted"), UNCOUNTED_POLICIES, "--roofline-uncounted"),
     )
+
+
+def _cores_setting(value: Any) -> Any:
+    from pytest_roofline.cores import CoresSettingError, parse_cores
+
+    try:
+        return parse_cores(value, "--roofline-cores / ini roofline_cores")
+    except CoresSettingError as exc:
+        raise SettingError(str(exc)) from None
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -108,6 +132,13 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     if settings.machine_file is not None and not settings.machine_file.is_file():
         raise pytest.UsageError(f"--roofline-machine: no such file {str(settings.machine_file)!r}")
+    if settings.enabled and not _profiled_child():
+        from pytest_roofline.results_dir import ResultsDirError, check_writable
+
+        try:
+            check_writable(settings.directory)
+        except ResultsDirError as exc:
+            raise pytest.UsageError(f"--roofline-dir: {exc}") from None
     state = config.stash[STATE] = RooflineState(settings)
     if settings.enabled and settings.malloc == "tuned":
         from pytest_roofline.allocator import tune_malloc
@@ -164,12 +195,37 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         state.machine(progress=progress)
     except (OSError, ValueError) as exc:
         raise pytest.UsageError(f"roofline: cannot get machine ceilings: {exc}") from None
+    state.pin_worker()  # an xdist worker stays on its own cores from here on
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = config.stash.get(STATE, None)
+    if state is not None:
+        state.unpin_worker()
 
 
 @pytest.fixture(scope="session")
 def roofline_machine(pytestconfig: pytest.Config) -> Any:
     """The machine's roofline ceilings (characterized once per session, cached by fingerprint)."""
-    return pytestconfig.stash[STATE].machine()
+    state = pytestconfig.stash[STATE]
+    if state.settings.enabled or state.loaded_machine is not None:
+        return state.machine()
+    # Without --roofline nothing was characterized up front: say so, and show the progress, rather than
+    # spend many silent seconds inside a test's setup.
+    from pytest_roofline.errors import RooflineWarning
+
+    source = (f"loading the pinned ceilings of {state.settings.machine_file}" if state.settings.machine_file
+              else "characterizing this machine (cached by fingerprint; ~20 s when cold)")
+    warnings.warn(RooflineWarning(f"roofline_machine without --roofline: {source}"), stacklevel=2)
+    capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
+    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+
+    def progress(message: str) -> None:
+        if reporter is not None and capture is not None:
+            with capture.global_and_fixture_disabled():
+                reporter.write_line(f"roofline: {message}")
+
+    return state.machine(progress=progress)
 
 
 @pytest.fixture
@@ -190,11 +246,25 @@ def roofline(request: pytest.FixtureRequest) -> Any:
         counter=state.counter,
         policy=TimingPolicy(max_time_s=state.settings.max_time_s),
     )
+    if state.settings.enabled:  # cores of its own, judged against roofs for that many cores
+        recorder.cores = state.core_planner()
+        recorder.machine_for_cores = lambda count: state.machine_for_cores(count, _core_roofs_progress(request))
     entry = TestEntry(request.node.nodeid, options.min_fraction if options else None, recorder)
     request.node.stash[ENTRY] = entry
     if state.settings.enabled:
         state.tests[entry.nodeid] = entry
     return recorder
+
+
+def _core_roofs_progress(request: pytest.FixtureRequest) -> Any:
+    """Say when roofs for fewer cores are characterized mid-session (it takes a while), in two lines."""
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+
+    def progress(message: str) -> None:
+        if reporter is not None and message.startswith(("characterizing", "done in")):
+            reporter.write_line(f"roofline: {message} (roofs for the cores this test runs on)")
+
+    return progress
 
 
 @pytest.hookimpl(wrapper=True)
@@ -225,15 +295,27 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
         item.warn(RooflineWarning("test is marked roofline but measured nothing: call "
                                   "roofline.measure(fn, *args) through the `roofline` fixture"))
         return result
+    options = _marker_options(item)
+    policy = (options.uncounted if options and options.uncounted else None) or state.settings.uncounted
+    if policy == "fail":
+        from pytest_roofline.report import uncounted_text
+
+        missing = uncounted_text(entry.recorder.regions)
+        if missing:
+            pytest.fail(f"roofline: FLOP-bearing ops without a counting rule ran ({missing}); the fraction would "
+                        "be too low. Declare the work (roofline.declare) or set uncounted='warn'.", pytrace=False)
     verdict = entry.recorder.verdict()
     impossible = _roof_check(state, entry, verdict)
     if impossible is not None:
         item.stash[NCU_ERROR] = impossible  # raised in teardown: an error of the test, never a pass
         return result
     if entry.min_fraction is not None and verdict.fraction < entry.min_fraction:
+        excused = not state.settings.strict and item.get_closest_marker("xfail") is None
+        if excused and entry.recorder.is_contended():
+            return result  # no free core: reported as contended and measured again at the end of the session
         from pytest_roofline.gate import failure_report
 
-        message, paths = failure_report(state.settings.directory, item.nodeid, state.machine(),
+        message, paths = failure_report(state.session_dir, item.nodeid, state.machine(),
                                         entry.recorder.regions, verdict, entry.min_fraction, entry.details)
         entry.artifacts.extend(str(p) for p in paths)
         pytest.fail(message, pytrace=False)
@@ -273,7 +355,7 @@ def _settle_pending(item: pytest.Item, state: RooflineState, entry: TestEntry) -
     config = item.config
     try:
         outcome = ncu_gate.profile_test(
-            entry.recorder, item.nodeid, state.settings.directory, state.machine(), setup,
+            entry.recorder, item.nodeid, state.session_dir, state.machine(), setup,
             cwd=config.rootpath,
             extra_pytest_args=ncu_gate.child_pytest_args(config.rootpath, config.inipath,
                                                          config.pluginmanager.has_plugin("xdist")),
@@ -337,12 +419,40 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash.get(STATE, None)
     if state is None or not state.settings.enabled or not state.tests:
         return
+    _remeasure_contended(session, state)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return  # workers do not share one results file; see README (xdist)
+    import datetime as _dt
+
     from pytest_roofline.gate import write_session_results
 
-    write_session_results(state.settings.directory, state.loaded_machine, state.tests.values(),
-                          {"session": {"malloc": state.malloc}})
+    status = int(session.exitstatus)
+    meta = {"id": state.session_id, "directory": str(state.session_dir), "start": state.started.isoformat(),
+            "end": _dt.datetime.now(_dt.timezone.utc).isoformat(), "exit_status": status,
+            "interrupted": status == pytest.ExitCode.INTERRUPTED, "malloc": state.malloc}
+    try:
+        write_session_results(state.settings.directory, state.loaded_machine, state.tests.values(),
+                              {"session": meta}, session_id=state.session_id)
+    except (OSError, ValueError) as exc:  # a full disk must not hide the verdicts: said in the summary
+        state.write_error = (f"roofline: could not write the results under {str(state.settings.directory)!r}: "
+                             f"{getattr(exc, 'strerror', None) or exc}")
+
+
+def _remeasure_contended(session: pytest.Session, state: RooflineState) -> None:
+    """Measure contended call sites again now that the session's own work is done; a test that passed only
+    because its measurement was contended fails the session if it is still below its threshold uncontended."""
+    for entry in state.tests.values():
+        if entry.recorder is None or not entry.recorder.contended:
+            continue
+        entry.recorder.remeasure_contended()
+        verdict = entry.recorder.verdict()
+        below = entry.min_fraction is not None and verdict is not None and verdict.fraction < entry.min_fraction
+        entry.extra["contended"] = {"remeasured": True, "still_contended": entry.recorder.is_contended()}
+        if below and not entry.recorder.is_contended() and entry.outcome == "passed":
+            entry.outcome = "failed"
+            entry.extra["contended"]["failed_when_remeasured"] = True
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        entry.recorder.contended.clear()
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -358,3 +468,5 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             terminalreporter.write_line(line)
     except Exception as exc:  # noqa: BLE001 - the summary must never turn a finished run into an internal error
         terminalreporter.write_line(f"roofline: could not write the summary: {exc!r}")
+    if state.write_error:
+        terminalreporter.write_line(state.write_error, red=True, bold=True)

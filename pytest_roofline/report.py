@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pytest_roofline.model import Verdict
 
@@ -111,3 +112,53 @@ def summary_table(rows: Sequence[SummaryRow], width: int = 0) -> list[str]:
 
     return [line(headers), *(line(c) for c in cells)]
 
+
+def cores_marker(placements: Sequence[object]) -> str:
+    """`` [core 1 of 2, 97% busy beside]`` for the terminal row when a test ran on fewer than all cores, was
+    contended, or shared its GPU; empty otherwise."""
+    marks: list[str] = []
+    for placement in placements:
+        mark = getattr(placement, "marker", lambda: "")()
+        if mark and mark not in marks:
+            marks.append(mark)
+    return f" [{'; '.join(marks)}]" if marks else ""
+
+
+def faults_marker(faults_per_call: Sequence[float]) -> str:
+    """`` [2546 faults/call]`` for the terminal row when timed calls page-faulted (their time includes first
+    touch of fresh memory); empty otherwise."""
+    worst = max(faults_per_call, default=0.0)
+    return f" [{worst:.0f} faults/call]" if worst > 0 else ""
+
+
+def uncounted_text(regions: Sequence[Any]) -> str:
+    """``aten.foo, aten.bar (12% of the bytes)``: FLOP-bearing ops without a counting rule that the regions
+    ran, with the share of the regions' counted bytes they moved; empty when every op was counted."""
+    moved: dict[str, int] = {}
+    for region in regions:
+        for op, count in getattr(region, "uncounted", {}).items():
+            moved[op] = moved.get(op, 0) + count
+    if not moved:
+        return ""
+    total = sum(sum(k.bytes.values()) for region in regions for k in region.kernels) or 1
+    names = sorted(moved, key=lambda op: -moved[op])
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return f"{shown} ({sum(moved.values()) / total:.0%} of the bytes)"
+
+
+ABOVE_ONE = 1.05  # a fraction above this beat its roof: a modeling error to name, not a speed to celebrate
+
+
+def above_one_note(verdict: Verdict, machine: Any) -> str | None:
+    """Why a fraction above :data:`ABOVE_ONE` cannot be real, naming the roof it was judged against."""
+    if verdict.fraction <= ABOVE_ONE:
+        return None
+    kind, _, name = verdict.bound.partition(":")
+    if kind == "memory":
+        roof = f"the {name} bandwidth roof ({machine.bandwidth_for(name) / 1e9:.4g} GB/s)"
+        cause = (f"its data sat partly in a level nearer than {name} (the placement judged {name}), or that roof "
+                 "is below the machine's real one")
+    else:
+        roof = f"the {name} compute roof ({machine.peak_flops.get(name, 0.0) / 1e9:.4g} GFLOP/s)"
+        cause = "that roof is below the machine's real one (a disturbed or pinned value), or FLOPs are over-counted"
+    return f"fraction {verdict.fraction:.3f} is above 1: the call beat {roof}; likely {cause}"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +20,15 @@ from pytest_roofline.counters import Counter
 from pytest_roofline.devices import synchronizer
 from pytest_roofline.model import KernelSample, Machine, Verdict, combine, evaluate_region
 from pytest_roofline.placement import place_working_set
-from pytest_roofline.timing import DEFAULT_POLICY, TimingPolicy, TimingStats, time_callable
+from pytest_roofline.report import above_one_note
+from pytest_roofline.timing import (
+    DEFAULT_POLICY,
+    Setup,
+    TimingPolicy,
+    TimingStats,
+    prepared_arguments,
+    time_callable,
+)
 
 # How a region's time was obtained; recorded with every test in results.json.
 UNPROFILED_CLOCK_POLICY: dict[str, str] = {
@@ -42,6 +51,8 @@ class Region:
     verdict: Verdict
     notes: list[str] = field(default_factory=list)
     parts: list[tuple[str, TimingStats]] = field(default_factory=list)  # call sites timed apart, then judged as one
+    placement: Any = None  # cores.Placement: where it was measured (None: not placed)
+    uncounted: dict[str, int] = field(default_factory=dict)  # FLOP-bearing ops without a rule -> their bytes
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -51,9 +62,12 @@ class Region:
             **self.verdict.to_dict(),
             "kernels": [k.to_dict() for k in self.kernels],
             "notes": list(self.notes),
+            "uncounted_ops": dict(self.uncounted),
         }
         if self.parts:
             out["parts"] = [{"label": label, "timing": timing.to_dict()} for label, timing in self.parts]
+        if self.placement is not None:
+            out["cores"] = self.placement.to_dict()
         return out
 
 
@@ -84,7 +98,22 @@ def sum_timings(timings: Sequence[TimingStats]) -> TimingStats:
         rounds=sum(t.rounds for t in timings),
         warmup_rounds=sum(t.warmup_rounds for t in timings),
         stable=all(t.stable for t in timings),
+        measure_s=sum(t.measure_s for t in timings),
+        budget_limited=any(t.budget_limited for t in timings),
+        # Per-call samples and faults stay with each part: the parts' calls do not pair up.
     )
+
+
+def timing_notes(timing: TimingStats) -> list[str]:
+    """What the reader of a verdict must know about how its time was taken."""
+    notes = []
+    if timing.budget_limited:
+        notes.append(f"{timing.rounds} timed calls of {timing.median_s:.3g} s (the minimum): the budget was spent; "
+                     "raise --roofline-max-time for more")
+    if timing.faults_per_call > 0:
+        notes.append(f"{timing.faults_per_call:.0f} page faults per timed call: the time includes first touch of "
+                     "fresh memory")
+    return notes
 
 
 def counter_notes(counter: Counter) -> list[str]:
@@ -123,12 +152,21 @@ class Recorder:
         self.policy = policy
         self.regions: list[Region] = []
         self.pending: list[PendingRegion] = []
+        self.cores: Any = None  # cores.Planner: measure on cores of its own (None: wherever the OS runs it)
+        self.machine_for_cores: Callable[[int], Machine] | None = None  # roofs for that many cores
+        self.contended: list[tuple[int, Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any],
+                                   Setup | None]] = []
 
-    def measure(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        """Count and time ``fn(*args, **kwargs)``; return the result of its counted call."""
+    def measure(self, fn: Callable[..., Any], /, *args: Any, setup: Setup | None = None, **kwargs: Any) -> Any:
+        """Count and time ``fn(*args, **kwargs)``; return the result of its counted call.
+
+        ``setup``, if given, runs before every call (the counted one too), untimed and uncounted: it resets
+        state that ``fn`` changes in place, or returns fresh ``(args, kwargs)`` for the call.
+        """
         if not self.enabled:
-            return fn(*args, **kwargs)
-        return self._measure(self._counter(), _label_of(fn), fn, args, kwargs)
+            call_args, call_kwargs = prepared_arguments(setup, args, kwargs)
+            return fn(*call_args, **call_kwargs)
+        return self._measure(self._counter(), _label_of(fn), fn, args, kwargs, setup)
 
     def declare(
         self,
@@ -148,25 +186,32 @@ class Recorder:
 
     def _measure(
         self, counter: Counter, label: str, fn: Callable[..., Any], args: tuple[Any, ...],
-        kwargs: Mapping[str, Any],
+        kwargs: Mapping[str, Any], setup: Setup | None = None,
     ) -> Any:
-        result, kernels = counter.count(fn, args, kwargs)
-        timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer())
+        result, kernels = counter.count(fn, *prepared_arguments(setup, args, kwargs))
+        with self.cores.scope() if self.cores is not None else nullcontext() as placed:
+            timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(), setup=setup)
         if getattr(counter, "deferred", False):
             self.pending.append(PendingRegion(label, timing, (fn, args, dict(kwargs))))
         else:
-            self._judge(counter, label, kernels, timing)
+            self._judge(counter, label, kernels, timing, placed)
+            if placed is not None and placed.contended:  # measured again at the end of the session
+                self.contended.append((len(self.regions) - 1, counter, fn, args, dict(kwargs), setup))
         return result
 
-    def _judge(self, counter: Counter, label: str, kernels: list[KernelSample], timing: TimingStats) -> None:
-        machine = self._machine()
-        notes = counter_notes(counter)
+    def _judge(self, counter: Counter, label: str, kernels: list[KernelSample], timing: TimingStats,
+               placement: Any = None) -> None:
+        machine = self._machine_for(placement)
+        notes = counter_notes(counter) + timing_notes(timing)
         footprint = getattr(counter, "footprint_bytes", None)  # counters that assume no cache reuse
         if footprint:
             kernels, placed = place_working_set(kernels, footprint, machine)
             notes.extend([placed] if placed else [])
         verdict = evaluate_region(kernels, machine, timing.median_s)
-        self.regions.append(Region(label, counter.name, kernels, timing, verdict, notes))
+        notes.extend(note for note in [above_one_note(verdict, machine)] if note)
+        uncounted = dict(getattr(counter, "uncounted_bytes", None) or {})
+        self.regions.append(Region(label, counter.name, kernels, timing, verdict, notes, placement=placement,
+                                   uncounted=uncounted))
 
     def settle_pending(self, counter_name: str, kernels: Sequence[KernelSample], notes: Sequence[str] = ()) -> Region:
         """Judge every pending region as one: ``kernels`` (from all of them) against the sum of their times.
@@ -181,7 +226,8 @@ class Recorder:
         timing = sum_timings([t for _, t in parts])
         label = parts[0][0] if len(parts) == 1 else " + ".join(label for label, _ in parts)
         verdict = evaluate_region(kernels, self._machine(), timing.median_s)
-        region = Region(label, counter_name, list(kernels), timing, verdict, list(notes),
+        notes = [*notes, *(note for _, part in parts for note in timing_notes(part))]
+        region = Region(label, counter_name, list(kernels), timing, verdict, notes,
                         parts if len(parts) > 1 else [])
         self.regions.append(region)
         self.pending.clear()
@@ -202,9 +248,40 @@ class Recorder:
         for pending in self.pending:
             pending.call = None
 
+    def _machine_for(self, placed: Any) -> Machine:
+        if placed is None or self.machine_for_cores is None:
+            return self._machine()
+        return self.machine_for_cores(placed.count)
+
+    def remeasure_contended(self) -> None:
+        """Time the regions that were measured without a free core once more (cores chosen anew) and judge
+        them again; those still contended stay marked so."""
+        redo, self.contended = self.contended, []
+        for index, counter, fn, args, kwargs, setup in redo:
+            old = self.regions[index]
+            with self.cores.scope() if self.cores is not None else nullcontext() as placed:
+                timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(),
+                                       setup=setup)
+            verdict = evaluate_region(old.kernels, self._machine_for(placed), timing.median_s)
+            notes = [*old.notes, f"contended at first (load {_load_text(old.placement)}); measured again at the "
+                     "end of the session" + (", still contended" if placed is not None and placed.contended else "")]
+            self.regions[index] = Region(old.label, old.counter, old.kernels, timing, verdict, notes, old.parts,
+                                         placed)
+            if placed is not None and placed.contended:
+                self.contended.append((index, counter, fn, args, kwargs, setup))
+
+    def is_contended(self) -> bool:
+        """Whether any region's last measurement had no free core."""
+        return any(r.placement is not None and r.placement.contended for r in self.regions)
+
     def verdict(self) -> Verdict | None:
         """The combined verdict of every region measured so far (None if nothing was measured)."""
         return combine(r.verdict for r in self.regions) if self.regions else None
+
+
+def _load_text(placement: Any) -> str:
+    load = getattr(placement, "load_on", None)
+    return "unknown" if load is None else f"{load:.0%}"
 
 
 @dataclass(frozen=True)
@@ -215,8 +292,9 @@ class DeclaredRegion:
     counter: Counter
     name: str | None
 
-    def measure(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    def measure(self, fn: Callable[..., Any], /, *args: Any, setup: Setup | None = None, **kwargs: Any) -> Any:
         if not self.recorder.enabled:
-            return fn(*args, **kwargs)
-        return self.recorder._measure(self.counter, self.name or _label_of(fn), fn, args, kwargs)
+            call_args, call_kwargs = prepared_arguments(setup, args, kwargs)
+            return fn(*call_args, **call_kwargs)
+        return self.recorder._measure(self.counter, self.name or _label_of(fn), fn, args, kwargs, setup)
 

@@ -5,11 +5,15 @@ Plain Python (no pytest import), so the plugin stays a thin layer of hooks over 
 
 from __future__ import annotations
 
+import datetime as _dt
+import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pytest_roofline.results_dir import new_session_id, session_dir
 
 
 @dataclass(frozen=True)
@@ -22,6 +26,9 @@ class Settings:
     max_time_s: float
     recharacterize: bool
     malloc: str
+    cores: Any = None  # cores.CoresSetting (None: measure wherever the OS runs the call)
+    strict: bool = False  # a contended measurement may fail its gate too
+    uncounted: str = "warn"  # warn|fail: a region ran FLOP-bearing ops the counter has no rule for
 
 
 @dataclass
@@ -46,6 +53,17 @@ class RooflineState:
         self._choice: Any = None  # ncu_gate.CounterChoice, resolved on first need
         self._warned = False
         self.ncu_denied: str | None = None  # explicit ncu got ERR_NVGPUCTRPERM: later tests skip at once
+        self.started = _dt.datetime.now(_dt.timezone.utc)
+        self.session_id = new_session_id(self.started)
+        self.write_error: str | None = None  # results could not be written; said in the summary
+        self._by_cores: dict[int, Any] = {}  # machine per core count, measured or interpolated on first need
+        self.planner: Any = None  # cores.Planner of this session (or xdist worker), made on first need
+        self._worker_pin: Any = None  # an xdist worker's pinning to its share, held for the whole session
+
+    @property
+    def session_dir(self) -> Path:
+        """This session's own folder under ``--roofline-dir``: its results.json and its artifacts."""
+        return session_dir(self.settings.directory, self.session_id)
 
     @property
     def loaded_machine(self) -> Any:
@@ -63,6 +81,61 @@ class RooflineState:
                 self._machine = machine_mod.characterize(resolve_device(s.device), fresh=s.recharacterize,
                                                          progress=progress)
         return self._machine
+
+    def machine_for_cores(self, count: int, progress: Any = None) -> Any:
+        """Roofs for ``count`` cores: the session's machine for all of them (and for pinned ceilings, which
+        are for the whole machine); fewer are characterized at the core counts around ``count`` on first
+        need and interpolated between (``cores.interpolate``)."""
+        from pytest_roofline import cores
+
+        full = self.machine(progress)
+        if count >= len(cores.base_affinity()) or self.settings.machine_file is not None:
+            return full
+        device = resolve_device_if_loaded(self.settings.device)
+        if device != "cpu":
+            return full  # a GPU's roofs do not depend on the host cores that launch its work
+        total = len(cores.base_affinity())
+        if count not in self._by_cores:
+            from pytest_roofline import machine as machine_mod
+
+            measured = {c: full if c == total else machine_mod.characterize(device, cores=c, progress=progress,
+                                                                          fresh=self.settings.recharacterize)
+                        for c in sorted(set(cores.bracket(count, total)))}
+            self._by_cores[count] = cores.interpolate({total: full, **measured}, count)
+        return self._by_cores[count]
+
+    def core_planner(self) -> Any:
+        """The session's ``cores.Planner`` (None when cores are not chosen): an xdist worker plans within its
+        own share of the cores; with pinned ceilings (for the whole machine) ``auto`` means ``all``."""
+        if self.settings.cores is None:
+            return None
+        if self.planner is None:
+            from pytest_roofline import cores
+
+            setting = self.settings.cores
+            if self.settings.machine_file is not None and setting.mode == "auto":
+                setting = cores.CoresSetting("all")
+            worker = cores.xdist_worker()
+            allowed = cores.base_affinity() if worker is None else cores.worker_share(cores.base_affinity(), *worker)
+            kind, _, index = resolve_device_if_loaded(self.settings.device).partition(":")
+            self.planner = cores.Planner(setting, allowed, gpu_index=int(index or 0) if kind == "cuda" else None)
+        return self.planner
+
+    def pin_worker(self) -> None:
+        """In an xdist worker, keep the whole process (setup code too) on its own share of the cores, thread
+        pools sized to it, until :meth:`unpin_worker`; so workers never run on each other's cores."""
+        from pytest_roofline import cores
+
+        worker = cores.xdist_worker()
+        if worker is None or self.settings.cores is None or self._worker_pin is not None:
+            return
+        self._worker_pin = cores.pinned(cores.worker_share(cores.base_affinity(), *worker))
+        self._worker_pin.__enter__()
+
+    def unpin_worker(self) -> None:
+        if self._worker_pin is not None:
+            self._worker_pin.__exit__(None, None, None)
+            self._worker_pin = None
 
     def choose_counter(self) -> Any:
         """The session's counter (``ncu_gate.CounterChoice``). ``auto`` is decided here, on first need, so that
@@ -140,3 +213,11 @@ def resolve_device(device: str) -> str:
     except ImportError:
         return "cpu"
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def resolve_device_if_loaded(device: str) -> str:
+    """``resolve_device`` without importing torch: ``auto`` in a process that has not imported torch is the
+    CPU (declared-work tests with pinned ceilings never load it)."""
+    if device == "auto" and "torch" not in sys.modules:
+        return "cpu"
+    return resolve_device(device)

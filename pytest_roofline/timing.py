@@ -1,8 +1,14 @@
-"""Timing a callable bare: warm-up, then rounds until the median is stable.
+"""Timing a callable bare: warm-up, then rounds until the median is stable or the budget is spent.
 
 Each call is timed on its own with ``time.perf_counter`` (the same clock a user would use by hand), with a
 device synchronization inside the timed interval when the work runs asynchronously (CUDA). Nothing else
-runs in the loop: no dispatch mode, no hooks.
+runs in the timed interval: no dispatch mode, no hooks. The page faults of every call are counted just
+outside it (``getrusage`` deltas), because a call that touches fresh memory runs at a different speed from
+one that does not, and the verdict must say which one it measured.
+
+The budget (``max_time_s``) covers the whole measurement, warm-up included, with one exception: at least
+``min_warmup`` warm-up calls and ``min_rounds`` timed calls always run, so a call longer than the budget
+gets exactly those and ``budget_limited`` says so.
 """
 
 from __future__ import annotations
@@ -11,21 +17,29 @@ import math
 import resource
 import statistics
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
+
+# Per-call samples kept in results.json; longer runs keep the first ones (the statistics use them all).
+MAX_EXPORTED_SAMPLES = 1000
 
 
 @dataclass(frozen=True)
 class TimingPolicy:
     """How long and how often to time one region."""
 
-    max_time_s: float = 1.0  # time budget for the timed rounds (warm-up has its own)
-    min_rounds: int = 5
+    max_time_s: float = 1.0  # the whole measurement: warm-up and timed calls
+    min_rounds: int = 3
     max_rounds: int = 10_000
-    warmup_time_s: float = 0.5
-    min_warmup: int = 2
+    first_batch: int = 5  # timed calls before the first stability check
+    min_warmup: int = 2  # warm-up calls wanted; only 1 when the budget has no room for more
     max_warmup: int = 50
+    # Fault-free warm-up calls in a row before timing starts: one is not steady state. glibc keeps the
+    # freed output of a posix_memalign'd block unusable for a same-sized request until small neighbours
+    # are freed too, so a fresh process can go 0, 2048, 2048, ... faults before it settles (see allocator.py).
+    quiet_warmup: int = 3
+    warmup_share: float = 0.5  # warm-up stops before it uses more than this share of the budget
     rel_tolerance: float = 0.01  # stop when the median moves less than this between checks
 
     def __post_init__(self) -> None:
@@ -33,6 +47,10 @@ class TimingPolicy:
             raise ValueError(f"max_time_s must be a positive number of seconds, got {self.max_time_s!r}")
         if self.min_rounds < 1 or self.max_rounds < self.min_rounds:
             raise ValueError(f"need 1 <= min_rounds <= max_rounds, got {self.min_rounds}, {self.max_rounds}")
+        if self.quiet_warmup < 1:
+            raise ValueError(f"need quiet_warmup >= 1, got {self.quiet_warmup}")
+        if self.min_warmup < 1 or self.max_warmup < self.min_warmup:
+            raise ValueError(f"need 1 <= min_warmup <= max_warmup, got {self.min_warmup}, {self.max_warmup}")
 
 
 DEFAULT_POLICY = TimingPolicy()
@@ -40,7 +58,7 @@ DEFAULT_POLICY = TimingPolicy()
 
 @dataclass(frozen=True)
 class TimingStats:
-    """Per-call times of the timed rounds, in seconds."""
+    """Per-call times of the timed rounds, in seconds, and the page faults taken by those calls."""
 
     median_s: float
     min_s: float
@@ -52,6 +70,11 @@ class TimingStats:
     rounds: int
     warmup_rounds: int
     stable: bool  # the median settled within the tolerance before the budget ran out
+    samples_s: tuple[float, ...] = ()
+    minor_faults: tuple[int, ...] = ()  # per timed call, same order as samples_s
+    major_faults: tuple[int, ...] = ()
+    measure_s: float = 0.0  # wall time of the whole measurement, warm-up included
+    budget_limited: bool = False  # only the minimum number of calls ran: the budget was spent
 
     @property
     def iqr_rel(self) -> float:
@@ -61,6 +84,13 @@ class TimingStats:
     @property
     def cv(self) -> float:
         return self.stdev_s / self.mean_s if self.mean_s > 0 else 0.0
+
+    @property
+    def faults_per_call(self) -> float:
+        """Median minor + major page faults of a timed call (0 when the call reuses warm memory)."""
+        if not self.minor_faults:
+            return 0.0
+        return float(statistics.median(a + b for a, b in zip(self.minor_faults, self.major_faults, strict=True)))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -76,10 +106,18 @@ class TimingStats:
             "rounds": self.rounds,
             "warmup_rounds": self.warmup_rounds,
             "stable": self.stable,
+            "measure_s": self.measure_s,
+            "budget_limited": self.budget_limited,
+            "faults_per_call": self.faults_per_call,
+            "samples_s": list(self.samples_s[:MAX_EXPORTED_SAMPLES]),
+            "minor_faults": list(self.minor_faults[:MAX_EXPORTED_SAMPLES]),
+            "major_faults": list(self.major_faults[:MAX_EXPORTED_SAMPLES]),
         }
 
 
-def summarize(samples: list[float], warmup_rounds: int = 0, stable: bool = True) -> TimingStats:
+def summarize(samples: Sequence[float], warmup_rounds: int = 0, stable: bool = True, *,
+              minor_faults: Sequence[int] = (), major_faults: Sequence[int] = (), measure_s: float = 0.0,
+              budget_limited: bool = False) -> TimingStats:
     if not samples:
         raise ValueError("no timing samples")
     ordered = sorted(samples)
@@ -100,11 +138,72 @@ def summarize(samples: list[float], warmup_rounds: int = 0, stable: bool = True)
         rounds=len(ordered),
         warmup_rounds=warmup_rounds,
         stable=stable,
+        samples_s=tuple(samples),
+        minor_faults=tuple(minor_faults),
+        major_faults=tuple(major_faults),
+        measure_s=measure_s,
+        budget_limited=budget_limited,
     )
 
 
-def _minor_faults() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+def page_faults() -> tuple[int, int]:
+    """(minor, major) page faults of this process so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_minflt, usage.ru_majflt
+
+
+Setup = Callable[[], "tuple[tuple[Any, ...], dict[str, Any]] | None"]
+
+
+def prepared_arguments(setup: Setup | None, args: tuple[Any, ...],
+                       kwargs: Mapping[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """Run ``setup`` (untimed) and return the arguments of the next call: the ones ``setup`` returned as
+    ``(args, kwargs)``, or the original ones when it returned None (it reset their state in place)."""
+    if setup is None:
+        return args, dict(kwargs)
+    fresh = setup()
+    if fresh is None:
+        return args, dict(kwargs)
+    try:
+        new_args, new_kwargs = fresh
+        return tuple(new_args), dict(new_kwargs)
+    except (TypeError, ValueError):
+        raise TypeError(f"measure(setup=...): setup must return None or (args, kwargs), got {fresh!r}") from None
+
+
+@dataclass
+class _Calls:
+    """Runs and times single calls, counting each one's page faults outside its timed interval."""
+
+    fn: Callable[..., Any]
+    arguments: Callable[[], tuple[tuple[Any, ...], dict[str, Any]]]  # untimed: the setup step, if any
+    sync: Callable[[], None]
+    clock: Callable[[], float]
+    faults: Callable[[], tuple[int, int]]
+    before_timed: Callable[[float], None] | None = None  # e.g. a live roof probe; untimed
+    times: list[float] = field(default_factory=list)
+    minor: list[int] = field(default_factory=list)
+    major: list[int] = field(default_factory=list)
+
+    def run(self) -> tuple[float, int, int]:
+        args, kwargs = self.arguments()
+        minor0, major0 = self.faults()
+        self.sync()
+        start = self.clock()
+        self.fn(*args, **kwargs)
+        self.sync()
+        elapsed = self.clock() - start
+        minor1, major1 = self.faults()
+        return elapsed, minor1 - minor0, major1 - major0
+
+    def run_timed(self) -> float:
+        if self.before_timed is not None:
+            self.before_timed(self.times[-1] if self.times else 0.0)
+        elapsed, minor, major = self.run()
+        self.times.append(elapsed)
+        self.minor.append(minor)
+        self.major.append(major)
+        return elapsed
 
 
 def time_callable(
@@ -115,50 +214,58 @@ def time_callable(
     policy: TimingPolicy = DEFAULT_POLICY,
     synchronize: Callable[[], None] | None = None,
     clock: Callable[[], float] = time.perf_counter,
+    faults: Callable[[], tuple[int, int]] = page_faults,
+    setup: Setup | None = None,
+    before_timed_call: Callable[[float], None] | None = None,
 ) -> TimingStats:
     """Median time of one call of ``fn(*args, **kwargs)``.
 
-    Warm-up runs until first-touch page faults stop (fresh outputs fault for several calls) and at least
-    ``min_warmup`` calls, within ``warmup_time_s``. Timed rounds then run in growing batches until the
-    median moves less than ``rel_tolerance`` between checks, or the budget is spent.
+    Warm-up runs until first-touch page faults stop (fresh outputs fault for several calls; ``quiet_warmup``
+    fault-free calls in a row count as stopped), at least
+    ``min_warmup`` calls where the budget allows and always one, within ``warmup_share`` of the budget. Timed rounds then run in growing
+    batches until the median moves less than ``rel_tolerance`` between checks, or until the next call
+    would overrun the budget (after ``min_rounds`` calls, which always run). ``setup``, if given, runs
+    before every call, outside its timed interval (see :func:`prepared_arguments`); ``before_timed_call``
+    (given the previous timed call's seconds) before every timed call, outside it too: the live probes.
     """
-    kwargs = dict(kwargs or {})
-    sync = synchronize or (lambda: None)
+    fixed = dict(kwargs or {})
+    calls = _Calls(fn, lambda: prepared_arguments(setup, args, fixed), synchronize or (lambda: None), clock, faults,
+                   before_timed_call)
+    budget = policy.max_time_s
+    start = clock()
 
-    def one_call() -> float:
-        sync()
-        start = clock()
-        fn(*args, **kwargs)
-        sync()
+    def elapsed() -> float:
         return clock() - start
 
     warmup = 0
-    warm_start = clock()
+    quiet = 0  # fault-free warm-up calls in a row
+    last = 0.0
     while warmup < policy.max_warmup:
-        faults = _minor_faults()
-        one_call()
+        last, minor, major = calls.run()
         warmup += 1
-        settled = _minor_faults() == faults
-        if warmup >= policy.min_warmup and (settled or clock() - warm_start > policy.warmup_time_s):
+        quiet = quiet + 1 if minor + major == 0 else 0
+        if elapsed() + last > policy.warmup_share * budget:
+            break  # another warm-up call would eat into the timed calls' share
+        if warmup >= policy.min_warmup and quiet >= policy.quiet_warmup:
             break
 
-    samples: list[float] = []
-    spent = 0.0
     previous_median: float | None = None
     stable = False
-    batch = policy.min_rounds
-    while len(samples) < policy.max_rounds:
-        for _ in range(min(batch, policy.max_rounds - len(samples))):
-            samples.append(one_call())
-            spent += samples[-1]
-            if spent > policy.max_time_s and len(samples) >= policy.min_rounds:
+    limited = False
+    batch = max(policy.first_batch, policy.min_rounds)
+    while len(calls.times) < policy.max_rounds and not limited:
+        for _ in range(min(batch, policy.max_rounds - len(calls.times))):
+            # Do not start a call that would overrun the budget, once the minimum has run.
+            estimate = statistics.median(calls.times) if calls.times else last
+            if len(calls.times) >= policy.min_rounds and elapsed() + estimate > budget:
+                limited = True
                 break
-        median = statistics.median(samples)
+            calls.run_timed()
+        median = statistics.median(calls.times)
         if previous_median is not None and abs(median - previous_median) <= policy.rel_tolerance * median:
             stable = True
             break
-        if spent > policy.max_time_s and len(samples) >= policy.min_rounds:
-            break
         previous_median = median
-        batch = max(batch, len(samples) // 2)  # grow batches so checks stay cheap for fast callables
-    return summarize(samples, warmup, stable)
+        batch = max(batch, len(calls.times) // 2)  # grow batches so checks stay cheap for fast callables
+    return summarize(calls.times, warmup, stable, minor_faults=calls.minor, major_faults=calls.major,
+                     measure_s=elapsed(), budget_limited=limited and len(calls.times) <= policy.min_rounds)

@@ -7,6 +7,8 @@ backward per element, with running statistics 2 / 4; softmax 5 / 4; pooling = wi
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -584,3 +586,15 @@ def test_compiled_function_is_compiled_before_counting() -> None:
     compiled(x)
     assert counters["stats"]["unique_graphs"] == 1  # counting first would leave the frame never compiled
     assert sum(k.total_flops for k in kernels) == 2 * 1000  # the eager ops: relu and mul, 1 FLOP each
+
+
+def test_the_compiled_check_does_not_import_dynamo() -> None:
+    # torch._dynamo costs ~1.8 s to import; checking a plain callable must not pay it. (Entering any
+    # TorchDispatchMode imports it anyway in torch 2.13, through torch._disable_dynamo, so counting still does.)
+    code = (
+        "import sys, torch\n"
+        "from pytest_roofline.counters.analytic import _is_compiled\n"
+        "print(_is_compiled(torch.mm), 'torch._dynamo' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False"]

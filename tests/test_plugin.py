@@ -117,16 +117,17 @@ def test_slow(roofline, case):
     assert "attained fraction 0.00" in out and "is below min_fraction 0.5" in out
     assert "bound:      compute:fp32" in out and "headroom" in out
     assert "Traceback" not in out and "plugin.py" not in out
-    files = sorted(p.name for p in (pytester.path / ".roofline").iterdir())
+    doc = results(pytester)
+    own = Path(doc["session"]["directory"])  # artifacts live in the session's own folder
+    assert own.parent.resolve() == (pytester.path / ".roofline" / "sessions").resolve()
+    files = sorted(p.name for p in own.iterdir())
     assert len([f for f in files if f.endswith(".png")]) == 2
     assert len([f for f in files if f.endswith(".kernels.csv")]) == 2
     assert not list(pytester.path.parent.glob("escape*"))
-    doc = results(pytester)
     assert {t["outcome"] for t in doc["tests"]} == {"failed"}
     for test in doc["tests"]:
         assert test["fraction"] < 0.01
-        assert all(Path(a).parent.resolve() == (pytester.path / ".roofline").resolve()
-                   for a in test["artifacts"])
+        assert all(Path(a).parent.resolve() == own.resolve() for a in test["artifacts"])
         assert Path(test["artifacts"][0]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -169,8 +170,9 @@ def test_report_only(roofline):
         ("min_fraction='0.6'", "must be a number in (0, 1], got '0.6' (str)"),
         ("min_fraction=True", "got True (bool)"),
         ("min_fraction=float('nan')", "got nan"),
-        ("min_frac=0.5", "unknown argument(s) min_frac; accepted: min_fraction"),
-        ("0.6", "keyword arguments only (min_fraction); got positional (0.6,)"),
+        ("min_frac=0.5", "unknown argument(s) min_frac; accepted: min_fraction, uncounted"),
+        ("0.6", "keyword arguments only (min_fraction, uncounted); got positional (0.6,)"),
+        ("uncounted='ignore'", "uncounted=...) must be one of warn, fail; got 'ignore'"),
     ],
 )
 def test_bad_marker_arguments_are_collection_errors(
@@ -279,4 +281,5 @@ def test_malloc_tuning_reports_glibc_thresholds() -> None:
 
     if not sys.platform.startswith("linux"):
         pytest.skip("glibc's mallopt exists on Linux only")
-    assert tune_malloc() == f"glibc mallopt: M_MMAP_THRESHOLD={MMAP_THRESHOLD}, M_TRIM_THRESHOLD={TRIM_THRESHOLD}"
+    assert tune_malloc() == (f"glibc mallopt: M_MMAP_THRESHOLD={MMAP_THRESHOLD}, M_TRIM_THRESHOLD={TRIM_THRESHOLD}, "
+                             "M_MMAP_MAX=0")

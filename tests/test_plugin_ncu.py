@@ -13,6 +13,7 @@ the lower bounds are 4 ms (compute:fp32) + 0.8 ms (memory:HBM) = 4.8 ms.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -124,14 +125,17 @@ def test_two_sites(roofline):
 
     (nodeid, artifact_dir, kwargs), = ncu.profiles
     assert nodeid == "test_verdict_from_recorded_kernels_and_parent_time.py::test_two_sites"
-    assert artifact_dir == pytester.path / ".roofline"  # absolute: ncu runs from the rootdir
+    # absolute (ncu runs from the rootdir), and the session's own folder under --roofline-dir
+    assert artifact_dir.parent == pytester.path / ".roofline" / "sessions"
     assert kwargs["cc"] == (8, 0) and kwargs["ncu"] == "/opt/nsight/ncu"
     assert kwargs["cwd"] == pytester.path
     (argv, run_kwargs), = ncu.runs
     assert run_kwargs["env"][CHILD_ENV] == "1" and "shell" not in run_kwargs
     child = argv[argv.index("--log-file") + 2:]
+    # With pytest-xdist installed the child is held to one in-process node whatever addopts say.
+    xdist = ["-n", "0"] if importlib.util.find_spec("xdist") is not None else []
     assert child == [sys.executable, "-m", "pytest", nodeid, "-q", "-p", "no:cacheprovider",
-                     "--rootdir", str(pytester.path), "--runxfail"]
+                     "--rootdir", str(pytester.path), "--runxfail", *xdist]
 
     (test,) = results(pytester)["tests"]
     assert test["counter"] == "ncu" and test["outcome"] == "passed"
@@ -155,7 +159,7 @@ def test_two_sites(roofline):
     assert test["ncu"]["command"] == argv and test["ncu"]["kernel_time_s"] == pytest.approx(2.5e-3)
     assert test["ncu"]["devices"] == ["NVIDIA A100-SXM4-80GB"] and test["ncu"]["replay_passes"] == 3
     assert test["ncu"]["diagnostics"]["no_flop_time"]["share"] == pytest.approx(0.2)
-    assert not [p for p in (pytester.path / ".roofline").iterdir() if "partial" in p.name]
+    assert not [p for p in (pytester.path / ".roofline").rglob("*") if "partial" in p.name]
 
 
 @pytest.mark.parametrize("cc", [(7, 0), (9, 0), (12, 0)])
@@ -164,7 +168,7 @@ def test_the_detected_compute_capability_picks_the_metrics(
     cc: tuple[int, int],
 ) -> None:
     ncu = RecordedNcu(monkeypatch, tmp_path, cc=cc)
-    pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline\ndef test_a(roofline):\n    roofline.measure(sleep_ms, 1)\n")
+    pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline\ndef test_a(roofline):\n    roofline.measure(sleep_ms, 10)\n")
     run(pytester, machine_file, "--roofline-counter", "ncu").assert_outcomes(passed=1)
     (argv, _), = ncu.runs
     assert argv[:6] == ["/opt/nsight/ncu", "--target-processes", "all", "--nvtx", "--nvtx-include",
@@ -204,7 +208,7 @@ def test_explicit_ncu_without_ncu_is_a_usage_error(
     pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     ncu = RecordedNcu(monkeypatch, tmp_path, ncu=None)
-    pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline\ndef test_a(roofline):\n    roofline.measure(sleep_ms, 1)\n")
+    pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline\ndef test_a(roofline):\n    roofline.measure(sleep_ms, 10)\n")
     result = run(pytester, machine_file, "--roofline-counter", "ncu")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
@@ -216,7 +220,7 @@ def test_explicit_ncu_without_gpu_is_a_usage_error(
     pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     RecordedNcu(monkeypatch, tmp_path, cc=None)
-    pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline\ndef test_a(roofline):\n    roofline.measure(sleep_ms, 1)\n")
+    pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline\ndef test_a(roofline):\n    roofline.measure(sleep_ms, 10)\n")
     result = run(pytester, machine_file, "--roofline-counter", "ncu")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--roofline-counter=ncu needs a CUDA GPU visible to PyTorch or CuPy" in result.stderr.str()
@@ -320,7 +324,7 @@ def test_failing_child_is_an_error_with_the_log_paths(
     assert [Path(p).name for p in test["ncu"]["logs"]] == [
         "test_failing_child_is_an_error_with_the_log_paths.py__test_a.ncu.log",
         "test_failing_child_is_an_error_with_the_log_paths.py__test_a.child.log"]
-    leftovers = sorted(p.name for p in (pytester.path / ".roofline").iterdir())
+    leftovers = sorted(p.name for p in (pytester.path / ".roofline").rglob("*"))
     assert not [name for name in leftovers if name.endswith(".ncu-rep")]
 
 
@@ -494,8 +498,9 @@ def test_real_child_process_resolves_the_node_and_marks_the_range(
                                 *FAST, str(pytester.path))
     result.assert_outcomes(passed=1)
     (argv, _), = ncu.runs
-    assert argv[argv.index("--log-file") + 2:][-5:] == [
-        "--rootdir", str(pytester.path), "-c", str(pytester.path / "tox.ini"), "--runxfail"]
+    xdist = ["-n", "0"] if importlib.util.find_spec("xdist") is not None else []
+    assert argv[argv.index("--log-file") + 2:][-5 - len(xdist):] == [
+        "--rootdir", str(pytester.path), "-c", str(pytester.path / "tox.ini"), "--runxfail", *xdist]
     assert child_log.read_text().splitlines() == ["call", "call", "start region-0 pytest_roofline", "call",
                                                   "end 7"]
     parent_calls = parent_log.read_text().splitlines()
@@ -503,7 +508,7 @@ def test_real_child_process_resolves_the_node_and_marks_the_range(
     doc = json.loads((pytester.path / "sub" / ".roofline" / "results.json").read_text())
     (test,) = doc["tests"]
     assert test["counter"] == "ncu" and test["t_min_s"] == pytest.approx(T_MIN)
-    assert Path(test["ncu"]["report"]).parent == pytester.path / "sub" / ".roofline"
+    assert Path(test["ncu"]["report"]).parent.parent == pytester.path / "sub" / ".roofline" / "sessions"
     assert "1 passed" in Path(test["ncu"]["logs"][1]).read_text()
 
 

@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from plugin_helpers import FAST, write_machine
 
 from pytest_roofline import machine as machine_api
 from pytest_roofline.characterize import build, cache, precision, validate
 from pytest_roofline.gate import impossible_fraction_message, machine_line, roof_notes
 from pytest_roofline.model import KernelSample, Machine, evaluate
-
-from plugin_helpers import FAST, write_machine
 
 # A 2-core AVX-512 CPU at 2.3 GHz: fp64 bound 2 x 4.6e9 x 8 lanes x 4 = 294 GFLOP/s, bandwidth 2 x 4.6e9 x 256 B.
 FIELDS: dict[str, Any] = {"device": "cpu", "cpu_model": "Test CPU", "machine": "x86_64", "cores": [0, 1],

@@ -1,4 +1,4 @@
-"""The timing loop's logic with a fake clock: no timed assertions."""
+"""The timing loop's logic with a fake clock and fake page-fault counters: no timed assertions."""
 
 from __future__ import annotations
 
@@ -8,41 +8,103 @@ from pytest_roofline.timing import TimingPolicy, summarize, time_callable
 
 
 class FakeClock:
-    """Each call of the measured function advances time by the next step."""
+    """Each call of the measured function advances time by the next step and takes the next fault count."""
 
-    def __init__(self, steps: list[float]) -> None:
+    def __init__(self, steps: list[float], faults: list[int] | None = None) -> None:
         self.now = 0.0
         self.steps = steps
+        self.fault_steps = faults or [0]
         self.calls = 0
+        self.minor = 0
 
     def __call__(self) -> float:
         return self.now
 
+    def faults(self) -> tuple[int, int]:
+        return self.minor, 0
+
     def work(self) -> None:
-        self.now += self.steps[min(self.calls, len(self.steps) - 1)]
+        index = self.calls
+        self.now += self.steps[min(index, len(self.steps) - 1)]
+        self.minor += self.fault_steps[min(index, len(self.fault_steps) - 1)]
         self.calls += 1
+
+
+def timed(clock: FakeClock, **policy: float) -> object:
+    return time_callable(clock.work, clock=clock, faults=clock.faults, policy=TimingPolicy(**policy))
 
 
 def test_median_of_constant_work_is_exact_and_stable() -> None:
     clock = FakeClock([0.010])
-    stats = time_callable(clock.work, clock=clock, policy=TimingPolicy(max_time_s=1.0, min_rounds=5))
+    stats = timed(clock, max_time_s=1.0)
     assert stats.median_s == pytest.approx(0.010)
-    assert stats.stable
+    assert stats.stable and not stats.budget_limited
     assert stats.rounds >= 10  # two batches are needed to see that the median settled
-    assert stats.warmup_rounds >= 2
+    assert stats.warmup_rounds == 3  # no page faults: three quiet warm-up calls in a row
     assert clock.calls == stats.rounds + stats.warmup_rounds
+    assert stats.measure_s == pytest.approx(0.010 * clock.calls)
+
+
+def test_a_call_longer_than_the_budget_runs_one_warmup_and_three_timed_calls() -> None:
+    # Issue 7: a 2 s call under a 1 s budget is called at most 5 times, counting the counted call.
+    clock = FakeClock([2.0])
+    stats = timed(clock, max_time_s=1.0)
+    assert (stats.warmup_rounds, stats.rounds, clock.calls) == (1, 3, 4)
+    assert stats.budget_limited
+    assert stats.measure_s == pytest.approx(8.0)
+
+
+def test_the_budget_covers_warmup_and_timed_calls() -> None:
+    # 0.1 s calls, 1 s budget: 3 quiet warm-up calls (0.3 s), then timed calls while the next one still fits.
+    clock = FakeClock([0.1])
+    stats = timed(clock, max_time_s=1.0, rel_tolerance=0.0)
+    assert stats.warmup_rounds == 3
+    assert stats.rounds == 7
+    assert stats.measure_s == pytest.approx(1.0)
+    assert not stats.budget_limited  # more than the minimum ran
+
+
+def test_warmup_goes_on_while_calls_fault_and_faults_of_timed_calls_are_recorded() -> None:
+    # First-touch faults in the first three calls, then a steady 5 faults per call that never stops.
+    clock = FakeClock([0.01], faults=[300, 200, 100, 5])
+    stats = timed(clock, max_time_s=0.2, warmup_share=0.1)
+    assert stats.warmup_rounds == 2  # 2 calls fill the 0.02 s warm-up share even though faults go on
+    assert stats.minor_faults[:2] == (100, 5)
+    assert stats.faults_per_call == 5
+    assert stats.to_dict()["minor_faults"][:2] == [100, 5]
+
+
+def test_warmup_stops_when_faults_stop() -> None:
+    clock = FakeClock([0.001], faults=[50, 50, 50, 0])
+    stats = timed(clock, max_time_s=1.0)
+    assert stats.warmup_rounds == 6  # three faulting calls, then three quiet ones in a row
+    assert stats.faults_per_call == 0
+
+
+def test_one_quiet_call_is_not_the_end_of_warmup() -> None:
+    # Measured in a fresh process (tuned malloc, 8 MiB add output): 2079, 0, then 2048 faults for six
+    # more calls before the heap settled. Stopping at the first quiet call would time the faulting ones.
+    clock = FakeClock([0.001], faults=[2079, 0] + [2048] * 6 + [0])
+    stats = timed(clock, max_time_s=1.0)
+    assert stats.warmup_rounds == 11  # 8 calls with a quiet one among them, then 3 quiet in a row
+    assert stats.faults_per_call == 0 and sum(stats.minor_faults) == 0
+
+
+def test_quiet_warmup_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="quiet_warmup"):
+        TimingPolicy(quiet_warmup=0)
 
 
 def test_slow_calls_stop_at_min_rounds_when_the_budget_is_spent() -> None:
     clock = FakeClock([0.5])
-    stats = time_callable(clock.work, clock=clock, policy=TimingPolicy(max_time_s=1.0, min_rounds=3))
-    assert stats.rounds == 3
+    stats = timed(clock, max_time_s=1.0, min_rounds=3)
+    assert stats.rounds == 3 and stats.warmup_rounds == 1
     assert stats.median_s == pytest.approx(0.5)
 
 
 def test_warmup_calls_are_not_in_the_statistics() -> None:
     clock = FakeClock([1.0, 1.0] + [0.001] * 1000)  # two slow first calls (page faults, JIT)
-    stats = time_callable(clock.work, clock=clock, policy=TimingPolicy(min_warmup=2))
+    stats = timed(clock, max_time_s=10.0, min_warmup=2)
     assert stats.max_s == pytest.approx(0.001)
 
 
@@ -59,3 +121,55 @@ def test_bad_policy_is_rejected() -> None:
         TimingPolicy(max_time_s=0)
     with pytest.raises(ValueError, match="min_rounds"):
         TimingPolicy(min_rounds=10, max_rounds=5)
+    with pytest.raises(ValueError, match="min_warmup"):
+        TimingPolicy(min_warmup=0)
+
+
+def test_setup_runs_before_every_call_outside_the_timed_interval() -> None:
+    clock = FakeClock([0.01])
+    events: list[str] = []
+
+    def setup() -> None:
+        clock.now += 5.0  # a slow setup: none of it may show in the timed calls
+        events.append("setup")
+
+    def work() -> None:
+        events.append("call")
+        clock.work()
+
+    stats = time_callable(work, clock=clock, faults=clock.faults, setup=setup,
+                          policy=TimingPolicy(max_time_s=100.0, rel_tolerance=0.0, max_rounds=6))
+    assert events == ["setup", "call"] * (stats.warmup_rounds + stats.rounds)
+    assert stats.median_s == pytest.approx(0.01) and stats.max_s == pytest.approx(0.01)
+
+
+def test_setup_may_return_fresh_arguments() -> None:
+    seen: list[tuple[object, ...]] = []
+    fresh = iter(range(100))
+
+    stats = time_callable(lambda *a, **k: seen.append((a, k)), (0,), {"k": 0},
+                          setup=lambda: ((next(fresh),), {"k": "new"}),
+                          policy=TimingPolicy(max_time_s=100.0, max_rounds=3, first_batch=3))
+    assert [a for a, _ in seen] == [(i,) for i in range(stats.warmup_rounds + stats.rounds)]
+    assert {k["k"] for _, k in seen} == {"new"}
+
+
+def test_setup_returning_something_else_is_a_clear_error() -> None:
+    with pytest.raises(TypeError, match=r"setup must return None or \(args, kwargs\)"):
+        time_callable(lambda: None, setup=lambda: 42)
+
+
+def test_before_timed_call_runs_untimed_before_each_timed_call() -> None:
+    # The hook for work that must run beside the timed calls (a live probe of the roof), never inside them.
+    clock = FakeClock([0.01])
+    seen: list[float] = []
+
+    def hook(previous_s: float) -> None:
+        seen.append(previous_s)
+        clock.now += 1.0  # slow, and outside the timed interval
+
+    stats = time_callable(clock.work, clock=clock, faults=clock.faults, before_timed_call=hook,
+                          policy=TimingPolicy(max_time_s=100.0, rel_tolerance=0.0, max_rounds=6))
+    assert len(seen) == stats.rounds == 6
+    assert seen[0] == 0.0 and seen[1:] == pytest.approx([0.01] * 5)
+    assert stats.max_s == pytest.approx(0.01)

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import hashlib
 import os
 import shutil
 import signal
 import subprocess
-import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 # The architecture's tuning flag (-march=native / -mcpu=native) comes from characterize/arch.py.
 BASE_FLAGS = ("-O3", "-fopenmp", "-fPIC", "-shared", "-std=c11", "-ffp-contract=fast",
@@ -111,10 +108,12 @@ def build_shared_libraries(source: Path, variants: list[dict[str, str | int]], e
 
 
 def _start_in_own_group(command: list[str]) -> subprocess.Popen[str]:
-    """Start the compiler as the leader of a new process group (so the whole tree can be killed at once) that
-    also dies with us on Linux, even when we are killed outright (PR_SET_PDEATHSIG on the driver)."""
+    """Start the compiler as the leader of a new process group, so the whole tree (cc1, as, ld) can be killed
+    at once. No preexec_fn (PR_SET_PDEATHSIG): Python code between fork and exec can deadlock in a process
+    with other threads (torch's pools run during characterization); a compiler orphaned by a SIGKILL of the
+    session ends when its compile does."""
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=_die_with_parent if _PRCTL is not None else None)
+                            start_new_session=True)
 
 
 def _kill_groups(processes: Iterable[subprocess.Popen[str]]) -> None:
@@ -128,25 +127,6 @@ def _kill_groups(processes: Iterable[subprocess.Popen[str]]) -> None:
                 process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 pass
-
-
-def _load_prctl() -> Any:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-
-
-_PRCTL = _load_prctl()
-_PR_SET_PDEATHSIG = 1
-
-
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
 
 
 def accepts_flag(compiler: str, flag: str) -> bool:

@@ -18,6 +18,7 @@ is far below that.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -156,7 +157,7 @@ def cpu_clock_hz(cpuinfo_text: str | None = None, cpufreq_max_khz: str | None = 
     candidates: list[tuple[float, str]] = []
     if cpufreq_max_khz.strip().isdigit():
         candidates.append((int(cpufreq_max_khz.strip()) * 1e3, "cpufreq cpuinfo_max_freq"))
-    mhz = [float(m) for m in re.findall(r"^cpu MHz\s*:\s*([0-9.]+)", cpuinfo_text, re.M)]
+    mhz = [float(m) for m in re.findall(r"^cpu MHz\s*:\s*([0-9.]+)", cpuinfo_text, re.MULTILINE)]
     if mhz:
         candidates.append((max(mhz) * 1e6, "/proc/cpuinfo cpu MHz"))
     ghz = re.findall(r"@\s*([0-9.]+)\s*GHz", cpuinfo_text)
@@ -231,7 +232,7 @@ def check_order(machine: Machine) -> list[Problem]:
     """Bandwidth must not grow from a cache level to a farther one (beyond noise)."""
     levels = [(level, machine.bandwidth[level]) for level in LEVEL_ORDER if level in machine.bandwidth]
     problems = []
-    for (near, near_bw), (far, far_bw) in zip(levels, levels[1:]):
+    for (near, near_bw), (far, far_bw) in itertools.pairwise(levels):
         if far_bw > (1 + BANDWIDTH_NOISE) * near_bw:
             problems.append(Problem(f"bandwidth.{near}",
                                     f"{near_bw / 1e9:.4g} GB/s is below {far} ({far_bw / 1e9:.4g} GB/s), "

@@ -87,6 +87,7 @@ call under the mode, and is counted as the eager ops it runs.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -136,8 +137,17 @@ FLOP_CONVENTIONS: tuple[tuple[str, str], ...] = (
     ("convolution_backward", "dgrad = fwd, wgrad = fwd (per output_mask), bias grad = numel(grad_output)"),
     ("RNN layers (oneDNN, cuDNN, MIOpen)", "2*T*B*sum(2-D weight numel); backward 2x forward"),
     ("scaled dot-product attention", "2*B*H*L*S*(E+Ev) forward, 2*B*H*L*S*(3E+2Ev) backward"),
-    ("pointwise (torch.Tag.pointwise)", f"{POINTWISE} per output element"),
-    ("reductions (torch.Tag.reduction), cumsum", f"{REDUCTION} per input element"),
+    ("fused multi-head attention (_native_multi_head_attention)",
+     ("as its decomposed ops: Q/K/V/out projections + bias adds + QK^T + PV; with need_weights also the query "
+     "scaling, softmax and head average")),
+    ("fused encoder layer (_transformer_encoder_layer_fwd)",
+     "self-attention as above + 2 layer norms + FFN matmuls + activation + 2 residual adds"),
+    (("pointwise (torch.Tag.pointwise, and untagged activations such as hardswish, prelu, glu and their "
+     "backward ops)"), f"{POINTWISE} per output element"),
+    ("embedding_bag", "1 per gathered element (2 with per_sample_weights), + 1 per output element for mean"),
+    ("reductions (torch.Tag.reduction), scans (cumsum, cummax, logcumsumexp), trace, dist, renorm",
+     f"{REDUCTION} per input element"),
+    ("elementwise losses (binary cross entropy, smooth L1, Huber, soft margin)", f"{POINTWISE} per output element"),
     ("_foreach_* ops", "1 per element of the first tensor list"),
     ("softmax / log_softmax", f"{SOFTMAX_FWD} per element forward, {SOFTMAX_BWD} backward"),
     ("batch norm with batch statistics, layer/group/RMS norm",
@@ -394,6 +404,59 @@ def _f_efficient_bwd(c: _Call) -> int:
     return sum(attention_backward_flops(*p) for p in _bhsd_pieces(c, 1, "cu_seqlens_q", "cu_seqlens_k"))
 
 
+def _lengths(t: Any) -> list[int]:
+    """Sequence length of each batch element of a [B, L, E] (or unbatched [L, E]) activation; a nested tensor
+    (the padding-mask fast path) has one length per sequence."""
+    if getattr(t, "is_nested", False):
+        return [int(row[0]) for row in t._nested_tensor_size().tolist()]
+    shape = _shape(t)
+    return [shape[1]] * shape[0] if len(shape) == 3 else [shape[0]]
+
+
+def _attention_block_flops(lq: Sequence[int], lk: Sequence[int], e: int, heads: int, *, bias: bool,
+                           weights: bool, average: bool) -> int:
+    """Multi-head attention over sequences of lengths ``lq`` (queries) and ``lk`` (keys), counted as its
+    decomposed ops count it (so a fused call and the same module with grad on agree): Q, K, V and output
+    projections (2*tokens*E*E each), the in-projection bias adds, QK^T and PV per sequence; with explicit
+    weights (``need_weights``) also the query scaling, the softmax and the head average."""
+    d, tq, tk = e // heads, sum(lq), sum(lk)
+    scores = sum(q * k for q, k in zip(lq, lk, strict=True))  # per head
+    flops = 2 * gemm_flops(tq, e, e) + 2 * gemm_flops(tk, e, e)
+    flops += (tq * e + 2 * tk * e) * POINTWISE if bias else 0
+    flops += 2 * heads * scores * 2 * d  # QK^T and PV: attention_flops summed over the sequences
+    if weights:
+        flops += POINTWISE * tq * e + SOFTMAX_FWD * heads * scores
+        flops += REDUCTION * heads * scores if average else 0
+    return flops
+
+
+def _f_native_mha(c: _Call) -> int:
+    """``nn.MultiheadAttention``'s inference fast path (eval, no grad) as one op."""
+    return _attention_block_flops(_lengths(c["query"]), _lengths(c["key"]), int(c["embed_dim"]), int(c["num_head"]),
+                                  bias=c["qkv_bias"] is not None, weights=bool(c["need_weights"]),
+                                  average=bool(c["average_attn_weights"]))
+
+
+def _f_encoder_layer(c: _Call) -> int:
+    """``nn.TransformerEncoderLayer``'s inference fast path: self-attention (no weights), two layer norms,
+    the feed-forward matmuls, its activation and the two residual adds."""
+    lengths = _lengths(c["src"])
+    e, ffn = int(c["embed_dim"]), _shape(c["ffn_weight_1"])[0]
+    tokens = sum(lengths)
+    attention = _attention_block_flops(lengths, lengths, e, int(c["num_heads"]), bias=c["qkv_bias"] is not None,
+                                       weights=False, average=False)
+    feed_forward = gemm_flops(tokens, ffn, e) + gemm_flops(tokens, e, ffn) + POINTWISE * tokens * ffn
+    return attention + feed_forward + 2 * NORM_STATS_FWD * tokens * e + 2 * POINTWISE * tokens * e
+
+
+def _f_embedding_bag(c: _Call) -> int:
+    """One add (sum, mean) or compare (max) per gathered element, a multiply more with per-sample weights,
+    and the mean's divide per output element."""
+    gathered = _numel(c["indices"]) * _shape(c["weight"])[-1]
+    flops = gathered * (2 if c["per_sample_weights"] is not None else 1)
+    return flops + (_numel(c.output()) if int(c["mode"]) == 1 else 0)
+
+
 def _per_element(per: int, arg: int | str = 0) -> Formula:
     def formula(c: _Call) -> int:
         return per * _numel(c[arg])
@@ -509,6 +572,9 @@ def _build_formulas() -> dict[Any, tuple[Formula, int | str]]:
     add(["_flash_attention_backward"], _f_flash_bwd, 1)
     add(["_efficient_attention_forward"], _f_efficient_fwd)
     add(["_efficient_attention_backward"], _f_efficient_bwd, 1)
+    add(["_embedding_bag", "_embedding_bag_forward_only"], _f_embedding_bag, "weight")
+    add(["_native_multi_head_attention"], _f_native_mha, "query")
+    add(["_transformer_encoder_layer_fwd"], _f_encoder_layer, "src")
     # softmax and normalization
     add(["_softmax", "_log_softmax", "_safe_softmax"], _per_element(SOFTMAX_FWD))
     add(["_softmax_backward_data", "_log_softmax_backward_data"], _per_element(SOFTMAX_BWD))
@@ -544,7 +610,8 @@ def _build_formulas() -> dict[Any, tuple[Formula, int | str]]:
     add(["nll_loss_backward", "nll_loss2d_backward"], _per_element(1, "target"), 1)
     add(["mse_loss"], _per_element(MSE_FWD))
     add(["mse_loss_backward"], _per_element(MSE_BWD, 1), 1)
-    add(["cumsum", "cumsum_", "cumprod", "cumprod_"], _per_element(REDUCTION))
+    add(["cumsum", "cumsum_", "cumprod", "cumprod_", "logcumsumexp", "cummax", "cummin"], _per_element(REDUCTION))
+    add(["trace", "dist", "renorm"], _per_element(REDUCTION))
     add(["embedding_dense_backward"], _per_element(1))
     add(["index_add", "index_add_"], _per_element(1, "source"), "source")
     add(["scatter_add", "scatter_add_"], _f_scatter_add, "src")
@@ -575,6 +642,10 @@ _ZERO_FLOP = set(_packets(
     "exponential_", "geometric_", "cauchy_", "log_normal_", "_local_scalar_dense", "equal", "_copy_from",
     "_copy_from_and_resize", "_pin_memory", "_foreach_copy_", "_foreach_zero_", "alias", "_to_dense",
     "to_padded_tensor", "_fused_dropout",
+    # found by audit-ops: rearrangements, selections and sparse conversions without arithmetic
+    "rot90", "diag_embed", "block_diag", "_to_sparse", "repeat_interleave", "_chunk_cat", "_unsafe_masked_index",
+    "put", "lu_unpack", "masked_fill", "masked_fill_", "complex", "hash_tensor",
+    "_nested_tensor_from_mask", "_nested_tensor_from_mask_left_aligned",
 ))
 
 # Ops that write their destination without reading it.
@@ -637,6 +708,8 @@ def _classify(func: Any) -> tuple[str, Formula | None, int | str]:
         return "formula", formula, math_arg
     if packet in _ZERO_FLOP:
         return "zero", None, 0
+    if packet in _UNTAGGED_POINTWISE:
+        return "pointwise", None, 0
     if packet.__name__.startswith("_foreach_"):
         return "foreach", None, 0
     for op in (func, _functional_twin(func)):
@@ -648,6 +721,17 @@ def _classify(func: Any) -> tuple[str, Formula | None, int | str]:
             return "reduction", None, 0
     return "uncounted", None, 0
 
+
+# Elementwise by nature, but without torch's pointwise tag (torch 2.13): activations and their backward ops.
+_UNTAGGED_POINTWISE = set(_packets(
+    "hardswish", "hardswish_", "_prelu_kernel", "glu", "rrelu_with_noise", "log_sigmoid_forward",
+    "hardswish_backward", "hardsigmoid_backward", "hardtanh_backward", "elu_backward", "leaky_relu_backward",
+    "_prelu_kernel_backward", "glu_backward", "mish_backward", "softplus_backward", "log_sigmoid_backward",
+    "hardshrink_backward", "softshrink_backward",
+    # found by audit-ops: elementwise arithmetic and elementwise losses without the tag
+    "rsub", "floor_divide", "polar", "linalg_cross", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+    "smooth_l1_loss", "huber_loss", "soft_margin_loss",
+))
 
 _REDUCTION_TAG = getattr(torch.Tag, "reduction", None)
 # Older torch builds lack Tag.reduction; these are the common reductions then.
@@ -838,8 +922,15 @@ def _signature(info: _OpInfo, call: _Call) -> tuple[tuple[str, ...], tuple[str, 
     if not tensors:
         prefix = "->"
         tensors = [t for i in info.fresh_returns for t in _tensors(call.output(i))]
-    shapes = tuple(prefix + ("x".join(str(s) for s in _shape(t)) or "()") for t in tensors)
+    shapes = tuple(prefix + _shape_text(t) for t in tensors)
     return shapes, tuple(str(t.dtype).removeprefix("torch.") for t in tensors)
+
+
+def _shape_text(t: torch.Tensor) -> str:
+    if t.is_nested:  # ragged: the sequence lengths, then the fixed dims
+        sizes = t._nested_tensor_size().tolist()
+        return f"nested({','.join(str(int(r[0])) for r in sizes)})" + "".join(f"x{d}" for d in sizes[0][1:])
+    return "x".join(str(s) for s in _shape(t)) or "()"
 
 
 def _display(op: str, shapes: Sequence[str], limit: int = 4) -> str:
@@ -871,7 +962,9 @@ class _CountingMode(TorchDispatchMode):
 
 def _is_compiled(fn: Any) -> bool:
     """A ``torch.compile``d function or module (only these, not callables that call one inside)."""
-    optimized = getattr(getattr(torch, "_dynamo", None), "OptimizedModule", None)
+    # torch imports _dynamo lazily on first attribute access (~1.8 s); if nothing imported it yet, nothing
+    # can have been compiled, so look in sys.modules instead of touching torch._dynamo.
+    optimized = getattr(sys.modules.get("torch._dynamo"), "OptimizedModule", None)
     return hasattr(fn, "_torchdynamo_orig_callable") or (optimized is not None and isinstance(fn, optimized))
 
 

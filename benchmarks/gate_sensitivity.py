@@ -1,0 +1,77 @@
+"""Gate sensitivity: which injected slowdowns a fraction threshold catches, and how often it cries wolf.
+
+Runs fresh ``pytest --roofline`` sessions of the held-out workloads with a known slowdown injected into every
+measured call (a busy wait of that share of the call's own time; see benchmarks/heldout/conftest.py), the
+slowdowns interleaved session by session so that host drift hits all of them alike. Each test's threshold is
+``--threshold`` (0.9) x its median fraction over the clean sessions; printed per test and slowdown: the share
+of sessions below it (at 0 %: false alarms, target 0; at 10 %: target >= 95 %).
+
+    python benchmarks/gate_sensitivity.py [--sessions 6] [--slowdowns 0 5 10 20] [pytest args]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HELDOUT = str(Path(__file__).parent / "heldout")
+
+
+def run_session(directory: Path, slowdown: float, pytest_args: list[str]) -> dict[str, float]:
+    command = [sys.executable, "-m", "pytest", "--roofline", "--roofline-dir", str(directory), "-q",
+               "-p", "no:cacheprovider", *pytest_args]
+    env = {**os.environ, "ROOFLINE_INJECT_SLOWDOWN": str(slowdown)}
+    subprocess.run(command, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        tests = json.loads((directory / "results.json").read_text())["tests"]
+    except (OSError, ValueError):
+        print(f"session in {directory} wrote no results", file=sys.stderr)
+        return {}
+    return {t["nodeid"].split("::")[-1]: t["fraction"] for t in tests if t["fraction"] is not None}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, default=6)
+    parser.add_argument("--slowdowns", type=float, nargs="+", default=[0, 5, 10, 20], help="percent")
+    parser.add_argument("--threshold", type=float, default=0.9, help="x the clean median fraction")
+    args, pytest_args = parser.parse_known_args()
+    pytest_args = pytest_args or [HELDOUT]
+    if 0 not in args.slowdowns:
+        parser.error("--slowdowns must include 0: the clean sessions set the thresholds")
+    fractions: dict[float, dict[str, list[float]]] = {s: {} for s in args.slowdowns}
+    with tempfile.TemporaryDirectory() as tmp:
+        for index in range(args.sessions):
+            for slowdown in args.slowdowns:
+                found = run_session(Path(tmp) / f"{slowdown}-{index}", slowdown / 100, pytest_args)
+                for name, fraction in found.items():
+                    fractions[slowdown].setdefault(name, []).append(fraction)
+            print(f"session {index + 1}/{args.sessions} done", file=sys.stderr)
+    names = sorted(fractions[0])
+    header = " ".join(f"{f'{s:g}%':>7s}" for s in args.slowdowns)
+    print(f"{'test':28s} {'clean':>7s} {'CV':>6s} {'worst':>6s}  flagged at {header}")
+    caught = {s: [] for s in args.slowdowns}
+    for name in names:
+        clean = fractions[0][name]
+        median = statistics.median(clean)
+        threshold = args.threshold * median
+        cv = statistics.stdev(clean) / statistics.fmean(clean) if len(clean) > 1 else 0.0
+        shares = []
+        for slowdown in args.slowdowns:
+            values = fractions[slowdown].get(name, [])
+            share = sum(v < threshold for v in values) / len(values) if values else float("nan")
+            caught[slowdown].append(share)
+            shares.append(f"{share:7.0%}")
+        print(f"{name[-28:]:28s} {median:7.3f} {cv:6.1%} {min(clean) / median:6.3f}  {'':10s} {' '.join(shares)}")
+    print(f"threshold {args.threshold:g} x clean median, {args.sessions} sessions per slowdown; all tests: "
+          + ", ".join(f"{s:g}% flagged in {statistics.fmean(caught[s]):.0%}" for s in args.slowdowns))
+
+
+if __name__ == "__main__":
+    main()
