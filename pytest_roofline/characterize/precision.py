@@ -45,15 +45,3 @@ def missing_path_reason(precision: str, flags: Iterable[str] | None = None) -> s
     names = NATIVE_FLAGS.get(precision, ())
     return (f"this CPU has no native {precision} path (none of {', '.join(names)} in /proc/cpuinfo), so PyTorch "
             f"emulates {precision} in software")
-
-
-def torch_cpu_supports(precision: str) -> bool | None:
-    """PyTorch's (oneDNN's) own answer, when this torch build has the check; None when it cannot tell."""
-    try:
-        import torch
-
-        check = {"bf16": torch.ops.mkldnn._is_mkldnn_bf16_supported,
-                 "fp16": torch.ops.mkldnn._is_mkldnn_fp16_supported}[precision]
-        return bool(check())
-    except Exception:  # noqa: BLE001 - private API: absent or failing in some builds
-        return None
