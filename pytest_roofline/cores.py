@@ -8,6 +8,10 @@ Plain Python (no pytest, no torch import of its own), usable from a script:
         ...time the call...
     machine = interpolate(roofs_by_count, placement.count)
 
+- ``auto`` measures on a fixed number of cores, half the machine's (at least one, at most an xdist worker's
+  share; ``auto_count``), chosen among the free ones at each call site: a count that does not change with the
+  load keeps a test's fraction comparable between quiet and busy sessions (work that runs on one thread
+  whatever the pool size would otherwise read twice as high whenever a neighbour took the other core).
 - Load per core comes from ``/proc/stat`` read twice a short window apart (the share of each core's ticks not
   idle); a core is *free* when less than ``FREE_BELOW`` of it was busy.
 - ``pinned`` moves every thread of this process (``os.sched_setaffinity`` on each task id; the call on pid 0
@@ -43,7 +47,8 @@ class CoresSettingError(ValueError):
 
 @dataclass(frozen=True)
 class CoresSetting:
-    """``auto`` (the free cores now), ``all``, a count (the least loaded N) or an explicit list of cores."""
+    """``auto`` (half the machine's cores, the free ones now), ``all``, a count (the least loaded N) or an
+    explicit list of cores."""
 
     mode: str                           # "auto", "all", "count" or "list"
     count: int | None = None
@@ -235,12 +240,15 @@ class Placement:
         return out
 
     def marker(self) -> str:
-        """Short text for the terminal row: empty when the whole machine was used, uncontended, alone."""
+        """Short text for the terminal row: empty when the whole machine (or ``auto``'s share of it) was used,
+        uncontended, with nothing busy beside."""
         parts: list[str] = []
         if self.contended:
             load = self.load_on
             parts.append("contended" + (f", load {load:.0%}" if load is not None else ""))
-        if self.count < len(self.allowed) or self.contended:
+        quiet_auto = self.setting == "auto" and (self.load_beside or 0.0) < FREE_BELOW  # the usual case: the
+        # summary says once how many cores auto takes, rows say so only when a neighbour was busy beside
+        if (self.count < len(self.allowed) and not quiet_auto) or self.contended:
             cores = ",".join(map(str, self.used))
             beside = self.load_beside
             parts.append(f"core{'s' if self.count > 1 else ''} {cores} of {len(self.allowed)}"
@@ -250,12 +258,19 @@ class Placement:
         return "; ".join(parts)
 
 
+def auto_count(machine_cores: int, allowed: int) -> int:
+    """How many cores ``auto`` measures on: half the machine's (at least one), at most the ``allowed`` ones (an
+    xdist worker's share). Fixed per machine, so quiet and busy sessions are judged alike; half, because a
+    shared runner's neighbours are expected to take no more than the other half."""
+    return max(1, min(allowed, machine_cores // 2))
+
+
 def choose(setting: CoresSetting, allowed: Sequence[int], load: Mapping[int, float] | None,
-           free_below: float = FREE_BELOW) -> Placement:
-    """The cores to measure on. ``auto``: the free ones of ``allowed``, or all of them, *contended*, when none
-    is free; ``all``: every allowed core; ``N``: the N least loaded; a list: exactly those (must be allowed).
-    Only ``auto`` marks a measurement contended: the other settings are the user's choice of cores, measured
-    as asked (the load is recorded all the same)."""
+           free_below: float = FREE_BELOW, machine_cores: int | None = None) -> Placement:
+    """The cores to measure on. ``auto``: the ``auto_count`` least loaded of ``allowed`` (``machine_cores``
+    defaults to ``len(allowed)``), *contended* when one of them is busy; ``all``: every allowed core; ``N``:
+    the N least loaded; a list: exactly those (must be allowed). Only ``auto`` marks a measurement contended:
+    the other settings are the user's choice of cores, measured as asked (the load is recorded all the same)."""
     allowed = sorted(allowed)
     seen = dict(load or {})
 
@@ -268,16 +283,17 @@ def choose(setting: CoresSetting, allowed: Sequence[int], load: Mapping[int, flo
             raise CoresSettingError(f"--roofline-cores: core(s) {','.join(map(str, missing))} are not available "
                                     f"to this process (it may run on {','.join(map(str, allowed))})")
         used = list(setting.cores)
-    elif setting.mode == "count":
-        if setting.count is not None and setting.count > len(allowed):
-            raise CoresSettingError(f"--roofline-cores: {setting.count} cores asked for, this process may run on "
+    elif setting.mode in ("count", "auto"):
+        count = setting.count if setting.mode == "count" else auto_count(machine_cores or len(allowed),
+                                                                           len(allowed))
+        if count is not None and count > len(allowed):
+            raise CoresSettingError(f"--roofline-cores: {count} cores asked for, this process may run on "
                                     f"{len(allowed)} ({','.join(map(str, allowed))})")
-        used = sorted(sorted(allowed, key=busy)[:setting.count])
-    elif setting.mode == "auto":
-        used = [c for c in allowed if busy(c) < free_below] or allowed
+        # least loaded first; among equals the highest ids, which the OS fills last (core 0 takes interrupts)
+        used = sorted(sorted(allowed, key=lambda c: (busy(c), -c))[:count])
     else:
         used = allowed
-    contended = setting.mode == "auto" and all(busy(c) >= free_below for c in used)
+    contended = setting.mode == "auto" and any(busy(c) >= free_below for c in used)
     return Placement(tuple(used), tuple(allowed), {c: seen[c] for c in allowed if c in seen}, contended,
                      str(setting))
 
@@ -458,10 +474,12 @@ class Planner:
     """Chooses and holds the cores for each measured call site of a session (or an xdist worker's share)."""
 
     def __init__(self, setting: CoresSetting, allowed: Sequence[int], *, gpu_index: int | None = None,
+                 machine_cores: int | None = None,
                  sampler: Callable[[], Mapping[int, float] | None] | None = None,
                  affinity: Affinity = SYSTEM_AFFINITY, pools: ThreadPools = SYSTEM_POOLS) -> None:
         self.setting = setting
         self.allowed = sorted(allowed)
+        self.machine_cores = machine_cores or len(self.allowed)  # the whole machine's, for ``auto_count``
         self.gpu_index = gpu_index
         self._sampler = sampler
         self._affinity = affinity
@@ -472,7 +490,7 @@ class Planner:
         """Look at the load, pin to the chosen cores (only when fewer than all allowed), yield the placement.
         ``all`` does not look (it uses every core whatever the load), so it costs nothing."""
         load = None if self.setting.mode == "all" else (self._sampler or sample_load)()
-        placement = choose(self.setting, self.allowed, load)
+        placement = choose(self.setting, self.allowed, load, machine_cores=self.machine_cores)
         if self.gpu_index is not None:
             placement = Placement(placement.used, placement.allowed, placement.load, placement.contended,
                                   placement.setting, tuple(gpu_processes(self.gpu_index)))

@@ -147,8 +147,23 @@ def summary_lines(machine: Machine | None, records: Iterable[TestRecord], direct
             lines.append(f"uncounted FLOPs in {record.nodeid}: {missing}: their FLOPs are missing from its fraction")
     if counter:
         lines.append(f"counter: {counter}")
+    cores_line = auto_cores_line([g.placement for r in records for g in r.recorder.regions])
+    if cores_line:
+        lines.append(cores_line)
     lines.append(f"results: {directory / RESULTS_FILE}")
     return lines
+
+
+def auto_cores_line(placements: Iterable[Any]) -> str:
+    """Say once what ``--roofline-cores auto`` did when it took fewer than all cores (rows say it only when
+    a neighbour was busy): ``cores: auto: each call site ran on 1 of 2 cores, judged against 1-core roofs``."""
+    counts = sorted({(p.count, len(p.allowed)) for p in placements
+                     if p is not None and getattr(p, "setting", "") == "auto" and p.count < len(p.allowed)})
+    if not counts:
+        return ""
+    shares = ", ".join(f"{used} of {allowed}" for used, allowed in counts)
+    return (f"cores: auto: call sites ran on {shares} cores (half the machine's, the least loaded at each call "
+            "site), judged against roofs for that many; --roofline-cores all for every core")
 
 
 # A measured call cannot beat the hardware: a fraction this far above 1 means the roof it was judged against

@@ -57,8 +57,8 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
      (f"{'|'.join(MALLOC_POLICIES)}: tuned fixes glibc's mmap/trim thresholds so large outputs do not "
      "page-fault in some calls and not others"), "tuned"),
     ("--roofline-cores", "roofline_cores",
-     ("cores to measure on: auto (the cores free now, judged against roofs for that many), all, a count N, "
-      "or a list such as 0,1 or 0-3"), "auto"),
+     ("cores to measure on: auto (half the machine's cores, the least loaded at each call site, judged "
+      "against roofs for that many), all, a count N, or a list such as 0,1 or 0-3"), "auto"),
     ("--roofline-uncounted", "roofline_uncounted",
      (f"{'|'.join(UNCOUNTED_POLICIES)}: what a region that ran FLOP-bearing ops without a counting rule does "
       "(warn: marked in the summary; fail: the test fails); the marker's uncounted= overrides it"), "warn"),

@@ -118,7 +118,8 @@ class RooflineState:
             worker = cores.xdist_worker()
             allowed = cores.base_affinity() if worker is None else cores.worker_share(cores.base_affinity(), *worker)
             kind, _, index = resolve_device_if_loaded(self.settings.device).partition(":")
-            self.planner = cores.Planner(setting, allowed, gpu_index=int(index or 0) if kind == "cuda" else None)
+            self.planner = cores.Planner(setting, allowed, gpu_index=int(index or 0) if kind == "cuda" else None,
+                                         machine_cores=len(cores.base_affinity()))
         return self.planner
 
     def pin_worker(self) -> None:

@@ -78,7 +78,7 @@ def test_parse_cores_rejects_with_the_option_named(text: str) -> None:
         cores.parse_cores(text)
 
 
-def test_auto_takes_the_free_cores_and_records_the_load_beside() -> None:
+def test_auto_takes_half_the_machine_the_least_loaded_and_records_the_load_beside() -> None:
     placement = cores.choose(cores.CoresSetting("auto"), [0, 1, 2, 3], {0: 0.98, 1: 0.05, 2: 0.6, 3: 0.0})
     assert placement.used == (1, 3)
     assert not placement.contended
@@ -87,17 +87,40 @@ def test_auto_takes_the_free_cores_and_records_the_load_beside() -> None:
     assert placement.to_dict()["load"] == {"0": 0.98, "1": 0.05, "2": 0.6, "3": 0.0}
 
 
-def test_auto_with_every_core_free_uses_all_and_says_nothing() -> None:
-    placement = cores.choose(cores.CoresSetting("auto"), [0, 1], {0: 0.1, 1: 0.0})
-    assert placement.used == (0, 1) and not placement.contended
-    assert placement.marker() == ""
+@pytest.mark.parametrize(("machine", "allowed", "expected"), [
+    (1, 1, 1), (2, 2, 1), (3, 3, 1), (4, 4, 2), (16, 16, 8),
+    (4, 2, 2),   # an xdist worker's share of 2 on a 4-core machine: its whole share
+    (16, 4, 4),
+    (2, 1, 1),
+])
+def test_auto_count_is_half_the_machine_within_the_share(machine: int, allowed: int, expected: int) -> None:
+    assert cores.auto_count(machine, allowed) == expected
+
+
+def test_auto_count_does_not_change_with_the_load() -> None:
+    quiet = cores.choose(cores.CoresSetting("auto"), [0, 1], {0: 0.1, 1: 0.0})
+    loaded = cores.choose(cores.CoresSetting("auto"), [0, 1], {0: 1.0, 1: 0.0})
+    assert quiet.count == loaded.count == 1
+    assert quiet.used == (1,)   # equal load: the highest id (core 0 takes the interrupts)
+    assert loaded.used == (1,)
+    assert quiet.marker() == ""  # the usual case: said once in the summary, not on every row
+    assert loaded.marker() == "core 1 of 2, 100% busy beside"
+    other = cores.choose(cores.CoresSetting("auto"), [0, 1], {0: 0.0, 1: 0.9})
+    assert other.used == (0,) and not other.contended
+
+
+def test_auto_in_a_worker_share_uses_the_machine_count() -> None:
+    placement = cores.choose(cores.CoresSetting("auto"), [2, 3], {2: 0.0, 3: 0.0}, machine_cores=4)
+    assert placement.used == (2, 3)
 
 
 def test_auto_without_a_free_core_is_contended() -> None:
     placement = cores.choose(cores.CoresSetting("auto"), [0, 1], {0: 0.9, 1: 1.0})
-    assert placement.used == (0, 1)
+    assert placement.used == (0,)
     assert placement.contended
-    assert placement.marker() == "contended, load 100%; cores 0,1 of 2"
+    assert placement.marker() == "contended, load 90%; core 0 of 2, 100% busy beside"
+    four = cores.choose(cores.CoresSetting("auto"), [0, 1, 2, 3], {0: 0.9, 1: 1.0, 2: 0.0, 3: 0.7})
+    assert four.used == (2, 3) and four.contended  # only one free core for a count of 2
 
 
 def test_count_takes_the_least_loaded_and_list_takes_exactly_those() -> None:
@@ -112,7 +135,8 @@ def test_count_takes_the_least_loaded_and_list_takes_exactly_those() -> None:
 
 
 def test_unknown_load_means_free() -> None:
-    assert cores.choose(cores.CoresSetting("auto"), [0, 1], None).used == (0, 1)
+    placement = cores.choose(cores.CoresSetting("auto"), [0, 1], None)
+    assert placement.used == (1,) and not placement.contended
 
 
 @pytest.mark.parametrize(("index", "workers", "expected"), [
@@ -183,7 +207,9 @@ def test_planner_pins_only_when_fewer_than_all_cores() -> None:
     with planner.scope() as placement:
         assert placement.used == (1,)
         assert fake.masks[10] == {1} and fake.threads_now == 1
-    with planner.scope() as placement:
+    all_cores = cores.Planner(cores.CoresSetting("all"), [0, 1], sampler=lambda: next(loads),
+                              affinity=fake.affinity(), pools=fake.pools())
+    with all_cores.scope() as placement:
         assert placement.used == (0, 1)
         assert fake.masks[10] == {0, 1, 2, 3} and fake.threads_now == 4  # untouched
     assert fake.calls == [("set", 1), ("restore", (4, "limits"))]

@@ -83,12 +83,12 @@ def test_contended_measurement_is_reported_not_failed(pytester: pytest.Pytester,
     pytester.makepyfile(SLOW_TEST)
     result = run(pytester, machine_file)
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["*test_slow*passed (below min) [[]contended, load 100%*"])
+    result.stdout.fnmatch_lines(["*test_slow*passed (below min) [[]contended, load 90%*"])
     test = results(pytester)["tests"][0]
     assert test["outcome"] == "passed"
     assert test["contended"] == {"remeasured": True, "still_contended": True}
     region = test["regions"][0]
-    assert region["cores"]["contended"] is True and region["cores"]["load_on"] == 1.0
+    assert region["cores"]["contended"] is True and region["cores"]["load_on"] == 0.9  # the least loaded
     assert "measured again at the end of the session, still contended" in region["notes"][-1]
 
 
