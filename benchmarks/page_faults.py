@@ -40,8 +40,8 @@ def main() -> None:
     parser.add_argument("--malloc", nargs="+", default=["tuned", "default"])
     args, pytest_args = parser.parse_known_args()
     pytest_args = pytest_args or HELDOUT
-    # (policy, test) -> per session: (fraction, faults per timed call)
-    seen: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    # (policy, test) -> per session: (fraction, faults per timed call, a neighbour was busy beside it)
+    seen: dict[tuple[str, str], list[tuple[float, float, bool]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(args.sessions):
             for malloc in args.malloc:
@@ -49,17 +49,23 @@ def main() -> None:
                     if test["fraction"] is None:
                         continue
                     faults = max(r["timing"].get("faults_per_call", 0.0) for r in test["regions"])
-                    seen.setdefault((malloc, test["nodeid"].split("::")[-1]), []).append((test["fraction"], faults))
+                    placed = [r.get("cores") or {} for r in test["regions"]]
+                    busy = any(c.get("contended") or (c.get("load_beside") or 0) >= 0.5 for c in placed)
+                    seen.setdefault((malloc, test["nodeid"].split("::")[-1]), []).append(
+                        (test["fraction"], faults, busy))
             print(f"session {index + 1}/{args.sessions} done", file=sys.stderr)
     print(f"{'policy':8s} {'test':28s} {'fault-free':>10s} {'faulting':>8s} {'faults/call':>11s} "
           f"{'median':>7s} {'worst/median':>12s}")
     for (malloc, name), values in sorted(seen.items()):
-        fractions = [f for f, _ in values]
-        faulting = [n for _, n in values if n > 0]
+        fractions = [f for f, _, _ in values]
+        faulting = [n for _, n, _ in values if n > 0]
         median = statistics.median(fractions)
         print(f"{malloc:8s} {name[-28:]:28s} {len(values) - len(faulting):10d} {len(faulting):8d} "
               f"{statistics.median(faulting) if faulting else 0:11.0f} {median:7.3f} "
               f"{min(fractions) / median if median else 0:12.3f}")
+    print("\nper session (fraction, a * where a neighbour kept a core beside it busy or it was contended):")
+    for (malloc, name), values in sorted(seen.items()):
+        print(f"{malloc:8s} {name[-28:]:28s} " + " ".join(f"{f:.3f}{'*' if busy else ''}" for f, _, busy in values))
 
 
 if __name__ == "__main__":

@@ -141,9 +141,31 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(f"--roofline-dir: {exc}") from None
     state = config.stash[STATE] = RooflineState(settings)
     if settings.enabled and settings.malloc == "tuned":
-        from pytest_roofline.allocator import tune_malloc
+        from pytest_roofline.allocator import enable_torch_thp, tune_malloc
 
-        state.malloc = tune_malloc() or "default (not glibc)"
+        pages = config.stash.get(THP_NOTE, None) or enable_torch_thp()
+        state.malloc = f"{tune_malloc() or 'default (not glibc)'}; {pages}"
+
+
+THP_NOTE = pytest.StashKey[str]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """Ask PyTorch for huge pages before any conftest can import it and allocate (it reads the setting once,
+    at its first allocation): only under --roofline with --roofline-malloc tuned."""
+    def early(name: str) -> Any:
+        value = getattr(early_config.known_args_namespace, name, None)
+        return early_config.getini(name) if value is None else value
+
+    try:
+        wanted = parse_bool(early("roofline"), "--roofline") and str(early("roofline_malloc")) == "tuned"
+    except (SettingError, ValueError):
+        return  # a bad value is reported as a usage error by pytest_configure
+    if wanted and not _profiled_child():
+        from pytest_roofline.allocator import enable_torch_thp
+
+        early_config.stash[THP_NOTE] = enable_torch_thp()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -40,3 +40,53 @@ def test_a_block_above_the_largest_mmap_threshold_faults_every_time_by_default_a
     pages = 4 * 48 * 2**20 // 4096  # 4 rounds of 12,288 pages
     assert faults("default") >= 0.9 * pages
     assert faults("tuned") < 100
+
+
+@pytest.mark.parametrize(("text", "mode"), [
+    ("always [madvise] never\n", "madvise"), ("[always] madvise never\n", "always"),
+    ("always madvise [never]\n", "never"), ("", None),
+])
+def test_thp_mode_reads_the_bracketed_choice(tmp_path, text: str, mode: str | None) -> None:
+    from pytest_roofline.allocator import thp_mode
+
+    setting = tmp_path / "enabled"
+    setting.write_text(text)
+    assert thp_mode(setting) == mode
+    assert thp_mode(tmp_path / "missing") is None
+
+
+def test_torch_thp_is_asked_for_only_where_the_kernel_grants_it(tmp_path) -> None:
+    from pytest_roofline.allocator import THP_ENV, enable_torch_thp
+
+    setting = tmp_path / "enabled"
+    setting.write_text("always [madvise] never\n")
+    environ: dict[str, str] = {}
+    assert enable_torch_thp(environ, {}, setting).startswith("THP_MEM_ALLOC_ENABLE=1 (THP madvise")
+    assert environ == {THP_ENV: "1"}
+    late = enable_torch_thp({}, {"torch": object()}, setting)
+    assert "torch was imported before the plugin could set it" in late
+    mine = {THP_ENV: "0"}
+    assert enable_torch_thp(mine, {}, setting) == "THP_MEM_ALLOC_ENABLE=0 (set by the user; THP madvise)"
+    assert mine == {THP_ENV: "0"}
+    setting.write_text("always madvise [never]\n")
+    never: dict[str, str] = {}
+    assert enable_torch_thp(never, {}, setting) == "4 KiB pages (transparent huge pages: never)"
+    assert never == {}
+
+
+def test_the_session_asks_torch_for_huge_pages_before_conftests_load(pytester: pytest.Pytester,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_roofline.allocator import THP_ENV, thp_mode
+
+    if thp_mode() not in ("always", "madvise"):
+        pytest.skip(f"this kernel's THP mode is {thp_mode()}: no huge pages on request")
+    pytester.makeconftest(f"import os\nSEEN = os.environ.get({THP_ENV!r})\n")
+    pytester.makepyfile("""
+import os, conftest
+def test_seen():
+    assert conftest.SEEN == "1"
+""")
+    monkeypatch.delenv(THP_ENV, raising=False)
+    assert pytester.runpytest_subprocess("--roofline", "-p", "no:cacheprovider").ret == 0
+    assert pytester.runpytest_subprocess("--roofline", "--roofline-malloc", "default", "-p",
+                                         "no:cacheprovider").ret == 1  # not asked for: conftest saw None
