@@ -33,7 +33,7 @@ def characterize(cache: Path, cores: int | None) -> tuple[dict, float]:
 
 
 def roofs(document: dict) -> dict[str, float]:
-    out = {f"{k} GFLOP/s": v / 1e9 for k, v in document.get("peak_flops", {}).items()}
+    out = {f"{k} GFLOP/s": v / 1e9 for k, v in document.get("compute", {}).items()}
     out.update({f"{k} GB/s": v / 1e9 for k, v in document.get("bandwidth", {}).items()})
     return out
 

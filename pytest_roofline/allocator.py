@@ -93,3 +93,22 @@ def enable_torch_thp(environ: MutableMapping[str, str] = os.environ, modules: Ma
         note += ("; torch was imported before the plugin could set it, so it may not apply: set "
                  f"{THP_ENV}=1 in the environment")
     return note
+
+
+HUGE_PAGE_BYTES = 2 * 1024 * 1024
+_MADV_HUGEPAGE = 14  # Linux, every architecture
+
+
+def advise_huge_pages(address: int, length: int) -> bool:
+    """``madvise(MADV_HUGEPAGE)`` on a range not touched yet, so its first touch maps 2 MiB pages where the
+    kernel's THP mode allows it (``always`` or ``madvise``); False where it cannot be asked."""
+    if not sys.platform.startswith("linux") or thp_mode() not in ("always", "madvise"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        madvise = libc.madvise
+    except (OSError, AttributeError):
+        return False
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    madvise.restype = ctypes.c_int
+    return bool(madvise(address, length, _MADV_HUGEPAGE) == 0)

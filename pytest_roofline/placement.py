@@ -10,7 +10,7 @@ aggregate over the cores in use), written by the characterization or by hand in 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from pytest_roofline.model import KernelSample, Machine
@@ -30,18 +30,33 @@ def serving_level(footprint_bytes: float, machine: Machine) -> str | None:
     return min(fitting)[1] if fitting else None
 
 
+def nearest_level(machine: Machine) -> str | None:
+    """The cache level with the smallest capacity (L1), if capacities are known."""
+    capacities = machine.info.get("capacities") or {}
+    return min(capacities, key=lambda level: float(capacities[level])) if capacities else None
+
+
 def place_working_set(
-    kernels: Sequence[KernelSample], footprint_bytes: float, machine: Machine, from_level: str = "DRAM"
+    kernels: Sequence[KernelSample], footprint_bytes: float, machine: Machine, from_level: str = "DRAM",
+    write_allocate: Mapping[str, float] | None = None,
 ) -> tuple[list[KernelSample], str | None]:
-    """Move bytes counted at ``from_level`` to the level that holds the working set; say so in a note."""
+    """Move bytes counted at ``from_level`` to the level that holds the working set; say so in a note.
+
+    ``write_allocate`` (bytes per kernel name, included in its bytes) is taken out when that level is the
+    nearest one (L1): a working set that stays in L1 between calls has its output lines there already, so
+    stores hit and read nothing first; the L1 roof is counted without such reads too."""
     level = serving_level(footprint_bytes, machine)
     if level is None or level == from_level:
         return list(kernels), None
+    extra = dict(write_allocate or {}) if level == nearest_level(machine) else {}
     moved = [
-        replace(k, bytes={(level if name == from_level else name): value for name, value in k.bytes.items()})
+        replace(k, bytes={(level if name == from_level else name):
+                          value - (extra.get(k.name, 0.0) if name == from_level else 0.0)
+                          for name, value in k.bytes.items()})
         for k in kernels
     ]
     capacity = float(machine.info["capacities"][level])
     note = (f"working set {si(footprint_bytes, 'B')} fits in {level} ({si(capacity, 'B')}): counted bytes "
-            f"are judged against {level} bandwidth, not {from_level}")
+            f"are judged against {level} bandwidth, not {from_level}"
+            + (" (stores hit there: no write-allocate reads)" if any(extra.values()) else ""))
     return moved, note

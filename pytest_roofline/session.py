@@ -205,7 +205,8 @@ class Recorder:
         notes = counter_notes(counter) + timing_notes(timing)
         footprint = getattr(counter, "footprint_bytes", None)  # counters that assume no cache reuse
         if footprint:
-            kernels, placed = place_working_set(kernels, footprint, machine)
+            kernels, placed = place_working_set(kernels, footprint, machine,
+                                                write_allocate=getattr(counter, "write_allocate_bytes", None))
             notes.extend([placed] if placed else [])
         verdict = evaluate_region(kernels, machine, timing.median_s)
         notes.extend(note for note in [above_one_note(verdict, machine)] if note)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -49,10 +50,18 @@ def _seed() -> None:
 
 
 def count(fn: Callable[[], Any]) -> tuple[AnalyticCounter, list[KernelSample]]:
+    """The counter and its samples with compulsory bytes only: write-allocate reads (checked on their own in
+    test_write_allocate_*) are taken out, so the expectations below are the textbook compulsory traffic."""
     counter = AnalyticCounter()
     _, samples = counter.count(fn, (), {})
     assert counter.errors == {}
-    return counter, samples
+    return counter, [compulsory(s, counter) for s in samples]
+
+
+def compulsory(sample: KernelSample, counter: AnalyticCounter) -> KernelSample:
+    extra = counter.write_allocate_bytes.get(sample.name, 0)
+    assert 0 <= extra <= sample.bytes.get("DRAM", 0)
+    return replace(sample, bytes={level: value - extra for level, value in sample.bytes.items()})
 
 
 def flops(samples: Sequence[KernelSample], precision: str = "fp32") -> int:
@@ -435,7 +444,8 @@ def test_uncounted_heavy_ops_are_reported() -> None:
     x = torch.randn(100)
     counter, _ = count(lambda: (torch.sort(x), torch.relu(x), x.clone()))
     assert counter.uncounted_ops == {"aten.sort.default": 1}
-    assert counter.uncounted_bytes == {"aten.sort.default": 100 * F32 + 100 * F32 + 100 * 8}
+    # read x, write values and indices, and read their lines first (write-allocate)
+    assert counter.uncounted_bytes == {"aten.sort.default": 100 * F32 + 2 * (100 * F32 + 100 * 8)}
     assert counter.op_calls == {"aten.sort.default": 1, "aten.relu.default": 1, "aten.clone.default": 1}
 
 
@@ -598,3 +608,26 @@ def test_the_compiled_check_does_not_import_dynamo() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "False"]
+
+
+F64 = 8
+
+
+def test_write_allocate_reads_of_cpu_stores() -> None:
+    n, M, K, N = 1 << 16, 32, 48, 24
+    src, dst = torch.ones(n), torch.empty(n)
+    counter = AnalyticCounter()
+    counter.count(lambda: dst.copy_(src), (), {})
+    (copy,) = counter.count(lambda: dst.copy_(src), (), {})[1]
+    assert copy.bytes == {"DRAM": 3 * n * F32}          # read src, read dst's lines, write dst
+    assert counter.write_allocate_bytes == {copy.name: n * F32}
+    (inplace,) = counter.count(lambda: dst.add_(src), (), {})[1]
+    assert inplace.bytes == {"DRAM": 3 * n * F32}       # dst is read anyway: no extra read
+    assert counter.write_allocate_bytes == {}
+    out = torch.empty(n, dtype=torch.float64)
+    (added,) = counter.count(lambda: torch.add(src.double(), 1.0, out=out), (), {})[1][-1:]
+    assert added.bytes == {"DRAM": 3 * n * F64}         # read a, read out's lines, write out
+    a, b = torch.randn(M, K), torch.randn(K, N)
+    (mm,) = counter.count(lambda: torch.mm(a, b), (), {})[1]
+    assert mm.bytes == {"DRAM": (M * K + K * N + 2 * M * N) * F32}
+    assert counter.write_allocate_bytes == {mm.name: M * N * F32}

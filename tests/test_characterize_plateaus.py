@@ -71,3 +71,13 @@ def test_extract_plateaus_on_a_synthetic_staircase() -> None:
 def test_extract_plateaus_rejects_mismatched_inputs() -> None:
     with pytest.raises(ValueError, match="differ in length"):
         plateaus.extract_plateaus([1, 2], [1.0], {"L1": (0, 10)})
+
+
+def test_triad_plateaus_beyond_l1_count_the_write_allocate_read() -> None:
+    from pytest_roofline.characterize.plateaus import Plateau, with_write_allocate
+
+    found = {level: Plateau(level, 300e9, (1.0, 2.0), 3, 1, 2) for level in ("L1", "L2", "DRAM")}
+    counted = with_write_allocate(found)
+    assert counted["L1"].bytes_per_s == 300e9             # stores hit in L1: 3 words as measured
+    assert counted["L2"].bytes_per_s == pytest.approx(400e9)  # 4 words: the written line is read first
+    assert counted["DRAM"].bytes_per_s == pytest.approx(400e9)

@@ -41,3 +41,16 @@ def test_without_capacities_nothing_moves() -> None:
     bare = Machine("bare", {"fp32": 1.0}, {"DRAM": 1.0})
     kernels = [KernelSample("a", {}, {"DRAM": 8.0})]
     assert place_working_set(kernels, 8, bare) == (kernels, None)
+
+
+def test_write_allocate_reads_leave_with_an_l1_working_set_only() -> None:
+    # a copy of 1,000 fp32: 4,000 read + 4,000 written + 4,000 write-allocate reads of the destination
+    kernels = [KernelSample("copy", {}, {"DRAM": 12_000.0})]
+    in_l1, note = place_working_set(kernels, 8_000, MACHINE, write_allocate={"copy": 4_000.0})
+    assert [k.bytes for k in in_l1] == [{"L1": 8_000.0}]
+    assert note is not None and "no write-allocate reads" in note
+    in_l2, note = place_working_set(kernels, 1_000_000, MACHINE, write_allocate={"copy": 4_000.0})
+    assert [k.bytes for k in in_l2] == [{"L2": 12_000.0}]
+    assert note is not None and "write-allocate" not in note
+    in_dram, _ = place_working_set(kernels, 10**10, MACHINE, write_allocate={"copy": 4_000.0})
+    assert [k.bytes for k in in_dram] == [{"DRAM": 12_000.0}]

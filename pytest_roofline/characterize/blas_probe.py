@@ -34,7 +34,9 @@ def _torch() -> Any | None:
 
 
 def dram_triad(last_level_cache_bytes: int, progress: Callable[[str], None]) -> Roof:
-    """a = b + s*c over three arrays 4x the last-level cache together; 24 bytes per fp64 element requested."""
+    """a = b + s*c over three arrays 4x the last-level cache together; 32 bytes per fp64 element counted: two
+    reads, the write, and the read of the written line before the store (write-allocate, as the analytic
+    counter charges it)."""
     total = max(4 * last_level_cache_bytes, 192 * 1024**2)
     n = total // (3 * 8)
     torch = _torch()
@@ -49,8 +51,8 @@ def dram_triad(last_level_cache_bytes: int, progress: Callable[[str], None]) -> 
         # numpy has no fused triad; a + b is one pass with the same 2 reads + 1 write per element.
         seconds = best_seconds(lambda: np.add(b_np, c_np, out=a_np), warmup=2, min_repeats=5, budget_s=0.4)
         source = "numpy-add"
-    rate = 3 * 8 * n / seconds
-    progress(f"DRAM {source}: {rate / 1e9:.1f} GB/s over {3 * 8 * n / 2**20:.0f} MiB")
+    rate = 4 * 8 * n / seconds
+    progress(f"DRAM {source}: {rate / 1e9:.1f} GB/s over {3 * 8 * n / 2**20:.0f} MiB (write-allocate counted)")
     return Roof(rate, source, {"working_set_bytes": 3 * 8 * n})
 
 
@@ -77,6 +79,9 @@ GEMM_CANDIDATES: dict[str, tuple[tuple[str, int], ...]] = {
 # With 8 s of calls the cold CPU characterization takes 15-16 s on the 2-core VM (limit: 20 s).
 GEMM_SHARES = {"fp64": 3.5, "fp32": 2.5, "bf16": 1.5, "fp16": 0.4}
 GEMM_BUDGET_S = 8.0        # timed GEMM calls in all, all precisions together
+# With the ERT kernel compiled, fp64 and fp32 roofs come from its FMA sweep and their GEMMs only check them
+# (validate.py): seconds per precision then, 2.9 s in all instead of 8 (cold characterization -5 s).
+ERT_GEMM_SECONDS = {"fp64": 0.5, "fp32": 0.5, "bf16": 1.5, "fp16": 0.4}
 BURST_S = 0.04             # a turn: calls of one candidate until this long (at least one call)
 LIBRARY_CALLS = 3          # after this many calls, a library below LIBRARY_MARGIN x the other's best is dropped
 LIBRARY_MARGIN = 0.9
@@ -132,9 +137,11 @@ class GemmProbe:
     """
 
     def __init__(self, precisions: tuple[str, ...] = GEMM_PRECISIONS,
-                 candidates: dict[str, tuple[tuple[str, int], ...]] | None = None) -> None:
+                 candidates: dict[str, tuple[tuple[str, int], ...]] | None = None,
+                 shares: dict[str, float] | None = None) -> None:
         self.precisions = precisions
         self.specs = candidates or GEMM_CANDIDATES
+        self.shares = shares or GEMM_SHARES
         self.pools: dict[str, list[_Candidate]] | None = None
         self.spent: dict[str, float] = {}
 
@@ -155,7 +162,7 @@ class GemmProbe:
         while pools and sum(spent.values()) - start < budget_s:
             # Fair shares in small turns: the precision furthest behind its share goes next, so each precision's
             # calls are spread over the whole run (cheap ones many times between two calls of an expensive one).
-            precision = min(spent, key=lambda p: spent[p] / GEMM_SHARES.get(p, 1.0))
+            precision = min(spent, key=lambda p: spent[p] / self.shares.get(p, 1.0))
             # Within a precision, every size gets the same time: which one is fastest changes with the state of
             # the host (bf16: one thread wins while only one CPU is fast), so no size is dropped after a few
             # calls. A library clearly behind the other one (OpenBLAS vs MKL here) is, once both had a few calls.

@@ -33,11 +33,14 @@ def characterize_cpu(fingerprint_fields: dict[str, Any], progress: Callable[[str
 
     # GEMM is probed in two halves, before and after the sweeps: the host's speed drifts over seconds, and the
     # roof is the fastest call, so calls spread over the whole characterization see more of its fast periods.
-    gemm_probe = blas_probe.GemmProbe()
-    gemm_seconds = _gemm_half(gemm_probe, GEMM_FIRST_SHARE * blas_probe.GEMM_BUDGET_S, progress)
+    ert_possible = find_compiler() is not None
+    shares = blas_probe.ERT_GEMM_SECONDS if ert_possible else blas_probe.GEMM_SHARES
+    gemm_budget = sum(shares.values()) if ert_possible else blas_probe.GEMM_BUDGET_S
+    gemm_probe = blas_probe.GemmProbe(shares=shares)
+    gemm_seconds = _gemm_half(gemm_probe, GEMM_FIRST_SHARE * gemm_budget, progress)
 
     compiled = False
-    if find_compiler() is None:
+    if not ert_possible:
         info["method"] = "blas-fallback"
         info["fallback_reason"] = "no C compiler found"
     else:
@@ -57,7 +60,12 @@ def characterize_cpu(fingerprint_fields: dict[str, Any], progress: Callable[[str
         bandwidth["DRAM"] = triad.value
         sources["bandwidth.DRAM"] = triad.source
 
-    gemm_seconds += _gemm_half(gemm_probe, (1 - GEMM_FIRST_SHARE) * blas_probe.GEMM_BUDGET_S, progress)
+    if ert_possible and not compiled:  # the build failed: GEMM sets the fp64/fp32 roofs too, with the full budget
+        gemm_probe.shares = blas_probe.GEMM_SHARES
+        gemm_budget = blas_probe.GEMM_BUDGET_S - GEMM_FIRST_SHARE * gemm_budget
+        gemm_seconds += _gemm_half(gemm_probe, gemm_budget, progress)
+    else:
+        gemm_seconds += _gemm_half(gemm_probe, (1 - GEMM_FIRST_SHARE) * gemm_budget, progress)
     gemm = gemm_probe.roofs(progress)
     info.setdefault("phase_seconds", {})["GEMM"] = round(gemm_seconds, 3)
     info["gemm_flops"] = {precision: roof.value for precision, roof in gemm.items()}
@@ -112,13 +120,18 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
                                       granularity)
     info["kernel"] = {"libraries": {str(w * 8): str(p) for w, p in library.paths.items()}, "chains": chains, "vector_bits": [w * 8 for w in widths],
                       "threads": threads, "flops_per_element": list(cpu_ert.ERT_FLOPS),
-                      "arch_flags": list(arch_flags.flags), "vector_source": arch_flags.vector_source}
+                      "arch_flags": list(arch_flags.flags), "vector_source": arch_flags.vector_source,
+                      "huge_pages": library.huge_pages}
 
     progress(f"bandwidth sweep: {len(sizes)} working sets, {sizes[0] // 1024} KiB .. "
              f"{sizes[-1] / 2**20:.0f} MiB, {threads} threads, {widest * 8}-bit vectors")
-    update_points = cpu_ert.bandwidth_sweep(library, sizes, widest, progress)
+    # Two passes of each bandwidth sweep, a FLOP sweep apart, each size's faster one kept: a disturbance of the
+    # host lasting a second or so (seen here: every L1 triad point 25-45 % slow in one characterization of
+    # ten, all of them "clean" by CPU time) then costs one pass, not the roof.
+    update_pass = cpu_ert.bandwidth_sweep(library, sizes, widest, progress)
     checks = {"update sweep": library.check_fixed_point("fp64", library.max_bytes)}
-    phase("update sweep")
+    triad_pass = cpu_ert.triad_sweep(library, sizes, widest, progress)
+    phase("update and triad sweeps, first pass")
     compute_size = max(granularity, (capacities.get(1, 32 * 1024) // 4) // granularity * granularity)
     progress(f"FLOP sweep at {compute_size // 1024} KiB: fp64/fp32 x {[w * 8 for w in widths]}-bit")
     flop_points: list[cpu_ert.SweepPoint] = []
@@ -129,14 +142,17 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
                 flop_points += cpu_ert.flops_sweep(library, precision, width, compute_size, (PEAK_FLOPS,))
         checks[f"{precision} FLOP sweep"] = library.check_fixed_point(precision, compute_size)
     phase("FLOP sweep")
-    triad_points = cpu_ert.triad_sweep(library, sizes, widest, progress)
-    phase("triad sweep")
+    update_points = cpu_ert.faster_of(update_pass, cpu_ert.bandwidth_sweep(library, sizes, widest, progress))
+    checks["update sweep, second pass"] = library.check_fixed_point("fp64", library.max_bytes)
+    triad_points = cpu_ert.faster_of(triad_pass, cpu_ert.triad_sweep(library, sizes, widest, progress))
+    phase("update and triad sweeps, second pass")
 
     windows = plateaus.level_windows(capacities, sizes[0], sizes[-1])
     update_plateaus = plateaus.extract_plateaus([p.working_set_bytes for p in update_points],
                                                 [p.bandwidth for p in update_points], windows)
-    triad_plateaus = plateaus.extract_plateaus([p.working_set_bytes for p in triad_points],
-                                               [p.bandwidth for p in triad_points], windows)
+    triad_plateaus = plateaus.with_write_allocate(
+        plateaus.extract_plateaus([p.working_set_bytes for p in triad_points],
+                                  [p.bandwidth for p in triad_points], windows))
     levels: dict[str, Any] = {}
     for level in windows:
         candidates = [(p, kernel) for p, kernel in ((update_plateaus.get(level), "ert-update"),

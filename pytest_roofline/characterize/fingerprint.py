@@ -103,6 +103,7 @@ def cache_sizes() -> dict[str, int]:
 
 
 def cpu_fingerprint() -> dict[str, Any]:
+    from pytest_roofline.allocator import thp_mode
     from pytest_roofline.characterize.build import compiler_identity
 
     cores = affinity_cores()
@@ -118,6 +119,7 @@ def cpu_fingerprint() -> dict[str, Any]:
         "threads": cpu_threads(),
         "torch_threads": torch_threads(),
         "compiler": compiler_identity(),
+        "transparent_huge_pages": thp_mode(),  # the ERT buffer sits on huge pages only where THP allows it
         "kernel_source_hash": kernel_source_hash(),
         "characterization_version": CHARACTERIZATION_VERSION,
     }

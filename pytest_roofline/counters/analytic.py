@@ -72,6 +72,13 @@ next. Rules:
 - within one op, tensors on the same storage are counted once: identical (storage, offset, shape, stride)
   are deduplicated, and dense views of one storage are merged by byte range;
 - a tensor's size is the number of distinct elements it addresses: stride-0 (broadcast) dims count once;
+- **write-allocate** (CPU tensors only): a CPU cache reads a line before a store to it can complete, so
+  every written byte that the op does not also read is charged once more as a read (a copy of N bytes moves
+  3N: read the source, read the destination line, write it back). The characterized roofs count their
+  streaming kernels the same way, so a large ``copy_`` reads close to 1 of the DRAM roof. The extra bytes
+  are kept apart (:attr:`AnalyticCounter.write_allocate_bytes`, per kernel) because a working set that stays
+  in L1 between calls takes no such reads there (``placement.place_working_set`` removes them). GPU L2
+  caches do not fetch lines that a store overwrites whole, so CUDA tensors get none;
 - bytes = elements x element size. ``native_batch_norm``'s running-stat update is not in its schema and so
   not counted (C elements). Scatter-style in-place ops (index_put_, scatter_) are charged their whole
   destination and gathers (embedding, index_select, gather) their whole source: upper bounds.
@@ -861,6 +868,16 @@ def _unique_bytes(tensors: Sequence[torch.Tensor]) -> int:
     return total
 
 
+def _write_allocate_bytes(read: Sequence[torch.Tensor], written: Sequence[torch.Tensor]) -> int:
+    """Bytes of the CPU tensors in ``written`` that the op does not also read: each such line is read into the
+    cache before the store completes (write-allocate). Outputs on one storage count once, as in the bytes."""
+    cpu_written = [t for t in written if t.device.type == "cpu"]
+    if not cpu_written:
+        return 0
+    both = _unique_bytes([*read, *cpu_written])
+    return max(0, both - _unique_bytes(read))
+
+
 # ---- the counter -----------------------------------------------------------------------------------------
 @dataclass
 class _Accumulator:
@@ -868,6 +885,7 @@ class _Accumulator:
     flops: dict[str, int] = field(default_factory=dict)
     bytes: int = 0
     launches: int = 0
+    write_allocate: int = 0  # of ``bytes``: reads of written CPU lines the op does not read itself
 
 
 def _math_dtype(info: _OpInfo, call: _Call, read: Sequence[torch.Tensor]) -> torch.dtype | None:
@@ -976,6 +994,7 @@ class AnalyticCounter:
     :attr:`op_calls` maps every recorded op to its number of calls, and :attr:`errors` maps ops whose
     counting raised (they are also listed as uncounted) to the error. :attr:`footprint_bytes` is the
     region's working set: the byte ranges its ops touched, summed over storages.
+    :attr:`write_allocate_bytes` maps kernel names to the write-allocate reads included in their bytes.
     """
 
     name = "analytic"
@@ -987,6 +1006,7 @@ class AnalyticCounter:
         self.op_calls: dict[str, int] = {}
         self.errors: dict[str, str] = {}
         self.footprint_bytes = 0
+        self.write_allocate_bytes: dict[str, int] = {}
         self._extents: dict[int, tuple[int, int]] = {}
         self._kernels: dict[tuple[Any, ...], _Accumulator] = {}
         self._names: dict[str, int] = {}
@@ -1004,6 +1024,8 @@ class AnalyticCounter:
         with _CountingMode(self):
             result = fn(*args, **kwargs)
         self.footprint_bytes = sum(high - low for low, high in self._extents.values())
+        self.write_allocate_bytes = {acc.name: acc.write_allocate for acc in self._kernels.values()
+                                     if acc.write_allocate}
         samples = [
             KernelSample(name=acc.name, flops=dict(acc.flops), bytes={self.level: acc.bytes} if acc.bytes else {},
                          time_s=None, launches=acc.launches)
@@ -1025,7 +1047,8 @@ class AnalyticCounter:
                 written.extend(tensors)
         for i in info.fresh_returns:
             written.extend(_tensors(call.output(i)))
-        moved = _unique_bytes(read) + _unique_bytes(written)
+        allocated = _write_allocate_bytes(read, written)
+        moved = _unique_bytes(read) + _unique_bytes(written) + allocated
         self._touch(read, written)
         flops = _flop_count(info, call, read)
         dtype = _math_dtype(info, call, read)
@@ -1042,6 +1065,7 @@ class AnalyticCounter:
             acc = self._kernels[key] = _Accumulator(self._unique_name(_display(info.name, shapes)))
         acc.launches += 1
         acc.bytes += moved
+        acc.write_allocate += allocated
         if precision is not None and flops > 0:
             acc.flops[precision] = acc.flops.get(precision, 0) + flops
 
