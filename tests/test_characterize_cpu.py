@@ -37,7 +37,7 @@ class _FakeGemm:
 
     budgets: ClassVar[list[float]] = []
 
-    def __init__(self, *args: Any, shares: dict[str, float] | None = None) -> None:
+    def __init__(self, *args: Any, candidates: Any = None, shares: dict[str, float] | None = None) -> None:
         _FakeGemm.budgets = []
         self.shares = shares
 

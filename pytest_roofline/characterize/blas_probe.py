@@ -82,6 +82,8 @@ GEMM_BUDGET_S = 8.0        # timed GEMM calls in all, all precisions together
 # With the ERT kernel compiled, fp64 and fp32 roofs come from its FMA sweep and their GEMMs only check them
 # (validate.py): seconds per precision then, 2.9 s in all instead of 8 (cold characterization -5 s).
 ERT_GEMM_SECONDS = {"fp64": 0.5, "fp32": 0.5, "bf16": 1.5, "fp16": 0.4}
+# ... and one mid-sized candidate each: a 3072^3 fp64 GEMM alone takes a second on one core.
+ERT_GEMM_CANDIDATES = {**GEMM_CANDIDATES, "fp64": (("torch", 1024),), "fp32": (("torch", 1024),)}
 BURST_S = 0.04             # a turn: calls of one candidate until this long (at least one call)
 LIBRARY_CALLS = 3          # after this many calls, a library below LIBRARY_MARGIN x the other's best is dropped
 LIBRARY_MARGIN = 0.9
