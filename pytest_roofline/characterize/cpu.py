@@ -39,15 +39,21 @@ def characterize_cpu(fingerprint_fields: dict[str, Any], progress: Callable[[str
     gemm_probe = blas_probe.GemmProbe(candidates=blas_probe.ERT_GEMM_CANDIDATES if ert_possible else None,
                                       shares=shares)
     gemm_seconds = _gemm_half(gemm_probe, GEMM_FIRST_SHARE * gemm_budget, progress)
+    gemm_done = False
 
     compiled = False
     if not ert_possible:
         info["method"] = "blas-fallback"
         info["fallback_reason"] = "no C compiler found"
     else:
+        def second_gemm_half() -> None:  # between the two sweep passes: spreads both over the whole run
+            nonlocal gemm_seconds, gemm_done
+            gemm_seconds += _gemm_half(gemm_probe, (1 - GEMM_FIRST_SHARE) * gemm_budget, progress)
+            gemm_done = True
+
         try:
             _ert(fingerprint_fields, threads, progress, build_dir, largest_bytes, bandwidth, peak_flops, sources,
-                 info)
+                 info, second_gemm_half)
             compiled = True
             # No native tuning flag accepted: generic code, recorded so a low roof has its explanation.
             info["method"] = "ert" if info["kernel"]["arch_flags"] else "ert-generic"
@@ -65,7 +71,7 @@ def characterize_cpu(fingerprint_fields: dict[str, Any], progress: Callable[[str
         gemm_probe.shares = blas_probe.GEMM_SHARES
         gemm_budget = blas_probe.GEMM_BUDGET_S - GEMM_FIRST_SHARE * gemm_budget
         gemm_seconds += _gemm_half(gemm_probe, gemm_budget, progress)
-    else:
+    elif not gemm_done:
         gemm_seconds += _gemm_half(gemm_probe, (1 - GEMM_FIRST_SHARE) * gemm_budget, progress)
     gemm = gemm_probe.roofs(progress)
     info.setdefault("phase_seconds", {})["GEMM"] = round(gemm_seconds, 3)
@@ -90,7 +96,7 @@ def _gemm_half(probe: blas_probe.GemmProbe, budget_s: float, progress: Callable[
 
 def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], build_dir: Path | None,
          largest_bytes: int | None, bandwidth: dict[str, float], peak_flops: dict[str, float],
-         sources: dict[str, str], info: dict[str, Any]) -> None:
+         sources: dict[str, str], info: dict[str, Any], between: Callable[[], None] = lambda: None) -> None:
     isa = fields.get("isa") or []
     arch_flags = _arch_flags(fields)
     widths = list(arch_flags.widths)
@@ -126,9 +132,9 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
 
     progress(f"bandwidth sweep: {len(sizes)} working sets, {sizes[0] // 1024} KiB .. "
              f"{sizes[-1] / 2**20:.0f} MiB, {threads} threads, {widest * 8}-bit vectors")
-    # Two passes of each bandwidth sweep, a FLOP sweep apart, each size's faster one kept: a disturbance of the
-    # host lasting a second or so (seen here: every L1 triad point 25-45 % slow in one characterization of
-    # ten, all of them "clean" by CPU time) then costs one pass, not the roof.
+    # Two passes of each bandwidth sweep, the FLOP sweep and half the GEMMs apart, each size's faster one kept: a
+    # disturbance of the host lasting a second or so (seen here: every L1 triad point 25-45 % slow in one
+    # characterization of ten, all of them "clean" by CPU time) then costs one pass, not the roof.
     update_pass = cpu_ert.bandwidth_sweep(library, sizes, widest, progress)
     checks = {"update sweep": library.check_fixed_point("fp64", library.max_bytes)}
     triad_pass = cpu_ert.triad_sweep(library, sizes, widest, progress)
@@ -143,6 +149,8 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
                 flop_points += cpu_ert.flops_sweep(library, precision, width, compute_size, (PEAK_FLOPS,))
         checks[f"{precision} FLOP sweep"] = library.check_fixed_point(precision, compute_size)
     phase("FLOP sweep")
+    between()  # seconds of GEMM: the second pass sees the host some time after the first
+    phase("GEMM, second half")
     update_points = cpu_ert.faster_of(update_pass, cpu_ert.bandwidth_sweep(library, sizes, widest, progress))
     checks["update sweep, second pass"] = library.check_fixed_point("fp64", library.max_bytes)
     triad_points = cpu_ert.faster_of(triad_pass, cpu_ert.triad_sweep(library, sizes, widest, progress))
@@ -171,16 +179,6 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
                          else None}
         progress(f"{level:>4}: {best.bytes_per_s / 1e9:7.1f} GB/s ({kernel}, "
                  f"{best.first_bytes / 1024:.0f}-{best.last_bytes / 1024:.0f} KiB)")
-    if "DRAM" in levels:
-        # PyTorch's own out-of-place add streams from DRAM faster than the ERT kernels on one core (more
-        # streams in flight: 62 vs 55 GB/s on the Zen 4 VM, write-allocate counted): the roof is the best
-        # streaming kernel, so it is a candidate too.
-        torch_triad = blas_probe.dram_triad(last_cache, progress)
-        levels["DRAM"]["torch_triad_bytes_per_s"] = torch_triad.value
-        if torch_triad.value > bandwidth["DRAM"]:
-            bandwidth["DRAM"] = torch_triad.value
-            sources["bandwidth.DRAM"] = levels["DRAM"]["kernel"] = torch_triad.source
-        phase("DRAM triad")
     disturbed = sum(not p.clean for p in update_points) + sum(not p.clean for p in triad_points) + sum(
         not p.clean for p in flop_points)
     if disturbed:
