@@ -96,7 +96,7 @@ def test_success_reads_the_report_and_keeps_it(tmp_path: Path) -> None:
 
 
 def test_missing_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(backend.shutil, "which", lambda name: None)
+    monkeypatch.setattr(backend.shutil, "which", lambda name, path=None: None)
     assert find_ncu({}) is None
     with pytest.raises(NcuNotFound, match="PYTEST_ROOFLINE_NCU"):
         profile(tmp_path, FakeNcu(), ncu=None)
