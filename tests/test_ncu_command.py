@@ -215,3 +215,25 @@ def test_pipe_tensor_on_newer_chips_is_never_guessed() -> None:
     assert busy.tensor_flops is None and busy.flops == {} and busy.tensor_instructions == 10.0
     idle = launch_work({"sm__inst_executed_pipe_tensor.sum": 0.0}, (9, 0))
     assert idle.tensor_flops == 0.0 and idle.flops == {}
+
+
+@pytest.mark.parametrize("name", ["a,b", "dom@r", "outer/inner", "[bottom", "top]", "a+b", "a*b", r"a\,b",
+                                  "regex:step.*", " step", "step ", ""])
+def test_nvtx_names_with_filter_syntax_are_refused(name: str) -> None:
+    # every character the ncu CLI manual's NVTX filtering tables reserve, the regex: prefix, the escape character
+    with pytest.raises(ValueError, match="ncu's NVTX filter syntax"):
+        nvtx_include_expression(name)
+
+
+def test_nvtx_ordinary_names_pass() -> None:
+    assert nvtx_include_expression("fwd.step-3 (bf16)") == "pytest_roofline@fwd.step-3 (bf16)"
+
+
+def test_clock_control_is_always_explicit() -> None:
+    # ncu's own default is base (locked clocks); our runs never depend on it
+    from pytest_roofline.ncu.command import DEFAULT_CLOCK_CONTROL, NCU_DEFAULT_CLOCK_CONTROL
+
+    assert (DEFAULT_CLOCK_CONTROL, NCU_DEFAULT_CLOCK_CONTROL) == ("none", "base")
+    for policy in ("none", "base"):
+        argv = build_ncu_command("9.0", ["python"], "x", clock_control=policy)
+        assert argv[argv.index("--clock-control") + 1] == policy

@@ -25,35 +25,28 @@ NO_DRIVER = ("NVIDIA-SMI has failed because it couldn't communicate with the NVI
              "latest NVIDIA driver is installed and running.")
 HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size",'
           '"Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"')
-PROFILED = "\n".join([
-    "==PROF== Connected to process 4242 (/usr/bin/python3.12)",
-    '==PROF== Profiling "roofline_probe" - 0: 0%....50%....100% - 1 pass',
-    "probe: roofline_probe ran",
-    "==PROF== Disconnected from process 4242",
-    HEADER,
-    '"0","4242","python3.12","127.0.0.1","roofline_probe","1","7","(32, 1, 1)","(1, 1, 1)","0","9.0",'
-    '"Command line profiler metrics","gpu__time_duration.sum","ns","2336"',
-])
-NO_PERMISSION = "\n".join([
-    "==PROF== Connected to process 1234 (/usr/bin/python3.12)",
-    "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters on "
-    "the target device 0. For instructions on enabling permissions and to get more information see "
-    "https://developer.nvidia.com/ERR_NVGPUCTRPERM",
-    "probe: roofline_probe ran",
-    "==PROF== Disconnected from process 1234",
-    "==WARNING== No kernels were profiled.",
-])
-NOT_SUPPORTED = "\n".join([
-    "==PROF== Connected to process 4613 (/usr/bin/python3.12)",
-    "==ERROR== Profiling is not supported on device 0. To find out supported GPUs refer --list-chips option.",
-    "probe: roofline_probe ran",
-    "==PROF== Disconnected from process 4613",
-    "==WARNING== No kernels were profiled.",
-])
-UNKNOWN_METRIC = "\n".join([
-    "==PROF== Connected to process 5150 (/usr/bin/python3.12)",
-    r"==ERROR== Failed to find metric regex:^sm__ops_path_tensor_src_fp4_fp6_dst_fp16\.sum\.(sum|min|max|avg)$",
-])
+PROFILED = f"""==PROF== Connected to process 4242 (/usr/bin/python3.12)
+==PROF== Profiling "roofline_probe" - 0: 0%....50%....100% - 1 pass
+probe: roofline_probe ran
+==PROF== Disconnected from process 4242
+{HEADER}
+"0","4242","python3.12","127.0.0.1","roofline_probe","1","7","(32, 1, 1)","(1, 1, 1)","0","9.0",\
+"Command line profiler metrics","gpu__time_duration.sum","ns","2336"
+"""
+NO_PERMISSION = """==PROF== Connected to process 1234 (/usr/bin/python3.12)
+==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters on \
+the target device 0. For instructions on enabling permissions and to get more information see \
+https://developer.nvidia.com/ERR_NVGPUCTRPERM
+probe: roofline_probe ran
+==PROF== Disconnected from process 1234
+==WARNING== No kernels were profiled."""
+NOT_SUPPORTED = """==PROF== Connected to process 4613 (/usr/bin/python3.12)
+==ERROR== Profiling is not supported on device 0. To find out supported GPUs refer --list-chips option.
+probe: roofline_probe ran
+==PROF== Disconnected from process 4613
+==WARNING== No kernels were profiled."""
+UNKNOWN_METRIC = r"""==PROF== Connected to process 5150 (/usr/bin/python3.12)
+==ERROR== Failed to find metric regex:^sm__ops_path_tensor_src_fp4_fp6_dst_fp16\.sum\.(sum|min|max|avg)$"""
 
 
 def _script(path: Path, body: str) -> None:
@@ -186,8 +179,7 @@ def test_metric_the_chip_does_not_have(bin_dir: Path) -> None:
 
 def test_one_metric_run_per_distinct_cc(bin_dir: Path) -> None:
     fake_ncu(bin_dir)
-    fake_smi(bin_dir, "\n".join([H100, "1, NVIDIA H100 80GB HBM3, 9.0, 570.124.06",
-                                 "2, NVIDIA L40S, 8.9, 570.124.06"]))
+    fake_smi(bin_dir, f"{H100}\n1, NVIDIA H100 80GB HBM3, 9.0, 570.124.06\n2, NVIDIA L40S, 8.9, 570.124.06")
     names = [c.name for c in run(bin_dir).checks]
     assert names.count("metrics CC 9.0") == 1 and names.count("metrics CC 8.9") == 1
 
