@@ -192,12 +192,12 @@ def test_recorded_binary_report_through_the_default_reader(tmp_path: Path) -> No
 def test_live_run_falls_back_to_dram_read_plus_write(tmp_path: Path) -> None:
     # The live list now asks for dram__bytes_read/write too; where dram__bytes.sum prints n/a, HBM = read + write.
     assert {"dram__bytes_read.sum", "dram__bytes_write.sum"} <= set(metric_set("9.0").names)
-    report = "\n".join([
+    report = (
         '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","CC",'
-        '"dram__bytes.sum","dram__bytes_read.sum","dram__bytes_write.sum","gpu__time_duration.sum"',
-        '"","","","","","","","","byte","Mbyte","Mbyte","usecond"',
-        '"0","77","python3.12","runner","copy_kernel","1","7","9.0","n/a","3","1","10"',
-    ]) + "\n"
+        '"dram__bytes.sum","dram__bytes_read.sum","dram__bytes_write.sum","gpu__time_duration.sum"\n'
+        '"","","","","","","","","byte","Mbyte","Mbyte","usecond"\n'
+        '"0","77","python3.12","runner","copy_kernel","1","7","9.0","n/a","3","1","10"\n'
+    )
     result = profile(tmp_path, FakeNcu(report), cc="9.0")
     (kernel,) = result.report.kernels
     assert kernel.bytes == {"HBM": 3e6 + 1e6}
