@@ -81,9 +81,11 @@ def test_b300_does_not_ask_for_b200_names() -> None:
 
 def test_unlisted_cc_borrows_the_nearest_checked_list_without_packed_fp32() -> None:
     thor_old_name = metric_set("10.1")  # Thor reported 10.1 before CUDA 13 renamed it 11.0
-    assert not thor_old_name.checked and thor_old_name.names_from == (10, 0)
-    assert thor_old_name.tensor == metric_set("10.0").tensor
-    assert not PACKED & set(thor_old_name.names)
+    assert not thor_old_name.checked and thor_old_name.names_from == (11, 0)
+    assert thor_old_name.names == metric_set("11.0").names  # no packed FP32, no DRAM (unified memory)
+    unknown = metric_set("12.2")
+    assert not unknown.checked and unknown.names_from == (12, 1)
+    assert unknown.tensor == metric_set("12.1").tensor and "dram__bytes.sum" in unknown.names  # not a known SoC
     assert metric_set("8.8").names_from == (8, 7)
 
 

@@ -179,9 +179,15 @@ def format_cc(cc: tuple[int, int] | None) -> str | None:
     return None if cc is None else f"{cc[0]}.{cc[1]}"
 
 
+# CUDA 13.0 renamed Thor's sm_101 to sm_110: an older driver/ncu reports the same chip as 10.1.
+_RENAMED_CC = {(10, 1): (11, 0)}
+
+
 def _nearest_checked(cc: tuple[int, int]) -> tuple[int, int]:
     """A CC missing from the section borrows the names of the closest checked CC below it in the same major
-    (e.g. a pre-CUDA-13 Thor reporting 10.1 borrows 10.0's); an unknown minor of a new major borrows the lowest."""
+    (a renamed chip borrows its new name's); an unknown minor of a new major borrows the lowest."""
+    if cc in _RENAMED_CC:
+        return _RENAMED_CC[cc]
     same_major = [c for c in CHECKED_CC if c[0] == cc[0]]
     below = [c for c in same_major if c <= cc]
     if below:
@@ -284,7 +290,8 @@ def metric_set(cc: str | float | tuple[int, int]) -> MetricSet:
         suffixes = SECTION_TENSOR[source] + SECTION_TENSOR_EXTRA.get(source, ())
         tensor = tuple(ops_path_metric(suffix) for suffix in suffixes)
         tensor_definition = "sm__ops_path_tensor_src_*.sum (FLOPs counted by the hardware)"
-    if source in _NO_DRAM_CC:
+    # DRAM goes by the CC itself (a renamed chip by its new name): a list borrowed from a SoC neighbour keeps DRAM.
+    if (_RENAMED_CC.get(parsed, parsed)) in _NO_DRAM_CC:
         memory: tuple[str, ...] = (L1_T_BYTES, L2_T_BYTES)
     else:
         # read + write ride along: the HBM level survives a chip or ncu version that prints dram__bytes.sum n/a.
