@@ -204,3 +204,15 @@ def test_import_ncu_cli_on_a_b200_report(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["import-ncu", str(path), "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["totals"]["flops"] == {"fp32": pytest.approx(6.6e9)}
+
+
+def test_b300_tensor_work_from_stock_section_rates() -> None:
+    # The stock Tensor section keeps sm__ops_path_tensor_*.sum.per_cycle_elapsed; total = rate x SM clock x time:
+    # 1000 per cycle x 1.5e9 Hz x 2e-3 s = 3e9 and 500 x 1.5e9 x 2e-3 = 1.5e9
+    rates = {"gpu__time_duration.sum": 2e-3, "sm__cycles_elapsed.avg.per_second": 1.5e9,
+             "sm__ops_path_tensor_src_fp4_fp6_dst_fp32.sum.per_cycle_elapsed": 1000.0,
+             "sm__ops_path_tensor_op_utcqmma_src_fp8_dst_fp32_sparsity_off.sum.per_cycle_elapsed": 500.0,
+             "sm__ops_path_tensor_op_utcqmma_src_fp4_fp6_dst_fp32_sparsity_off.sum.per_cycle_elapsed": 1000.0}
+    work = launch_work(rates, (10, 3))
+    assert work.flops == {"fp4_fp6_tensor": pytest.approx(3e9), "fp8_tensor": pytest.approx(1.5e9)}
+    assert "sm__ops_path_tensor_src_fp4_fp6_dst_fp32.sum" in work.definitions["derived_from_rate"]

@@ -386,7 +386,8 @@ def launch_time(metrics: Mapping[str, float | None], labels: Mapping[str, float 
     return None, None
 
 
-_OPS_PATH_RE = re.compile(r"^sm__ops_path_tensor_(src_[a-z0-9_]+)\.sum$")
+# A total, or the rate the stock sections keep (turned back into a total by ``_Resolver``).
+_OPS_PATH_RE = re.compile(r"^sm__ops_path_tensor_(src_[a-z0-9_]+)\.sum(?:\.per_cycle_elapsed|\.per_second)?$")
 _SPARSITY_OR_DST_RE = re.compile(r"_(dst_[a-z0-9]+|sparsity_(on|off))")
 
 
@@ -419,21 +420,26 @@ def _packed_fp32(resolver: _Resolver, cc: tuple[int, int] | None, have_fp32: boo
 
 
 # Per-instruction FP8 counters that carry FP8 Tensor Core work on CC 10.3, where no aggregate does.
-_FP8_OP_RE = re.compile(r"^sm__ops_path_tensor_op_utcqmma_(src_fp8_dst_[a-z0-9]+_sparsity_(?:on|off))\.sum$")
+_FP8_OP_RE = re.compile(r"^sm__ops_path_tensor_op_utcqmma_(src_fp8_dst_[a-z0-9]+_sparsity_(?:on|off))"
+                        r"\.sum(?:\.per_cycle_elapsed|\.per_second)?$")
 
 
-def _ops_path_counters(metrics: Mapping[str, float | None]) -> dict[str, float]:
+def _ops_path_counters(metrics: Mapping[str, float | None], resolver: _Resolver) -> dict[str, float]:
     """Present aggregate ops_path counters, without children of a present parent (no double counting).
 
     CC 10.3's ``op_utcqmma_src_fp8_*`` counters join in only when no aggregate with FP8 inputs is present
     (on CC 10.0 the ``src_fp4_fp6_fp8_*`` aggregates already hold that work).
     """
-    present = {m.group(1): value for name, value in metrics.items()
-               if value is not None and (m := _OPS_PATH_RE.match(name))}
+    present: dict[str, float] = {}
+    for suffix in sorted({m.group(1) for name in metrics if (m := _OPS_PATH_RE.match(name))}):
+        value = resolver.get(ops_path_metric(suffix))
+        if value is not None:
+            present[suffix] = value
     if not any("fp8" in suffix for suffix in present):
-        for name, value in metrics.items():
-            if value is not None and (m := _FP8_OP_RE.match(name)):
-                present[m.group(1)] = present.get(m.group(1), 0.0) + value
+        for suffix in sorted({m.group(1) for name in metrics if (m := _FP8_OP_RE.match(name))}):
+            value = resolver.get(ops_path_metric(f"op_utcqmma_{suffix}"))
+            if value is not None:
+                present[suffix] = value
     kept: dict[str, float] = {}
     for suffix, value in present.items():
         parent_present = any(
@@ -491,7 +497,7 @@ def launch_work(
         definitions["flops_packed_fp32"] = "2*fadd2 + 2*fmul2 + 4*ffma2"
 
     tensor_flops: float | None = None
-    ops_path = _ops_path_counters(metrics)
+    ops_path = _ops_path_counters(metrics, resolver)
     pipe_tensor = resolver.direct(PIPE_TENSOR_METRIC)
     if ops_path:
         for suffix, value in ops_path.items():
