@@ -4,7 +4,8 @@ Sources: ``../shared/research/gpu-roofline-and-ncu.md`` §1 (NERSC hierarchical 
 ``sm__ops_path_tensor_*`` counters per CC) and §3 (what the stock roofline sections changed). The per-CC Tensor
 Core names, the CCs without a DRAM level and the packed-FP32 CCs were checked name by name against NVIDIA's stock
 ``SpeedOfLight_HierarchicalTensorRooflineChart.section`` and ``SpeedOfLight_Roofline.py`` rule of a 2025-era ncu
-(``STOCK_SECTION_SOURCE``); ``CC_SOURCES`` says which names come from which source, per CC.
+(``STOCK_SECTION_SOURCE``, ``STOCK_RULE_SOURCE``); ``cc_sources(cc)`` says which source each name of a CC's list
+was checked against.
 
 Formulas, per kernel launch (all values in SI units):
 
@@ -13,16 +14,20 @@ Formulas, per kernel launch (all values in SI units):
 * CUDA-core FLOPs: ``add + mul + 2·fma`` of ``sm__sass_thread_inst_executed_op_{d,f}{add,mul,fma}_pred_on.sum``
   for fp64/fp32. On CC 10.0 and 10.3 (and only there: ``PACKED_FP32_CC``) the compiler also emits packed FP32
   instructions that work on two lanes, FADD2/FMUL2/FFMA2, counted by ``..._op_{fadd2,fmul2,ffma2}_pred_on.sum`` at
-  2, 2 and 4 FLOPs each (see ``PACKED_FP32_FLOPS``). Half (``h*``) thread instructions are packed HADD2/HMUL2/HFMA2 that work on two lanes, so fp16
-  counts ``2·hadd + 2·hmul + 4·hfma`` (the ncu 2025 Hierarchical Half roofline section; the NERSC scripts and
-  ncu ≤ 2022.3 count half as much). bf16 CUDA-core work runs on the same counters and is reported as fp16.
-* Tensor Core FLOPs (precisions ``<type>_tensor``, e.g. ``bf16_tensor``): the aggregate ``sm__ops_path_tensor_src_*.sum`` counters (they count FLOPs, 2·M·N·K, not
-  instructions) on CC ≥ 7.5, one precision per source type; ``512 × sm__inst_executed_pipe_tensor.sum`` (V100
-  HMMA) on CC 7.0. The ×512 is only right for Volta's HMMA shape, so on CC ≥ 7.5 the instruction count is never
-  turned into FLOPs.
-* Bytes: L1 ``l1tex__t_bytes.sum``, L2 ``lts__t_bytes.sum``, HBM ``dram__bytes.sum`` (NERSC: all tag-stage
-  traffic). Reports made with the 2025 stock roofline sections carry the other definition, data returned to the
-  SM: ``l1tex__lsu_writeback_active_mem_lg[ds].sum × 128`` and ``lts__lts2xbar_cycles_active.sum × 32``. AI values
+  2, 2 and 4 FLOPs each (``PACKED_FP32_FLOPS``). Half (``h*``) thread instructions are packed HADD2/HMUL2/HFMA2
+  that work on two lanes, so fp16 counts ``2·hadd + 2·hmul + 4·hfma`` (the ncu 2025 Hierarchical Half roofline
+  section; the NERSC scripts and ncu ≤ 2022.3 count half as much). bf16 CUDA-core work runs on the same counters
+  and is reported as fp16.
+* Tensor Core FLOPs (precisions ``<type>_tensor``, e.g. ``bf16_tensor``): the aggregate
+  ``sm__ops_path_tensor_src_*.sum`` counters (they count FLOPs, 2·M·N·K, not instructions) on CC ≥ 7.5, one
+  precision per source type; ``512 × sm__inst_executed_pipe_tensor.sum`` (V100 HMMA) on CC 7.0. The ×512 is only
+  right for Volta's HMMA shape, so on CC ≥ 7.5 the instruction count is never turned into FLOPs. CC 10.3 has no
+  FP8 aggregate: there the per-instruction ``op_utcqmma_src_fp8_*`` counters carry FP8 work
+  (``SECTION_TENSOR_EXTRA``).
+* Bytes: L1 ``l1tex__t_bytes.sum``, L2 ``lts__t_bytes.sum``, HBM ``dram__bytes.sum``, else
+  ``dram__bytes_read.sum + dram__bytes_write.sum`` (NERSC: all tag-stage traffic). Reports made with the 2025
+  stock roofline sections carry the other definition, data returned to the SM:
+  ``l1tex__lsu_writeback_active_mem_lg[ds].sum × 128`` and ``lts__lts2xbar_cycles_active.sum × 32``. AI values
   from the two are not interchangeable, so every result records which one it used (``definitions``).
 * A metric ncu prints as ``n/a`` is absent, never zero. A counter stored only as a rate (stock sections keep
   ``X.sum.per_second`` or ``X.sum.per_cycle_elapsed``) is turned back into a total with the launch's duration,
