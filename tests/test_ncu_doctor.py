@@ -215,3 +215,13 @@ def test_probe_without_a_driver_says_so(monkeypatch: pytest.MonkeyPatch, capsys:
     monkeypatch.setattr(probe, "_load_driver", lambda: None)
     assert probe.main() == probe.EXIT_NO_DRIVER
     assert "no CUDA driver" in capsys.readouterr().err
+
+
+def test_unexplained_failure_gives_the_command_to_rerun(bin_dir: Path) -> None:
+    fake_ncu(bin_dir, output="==ERROR== The application returned an error code (4).", status=1)
+    fake_smi(bin_dir)
+    counters = by_name(run(bin_dir))["counters"]
+    assert counters.status == "FAIL" and "The application returned an error code (4)" in counters.detail
+    assert counters.fix is not None
+    assert f"CUDA_VISIBLE_DEVICES=0 {bin_dir / 'ncu'} --target-processes all" in counters.fix
+    assert "--metrics gpu__time_duration.sum" in counters.fix and "probe.py" in counters.fix

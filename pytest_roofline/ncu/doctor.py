@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -227,6 +228,15 @@ def _profile_argv(ncu: str, python: str, metrics: Sequence[str]) -> list[str]:
             "--csv", "--print-units", "base", python, str(PROBE)]
 
 
+def _shown(ncu: str, python: str, gpu: Gpu, cc: tuple[int, int] | None) -> str:
+    """The profiling command as a user can paste it (the full metric list through ``ncu-metrics``)."""
+    metrics = (TIME_METRIC if cc is None
+               else f'"$(python -m pytest_roofline ncu-metrics --cc {format_cc(cc)} | paste -sd, -)"')
+    argv = _profile_argv(ncu, python, ["METRICS"])
+    command = " ".join(shlex.quote(arg) for arg in argv).replace("METRICS", metrics)
+    return f"CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={gpu.index} {command}"
+
+
 def _device_env(env: Mapping[str, str], index: int) -> dict[str, str]:
     child = dict(env)
     child["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # CUDA numbers GPUs as nvidia-smi does
@@ -263,8 +273,8 @@ def check_counters(ncu: str, python: str, gpu: Gpu, env: Mapping[str, str], run:
     if status != 0 or _launches(output) == 0:
         return Check(name, FAIL, f"ncu could not profile the probe kernel on GPU {gpu.index} (exit {status}): "
                                  f"{_tail(output)}",
-                     "run the printed command by hand; a CUDA error from 'probe:' means the driver or GPU is not "
-                     "usable from this process")
+                     f"run {_shown(ncu, python, gpu, None)} by hand; a CUDA error from 'probe:' means the driver "
+                     "or GPU is not usable from this process")
     return Check(name, OK, f"ncu profiled a probe kernel on GPU {gpu.index} ({gpu.name})")
 
 
@@ -281,14 +291,15 @@ def check_metrics(ncu: str, python: str, gpu: Gpu, env: Mapping[str, str], run: 
     if known is not None:
         return known
     if status != 0:
-        return Check(name, FAIL, f"ncu exited with {status}: {_tail(output)}", "run the printed command by hand")
+        return Check(name, FAIL, f"ncu exited with {status}: {_tail(output)}",
+                     f"run {_shown(ncu, python, gpu, chosen.cc)} by hand")
     try:
         launches = parse_csv_text(output).launches
     except NcuParseError:
         launches = []
     if not launches:
         return Check(name, FAIL, f"ncu printed no result for the probe kernel: {_tail(output)}",
-                     "run the printed command by hand")
+                     f"run {_shown(ncu, python, gpu, chosen.cc)} by hand")
     unavailable = sorted(n for n in chosen.names
                          if n in launches[0].text or launches[0].metrics.get(n, 0.0) is None)
     if unavailable:
