@@ -55,13 +55,13 @@ def _script(path: Path, body: str) -> None:
 
 
 def fake_ncu(bin_dir: Path, *, version: str = "2025.3.1.0", output: str = PROFILED, status: int = 0,
-             metrics_output: str | None = None) -> None:
+             metrics_output: str | None = None, metrics_status: int = 1) -> None:
     """An ncu that answers --version with the real banner and any profiling run with ``output``.
 
     ``metrics_output`` answers the run that asks for the full list (recognised by a Tensor Core name in it).
     """
     full_list = "" if metrics_output is None else (
-        f"case \"$*\" in *sm__ops_path_tensor_*) cat <<'EOF'\n{metrics_output}\nEOF\nexit 1;; esac\n")
+        f"case \"$*\" in *sm__ops_path_tensor_*) cat <<'EOF'\n{metrics_output}\nEOF\nexit {metrics_status};; esac\n")
     _script(bin_dir / "ncu", (
         'if [ "$1" = "--version" ]; then\n'
         '  echo "NVIDIA (R) Nsight Compute Command Line Profiler"\n'
@@ -225,3 +225,16 @@ def test_unexplained_failure_gives_the_command_to_rerun(bin_dir: Path) -> None:
     assert counters.fix is not None
     assert f"CUDA_VISIBLE_DEVICES=0 {bin_dir / 'ncu'} --target-processes all" in counters.fix
     assert "--metrics gpu__time_duration.sum" in counters.fix and "probe.py" in counters.fix
+
+
+def test_names_printed_na_are_a_warning(bin_dir: Path) -> None:
+    na_row = ('"0","4242","python3.12","127.0.0.1","roofline_probe","1","7","(32, 1, 1)","(1, 1, 1)","0","10.0",'
+              '"Command line profiler metrics","sm__sass_thread_inst_executed_op_ffma2_pred_on.sum","","n/a"')
+    fake_ncu(bin_dir, metrics_output=f"{PROFILED}{na_row}", metrics_status=0)
+    fake_smi(bin_dir, B200)
+    diagnosis = run(bin_dir)
+    metrics = by_name(diagnosis)["metrics CC 10.0"]
+    assert metrics.status == "warn"
+    assert metrics.detail == ("ncu accepted all 28 names but printed n/a for: "
+                              "sm__sass_thread_inst_executed_op_ffma2_pred_on.sum")
+    assert diagnosis.exit_code == EXIT_OK
