@@ -183,6 +183,8 @@ def test_import_a_hand_written_b300_report() -> None:
     assert kernel.flops == {"fp32": pytest.approx(6.6e9), "fp4_fp6_tensor": 3e12, "fp4_tensor": 4e12,
                             "fp8_tensor": 5.6e12}
     assert kernel.tensor_flops == pytest.approx(1.26e13)
+    assert kernel.definitions["tensor"] == ("sm__ops_path_tensor_src_*.sum + sm__ops_path_tensor_op_utcqmma_src_fp8_*"
+                                            ".sum (no FP8 aggregate on CC 10.3)")
     assert not kernel.warnings
 
 

@@ -424,6 +424,7 @@ def _packed_fp32(resolver: _Resolver, cc: tuple[int, int] | None, have_fp32: boo
     return float(sum(PACKED_FP32_FLOPS[op] * value for op, value in known.items()))
 
 
+FP8_OP_MARK = "op_utcqmma_"  # keys of per-instruction FP8 counters among the aggregates
 # Per-instruction FP8 counters that carry FP8 Tensor Core work on CC 10.3, where no aggregate does.
 _FP8_OP_RE = re.compile(r"^sm__ops_path_tensor_op_utcqmma_(src_fp8_dst_[a-z0-9]+_sparsity_(?:on|off))"
                         r"\.sum(?:\.per_cycle_elapsed|\.per_second)?$")
@@ -444,7 +445,7 @@ def _ops_path_counters(metrics: Mapping[str, float | None], resolver: _Resolver)
         for suffix in sorted({m.group(1) for name in metrics if (m := _FP8_OP_RE.match(name))}):
             value = resolver.get(ops_path_metric(f"op_utcqmma_{suffix}"))
             if value is not None:
-                present[suffix] = value
+                present[FP8_OP_MARK + suffix] = value
     kept: dict[str, float] = {}
     for suffix, value in present.items():
         parent_present = any(
@@ -506,10 +507,12 @@ def launch_work(
     pipe_tensor = resolver.direct(PIPE_TENSOR_METRIC)
     if ops_path:
         for suffix, value in ops_path.items():
-            precision = tensor_precision(suffix)
+            precision = tensor_precision(suffix.removeprefix(FP8_OP_MARK))
             flops[precision] = flops.get(precision, 0.0) + value
         tensor_flops = float(sum(ops_path.values()))
         definitions["tensor"] = "sm__ops_path_tensor_src_*.sum"
+        if any(suffix.startswith(FP8_OP_MARK) for suffix in ops_path):
+            definitions["tensor"] += " + sm__ops_path_tensor_op_utcqmma_src_fp8_*.sum (no FP8 aggregate on CC 10.3)"
     elif pipe_tensor is not None:
         if cc is None or cc < (7, 5):
             flops["fp16_tensor"] = VOLTA_HMMA_FLOPS_PER_INST * pipe_tensor
