@@ -238,3 +238,13 @@ def test_names_printed_na_are_a_warning(bin_dir: Path) -> None:
     assert metrics.detail == ("ncu accepted all 28 names but printed n/a for: "
                               "sm__sass_thread_inst_executed_op_ffma2_pred_on.sum")
     assert diagnosis.exit_code == EXIT_OK
+
+
+def test_driver_too_old_to_report_compute_capability(bin_dir: Path) -> None:
+    fake_ncu(bin_dir)
+    fake_smi(bin_dir, 'Field "compute_cap" is not a valid field to query.', status=2)
+    diagnosis = run(bin_dir)
+    driver = by_name(diagnosis)["driver"]
+    assert driver.status == "FAIL" and 'Field "compute_cap" is not a valid field to query.' in driver.detail
+    assert driver.fix is not None and "update the NVIDIA driver" in driver.fix
+    assert not diagnosis.no_gpu and diagnosis.exit_code == EXIT_FAIL

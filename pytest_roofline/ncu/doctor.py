@@ -116,8 +116,6 @@ def _run(run: Runner, argv: Sequence[str], env: Mapping[str, str] | None, timeou
     try:
         done = run(list(argv), capture_output=True, text=True, timeout=timeout, check=False,
                    env=None if env is None else dict(env))
-    except FileNotFoundError as error:
-        return None, str(error)
     except subprocess.TimeoutExpired:
         return None, f"'{' '.join(argv)}' did not finish in {timeout:g} s"
     except OSError as error:
@@ -158,10 +156,10 @@ def query_gpus(env: Mapping[str, str], run: Runner, timeout: float) -> tuple[lis
         return [Check("driver", SKIP, "nvidia-smi not found: no NVIDIA driver on this machine")], [], True
     if status != 0 and _NO_DEVICE_RE.search(output):
         return [Check("driver", SKIP, f"nvidia-smi: {_tail(output, 1)}")], [], True
-    if status != 0:
+    if status != 0:  # e.g. 'Field "compute_cap" is not a valid field to query.' from an old driver's nvidia-smi
         return [Check("driver", FAIL, f"nvidia-smi failed ({status}): {_tail(output, 2)}",
-                      "install or update the NVIDIA driver (a driver too old to report compute_cap is too old "
-                      "for a current ncu)")], [], False
+                      "update the NVIDIA driver: one too old to report compute_cap is too old for a current ncu")],\
+            [], False
     gpus: list[Gpu] = []
     for line in output.strip().splitlines():
         fields = [f.strip() for f in line.split(",")]
