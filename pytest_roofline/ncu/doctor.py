@@ -157,9 +157,9 @@ def query_gpus(env: Mapping[str, str], run: Runner, timeout: float) -> tuple[lis
     if status != 0 and _NO_DEVICE_RE.search(output):
         return [Check("driver", SKIP, f"nvidia-smi: {_tail(output, 1)}")], [], True
     if status != 0:  # e.g. 'Field "compute_cap" is not a valid field to query.' from an old driver's nvidia-smi
-        return [Check("driver", FAIL, f"nvidia-smi failed ({status}): {_tail(output, 2)}",
-                      "update the NVIDIA driver: one too old to report compute_cap is too old for a current ncu")],\
-            [], False
+        failed = Check("driver", FAIL, f"nvidia-smi failed ({status}): {_tail(output, 2)}",
+                       "update the NVIDIA driver: one too old to report compute_cap is too old for a current ncu")
+        return [failed], [], False
     gpus: list[Gpu] = []
     for line in output.strip().splitlines():
         fields = [f.strip() for f in line.split(",")]
