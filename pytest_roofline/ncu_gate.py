@@ -130,7 +130,8 @@ def _explicit_ncu_setup() -> NcuSetup:
 
 def fallback_message(reason: str) -> str:
     return (f"roofline: --roofline-counter=auto uses the analytic counter instead of ncu for the rest of this "
-            f"session. {reason} (--roofline-counter=analytic silences this warning)")
+            f"session. {reason} ('python -m pytest_roofline doctor' checks this runner check by check; "
+            "--roofline-counter=analytic silences this warning)")
 
 
 def child_pytest_args(rootdir: Path, inifile: Path | None, xdist: bool) -> list[str]:

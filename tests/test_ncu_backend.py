@@ -18,6 +18,7 @@ from pytest_roofline.ncu.backend import (
     NoGpu,
     NoKernelsInRange,
     ProfiledChildFailed,
+    ProfilingNotSupported,
     artifact_stem,
     find_ncu,
     profile_node,
@@ -96,7 +97,7 @@ def test_success_reads_the_report_and_keeps_it(tmp_path: Path) -> None:
 
 
 def test_missing_ncu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(backend.shutil, "which", lambda name: None)
+    monkeypatch.setattr(backend.shutil, "which", lambda name, path=None: None)
     assert find_ncu({}) is None
     with pytest.raises(NcuNotFound, match="PYTEST_ROOFLINE_NCU"):
         profile(tmp_path, FakeNcu(), ncu=None)
@@ -123,6 +124,20 @@ def test_counter_permission_is_a_skip_with_the_fix(tmp_path: Path) -> None:
     with pytest.raises(CountersNotPermitted, match="NVreg_RestrictProfilingToAdminUsers=0") as caught:
         profile(tmp_path, fake)
     assert "sudo" in str(caught.value)
+    assert leftovers(tmp_path) == []
+
+
+def test_profiling_not_supported_is_not_an_empty_range(tmp_path: Path) -> None:
+    # ncu's words on a chip it does not support (or WSL2 / a virtual GPU); the child itself exits cleanly and ncu
+    # adds "No kernels were profiled", which used to end as "no kernel ran inside the NVTX range"
+    log = ("==PROF== Connected to process 4613 (/usr/bin/python3.12)\n"
+           "==ERROR== Profiling is not supported on device 0. To find out supported GPUs refer --list-chips option.\n"
+           "==PROF== Disconnected from process 4613\n"
+           "==WARNING== No kernels were profiled.\n")
+    with pytest.raises(ProfilingNotSupported, match="--list-chips") as caught:
+        profile(tmp_path, FakeNcu(log=log))
+    assert "Profiling is not supported on device 0" in str(caught.value)
+    assert isinstance(caught.value, NoGpu)  # the plugin maps it as a missing GPU (auto: analytic counter)
     assert leftovers(tmp_path) == []
 
 
@@ -172,3 +187,18 @@ def test_recorded_binary_report_through_the_default_reader(tmp_path: Path) -> No
     assert result.report.devices == ["Tesla V100-SXM2-16GB"]
     assert sorted(k.launches for k in result.report.kernels) == [4, 4]
     assert sum(k.bytes["HBM"] for k in result.report.kernels) == 2_763_836_448 + 3_567_507_840
+
+
+def test_live_run_falls_back_to_dram_read_plus_write(tmp_path: Path) -> None:
+    # The live list now asks for dram__bytes_read/write too; where dram__bytes.sum prints n/a, HBM = read + write.
+    assert {"dram__bytes_read.sum", "dram__bytes_write.sum"} <= set(metric_set("9.0").names)
+    report = (
+        '"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","CC",'
+        '"dram__bytes.sum","dram__bytes_read.sum","dram__bytes_write.sum","gpu__time_duration.sum"\n'
+        '"","","","","","","","","byte","Mbyte","Mbyte","usecond"\n'
+        '"0","77","python3.12","runner","copy_kernel","1","7","9.0","n/a","3","1","10"\n'
+    )
+    result = profile(tmp_path, FakeNcu(report), cc="9.0")
+    (kernel,) = result.report.kernels
+    assert kernel.bytes == {"HBM": 3e6 + 1e6}
+    assert kernel.definitions["HBM"] == "dram__bytes_read.sum + dram__bytes_write.sum"

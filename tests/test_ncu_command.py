@@ -25,7 +25,12 @@ FLOPS = [
     "sm__sass_thread_inst_executed_op_hmul_pred_on.sum",
     "sm__sass_thread_inst_executed_op_hfma_pred_on.sum",
 ]
-BYTES = ["l1tex__t_bytes.sum", "lts__t_bytes.sum", "dram__bytes.sum"]
+PACKED_FP32 = [
+    "sm__sass_thread_inst_executed_op_fadd2_pred_on.sum",
+    "sm__sass_thread_inst_executed_op_fmul2_pred_on.sum",
+    "sm__sass_thread_inst_executed_op_ffma2_pred_on.sum",
+]
+BYTES = ["l1tex__t_bytes.sum", "lts__t_bytes.sum", "dram__bytes.sum", "dram__bytes_read.sum", "dram__bytes_write.sum"]
 BYTES_NO_DRAM = ["l1tex__t_bytes.sum", "lts__t_bytes.sum"]
 
 
@@ -57,6 +62,10 @@ HOPPER_TENSOR = ops("src_bf16_dst_fp32", "src_fp16", "src_fp64", "src_int1", "sr
 BLACKWELL_TENSOR = ops("src_bf16_dst_fp32", "src_fp16_dst_fp16", "src_fp16_dst_fp32", "src_fp4_dst_fp32",
                        "src_fp4_fp6_fp8_dst_fp16", "src_fp4_fp6_fp8_dst_fp32", "src_fp64", "src_int8",
                        "src_tf32_dst_fp32")
+B300_TENSOR = ops("src_bf16_dst_fp32", "src_fp16_dst_fp16", "src_fp16_dst_fp32", "src_fp4_dst_fp32",
+                  "src_fp4_fp6_dst_fp16", "src_fp4_fp6_dst_fp32", "src_fp64", "src_int8", "src_tf32_dst_fp32",
+                  "op_utcqmma_src_fp8_dst_fp16_sparsity_off", "op_utcqmma_src_fp8_dst_fp16_sparsity_on",
+                  "op_utcqmma_src_fp8_dst_fp32_sparsity_off")
 RTX50_TENSOR = ops(
     "src_bf16_dst_fp32", "src_fp16_dst_fp16", "src_fp16_dst_fp32", "src_fp64", "src_int8", "src_tf32_dst_fp32",
     "src_fp4_dst_fp32_sparsity_off", "src_fp4_dst_fp32_sparsity_on",
@@ -67,6 +76,7 @@ RTX50_TENSOR = ops(
 )
 EXPECTED_METRICS = {
     "7.0": TIME + FLOPS + ["sm__inst_executed_pipe_tensor.sum"] + BYTES,
+    "7.2": TIME + FLOPS + ["sm__inst_executed_pipe_tensor.sum"] + BYTES_NO_DRAM,
     "7.5": TIME + FLOPS + ops("src_fp16_bf16_tf32_dst_fp32", "src_fp16_dst_fp16", "src_int1", "src_int4",
                               "src_int8") + BYTES,
     "8.0": TIME + FLOPS + AMPERE_TENSOR + BYTES,
@@ -74,8 +84,8 @@ EXPECTED_METRICS = {
     "8.7": TIME + FLOPS + AMPERE_TENSOR + BYTES_NO_DRAM,
     "8.9": TIME + FLOPS + ADA_TENSOR + BYTES,
     "9.0": TIME + FLOPS + HOPPER_TENSOR + BYTES,
-    "10.0": TIME + FLOPS + BLACKWELL_TENSOR + BYTES,
-    "10.3": TIME + FLOPS + BLACKWELL_TENSOR + BYTES,
+    "10.0": TIME + FLOPS + PACKED_FP32 + BLACKWELL_TENSOR + BYTES,
+    "10.3": TIME + FLOPS + PACKED_FP32 + B300_TENSOR + BYTES,
     "11.0": TIME + FLOPS + BLACKWELL_TENSOR + BYTES_NO_DRAM,
     "12.0": TIME + FLOPS + RTX50_TENSOR + BYTES,
     "12.1": TIME + FLOPS + RTX50_TENSOR + BYTES_NO_DRAM,
@@ -104,10 +114,10 @@ def test_command_line_options() -> None:
     argv = build_ncu_command(
         (9, 0), ["python", "-c", "pass"], "/r/out", ncu="/opt/nsight/ncu", nvtx_range="measure-3",
         clock_control="base", cache_control="none", replay_mode="application", log_file="/r/ncu.log",
-        extra_metrics=["dram__bytes_read.sum", "gpu__time_duration.sum"],
+        extra_metrics=["sm__warps_active.avg", "gpu__time_duration.sum"],
     )
     metrics = argv[argv.index("--metrics") + 1].split(",")
-    assert metrics == TIME + FLOPS + HOPPER_TENSOR + BYTES + ["dram__bytes_read.sum"]
+    assert metrics == TIME + FLOPS + HOPPER_TENSOR + BYTES + ["sm__warps_active.avg"]
     assert argv[:5] == ["/opt/nsight/ncu", "--target-processes", "all", "--nvtx", "--nvtx-include"]
     assert argv[5] == "pytest_roofline@measure-3"
     assert argv[8:] == ["--clock-control", "base", "--cache-control", "none", "--replay-mode", "application",
@@ -205,3 +215,25 @@ def test_pipe_tensor_on_newer_chips_is_never_guessed() -> None:
     assert busy.tensor_flops is None and busy.flops == {} and busy.tensor_instructions == 10.0
     idle = launch_work({"sm__inst_executed_pipe_tensor.sum": 0.0}, (9, 0))
     assert idle.tensor_flops == 0.0 and idle.flops == {}
+
+
+@pytest.mark.parametrize("name", ["a,b", "dom@r", "outer/inner", "[bottom", "top]", "a+b", "a*b", r"a\,b",
+                                  "regex:step.*", " step", "step ", ""])
+def test_nvtx_names_with_filter_syntax_are_refused(name: str) -> None:
+    # every character the ncu CLI manual's NVTX filtering tables reserve, the regex: prefix, the escape character
+    with pytest.raises(ValueError, match="ncu's NVTX filter syntax"):
+        nvtx_include_expression(name)
+
+
+def test_nvtx_ordinary_names_pass() -> None:
+    assert nvtx_include_expression("fwd.step-3 (bf16)") == "pytest_roofline@fwd.step-3 (bf16)"
+
+
+def test_clock_control_is_always_explicit() -> None:
+    # ncu's own default is base (locked clocks); our runs never depend on it
+    from pytest_roofline.ncu.command import DEFAULT_CLOCK_CONTROL, NCU_DEFAULT_CLOCK_CONTROL
+
+    assert (DEFAULT_CLOCK_CONTROL, NCU_DEFAULT_CLOCK_CONTROL) == ("none", "base")
+    for policy in ("none", "base"):
+        argv = build_ncu_command("9.0", ["python"], "x", clock_control=policy)
+        assert argv[argv.index("--clock-control") + 1] == policy

@@ -1,5 +1,5 @@
 """Nsight Compute (ncu) support: metric sets per compute capability, the ncu command line, report parsing,
-diagnostics and the ``import-ncu`` command.
+diagnostics and the ``import-ncu``, ``ncu-metrics`` and ``doctor`` commands.
 
 Everything here imports only the standard library and the roofline model; pandas, matplotlib and NVIDIA's
 ``ncu_report`` module are imported inside the functions that need them.

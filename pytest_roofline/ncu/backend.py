@@ -8,7 +8,8 @@ runs it without a shell, and turns the exported ``.ncu-rep`` into per-kernel sam
 Outcomes, each with its own exception so the plugin can map it:
 
 * :class:`NcuNotFound` -- no ncu executable (``PYTEST_ROOFLINE_NCU`` or ``ncu`` on PATH);
-* :class:`NoGpu` -- no CUDA device, so nothing to profile;
+* :class:`NoGpu` -- no CUDA device, so nothing to profile; its subclass :class:`ProfilingNotSupported` when ncu
+  says "Profiling is not supported on device N" (a chip this ncu does not support, or WSL/virtual GPUs);
 * :class:`CountersNotPermitted` -- ``ERR_NVGPUCTRPERM``: a skip, not a failure; the message carries the fix;
 * :class:`ProfiledChildFailed` -- the child crashed, failed or timed out; the message names the log files;
 * :class:`NoKernelsInRange` -- the run finished but no kernel ran inside the NVTX range.
@@ -61,6 +62,16 @@ _NO_GPU_PATTERNS = re.compile(
     r"(no CUDA-capable device|cudaErrorNoDevice|CUDA_ERROR_NO_DEVICE|No supported GPUs? (were )?found|"
     r"Failed to find any (supported )?GPU)", re.IGNORECASE)
 _NO_KERNELS_PATTERN = re.compile(r"No kernels were profiled", re.IGNORECASE)
+# ncu: "==ERROR== Profiling is not supported on device 0. To find out supported GPUs refer --list-chips option."
+# (and "... on device 0 as it uses the Windows Subsystem for Linux"); ncu then also warns that no kernels were
+# profiled, which must not be read as an empty NVTX range.
+NOT_SUPPORTED_PATTERN = re.compile(r"Profiling is not supported on device\s*(\d+)?[^\n]*", re.IGNORECASE)
+NOT_SUPPORTED_FIX = (
+    "this ncu cannot profile the GPU. Causes: a chip this ncu version does not support (compare "
+    "'ncu --list-chips' with the GPU: Blackwell needs a 2025 ncu, Volta an ncu from CUDA 12.x or older, Pascal and "
+    "older none), WSL2 on Windows 10, or a virtual GPU without profiling enabled. Install a matching Nsight Compute "
+    "(or run on bare metal) and check with 'python -m pytest_roofline doctor'"
+)
 
 
 class NcuBackendError(RuntimeError):
@@ -73,6 +84,10 @@ class NcuNotFound(NcuBackendError):
 
 class NoGpu(NcuBackendError):
     pass
+
+
+class ProfilingNotSupported(NoGpu):
+    """ncu refuses this GPU ("Profiling is not supported on device N"): as if there were none to profile."""
 
 
 class CountersNotPermitted(NcuBackendError):
@@ -111,10 +126,11 @@ ReportReader = Callable[..., NcuReport]
 def find_ncu(environ: Mapping[str, str] | None = None) -> str | None:
     """The ncu executable: ``$PYTEST_ROOFLINE_NCU`` when set, else ``ncu`` on PATH."""
     env = os.environ if environ is None else environ
+    search = env.get("PATH") if environ is not None else None  # a given environment brings its own PATH
     configured = env.get(NCU_ENV)
     if configured:
-        return configured if os.path.isfile(configured) or shutil.which(configured) else None
-    return shutil.which("ncu")
+        return configured if os.path.isfile(configured) or shutil.which(configured, path=search) else None
+    return shutil.which("ncu", path=search)
 
 
 def detect_compute_capability() -> tuple[int, int] | None:
@@ -229,6 +245,10 @@ def profile_node(
         told = _read(ncu_log) + "\n" + _read(child_log)
         if "ERR_NVGPUCTRPERM" in told:
             raise CountersNotPermitted(PERMISSION_FIX)
+        not_supported = NOT_SUPPORTED_PATTERN.search(told)
+        if not_supported:
+            raise ProfilingNotSupported(f"ncu: '{not_supported.group(0).strip()}' while profiling {nodeid}: "
+                                        f"{NOT_SUPPORTED_FIX}; log: {ncu_log}")
         if _NO_GPU_PATTERNS.search(told):
             raise NoGpu(f"ncu found no usable CUDA device while profiling {nodeid}; log: {ncu_log}")
         if done.returncode != 0:

@@ -8,9 +8,11 @@ Choices, with the reason for each (research §6, §8):
   start/end ranges that ``roofline.measure`` opens in the ``pytest_roofline`` domain are profiled, so warm-up and
   setup are not. Start/end ranges (not push/pop) are process-wide, which keeps kernels that autograd launches
   from its backward thread inside the range.
-* ``--clock-control none`` (our default; ncu's default is ``base``): ncu would otherwise lock the GPU to base
-  clocks (sample 05 ran at 0.88–1.0 GHz on an A100 whose boost clock is 1.41 GHz), while the roofs are measured at
-  the clocks the GPU normally runs. With ``none`` the measured times are comparable to the roofs; the price is
+* ``--clock-control none`` (our default; ncu's own default is ``base``, ``NCU_DEFAULT_CLOCK_CONTROL``, checked
+  against the official ncu 2022.3 CLI manual and Profiling Guide, and against recent ``ncu --help`` texts as users
+  transcribed them, ``--clock-control arg (=base)``; the current manual itself could not be read here. We always
+  pass the option, so ncu's default never applies to our runs): ncu would otherwise lock the GPU to base clocks (sample 05 ran at 0.88–1.0 GHz on an
+  A100 whose boost clock is 1.41 GHz), while the roofs are measured at the clocks the GPU normally runs. With ``none`` the measured times are comparable to the roofs; the price is
   some run-to-run clock variation. The policy is recorded in every result (``clock_control``).
 * ``--cache-control all`` (ncu's default): caches are flushed before each replay pass, so bytes are those of the
   kernel run in isolation and repeatable; times are cold-cache times.
@@ -33,21 +35,29 @@ CLOCK_CONTROLS = ("none", "base")
 CACHE_CONTROLS = ("all", "none")
 REPLAY_MODES = ("kernel", "application")
 DEFAULT_CLOCK_CONTROL = "none"
+NCU_DEFAULT_CLOCK_CONTROL = "base"  # what ncu does when not told (see the module docstring for the versions)
 DEFAULT_CACHE_CONTROL = "all"
 DEFAULT_REPLAY_MODE = "kernel"
 
-# ncu splits include expressions on "," and reads "@", "/", "[" and "]" as syntax.
-_NVTX_RESERVED = set(",@/[]")
+# The ncu CLI manual's NVTX Filtering tables reserve, for start/end ranges, "," (between range names) and "@" (after
+# the domain); for push/pop ranges "/" (between ranges), "[" (bottom of the stack), "]" (top of the stack), "+"
+# (exactly one range between two others) and "*" (any number of ranges between). A leading "regex:" switches to
+# regular expressions, and "\\" escapes a delimiter (ncu 2020.1.1 fixed "escaped domain delimiters"). A range name
+# with any of them would be read as filter syntax, so it is refused rather than escaped.
+NVTX_RESERVED = ",@/[]+*\\"
+_REGEX_PREFIX = "regex:"
 
 
 def nvtx_include_expression(range_name: str | None = None) -> str:
     """The ``--nvtx-include`` value: every range of our domain, or one named start/end range in it."""
     if range_name is None:
-        return f"regex:{NVTX_DOMAIN}@.+"
-    if not range_name or set(range_name) & _NVTX_RESERVED or range_name != range_name.strip():
+        return f"{_REGEX_PREFIX}{NVTX_DOMAIN}@.+"
+    if (not range_name or set(range_name) & set(NVTX_RESERVED) or range_name != range_name.strip()
+            or range_name.startswith(_REGEX_PREFIX)):
         raise ValueError(
             f"NVTX range name {range_name!r} cannot be used in an ncu filter: it must be non-empty, "
-            "without surrounding spaces and without any of , @ / [ ]"
+            f"without surrounding spaces, not start with '{_REGEX_PREFIX}' and have none of "
+            f"{' '.join(NVTX_RESERVED)} (ncu's NVTX filter syntax)"
         )
     return f"{NVTX_DOMAIN}@{range_name}"
 

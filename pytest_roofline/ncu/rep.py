@@ -45,11 +45,33 @@ def find_ncu_report_module() -> ModuleType | None:
         return None
 
 
+def _has_value(metric: Any) -> bool:
+    """``IMetric.has_value()``; the 2020-era interface only has ``has_value(value_kind)`` (NvRules API 2020.1.2)."""
+    check = getattr(metric, "has_value", None)
+    if check is None:
+        return True
+    try:
+        return bool(check())
+    except TypeError:
+        kind = metric.kind() if hasattr(metric, "kind") else None
+        return kind is not None and bool(check(kind))
+
+
+def _raw_value(metric: Any) -> Any:
+    """``value()`` where it exists; the 2020-era interface has only the typed ``as_double``/``as_string``."""
+    if hasattr(metric, "value"):
+        return metric.value()
+    try:
+        return metric.as_double()
+    except (TypeError, ValueError, RuntimeError):
+        return metric.as_string()
+
+
 def _metric_value(metric: Any) -> tuple[float | None, str | None]:
     """(SI number, None) or (None, text) or (None, None) when the metric has no value."""
-    if hasattr(metric, "has_value") and not metric.has_value():
+    if not _has_value(metric):
         return None, None
-    value = metric.value()
+    value = _raw_value(metric)
     if value is None:
         return None, None
     if isinstance(value, str):
@@ -58,8 +80,13 @@ def _metric_value(metric: Any) -> tuple[float | None, str | None]:
         number = float(value)
     except (TypeError, ValueError):
         return None, str(value)
-    factor, _ = unit_factor(metric.unit() or "")
+    factor, _ = unit_factor((metric.unit() if hasattr(metric, "unit") else _base_unit(metric)) or "")
     return number * factor, None
+
+
+def _base_unit(metric: Any) -> str:
+    """No ``unit()`` on the 2020-era interface: values are in ncu's base units, nanoseconds for durations."""
+    return "nsecond" if str(metric.name()).startswith("gpu__time_duration") else ""
 
 
 def read_with_module(path: str | os.PathLike[str], module: ModuleType) -> ParsedLaunches:
