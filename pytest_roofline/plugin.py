@@ -26,6 +26,7 @@ from pytest_roofline.options import (
     COUNTERS,
     DEVICES,
     MALLOC_POLICIES,
+    PROBE_MODES,
     UNCOUNTED_POLICIES,
     MarkerOptions,
     SettingError,
@@ -59,6 +60,10 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
     ("--roofline-cores", "roofline_cores",
      ("cores to measure on: auto (half the machine's cores, the least loaded at each call site, judged "
       "against roofs for that many), all, a count N, or a list such as 0,1 or 0-3"), "auto"),
+    ("--roofline-probe", "roofline_probe",
+     (f"{'|'.join(PROBE_MODES)}: live times call sites whose bytes stream from DRAM beside a probe of the DRAM "
+      "roof and judges each call against it (main memory's bandwidth changes with the host's other tenants)"),
+     "live"),
     ("--roofline-uncounted", "roofline_uncounted",
      (f"{'|'.join(UNCOUNTED_POLICIES)}: what a region that ran FLOP-bearing ops without a counting rule does "
       "(warn: marked in the summary; fail: the test fails); the marker's uncounted= overrides it"), "warn"),
@@ -112,6 +117,7 @@ def _read_settings(config: pytest.Config) -> Settings:
         cores=_cores_setting(_setting(config, "roofline_cores")),
         strict=parse_bool(_setting(config, "roofline_strict"), "--roofline-strict / ini roofline_strict"),
         uncounted=parse_choice(_setting(config, "roofline_uncounted"), UNCOUNTED_POLICIES, "--roofline-uncounted"),
+        probe=parse_choice(_setting(config, "roofline_probe"), PROBE_MODES, "--roofline-probe"),
     )
 
 
@@ -271,6 +277,8 @@ def roofline(request: pytest.FixtureRequest) -> Any:
     if state.settings.enabled:  # cores of its own, judged against roofs for that many cores
         recorder.cores = state.core_planner()
         recorder.machine_for_cores = lambda count: state.machine_for_cores(count, _core_roofs_progress(request))
+        recorder.probe_mode = state.settings.probe
+        recorder.probe_cache = state.probe_cache
     entry = TestEntry(request.node.nodeid, options.min_fraction if options else None, recorder)
     request.node.stash[ENTRY] = entry
     if state.settings.enabled:

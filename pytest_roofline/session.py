@@ -53,6 +53,7 @@ class Region:
     parts: list[tuple[str, TimingStats]] = field(default_factory=list)  # call sites timed apart, then judged as one
     placement: Any = None  # cores.Placement: where it was measured (None: not placed)
     uncounted: dict[str, int] = field(default_factory=dict)  # FLOP-bearing ops without a rule -> their bytes
+    probe: dict[str, Any] | None = None  # the live DRAM probe beside its timed calls (probes.summary)
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -68,6 +69,8 @@ class Region:
             out["parts"] = [{"label": label, "timing": timing.to_dict()} for label, timing in self.parts]
         if self.placement is not None:
             out["cores"] = self.placement.to_dict()
+        if self.probe is not None:
+            out["probe"] = dict(self.probe)
         return out
 
 
@@ -156,6 +159,8 @@ class Recorder:
         self.machine_for_cores: Callable[[int], Machine] | None = None  # roofs for that many cores
         self.contended: list[tuple[int, Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any],
                                    Setup | None]] = []
+        self.probe_mode = "off"  # "live": time DRAM-bound call sites beside a probe of the DRAM roof
+        self.probe_cache: dict[int, Any] = {}  # probes.DramProbe per thread count, shared by the session
 
     def measure(self, fn: Callable[..., Any], /, *args: Any, setup: Setup | None = None, **kwargs: Any) -> Any:
         """Count and time ``fn(*args, **kwargs)``; return the result of its counted call.
@@ -190,29 +195,62 @@ class Recorder:
     ) -> Any:
         result, kernels = counter.count(fn, *prepared_arguments(setup, args, kwargs))
         with self.cores.scope() if self.cores is not None else nullcontext() as placed:
-            timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(), setup=setup)
+            probe = None if getattr(counter, "deferred", False) else self._probe_for(counter, kernels, placed)
+            timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(), setup=setup,
+                                   before_timed_call=probe)
         if getattr(counter, "deferred", False):
             self.pending.append(PendingRegion(label, timing, (fn, args, dict(kwargs))))
         else:
-            self._judge(counter, label, kernels, timing, placed)
+            self._judge(counter, label, kernels, timing, placed, probe)
             if placed is not None and placed.contended:  # measured again at the end of the session
                 self.contended.append((len(self.regions) - 1, counter, fn, args, dict(kwargs), setup))
         return result
 
+    def _probe_for(self, counter: Counter, kernels: list[KernelSample], placed: Any) -> Any:
+        """A ``probes.ProbeSchedule`` for a call site whose bytes are judged at DRAM (``--roofline-probe live``,
+        CPU roofs characterized by the ERT kernel), else None. Runs inside the call site's core placement."""
+        if self.probe_mode != "live":
+            return None
+        from pytest_roofline import probes
+
+        machine = self._machine_for(placed)
+        footprint = getattr(counter, "footprint_bytes", None)
+        placed_kernels = self._placed(counter, kernels, machine)[0]
+        dram = sum(k.bytes.get(probes.PROBE_LEVEL, 0.0) for k in placed_kernels)
+        if not probes.wants_probe(footprint, machine, dram):
+            return None
+        spec = probes.ProbeSpec.from_machine(machine)
+        if spec is None:
+            return None
+        probe = self.probe_cache.get(spec.threads)
+        if probe is None or probe.spec != spec:
+            probe = self.probe_cache[spec.threads] = probes.DramProbe.build(spec)
+        return probes.ProbeSchedule(probe)
+
+    @staticmethod
+    def _placed(counter: Counter, kernels: list[KernelSample], machine: Machine) -> tuple[list[KernelSample],
+                                                                                           str | None]:
+        footprint = getattr(counter, "footprint_bytes", None)  # counters that assume no cache reuse
+        if not footprint:
+            return kernels, None
+        return place_working_set(kernels, footprint, machine,
+                                 write_allocate=getattr(counter, "write_allocate_bytes", None))
+
     def _judge(self, counter: Counter, label: str, kernels: list[KernelSample], timing: TimingStats,
-               placement: Any = None) -> None:
+               placement: Any = None, probe: Any = None) -> None:
         machine = self._machine_for(placement)
         notes = counter_notes(counter) + timing_notes(timing)
-        footprint = getattr(counter, "footprint_bytes", None)  # counters that assume no cache reuse
-        if footprint:
-            kernels, placed = place_working_set(kernels, footprint, machine,
-                                                write_allocate=getattr(counter, "write_allocate_bytes", None))
-            notes.extend([placed] if placed else [])
+        kernels, placed = self._placed(counter, kernels, machine)
+        notes.extend([placed] if placed else [])
         verdict = evaluate_region(kernels, machine, timing.median_s)
+        probed = None
+        if probe is not None and probe.rates:
+            verdict, probed, note = _judge_live(kernels, machine, timing, probe, verdict)
+            notes.append(note)
         notes.extend(note for note in [above_one_note(verdict, machine)] if note)
         uncounted = dict(getattr(counter, "uncounted_bytes", None) or {})
         self.regions.append(Region(label, counter.name, kernels, timing, verdict, notes, placement=placement,
-                                   uncounted=uncounted))
+                                   uncounted=uncounted, probe=probed))
 
     def settle_pending(self, counter_name: str, kernels: Sequence[KernelSample], notes: Sequence[str] = ()) -> Region:
         """Judge every pending region as one: ``kernels`` (from all of them) against the sum of their times.
@@ -278,6 +316,25 @@ class Recorder:
     def verdict(self) -> Verdict | None:
         """The combined verdict of every region measured so far (None if nothing was measured)."""
         return combine(r.verdict for r in self.regions) if self.regions else None
+
+
+def _judge_live(kernels: list[KernelSample], machine: Machine, timing: TimingStats, schedule: Any,
+                cached: Verdict) -> tuple[Verdict, dict[str, Any], str]:
+    """The verdict of the median call judged against its probe's live DRAM roof, what to record, a note."""
+    from pytest_roofline import probes
+
+    spec = schedule.probe.spec
+    pairs = list(zip(timing.samples_s, schedule.rates))
+    verdicts = sorted((evaluate_region(kernels, probes.live_machine(machine, spec, rate), seconds)
+                       for seconds, rate in pairs), key=lambda v: v.fraction)
+    verdict = verdicts[(len(verdicts) - 1) // 2]  # the median call (the lower one of an even count)
+    record = probes.summary(spec, schedule, cached.fraction)
+    record["fraction_live"] = verdict.fraction
+    note = (f"live DRAM probe: main memory gave {record['live_ratio_median']:.2f} of its characterized bandwidth "
+            f"while this was timed ({record['probes']} probes of {spec.working_set_bytes / 2**20:.0f} MiB); each "
+            f"call judged against its probe's roof: fraction {verdict.fraction:.3g} (against the cached roof "
+            f"{cached.fraction:.3g})")
+    return verdict, record, note
 
 
 def _load_text(placement: Any) -> str:

@@ -29,6 +29,7 @@ class Settings:
     cores: Any = None  # cores.CoresSetting (None: measure wherever the OS runs the call)
     strict: bool = False  # a contended measurement may fail its gate too
     uncounted: str = "warn"  # warn|fail: a region ran FLOP-bearing ops the counter has no rule for
+    probe: str = "live"  # live|off: time DRAM-bound call sites beside a probe of the DRAM roof (probes.py)
 
 
 @dataclass
@@ -58,6 +59,7 @@ class RooflineState:
         self.write_error: str | None = None  # results could not be written; said in the summary
         self._by_cores: dict[int, Any] = {}  # machine per core count, measured or interpolated on first need
         self.planner: Any = None  # cores.Planner of this session (or xdist worker), made on first need
+        self.probe_cache: dict[int, Any] = {}  # probes.DramProbe per thread count: built once a session
         self._worker_pin: Any = None  # an xdist worker's pinning to its share, held for the whole session
 
     @property

@@ -1,0 +1,153 @@
+"""Live roof probes: measure the DRAM roof again while a call site is timed, and judge each call against it.
+
+Why only DRAM. Over ten cold characterizations of the 2-vCPU AMD EPYC (Zen 4) VM, every compute roof and
+every cache roof varied by at most 1 % (CV), and fp32 FMA probes timed in eight separate processes by 0.2 %;
+the DRAM roof varied by 4 % on one core and far more on two (56-112 GB/s): main memory is shared with the
+host's other tenants, and what it gives changes from one minute to the next. A cached DRAM roof then moves
+every memory-bound fraction with it. So a region whose bytes are judged at DRAM is timed *beside* the roof:
+before its timed calls, the kernel that set the roof (ERT's in-place update, one pass over a working set in
+the DRAM window) runs once, and each call is judged against the DRAM bandwidth of the probe nearest before it,
+
+    live roof_i = characterized roof x probe rate_i / probe rate at characterization
+
+(the probe's working set is a size of the characterization's own sweep, so the calibration is that sweep
+point). Noise that slows the machine's memory slows the probe alike and cancels in the ratio (duet
+benchmarking, Bulej et al. 2020). Probes run outside the timed intervals, on the same cores with the same
+thread count (inside the call site's core placement), and only as often as the calls' own time allows: a
+probe waits until the calls since the last one took at least as long as it did, so probing at most doubles a
+call site's measurement time.
+
+Only working sets of at least twice the last cache are probed: a probe sweeps every cache, so between two
+calls whose data could stay in cache it would change what is measured.
+
+Plain Python (numpy and the compiled ERT library the characterization built; no pytest, no torch).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pytest_roofline.model import Machine
+
+PROBE_MODES = ("live", "off")
+PROBE_LEVEL = "DRAM"
+CACHE_MULTIPLE = 2  # a footprint at least this many times the last cache cannot stay in cache between calls
+
+
+@dataclass(frozen=True)
+class ProbeSpec:
+    """What the characterization left for a DRAM probe: its kernel library, working set and calibration."""
+
+    libraries: Mapping[int, str]  # vector bytes -> compiled ERT library
+    chains: int
+    threads: int
+    working_set_bytes: int
+    calibration_bytes_per_s: float  # the update sweep's rate at that working set
+    roof_bytes_per_s: float  # the characterized DRAM roof
+
+    @classmethod
+    def from_machine(cls, machine: Machine) -> ProbeSpec | None:
+        """The probe for this machine's DRAM roof, or None where it cannot be had (pinned or GPU roofs, the
+        library fallback, a roof not set by the update kernel's sweep, libraries deleted since)."""
+        info = machine.info
+        kernel, levels = info.get("kernel") or {}, info.get("levels") or {}
+        level = levels.get(PROBE_LEVEL) or {}
+        rows = ((info.get("sweep") or {}).get("update")) or []
+        roof = machine.bandwidth.get(PROBE_LEVEL)
+        libraries = {int(bits) // 8: path for bits, path in (kernel.get("libraries") or {}).items()}
+        if not (roof and libraries and level.get("plateau_bytes") and rows and kernel.get("threads")):
+            return None
+        if not all(Path(path).is_file() for path in libraries.values()):
+            return None
+        low, high = level["plateau_bytes"]
+        inside = [r for r in rows if low <= r["working_set_bytes"] <= high]
+        if not inside:
+            return None
+        point = inside[0]  # the smallest plateau size: the cheapest probe that still streams from DRAM
+        return cls(libraries, int(kernel.get("chains") or 8), int(kernel["threads"]), int(point["working_set_bytes"]),
+                   float(point["bytes_per_s"]), float(roof))
+
+
+@dataclass
+class DramProbe:
+    """Runs the probe kernel; built once per core count and reused by every call site of the session."""
+
+    spec: ProbeSpec
+    run_once: Callable[[], float]  # seconds of one pass over the working set (read + write of every element)
+
+    @classmethod
+    def build(cls, spec: ProbeSpec) -> DramProbe:
+        from pytest_roofline.characterize import cpu_ert
+
+        library = cpu_ert.ErtLibrary({w: Path(p) for w, p in spec.libraries.items()}, spec.chains, spec.threads,
+                                     spec.working_set_bytes)
+        width = max(spec.libraries)
+        library.fill("fp64")
+
+        def run_once() -> float:
+            return library.run("fp64", width, 1, spec.working_set_bytes, 1)[0]
+
+        return cls(spec, run_once)
+
+    def rate(self) -> float:
+        """The DRAM bandwidth of one probe pass now (bytes/s, counted as the roof is: read + write)."""
+        return 2.0 * self.spec.working_set_bytes / self.run_once()
+
+
+@dataclass
+class ProbeSchedule:
+    """Alternates a call site's timed calls with probes: the hook for ``time_callable(before_timed_call=)``.
+
+    ``rates[i]`` is the probe rate in force for timed call i (the latest probe before it)."""
+
+    probe: DramProbe
+    clock: Callable[[], float] = time.perf_counter
+    rates: list[float] = field(default_factory=list)
+    probes: list[float] = field(default_factory=list)
+    probe_seconds: float = 0.0
+    _owed: float = 0.0  # call time since the last probe
+    _last_probe_s: float = 0.0
+
+    def __call__(self, previous_call_s: float) -> None:
+        self._owed += previous_call_s
+        if not self.probes or self._owed >= self._last_probe_s:
+            start = self.clock()
+            rate = self.probe.rate()
+            self._last_probe_s = self.clock() - start
+            self.probe_seconds += self._last_probe_s
+            self.probes.append(rate)
+            self._owed = 0.0
+        self.rates.append(self.probes[-1])
+
+
+def wants_probe(footprint_bytes: float | None, machine: Machine, dram_bytes: float) -> bool:
+    """Probe a region whose bytes are judged at DRAM and whose data cannot stay in the last cache."""
+    if dram_bytes <= 0 or not footprint_bytes:
+        return False
+    capacities = machine.info.get("capacities") or {}
+    last = max((float(v) for v in capacities.values()), default=0.0)
+    return last > 0 and footprint_bytes >= CACHE_MULTIPLE * last
+
+
+def live_machine(machine: Machine, spec: ProbeSpec, rate: float) -> Machine:
+    """``machine`` with its DRAM roof scaled by the probe: characterized x rate / calibration."""
+    live = spec.roof_bytes_per_s * rate / spec.calibration_bytes_per_s
+    return replace(machine, bandwidth={**machine.bandwidth, PROBE_LEVEL: live})
+
+
+def summary(spec: ProbeSpec, schedule: ProbeSchedule, fraction_cached: float) -> dict[str, Any]:
+    """What results.json records of a probed region."""
+    rates = schedule.probes
+    ratios = [r / spec.calibration_bytes_per_s for r in rates]
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    return {"level": PROBE_LEVEL, "kernel": "ert-update", "working_set_bytes": spec.working_set_bytes,
+            "threads": spec.threads, "probes": len(rates), "probe_seconds": round(schedule.probe_seconds, 6),
+            "characterized_bytes_per_s": spec.roof_bytes_per_s,
+            "calibration_bytes_per_s": spec.calibration_bytes_per_s,
+            "live_ratio_median": statistics.median(ratios), "live_ratio_iqr": q[2] - q[0],
+            "fraction_cached_roofs": fraction_cached}
