@@ -79,10 +79,14 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=5)
     parser.add_argument("--neighbours", type=int, default=0,
                         help="busy processes beside every other session; prints loaded / quiet per test")
+    parser.add_argument("--probe", choices=("live", "off"), default=None,
+                        help="--roofline-probe for every session (default: the plugin's, live)")
     parser.add_argument("--cold", action="store_true",
                         help="characterize afresh in every session (an empty cache, kernels kept)")
     args, pytest_args = parser.parse_known_args()
     pytest_args = pytest_args or ["example_suite"]
+    if args.probe:
+        pytest_args = [*pytest_args, "--roofline-probe", args.probe]
     kinds = ["quiet", "loaded"] if args.neighbours else ["quiet"]
     fractions: dict[str, dict[str, list[float]]] = {kind: {} for kind in kinds}
     notes: dict[str, dict[str, set[str]]] = {kind: {} for kind in kinds}

@@ -18,10 +18,10 @@ MACHINE = Machine(
 @pytest.mark.parametrize(
     ("footprint", "level"),
     [
-        (32 * 1024, "L1"),  # exactly half of L1
-        (32 * 1024 + 1, "L2"),
-        (2 * 2**20, "L2"),
-        (2 * 2**20 + 1, None),  # L3 has no bandwidth roof here, so DRAM stays
+        (48 * 1024, "L1"),  # exactly three quarters of L1, where its plateau window ends too
+        (48 * 1024 + 1, "L2"),
+        (3 * 2**20, "L2"),
+        (3 * 2**20 + 1, None),  # L3 has no bandwidth roof here, so DRAM stays
         (10**10, None),
     ],
 )
