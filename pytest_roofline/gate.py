@@ -130,11 +130,17 @@ def _verdict_text(record: TestRecord) -> str:
 
 
 def summary_lines(machine: Machine | None, records: Iterable[TestRecord], directory: Path,
-                  width: int = 0, counter: str | None = None) -> list[str]:
+                  width: int = 0, counter: str | None = None,
+                  fewer_cores: Mapping[int, Machine] | None = None) -> list[str]:
+    """The roofline section of the terminal summary. ``fewer_cores``: the roofs of fewer cores that call
+    sites were judged against (``--roofline-cores``), each on a machine line of its own."""
     lines: list[str] = []
     records = list(records)
     if machine is not None:
         lines.append(machine_line(machine))
+    for count, roofs in sorted((fewer_cores or {}).items()):
+        lines.append(f"{count}-core roofs, used by call sites on {count} core{'s' if count > 1 else ''}: "
+                     + machine_line(roofs))
     rows = [row_for(r.nodeid, r.recorder.verdict(), r.min_fraction,
                     _verdict_text(r) + cores_marker([g.placement for g in r.recorder.regions])
                     + faults_marker([g.timing.faults_per_call for g in r.recorder.regions])

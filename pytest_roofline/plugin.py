@@ -494,7 +494,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
         terminalreporter.write_sep("=", "roofline")
         for line in summary_lines(state.loaded_machine, state.tests.values(), state.settings.directory,
-                                  terminalreporter._tw.fullwidth, state.counter_label):
+                                  terminalreporter._tw.fullwidth, state.counter_label, state.machines_by_cores):
             terminalreporter.write_line(line)
     except Exception as exc:  # noqa: BLE001 - the summary must never turn a finished run into an internal error
         terminalreporter.write_line(f"roofline: could not write the summary: {exc!r}")

@@ -106,6 +106,12 @@ class RooflineState:
             self._by_cores[count] = cores.interpolate({total: full, **measured}, count)
         return self._by_cores[count]
 
+    @property
+    def machines_by_cores(self) -> dict[int, Any]:
+        """Roofs of fewer cores than the machine's that call sites were judged against so far."""
+        full = self._machine
+        return {count: machine for count, machine in self._by_cores.items() if machine is not full}
+
     def core_planner(self) -> Any:
         """The session's ``cores.Planner`` (None when cores are not chosen): an xdist worker plans within its
         own share of the cores; with pinned ceilings (for the whole machine) ``auto`` means ``all``."""

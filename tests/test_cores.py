@@ -292,3 +292,15 @@ def test_gpu_processes_without_a_driver_is_empty() -> None:
             raise RuntimeError("NVML Shared Library Not Found")
 
     assert cores.gpu_processes(0, Broken()) == []
+
+
+def test_the_summary_shows_the_roofs_of_fewer_cores_that_were_used(tmp_path: Path) -> None:
+    from pytest_roofline.gate import summary_lines
+
+    full = Machine("box (2 cores)", {"fp32": 200e9}, {"DRAM": 100e9}, info={"method": "ert"})
+    one = Machine("box (1 cores)", {"fp32": 100e9}, {"DRAM": 55e9}, info={"method": "ert"})
+    lines = summary_lines(full, [], tmp_path, fewer_cores={1: one})
+    assert lines[0].startswith("machine: box (2 cores) (ert): fp32 200 GFLOP/s")
+    assert lines[1].startswith("1-core roofs, used by call sites on 1 core: machine: box (1 cores) (ert): "
+                               "fp32 100 GFLOP/s")
+    assert "DRAM 55 GB/s" in lines[1]
