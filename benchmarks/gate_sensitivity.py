@@ -7,6 +7,11 @@ slowdowns interleaved session by session so that host drift hits all of them ali
 of sessions below it (at 0 %: false alarms, target 0; at 10 %: target >= 95 %).
 
     python benchmarks/gate_sensitivity.py [--sessions 6] [--slowdowns 0 5 10 20] [pytest args]
+
+``--gate``: the plugin's own gate decides instead. Clean sessions first set each test's threshold (the first
+``--threshold`` x its median, given to the tests through ``ROOFLINE_MIN_FRACTIONS``, see
+benchmarks/heldout/conftest.py); then sessions with every slowdown, under ``--roofline-confirm on`` and
+``off`` alternately, count the tests that failed.
 """
 
 from __future__ import annotations
@@ -19,21 +24,24 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 HELDOUT = str(Path(__file__).parent / "heldout")
 
 
-def run_session(directory: Path, slowdown: float, pytest_args: list[str]) -> dict[str, float]:
+def run_session(directory: Path, slowdown: float, pytest_args: list[str],
+                thresholds: dict[str, float] | None = None, key: str = "fraction") -> dict[str, Any]:
     command = [sys.executable, "-m", "pytest", "--roofline", "--roofline-dir", str(directory), "-q",
                "-p", "no:cacheprovider", *pytest_args]
-    env = {**os.environ, "ROOFLINE_INJECT_SLOWDOWN": str(slowdown)}
+    env = {**os.environ, "ROOFLINE_INJECT_SLOWDOWN": str(slowdown),
+           "ROOFLINE_MIN_FRACTIONS": json.dumps(thresholds or {})}
     subprocess.run(command, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     try:
         tests = json.loads((directory / "results.json").read_text())["tests"]
     except (OSError, ValueError):
         print(f"session in {directory} wrote no results", file=sys.stderr)
         return {}
-    return {t["nodeid"].split("::")[-1]: t["fraction"] for t in tests if t["fraction"] is not None}
+    return {t["nodeid"].split("::")[-1]: t[key] for t in tests if t["fraction"] is not None}
 
 
 def main() -> None:
@@ -44,8 +52,13 @@ def main() -> None:
                         help="x the clean median fraction; several: one table each (a slowdown of s %% of the "
                              "time lowers the fraction to 1/(1+s) of it: 10 %% -> 0.909, so 0.9 catches it "
                              "only through noise)")
+    parser.add_argument("--gate", action="store_true",
+                        help="let the plugin's gate decide, --roofline-confirm on and off side by side")
     args, pytest_args = parser.parse_known_args()
     pytest_args = pytest_args or [HELDOUT]
+    if args.gate:
+        gate_mode(args, pytest_args)
+        return
     if 0 not in args.slowdowns:
         parser.error("--slowdowns must include 0: the clean sessions set the thresholds")
     fractions: dict[float, dict[str, list[float]]] = {s: {} for s in args.slowdowns}
@@ -58,6 +71,31 @@ def main() -> None:
             print(f"session {index + 1}/{args.sessions} done", file=sys.stderr)
     for threshold in args.threshold:
         print_table(fractions, args.slowdowns, threshold, args.sessions)
+
+
+def gate_mode(args: argparse.Namespace, pytest_args: list[str]) -> None:
+    factor = args.threshold[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        clean: dict[str, list[float]] = {}
+        for index in range(args.sessions):
+            for name, fraction in run_session(Path(tmp) / f"clean-{index}", 0.0, pytest_args).items():
+                clean.setdefault(name, []).append(fraction)
+        thresholds = {name: factor * statistics.median(values) for name, values in clean.items()}
+        print(f"thresholds ({factor:g} x the median of {args.sessions} clean sessions): "
+              + ", ".join(f"{n} {t:.3f}" for n, t in sorted(thresholds.items())), file=sys.stderr)
+        failed: dict[tuple[str, float], list[bool]] = {}
+        for index in range(args.sessions):
+            for slowdown in args.slowdowns:
+                for confirm in ("on", "off"):
+                    outcomes = run_session(Path(tmp) / f"{confirm}-{slowdown}-{index}", slowdown / 100,
+                                           [*pytest_args, "--roofline-confirm", confirm], thresholds, "outcome")
+                    failed.setdefault((confirm, slowdown), []).extend(o == "failed" for o in outcomes.values())
+            print(f"gated session {index + 1}/{args.sessions} done", file=sys.stderr)
+    print(f"share of tests failed by the gate (threshold {factor:g} x clean median, {args.sessions} sessions "
+          "per slowdown and mode):")
+    print(f"{'confirm':8s} " + " ".join(f"{f'{s:g}%':>7s}" for s in args.slowdowns))
+    for confirm in ("on", "off"):
+        print(f"{confirm:8s} " + " ".join(f"{statistics.fmean(failed[(confirm, s)]):7.0%}" for s in args.slowdowns))
 
 
 def print_table(fractions: dict[float, dict[str, list[float]]], slowdowns: list[float], factor: float,

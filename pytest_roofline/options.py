@@ -15,7 +15,8 @@ COUNTERS = ("auto", "analytic", "declared", "ncu")
 DEVICES = ("auto", "cpu", "cuda")
 MALLOC_POLICIES = ("tuned", "default")
 UNCOUNTED_POLICIES = ("warn", "fail")
-PROBE_MODES = ("live", "off")  # mirrors probes.PROBE_MODES without importing it (numpy) at plugin import
+PROBE_MODES = ("live", "off")
+CONFIRM_MODES = ("on", "off")  # mirrors probes.PROBE_MODES without importing it (numpy) at plugin import
 MARKER_ARGUMENTS = ("min_fraction", "uncounted")
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from pytest_roofline.options import (
+    CONFIRM_MODES,
     COUNTERS,
     DEVICES,
     MALLOC_POLICIES,
@@ -64,6 +65,9 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
      (f"{'|'.join(PROBE_MODES)}: live times call sites whose bytes stream from DRAM beside a probe of the DRAM "
       "roof and judges each call against it (main memory's bandwidth changes with the host's other tenants)"),
      "live"),
+    ("--roofline-confirm", "roofline_confirm",
+     (f"{'|'.join(CONFIRM_MODES)}: on measures a test below its min_fraction once more at once and fails it "
+      "only if the faster of the two measurements is below too (a host hiccup rarely lasts both)"), "on"),
     ("--roofline-uncounted", "roofline_uncounted",
      (f"{'|'.join(UNCOUNTED_POLICIES)}: what a region that ran FLOP-bearing ops without a counting rule does "
       "(warn: marked in the summary; fail: the test fails); the marker's uncounted= overrides it"), "warn"),
@@ -118,6 +122,7 @@ def _read_settings(config: pytest.Config) -> Settings:
         strict=parse_bool(_setting(config, "roofline_strict"), "--roofline-strict / ini roofline_strict"),
         uncounted=parse_choice(_setting(config, "roofline_uncounted"), UNCOUNTED_POLICIES, "--roofline-uncounted"),
         probe=parse_choice(_setting(config, "roofline_probe"), PROBE_MODES, "--roofline-probe"),
+        confirm=parse_choice(_setting(config, "roofline_confirm"), CONFIRM_MODES, "--roofline-confirm"),
     )
 
 
@@ -343,6 +348,13 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
         excused = not state.settings.strict and item.get_closest_marker("xfail") is None
         if excused and entry.recorder.is_contended():
             return result  # no free core: reported as contended and measured again at the end of the session
+        if state.settings.confirm == "on" and item.get_closest_marker("xfail") is None:
+            first = verdict.fraction
+            if entry.recorder.confirm():  # fail only when a second measurement, taken at once, is below too
+                verdict = entry.recorder.verdict()
+                entry.extra["confirmed"] = {"first": first, "second": verdict.fraction}
+                if verdict.fraction >= entry.min_fraction:
+                    return result
         from pytest_roofline.gate import failure_report
 
         message, paths = failure_report(state.session_dir, item.nodeid, state.machine(),

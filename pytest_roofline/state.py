@@ -30,6 +30,7 @@ class Settings:
     strict: bool = False  # a contended measurement may fail its gate too
     uncounted: str = "warn"  # warn|fail: a region ran FLOP-bearing ops the counter has no rule for
     probe: str = "live"  # live|off: time DRAM-bound call sites beside a probe of the DRAM roof (probes.py)
+    confirm: str = "on"  # on|off: a test below its threshold is measured once more before it fails
 
 
 @dataclass

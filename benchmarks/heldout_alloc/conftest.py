@@ -10,3 +10,4 @@ assert _spec is not None and _spec.loader is not None
 _injection = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_injection)
 roofline = _injection.roofline
+pytest_collection_modifyitems = _injection.pytest_collection_modifyitems

@@ -1,0 +1,89 @@
+"""A test below its threshold is measured once more before it fails (--roofline-confirm on, the default).
+
+numpy and matplotlib are imported here, once: a failing inner test draws its chart, and pytester's in-process
+runs drop modules first imported during a run (importing numpy twice in one process crashes it).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib.pyplot  # noqa: F401
+import numpy  # noqa: F401
+import pytest
+from plugin_helpers import run, write_machine
+
+MACHINE = {"name": "pinned-test-machine", "peak_flops": {"fp32": 100e9}, "bandwidth": {"DRAM": 10e9}}
+
+# 1e8 FLOPs is 1 ms at 100 GFLOP/s: a call that sleeps 1 ms reads about 0.9 of the roof, one of 20 ms 0.05.
+# The first SLOW_CALLS calls (the counted one, warm-up and the first measurement's timed calls, with a
+# budget that allows only the minimum) are slow, the rest fast: a hiccup that lasts one measurement.
+TEST = """
+import json, time, pytest
+
+CALLS = []
+
+def step():
+    CALLS.append(1)
+    time.sleep(0.02 if len(CALLS) <= {slow} else 0.001)
+
+@pytest.mark.roofline(min_fraction=0.5)
+def test_step(roofline):
+    roofline.declare(flops=1e8).measure(step)
+
+def test_calls():
+    with open("calls.json", "w") as out:
+        json.dump(len(CALLS), out)
+"""
+
+
+@pytest.fixture
+def machine_file(pytester: pytest.Pytester) -> Path:
+    return write_machine(pytester, MACHINE)
+
+
+def results(pytester: pytest.Pytester) -> dict:
+    return json.loads((pytester.path / ".roofline" / "results.json").read_text())
+
+
+def region(pytester: pytest.Pytester) -> dict:
+    (test,) = [t for t in results(pytester)["tests"] if t["nodeid"].endswith("::test_step")]
+    return test["regions"][0]
+
+
+def test_a_hiccup_is_measured_again_and_passes(pytester: pytest.Pytester, machine_file: Path) -> None:
+    pytester.makepyfile(TEST.replace("{slow}", "5"))
+    result = run(pytester, machine_file, "--roofline-max-time", "0.05")
+    assert result.ret == 0
+    confirmed = region(pytester)["confirmed"]
+    assert confirmed["first"] < 0.1 < 0.5 < confirmed["second"]
+    assert "measured again at once" in region(pytester)["notes"][-1]
+    assert region(pytester)["fraction"] == confirmed["second"]  # the faster measurement is kept
+
+
+def test_slow_both_times_fails_with_both_fractions(pytester: pytest.Pytester, machine_file: Path) -> None:
+    pytester.makepyfile(TEST.replace("{slow}", "10**9"))
+    result = run(pytester, machine_file, "--roofline-max-time", "0.05")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    confirmed = region(pytester)["confirmed"]
+    assert confirmed["first"] < 0.1 and confirmed["second"] < 0.1
+    result.stdout.fnmatch_lines(["*attained fraction 0.0* is below min_fraction 0.5*"])
+
+
+def test_confirm_off_fails_at_once(pytester: pytest.Pytester, machine_file: Path) -> None:
+    pytester.makepyfile(TEST.replace("{slow}", "5"))
+    result = run(pytester, machine_file, "--roofline-max-time", "0.05", "--roofline-confirm", "off")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "confirmed" not in region(pytester)
+    calls_on = json.loads((pytester.path / "calls.json").read_text())
+    pytester.makepyfile(TEST.replace("{slow}", "10**9"))
+    run(pytester, machine_file, "--roofline-max-time", "0.05")
+    assert json.loads((pytester.path / "calls.json").read_text()) > calls_on  # confirming costs calls
+
+
+def test_bad_confirm_value_names_the_option(pytester: pytest.Pytester, machine_file: Path) -> None:
+    pytester.makepyfile("def test_x():\n    pass\n")
+    result = run(pytester, machine_file, "--roofline-confirm", "twice")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--roofline-confirm must be one of on, off*"])
