@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from pytest_roofline.fixture_types import RooflineFixture
 from pytest_roofline.options import (
     CONFIRM_MODES,
     COUNTERS,
@@ -262,7 +263,7 @@ def roofline_machine(pytestconfig: pytest.Config) -> Any:
 
 
 @pytest.fixture
-def roofline(request: pytest.FixtureRequest) -> Any:
+def roofline(request: pytest.FixtureRequest) -> RooflineFixture:
     """Measure a callable: ``y = roofline.measure(fn, *args, **kwargs)`` returns ``fn(*args, **kwargs)``."""
     if _profiled_child():
         from pytest_roofline.ncu_child import ChildRecorder
