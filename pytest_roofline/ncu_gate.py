@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pytest_roofline.counters import CounterBase
 from pytest_roofline.model import KernelSample, Machine, MissingCeilingError
 from pytest_roofline.ncu import backend
 from pytest_roofline.ncu.command import DEFAULT_CACHE_CONTROL, DEFAULT_CLOCK_CONTROL
@@ -66,7 +67,7 @@ class CounterChoice:
     warning: str | None = None
 
 
-class NcuDeferredCounter:
+class NcuDeferredCounter(CounterBase):
     """The counter of the parent process: calls ``fn`` once; the counts come later from the profiled child."""
 
     name = "ncu"

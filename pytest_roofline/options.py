@@ -7,6 +7,7 @@ argument and say what is accepted.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,15 @@ def parse_fraction(value: Any, where: str) -> float:
     if not (math.isfinite(number) and 0 < number <= 1):
         raise SettingError(f"{where} must be a number in (0, 1], got {value!r}")
     return number
+
+
+def parse_counter(value: Any) -> str:
+    """``--roofline-counter``: a built-in counter, or the name of one a plugin makes (checked at first use)."""
+    text = str(value).strip().lower()
+    if text in COUNTERS or re.fullmatch(r"[a-z_][a-z0-9_.-]*", text):
+        return text
+    raise SettingError(f"--roofline-counter must be one of {', '.join(COUNTERS)} or the name of a counter a "
+                       f"plugin provides (pytest_roofline_make_counter); got {value!r}")
 
 
 def parse_choice(value: str, choices: Sequence[str], where: str) -> str:

@@ -34,6 +34,7 @@ from pytest_roofline.options import (
     SettingError,
     parse_bool,
     parse_choice,
+    parse_counter,
     parse_seconds,
 )
 from pytest_roofline.state import RooflineState, Settings, TestEntry
@@ -51,7 +52,7 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
      "pinned machine ceilings (JSON or TOML) to use instead of characterizing this machine", ""),
     ("--roofline-counter", "roofline_counter",
      (f"where FLOPs and bytes come from: {'|'.join(COUNTERS)} (auto: ncu when a CUDA GPU, Nsight Compute "
-      "and counter access are present, else analytic)"), "auto"),
+      "and counter access are present, else analytic), or a counter a plugin provides"), "auto"),
     ("--roofline-device", "roofline_device",
      f"device to characterize: {'|'.join(DEVICES)} (auto: cuda when torch sees a GPU)", "auto"),
     ("--roofline-max-time", "roofline_max_time",
@@ -86,6 +87,22 @@ def _profiled_child() -> bool:
     return is_profiled_child()
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_roofline import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
+class BuiltinCounters:
+    """The built-in counters, made through ``pytest_roofline_make_counter`` like any plugin's."""
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_roofline_make_counter(self, name: str, config: pytest.Config) -> Any:
+        from pytest_roofline.state import builtin_counter
+
+        return builtin_counter(name)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("roofline", "roofline performance gates")
     group.addoption("--roofline", action="store_true", default=None, dest="roofline",
@@ -114,7 +131,7 @@ def _read_settings(config: pytest.Config) -> Settings:
         enabled=parse_bool(_setting(config, "roofline"), "--roofline / ini roofline"),
         directory=Path(str(_setting(config, "roofline_dir"))),
         machine_file=Path(machine_file) if machine_file else None,
-        counter=parse_choice(_setting(config, "roofline_counter"), COUNTERS, "--roofline-counter"),
+        counter=parse_counter(_setting(config, "roofline_counter")),
         device=parse_choice(_setting(config, "roofline_device"), DEVICES, "--roofline-device"),
         max_time_s=parse_seconds(_setting(config, "roofline_max_time"), "--roofline-max-time"),
         recharacterize=bool(config.getoption("roofline_recharacterize")),
@@ -152,6 +169,9 @@ def pytest_configure(config: pytest.Config) -> None:
         except ResultsDirError as exc:
             raise pytest.UsageError(f"--roofline-dir: {exc}") from None
     state = config.stash[STATE] = RooflineState(settings)
+    if not config.pluginmanager.has_plugin("roofline-builtin-counters"):
+        config.pluginmanager.register(BuiltinCounters(), "roofline-builtin-counters")
+    state.make_counter = lambda name: config.hook.pytest_roofline_make_counter(name=name, config=config)
     if settings.enabled and settings.malloc == "tuned":
         from pytest_roofline.allocator import enable_torch_thp, tune_malloc
 

@@ -124,8 +124,8 @@ def timing_notes(timing: TimingStats) -> list[str]:
 
 def counter_notes(counter: Counter) -> list[str]:
     """Blind spots a counter reported: ops it ran but could not count FLOPs for, when they moved data."""
-    uncounted: dict[str, int] = dict(getattr(counter, "uncounted_bytes", None) or {})
-    errors: dict[str, str] = dict(getattr(counter, "errors", None) or {})
+    uncounted: dict[str, int] = dict(counter.uncounted_bytes)
+    errors: dict[str, str] = dict(counter.errors)
     notes = [f"could not count {op}: {error}" for op, error in errors.items()]
     if uncounted:
         names = ", ".join(sorted(uncounted, key=lambda op: -uncounted[op])[:5])
@@ -200,10 +200,10 @@ class Recorder:
     ) -> Any:
         result, kernels = counter.count(fn, *prepared_arguments(setup, args, kwargs))
         with self.cores.scope() if self.cores is not None else nullcontext() as placed:
-            probe = None if getattr(counter, "deferred", False) else self._probe_for(counter, kernels, placed)
+            probe = None if counter.deferred else self._probe_for(counter, kernels, placed)
             timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(), setup=setup,
                                    before_timed_call=probe)
-        if getattr(counter, "deferred", False):
+        if counter.deferred:
             self.pending.append(PendingRegion(label, timing, (fn, args, dict(kwargs))))
         else:
             self._judge(counter, label, kernels, timing, placed, probe)
@@ -241,7 +241,7 @@ class Recorder:
         from pytest_roofline import probes
 
         machine = self._machine_for(placed)
-        footprint = getattr(counter, "footprint_bytes", None)
+        footprint = counter.footprint_bytes
         placed_kernels = self._placed(counter, kernels, machine)[0]
         dram = sum(k.bytes.get(probes.PROBE_LEVEL, 0.0) for k in placed_kernels)
         if not probes.wants_probe(footprint, machine, dram):
@@ -257,11 +257,11 @@ class Recorder:
     @staticmethod
     def _placed(counter: Counter, kernels: list[KernelSample], machine: Machine) -> tuple[list[KernelSample],
                                                                                            str | None]:
-        footprint = getattr(counter, "footprint_bytes", None)  # counters that assume no cache reuse
+        footprint = counter.footprint_bytes  # counters that assume no cache reuse
         if not footprint:
             return kernels, None
         return place_working_set(kernels, footprint, machine,
-                                 write_allocate=getattr(counter, "write_allocate_bytes", None))
+                                 write_allocate=counter.write_allocate_bytes)
 
     def _judge(self, counter: Counter, label: str, kernels: list[KernelSample], timing: TimingStats,
                placement: Any = None, probe: Any = None) -> None:
@@ -279,7 +279,7 @@ class Recorder:
             verdict, probed, note = _judge_live(kernels, machine, timing, probe, verdict)
             notes.append(note)
         notes.extend(note for note in [above_one_note(verdict, machine)] if note)
-        uncounted = dict(getattr(counter, "uncounted_bytes", None) or {})
+        uncounted = dict(counter.uncounted_bytes)
         return Region(label, counter.name, kernels, timing, verdict, notes, placement=placement,
                       uncounted=uncounted, probe=probed)
 

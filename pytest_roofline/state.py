@@ -61,6 +61,7 @@ class RooflineState:
         self._by_cores: dict[int, Any] = {}  # machine per core count, measured or interpolated on first need
         self.planner: Any = None  # cores.Planner of this session (or xdist worker), made on first need
         self.probe_cache: dict[int, Any] = {}  # probes.DramProbe per thread count: built once a session
+        self.make_counter: Callable[[str], Any] = builtin_counter  # the hook, once pytest_configure set it
         self._worker_pin: Any = None  # an xdist worker's pinning to its share, held for the whole session
 
     @property
@@ -184,26 +185,16 @@ class RooflineState:
             warnings.warn(RooflineWarning(message), stacklevel=2)
 
     def counter(self) -> Any:
+        """The counter for the next measured call site, made through ``pytest_roofline_make_counter``."""
         from pytest_roofline.session import CounterUnavailableError
 
         name = self._counter_name()
-        if name == "ncu":
-            from pytest_roofline.ncu_gate import NcuDeferredCounter
-
-            return NcuDeferredCounter()
-        if name == "declared":
+        counter = self.make_counter(name)
+        if counter is None:
             raise CounterUnavailableError(
-                "--roofline-counter=declared: this roofline.measure() call declares no counts; use "
-                "roofline.declare(flops=..., bytes=...).measure(fn, *args)"
-            )
-        try:
-            from pytest_roofline.counters.analytic import AnalyticCounter
-        except ImportError as exc:
-            raise CounterUnavailableError(
-                f"the analytic counter needs PyTorch ({exc}); install pytest-roofline[torch], or declare the "
-                "work with roofline.declare(flops=..., bytes=...).measure(fn, *args)"
-            ) from None
-        return AnalyticCounter()
+                f"--roofline-counter={name}: no plugin provides a counter of that name (built-in: analytic, "
+                "declared, ncu; a plugin adds one with the pytest_roofline_make_counter hook)")
+        return counter
 
     def _counter_name(self) -> str:
         from pytest_roofline.ncu_gate import NcuUnavailable
@@ -231,3 +222,29 @@ def resolve_device_if_loaded(device: str) -> str:
     if device == "auto" and "torch" not in sys.modules:
         return "cpu"
     return resolve_device(device)
+
+
+def builtin_counter(name: str) -> Any:
+    """The built-in counters by name (None for any other name); the plugin offers them through the
+    ``pytest_roofline_make_counter`` hook."""
+    from pytest_roofline.session import CounterUnavailableError
+
+    if name == "ncu":
+        from pytest_roofline.ncu_gate import NcuDeferredCounter
+
+        return NcuDeferredCounter()
+    if name == "declared":
+        raise CounterUnavailableError(
+            "--roofline-counter=declared: this roofline.measure() call declares no counts; use "
+            "roofline.declare(flops=..., bytes=...).measure(fn, *args)"
+        )
+    if name != "analytic":
+        return None
+    try:
+        from pytest_roofline.counters.analytic import AnalyticCounter
+    except ImportError as exc:
+        raise CounterUnavailableError(
+            f"the analytic counter needs PyTorch ({exc}); install pytest-roofline[torch], or declare the "
+            "work with roofline.declare(flops=..., bytes=...).measure(fn, *args)"
+        ) from None
+    return AnalyticCounter()

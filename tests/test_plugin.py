@@ -212,7 +212,7 @@ def test_module_level_marker_is_validated_too(pytester: pytest.Pytester) -> None
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        (("--roofline-counter", "magic"), "--roofline-counter must be one of auto, analytic, declared"),
+        (("--roofline-counter", "not a name!"), "--roofline-counter must be one of auto, analytic, declared"),
         (("--roofline-max-time", "soon"), "--roofline-max-time must be a positive number of seconds"),
         (("--roofline-device", "tpu"), "--roofline-device must be one of auto, cpu, cuda"),
         (("--roofline-malloc", "jemalloc"), "--roofline-malloc must be one of tuned, default"),

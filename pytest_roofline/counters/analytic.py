@@ -101,6 +101,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from pytest_roofline.counters import CounterBase
 from pytest_roofline.counters.flop_formulas import (
     FLOP_CONVENTIONS,
     POINTWISE,
@@ -248,7 +249,7 @@ def _is_compiled(fn: Any) -> bool:
     return hasattr(fn, "_torchdynamo_orig_callable") or (optimized is not None and isinstance(fn, optimized))
 
 
-class AnalyticCounter:
+class AnalyticCounter(CounterBase):
     """Counts FLOPs by precision and compulsory per-op bytes of one call, op by op (see module docs).
 
     After :meth:`count`, :attr:`uncounted_ops` maps every op with no FLOP rule that is not pure data

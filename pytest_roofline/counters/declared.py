@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_roofline.counters import CounterBase
 from pytest_roofline.model import KernelSample
 
 
@@ -33,7 +34,7 @@ def _as_map(value: float | Mapping[str, float] | None, default_key: str, what: s
 
 
 @dataclass(frozen=True)
-class DeclaredCounter:
+class DeclaredCounter(CounterBase):
     """A :class:`~pytest_roofline.counters.Counter` that reports what the test declared.
 
     ``flops`` is a number (of ``precision``) or ``{precision: FLOPs}``; ``bytes`` a number (at ``level``) or
