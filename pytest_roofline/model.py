@@ -168,7 +168,8 @@ def arithmetic_intensity(total_flops: float, bytes_moved: Mapping[str, float]) -
     return {level: total_flops / count for level, count in bytes_moved.items() if count > 0}
 
 
-def _sum_maps(maps: Iterable[Mapping[str, float]]) -> dict[str, float]:
+def sum_maps(maps: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    """Key-wise sums of several maps (FLOPs per precision, bytes per level)."""
     total: dict[str, float] = {}
     for values in maps:
         for key, value in values.items():
@@ -262,8 +263,8 @@ def evaluate_region(kernels: Iterable[KernelSample], machine: Machine, time_s: f
     t_min = sum(per_bound.values())
     dominant = max(per_bound.items(), key=lambda kv: kv[1])[0] if per_bound else BOUND_NONE
     shares = {k: v / t_min for k, v in per_bound.items()} if t_min > 0 else {}
-    return Verdict(seconds, t_min, t_min / seconds, dominant, _sum_maps(k.flops for k in kernels),
-                   _sum_maps(k.bytes for k in kernels), shares)
+    return Verdict(seconds, t_min, t_min / seconds, dominant, sum_maps(k.flops for k in kernels),
+                   sum_maps(k.bytes for k in kernels), shares)
 
 
 def combine(verdicts: Iterable[Verdict]) -> Verdict:
@@ -279,8 +280,8 @@ def combine(verdicts: Iterable[Verdict]) -> Verdict:
             per_bound[bound] = per_bound.get(bound, 0.0) + share * verdict.t_min
     dominant = max(per_bound.items(), key=lambda kv: kv[1])[0] if per_bound else BOUND_NONE
     shares = {k: v / t_min for k, v in per_bound.items()} if t_min > 0 else {}
-    return Verdict(time_s, t_min, t_min / time_s, dominant, _sum_maps(v.flops for v in verdicts),
-                   _sum_maps(v.bytes for v in verdicts), shares)
+    return Verdict(time_s, t_min, t_min / time_s, dominant, sum_maps(v.flops for v in verdicts),
+                   sum_maps(v.bytes for v in verdicts), shares)
 
 
 def _require_time(sample: KernelSample) -> float:

@@ -94,8 +94,7 @@ def counters_restricted(params_file: Path | None = None, euid: int | None = None
 
 
 def _missing_ncu_text() -> str:
-    return (f"Nsight Compute's 'ncu' was not found: install Nsight Compute (it comes with the CUDA toolkit) "
-            f"and put ncu on PATH, or set {backend.NCU_ENV}=/path/to/ncu")
+    return backend.missing_ncu_text()
 
 
 def choose_counter(requested: str) -> CounterChoice:

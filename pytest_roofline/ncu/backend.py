@@ -123,6 +123,12 @@ Runner = Callable[..., "subprocess.CompletedProcess[Any]"]
 ReportReader = Callable[..., NcuReport]
 
 
+def missing_ncu_text() -> str:
+    """What to do when no ncu executable is found (said by the profiler and by ``auto``'s fallback)."""
+    return (f"Nsight Compute's 'ncu' was not found: install Nsight Compute (it comes with the CUDA toolkit) "
+            f"and put ncu on PATH, or set {NCU_ENV}=/path/to/ncu")
+
+
 def find_ncu(environ: Mapping[str, str] | None = None) -> str | None:
     """The ncu executable: ``$PYTEST_ROOFLINE_NCU`` when set, else ``ncu`` on PATH."""
     env = os.environ if environ is None else environ
@@ -215,8 +221,7 @@ def profile_node(
     """Run ``nodeid`` in a child under ncu and return its kernels; see the module docstring for the outcomes."""
     executable = ncu or find_ncu()
     if not executable:
-        raise NcuNotFound(f"Nsight Compute's 'ncu' was not found: install it (CUDA toolkit or the Nsight Compute "
-                          f"package) and put it on PATH, or set {NCU_ENV} to its path")
+        raise NcuNotFound(missing_ncu_text())
     if cc is None:
         raise NoGpu("no CUDA device was found, so there is nothing for ncu to profile")
     folder = Path(artifact_dir)

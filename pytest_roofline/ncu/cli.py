@@ -13,12 +13,13 @@ import re
 import sys
 from typing import Any
 
-from pytest_roofline.model import Machine, MissingCeilingError, evaluate, lower_bound
+from pytest_roofline.model import Machine, MissingCeilingError, evaluate, lower_bound, sum_maps
 from pytest_roofline.ncu.diagnostics import diagnostics_dict, format_diagnostics, format_seconds, short_name
 from pytest_roofline.ncu.metrics import HALF_LANES_PER_INST, LEVELS
 from pytest_roofline.ncu.parse import NcuParseError
 from pytest_roofline.ncu.rep import ReportReaderMissing, ReportReadError
 from pytest_roofline.ncu.report import NcuKernel, NcuReport, load_report
+from pytest_roofline.report import si
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,23 +63,14 @@ def _kernel_entries(report: NcuReport, machine: Machine | None) -> list[dict[str
 
 
 def _totals(report: NcuReport) -> dict[str, Any]:
-    flops: dict[str, float] = {}
-    moved: dict[str, float] = {}
-    for kernel in report.kernels:
-        for key, value in kernel.flops.items():
-            flops[key] = flops.get(key, 0.0) + value
-        for key, value in kernel.bytes.items():
-            moved[key] = moved.get(key, 0.0) + value
-    return {"time_s": report.total_time_s, "flops": flops, "bytes": moved}
+    return {"time_s": report.total_time_s, "flops": sum_maps(k.flops for k in report.kernels),
+            "bytes": sum_maps(k.bytes for k in report.kernels)}
 
 
 def _si(value: float | None, unit: str = "") -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    for scale, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(value) >= scale:
-            return f"{value / scale:.3g}{prefix}{unit}"
-    return f"{value:.3g}{unit}"
+    return si(value, unit, sep="")
 
 
 def _table(report: NcuReport, entries: list[dict[str, Any]], machine: Machine | None) -> str:
