@@ -87,3 +87,29 @@ def test_bad_confirm_value_names_the_option(pytester: pytest.Pytester, machine_f
     result = run(pytester, machine_file, "--roofline-confirm", "twice")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--roofline-confirm must be one of on, off*"])
+
+
+def test_the_calls_kept_for_a_confirmation_are_released_after_the_test(pytester: pytest.Pytester,
+                                                                       machine_file: Path) -> None:
+    pytester.makepyfile("""
+import gc, time, weakref, pytest
+
+class Payload:
+    pass
+
+REFS = []
+
+def step(payload):
+    time.sleep(0.002)
+
+@pytest.mark.roofline
+def test_step(roofline):
+    payload = Payload()
+    REFS.append(weakref.ref(payload))
+    roofline.declare(flops=1e8).measure(step, payload)
+
+def test_released():
+    gc.collect()
+    assert REFS[0]() is None  # nothing of the plugin holds the first test's arguments any more
+""")
+    assert run(pytester, machine_file, "--roofline-max-time", "0.05").ret == 0
