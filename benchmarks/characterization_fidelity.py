@@ -2,7 +2,7 @@
 
     python benchmarks/characterization_fidelity.py [--rounds 3] [--wait-quiet 120]
 
-Runs a fresh CPU characterization (``pytest_roofline.machine.characterize``), then measures reference
+Runs a fresh CPU characterization (``pytest_roofline.characterize.machine.characterize``), then measures reference
 numbers with code that shares nothing with the characterization kernels:
 
 - bandwidth: a plain C triad loop ``a[i] = b[i] + s*c[i]`` (OpenMP, auto-vectorized by the compiler), at
@@ -36,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_roofline.machine import characterize
+from pytest_roofline.characterize.machine import characterize
 from pytest_roofline.model import Machine
 
 REFERENCE_SOURCE = r"""

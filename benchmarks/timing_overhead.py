@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from pytest_roofline.measure.regions import Recorder
+from pytest_roofline.measure.timing import TimingPolicy
 from pytest_roofline.model import Machine
-from pytest_roofline.session import Recorder
-from pytest_roofline.timing import TimingPolicy
 
 # Ceilings only matter for the verdict, which this benchmark ignores.
 MACHINE = Machine("benchmark", {"fp32": 1e11, "fp64": 5e10, "bf16": 2e11}, {"DRAM": 2e10})

@@ -41,8 +41,8 @@ def require_native_amp() -> None:
 def _measured_rates() -> str:
     """'; measured bf16 GEMM 1.0 GFLOP/s vs fp32 roof 203 GFLOP/s' from this machine's cached characterization."""
     try:
-        from pytest_roofline.characterize.cache import read_cached
-        from pytest_roofline.machine import cache_file_for, fingerprint
+        from pytest_roofline.characterize.ceiling_cache import read_cached
+        from pytest_roofline.characterize.machine import cache_file_for, fingerprint
 
         machine = read_cached(cache_file_for("cpu"), fingerprint("cpu"))
         if machine is None:

@@ -12,10 +12,10 @@ import sys
 from collections.abc import Sequence
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "characterize": ("pytest_roofline.characterize_cli", "measure this machine's roofline ceilings"),
-    "import-ncu": ("pytest_roofline.ncu.cli", "per-kernel roofline numbers from an Nsight Compute report"),
-    "ncu-metrics": ("pytest_roofline.ncu.metrics_cli", "the ncu metric names --roofline asks for on a compute capability"),
-    "doctor": ("pytest_roofline.ncu.doctor", "GPU runner preflight: will --roofline work here with the ncu counter?"),
+    "characterize": ("pytest_roofline.characterize.cli", "measure this machine's roofline ceilings"),
+    "import-ncu": ("pytest_roofline.counters.ncu.cli", "per-kernel roofline numbers from an Nsight Compute report"),
+    "ncu-metrics": ("pytest_roofline.counters.ncu.metrics_cli", "the ncu metric names --roofline asks for on a compute capability"),
+    "doctor": ("pytest_roofline.counters.ncu.doctor", "GPU runner preflight: will --roofline work here with the ncu counter?"),
     "audit-ops": ("pytest_roofline.counters.audit_cli", "which aten ops the analytic counter counts (OpInfo samples)"),
 }
 

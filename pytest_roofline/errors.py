@@ -1,7 +1,166 @@
-"""Warning category of the plugin, so users can filter it (``-W ignore::pytest_roofline.errors.RooflineWarning``)."""
+"""Every exception and warning class of pytest-roofline, in one place so callers can catch and filter them.
 
-import pytest
+Warnings can be filtered by category: ``-W ignore::pytest_roofline.errors.RooflineWarning``. The modules that
+raise these classes re-export them under their old names (``pytest_roofline.counters.ncu.backend.NoGpu``).
+Plain Python: no pytest import, so the core stays usable without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 
-class RooflineWarning(pytest.PytestWarning):
+class RooflineWarning(UserWarning):
     """Something about a roofline measurement deserves attention but does not fail the test."""
+
+
+# --- raised by pytest_roofline.characterize.build
+
+class BuildError(RuntimeError):
+    """The C compiler is missing or rejected the kernel."""
+
+
+# --- raised by pytest_roofline.characterize.ceiling_cache
+
+class CacheWarning(UserWarning):
+    """A cache file could not be trusted and is being replaced."""
+
+
+# --- raised by pytest_roofline.characterize.cuda_ert
+
+class NvrtcUnavailable(RuntimeError):
+    """cupy or its NVRTC library is not installed."""
+
+
+# --- raised by pytest_roofline.characterize.machine
+
+class DisturbedCharacterizationWarning(UserWarning):
+    """Other work on the machine kept the characterization from measuring undisturbed: roofs may be low."""
+
+
+# --- raised by pytest_roofline.characterize.validate
+
+class RoofError(ValueError):
+    """A machine record failed the checks; the message names the file (if any) and every bad key."""
+
+    def __init__(self, problems: Iterable[object], where: str = "") -> None:
+        self.problems = list(problems)
+        prefix = f"{where}: " if where else ""
+        super().__init__(prefix + "; ".join(str(p) for p in self.problems))
+
+
+# --- raised by pytest_roofline.counters.ncu.backend
+
+class NcuBackendError(RuntimeError):
+    """Base class of the ncu backend's outcomes."""
+
+
+class NcuNotFound(NcuBackendError):
+    pass
+
+
+class NoGpu(NcuBackendError):
+    pass
+
+
+class ProfilingNotSupported(NoGpu):
+    """ncu refuses this GPU ("Profiling is not supported on device N"): as if there were none to profile."""
+
+
+class CountersNotPermitted(NcuBackendError):
+    """ERR_NVGPUCTRPERM: the plugin skips the test with this message."""
+
+
+class ProfiledChildFailed(NcuBackendError):
+    def __init__(self, message: str, log_paths: Sequence[Path], returncode: int | None, timed_out: bool) -> None:
+        super().__init__(message)
+        self.log_paths = list(log_paths)
+        self.returncode = returncode
+        self.timed_out = timed_out
+
+
+class NoKernelsInRange(NcuBackendError):
+    pass
+
+
+# --- raised by pytest_roofline.counters.ncu.child
+
+class NvtxMissing(RuntimeError):
+    """The child cannot mark its range without the ``nvtx`` package."""
+
+
+# --- raised by pytest_roofline.counters.ncu.kernel_report
+
+class NoKernelsError(ValueError):
+    """The report holds no profiled kernel launch."""
+
+
+# --- raised by pytest_roofline.counters.ncu.metrics
+
+class UnsupportedComputeCapability(ValueError):
+    """The metric tables cover compute capability 7.0 up to 12.x."""
+
+
+# --- raised by pytest_roofline.counters.ncu.parent
+
+class NcuUnavailable(RuntimeError):
+    """``--roofline-counter=ncu`` was asked for but cannot work here; the message names what is missing."""
+
+
+# --- raised by pytest_roofline.counters.ncu.parse
+
+class NcuParseError(ValueError):
+    """The text holds no ncu CSV table (the messages ncu printed are part of the error)."""
+
+
+# --- raised by pytest_roofline.counters.ncu.probe
+
+class DriverError(RuntimeError):
+    pass
+
+
+# --- raised by pytest_roofline.counters.ncu.rep
+
+class ReportReaderMissing(RuntimeError):
+    """Neither the ``ncu_report`` module nor the ncu CLI is available to read a ``.ncu-rep`` file."""
+
+
+class ReportReadError(RuntimeError):
+    """ncu could not export the report."""
+
+
+# --- raised by pytest_roofline.counters.ncu.units
+
+class UnitError(ValueError):
+    """A unit this module cannot convert."""
+
+
+# --- raised by pytest_roofline.host.cores
+
+class CoresSettingError(ValueError):
+    """``--roofline-cores`` got a value that is not accepted."""
+
+
+# --- raised by pytest_roofline.measure.regions
+
+class CounterUnavailableError(RuntimeError):
+    """The selected counter cannot count this callable (missing dependency, no declaration)."""
+
+
+# --- raised by pytest_roofline.measure.settings
+
+class SettingError(ValueError):
+    """A setting or marker argument has a value that is not accepted."""
+
+
+# --- raised by pytest_roofline.model.roofline
+
+class MissingCeilingError(ValueError):
+    """A sample uses a precision or memory level the machine has no ceiling for."""
+
+
+# --- raised by pytest_roofline.output.results_dir
+
+class ResultsDirError(ValueError):
+    """The results directory cannot be written; the message names the path and the reason."""

@@ -1,6 +1,6 @@
 """The ``roofline`` fixture's type, for annotating tests: ``def test_step(roofline: RooflineFixture) -> None``.
 
-Protocols only (no pytest, no torch): the measuring :class:`pytest_roofline.session.Recorder` and the ncu
+Protocols only (no pytest, no torch): the measuring :class:`pytest_roofline.measure.regions.Recorder` and the ncu
 child's recorder both satisfy them.
 """
 

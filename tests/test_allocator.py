@@ -12,7 +12,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="gl
 # 48 MiB blocks, allocated, touched page by page and freed 5 times: minor faults of the last 4 rounds.
 PROGRAM = """
 import ctypes, resource, sys
-from pytest_roofline.allocator import tune_malloc
+from pytest_roofline.host.allocator import tune_malloc
 if sys.argv[1] == "tuned":
     assert tune_malloc() is not None
 libc = ctypes.CDLL("libc.so.6")
@@ -47,7 +47,7 @@ def test_a_block_above_the_largest_mmap_threshold_faults_every_time_by_default_a
     ("always madvise [never]\n", "never"), ("", None),
 ])
 def test_thp_mode_reads_the_bracketed_choice(tmp_path, text: str, mode: str | None) -> None:
-    from pytest_roofline.allocator import thp_mode
+    from pytest_roofline.host.allocator import thp_mode
 
     setting = tmp_path / "enabled"
     setting.write_text(text)
@@ -56,7 +56,7 @@ def test_thp_mode_reads_the_bracketed_choice(tmp_path, text: str, mode: str | No
 
 
 def test_torch_thp_is_asked_for_only_where_the_kernel_grants_it(tmp_path) -> None:
-    from pytest_roofline.allocator import THP_ENV, enable_torch_thp
+    from pytest_roofline.host.allocator import THP_ENV, enable_torch_thp
 
     setting = tmp_path / "enabled"
     setting.write_text("always [madvise] never\n")
@@ -76,7 +76,7 @@ def test_torch_thp_is_asked_for_only_where_the_kernel_grants_it(tmp_path) -> Non
 
 def test_the_session_asks_torch_for_huge_pages_before_conftests_load(pytester: pytest.Pytester,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_roofline.allocator import THP_ENV, thp_mode
+    from pytest_roofline.host.allocator import THP_ENV, thp_mode
 
     if thp_mode() not in ("always", "madvise"):
         pytest.skip(f"this kernel's THP mode is {thp_mode()}: no huge pages on request")

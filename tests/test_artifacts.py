@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_roofline.artifacts import artifact_path, safe_stem, write_kernels_csv, write_results
 from pytest_roofline.model import KernelSample, Machine, evaluate_region
-from pytest_roofline.report import failure_message, row_for, summary_table
+from pytest_roofline.output.artifacts import artifact_path, safe_stem, write_kernels_csv, write_results
+from pytest_roofline.output.text import failure_message, row_for, summary_table
 
 MACHINE = Machine("hand", {"fp32": 100e9}, {"DRAM": 20e9})
 
@@ -92,7 +92,7 @@ def test_summary_table_aligns_and_shortens_long_ids() -> None:
 
 
 def test_isa_ceilings_are_the_narrower_widths_below_the_roof(tmp_path: Path) -> None:
-    from pytest_roofline.chart import isa_ceilings, plot_machine
+    from pytest_roofline.output.chart import isa_ceilings, plot_machine
 
     machine = Machine(
         "isa", {"fp64": 128e9, "fp32": 256e9}, {"DRAM": 20e9},

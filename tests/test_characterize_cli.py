@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pytest_roofline import cli
-from pytest_roofline import machine as machine_api
+from pytest_roofline.characterize import machine as machine_api
 from pytest_roofline.model import Machine
 
 MACHINE = Machine(

@@ -9,8 +9,8 @@ from typing import Any, ClassVar
 
 import pytest
 
-from pytest_roofline import machine as machine_api
 from pytest_roofline.characterize import blas_probe, build, cpu, cpu_ert
+from pytest_roofline.characterize import machine as machine_api
 from pytest_roofline.characterize.fingerprint import cpu_fingerprint
 from pytest_roofline.model import Machine
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_roofline import cores
+from pytest_roofline.host import cores
 from pytest_roofline.model import Machine
 
 # Two readings of /proc/stat, 100 ticks apart per core: cpu0 busy 97 of 100 (user 90 + system 5 + steal 2),
@@ -297,7 +297,7 @@ def test_gpu_processes_without_a_driver_is_empty() -> None:
 
 
 def test_the_summary_shows_the_roofs_of_fewer_cores_that_were_used(tmp_path: Path) -> None:
-    from pytest_roofline.gate import summary_lines
+    from pytest_roofline.output.session_output import summary_lines
 
     full = Machine("box (2 cores)", {"fp32": 200e9}, {"DRAM": 100e9}, info={"method": "ert"})
     one = Machine("box (1 cores)", {"fp32": 100e9}, {"DRAM": 55e9}, info={"method": "ert"})

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest_roofline
 from pytest_roofline import DeclaredMeasure, RooflineFixture
+from pytest_roofline.counters.ncu.child import ChildRecorder
+from pytest_roofline.measure.regions import Recorder
 from pytest_roofline.model import Machine
-from pytest_roofline.ncu_child import ChildRecorder
-from pytest_roofline.session import Recorder
 
 
 def test_the_measuring_recorder_and_its_declared_regions_satisfy_the_protocols() -> None:

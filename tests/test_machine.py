@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from pytest_roofline import machine as machine_api
-from pytest_roofline.characterize import cache as cache_module
+from pytest_roofline.characterize import ceiling_cache as cache_module
 from pytest_roofline.characterize import fingerprint as fp_module
+from pytest_roofline.characterize import machine as machine_api
 from pytest_roofline.model import Machine
 
 FAKE_FINGERPRINT: dict[str, Any] = {"device": "cpu", "cpu_model": "Test CPU", "cores": [0, 1], "memory_bytes": 1 << 34,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_roofline.machine import load_machine_file
+from pytest_roofline.characterize.machine import load_machine_file
 from pytest_roofline.model import Machine
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from pytest_roofline.ncu import backend, metric_set
-from pytest_roofline.ncu.backend import (
+from pytest_roofline.counters.ncu import backend, metric_set
+from pytest_roofline.counters.ncu.backend import (
     CHILD_ENV,
     CountersNotPermitted,
     NcuNotFound,
@@ -23,7 +23,7 @@ from pytest_roofline.ncu.backend import (
     find_ncu,
     profile_node,
 )
-from pytest_roofline.ncu.report import parse_report_text
+from pytest_roofline.counters.ncu.kernel_report import parse_report_text
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
 SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "ncu-samples"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_roofline.ncu import build_ncu_command, metric_set, nvtx_include_expression
-from pytest_roofline.ncu.metrics import (
+from pytest_roofline.counters.ncu import build_ncu_command, metric_set, nvtx_include_expression
+from pytest_roofline.counters.ncu.metrics import (
     UnsupportedComputeCapability,
     launch_work,
     parse_cc,
@@ -231,7 +231,7 @@ def test_nvtx_ordinary_names_pass() -> None:
 
 def test_clock_control_is_always_explicit() -> None:
     # ncu's own default is base (locked clocks); our runs never depend on it
-    from pytest_roofline.ncu.command import DEFAULT_CLOCK_CONTROL, NCU_DEFAULT_CLOCK_CONTROL
+    from pytest_roofline.counters.ncu.command import DEFAULT_CLOCK_CONTROL, NCU_DEFAULT_CLOCK_CONTROL
 
     assert (DEFAULT_CLOCK_CONTROL, NCU_DEFAULT_CLOCK_CONTROL) == ("none", "base")
     for policy in ("none", "base"):

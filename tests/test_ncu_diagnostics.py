@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_roofline.model import KernelSample, Machine
-from pytest_roofline.ncu.diagnostics import (
+from pytest_roofline.counters.ncu.diagnostics import (
     format_diagnostics,
     reuse_factors,
     time_without_flops,
     top_kernels_by_time,
     untapped_tensor_cores,
 )
-from pytest_roofline.ncu.report import NcuKernel
+from pytest_roofline.counters.ncu.kernel_report import NcuKernel
+from pytest_roofline.model import KernelSample, Machine
 
 SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "ncu-samples"
 V100ISH = Machine("gpu", {"fp16": 30e12, "fp32": 15e12, "fp16_tensor": 120e12}, {"L2": 3e12, "HBM": 0.9e12})
@@ -100,7 +100,7 @@ def test_format_diagnostics_text() -> None:
 
 @pytest.mark.skipif(not SAMPLES.is_dir(), reason=f"shared ncu samples not found at {SAMPLES}")
 def test_reuse_factors_of_sample_04() -> None:
-    from pytest_roofline.ncu import load_report
+    from pytest_roofline.counters.ncu import load_report
 
     path = next(SAMPLES.glob("04_*.csv"))
     gpp = load_report(path).kernels[0]

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_roofline.ncu import doctor
-from pytest_roofline.ncu.doctor import EXIT_FAIL, EXIT_NO_GPU, EXIT_OK, diagnose, parse_ncu_version
+from pytest_roofline.counters.ncu import doctor
+from pytest_roofline.counters.ncu.doctor import EXIT_FAIL, EXIT_NO_GPU, EXIT_OK, diagnose, parse_ncu_version
 
 H100 = "0, NVIDIA H100 80GB HBM3, 9.0, 570.124.06"
 B200 = "0, NVIDIA B200, 10.0, 570.124.06"
@@ -210,7 +210,7 @@ def test_command_line_prints_one_line_per_check(bin_dir: Path, monkeypatch: pyte
 
 
 def test_probe_without_a_driver_says_so(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_roofline.ncu import probe
+    from pytest_roofline.counters.ncu import probe
 
     monkeypatch.setattr(probe, "_load_driver", lambda: None)
     assert probe.main() == probe.EXIT_NO_DRIVER

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_roofline.ncu import metric_set
-from pytest_roofline.ncu.metrics import CHECKED_CC, cc_sources, format_cc, launch_work, parse_cc
-from pytest_roofline.ncu.report import parse_report_text
+from pytest_roofline.counters.ncu import metric_set
+from pytest_roofline.counters.ncu.kernel_report import parse_report_text
+from pytest_roofline.counters.ncu.metrics import CHECKED_CC, cc_sources, format_cc, launch_work, parse_cc
 
 _AMPERE = {
     "src_bf16_dst_fp32_sparsity_off", "src_bf16_dst_fp32_sparsity_on", "src_fp16_dst_fp16_sparsity_off",

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pytest_roofline.cli import main
-from pytest_roofline.ncu import metric_set
+from pytest_roofline.counters.ncu import metric_set
 
 
 @pytest.mark.parametrize("cc", ["9.0", "10.0", "10.3"])

@@ -7,8 +7,8 @@ from typing import ClassVar
 
 import pytest
 
-from pytest_roofline.ncu import NcuParseError, load_report, parse_csv_text, parse_report_text
-from pytest_roofline.ncu.units import parse_number, to_si, unit_factor
+from pytest_roofline.counters.ncu import NcuParseError, load_report, parse_csv_text, parse_report_text
+from pytest_roofline.counters.ncu.units import parse_number, to_si, unit_factor
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
 GEMM = "void gemm<float, 2, true>(float const*, float const*, float*, int, int, int)"
@@ -150,7 +150,7 @@ def test_header_without_rows_gives_no_kernels() -> None:
 
 
 def test_samples_are_model_kernel_samples() -> None:
-    from pytest_roofline.ncu import samples_from_report
+    from pytest_roofline.counters.ncu import samples_from_report
 
     samples = samples_from_report(FIXTURES / "details_stdout_mixed.csv")
     assert [(s.name, s.launches) for s in samples] == [(GEMM, 2), (SAXPY, 1)]
@@ -158,7 +158,7 @@ def test_samples_are_model_kernel_samples() -> None:
 
 
 def test_ncu_rep_without_any_reader_says_what_is_needed(monkeypatch, tmp_path) -> None:
-    from pytest_roofline.ncu import ReportReaderMissing, rep
+    from pytest_roofline.counters.ncu import ReportReaderMissing, rep
 
     monkeypatch.setattr(rep, "find_ncu_report_module", lambda: None)
     monkeypatch.setattr(rep.shutil, "which", lambda name: None)
@@ -169,7 +169,7 @@ def test_ncu_rep_without_any_reader_says_what_is_needed(monkeypatch, tmp_path) -
 
 
 def test_ncu_rep_falls_back_to_ncu_import(monkeypatch, tmp_path) -> None:
-    from pytest_roofline.ncu import rep
+    from pytest_roofline.counters.ncu import rep
 
     calls: list[list[str]] = []
 
@@ -193,7 +193,7 @@ def test_ncu_rep_falls_back_to_ncu_import(monkeypatch, tmp_path) -> None:
 
 def test_ncu_rep_with_a_module_shaped_like_ncu_report(tmp_path) -> None:
     """The ncu_report path, against a stand-in with the API the real module has (samples 08/09 test the real one)."""
-    from pytest_roofline.ncu.rep import read_with_module
+    from pytest_roofline.counters.ncu.rep import read_with_module
 
     class Metric:
         def __init__(self, value, unit=""):

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_roofline.ncu import probe
+from pytest_roofline.counters.ncu import probe
 
 FAKE_DRIVER = r"""
 #include <stdint.h>

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_roofline.ncu.rep import _metric_value, read_with_module
+from pytest_roofline.counters.ncu.rep import _metric_value, read_with_module
 
 
 class CurrentMetric:

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_roofline.ncu import load_report
-from pytest_roofline.ncu.metrics import launch_work
-from pytest_roofline.ncu.report import NcuReport
+from pytest_roofline.counters.ncu import load_report
+from pytest_roofline.counters.ncu.kernel_report import NcuReport
+from pytest_roofline.counters.ncu.metrics import launch_work
 
 SAMPLES = Path(__file__).resolve().parents[1].parent / "shared" / "ncu-samples"
 pytestmark = pytest.mark.skipif(not SAMPLES.is_dir(), reason=f"shared ncu samples not found at {SAMPLES}")
@@ -179,7 +179,7 @@ def test_05_a100_bert_ragged_rule_rows_and_half_lanes() -> None:
 
 
 def test_05_rule_rows_are_skipped() -> None:
-    from pytest_roofline.ncu.parse import parse_csv_text
+    from pytest_roofline.counters.ncu.parse import parse_csv_text
 
     parsed = parse_csv_text(sample("05_").read_text())
     # 18 rows carry a Rule Name with empty Metric Name/Unit/Value (15 fields); 600 metric rows have 13 fields.
@@ -232,7 +232,7 @@ def test_08_rtx4060_ncu_rep_rates_become_totals() -> None:
     # The Hierarchical Double Roofline section stores rates only. Launch 0:
     # (dadd 2.4877397879914467 + dmul 15.573999533318943 + 2 x dfma 18.336906255679587) inst/cycle
     # x smsp__cycles_elapsed.avg.per_second 1619868978.4024029 hz x 12.525498112 s.
-    from pytest_roofline.ncu.rep import read_ncu_rep
+    from pytest_roofline.counters.ncu.rep import read_ncu_rep
 
     launch0 = read_ncu_rep(sample("08_")).launches[0]
     work = launch_work(launch0.metrics, launch0.cc)

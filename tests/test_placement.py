@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_roofline.model import KernelSample, Machine
-from pytest_roofline.placement import place_working_set, serving_level
+from pytest_roofline.model.placement import place_working_set, serving_level
 
 MACHINE = Machine(
     "hand",

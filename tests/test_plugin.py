@@ -277,7 +277,7 @@ def test_importing_the_plugin_stays_light() -> None:
 
 
 def test_malloc_tuning_reports_glibc_thresholds() -> None:
-    from pytest_roofline.allocator import MMAP_THRESHOLD, TRIM_THRESHOLD, tune_malloc
+    from pytest_roofline.host.allocator import MMAP_THRESHOLD, TRIM_THRESHOLD, tune_malloc
 
     if not sys.platform.startswith("linux"):
         pytest.skip("glibc's mallopt exists on Linux only")

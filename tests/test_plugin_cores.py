@@ -17,7 +17,8 @@ import numpy  # noqa: F401
 import pytest
 from plugin_helpers import run, write_machine
 
-from pytest_roofline import cores, state
+from pytest_roofline.host import cores
+from pytest_roofline.measure import state
 
 MACHINE = {"name": "pinned-test-machine", "peak_flops": {"fp32": 100e9}, "bandwidth": {"DRAM": 10e9}}
 

@@ -26,10 +26,10 @@ import numpy  # noqa: F401
 import pytest
 from plugin_helpers import FAST, run, write_machine
 
-from pytest_roofline import ncu_gate
-from pytest_roofline.ncu import backend, metric_set
-from pytest_roofline.ncu.backend import CHILD_ENV
-from pytest_roofline.ncu.report import parse_report_text
+from pytest_roofline.counters.ncu import backend, metric_set
+from pytest_roofline.counters.ncu import parent as ncu_gate
+from pytest_roofline.counters.ncu.backend import CHILD_ENV
+from pytest_roofline.counters.ncu.kernel_report import parse_report_text
 
 # See test_plugin.py: heavy modules the plugin loads are imported once, here, not inside pytester runs
 # (importing torch, or the analytic counter's torch submodules, in a run and again in the next one crashes).

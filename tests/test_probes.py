@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_roofline import probes
+from pytest_roofline.measure import probes
+from pytest_roofline.measure.regions import _judge_live
+from pytest_roofline.measure.timing import summarize
 from pytest_roofline.model import KernelSample, Machine, evaluate_region
-from pytest_roofline.session import _judge_live
-from pytest_roofline.timing import summarize
 
 MiB = 2**20
 

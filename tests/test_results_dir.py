@@ -14,7 +14,7 @@ import pytest
 from plugin_helpers import FAST, run, write_machine
 
 from pytest_roofline._atomic import write_text_atomic
-from pytest_roofline.results_dir import RESULTS_FILE, new_session_id, prune_sessions
+from pytest_roofline.output.results_dir import RESULTS_FILE, new_session_id, prune_sessions
 
 MACHINE = {"name": "pinned-test-machine", "peak_flops": {"fp32": "100 GFLOP/s"},
            "bandwidth": {"DRAM": "10 GB/s"}, "info": {"source": "test"}}

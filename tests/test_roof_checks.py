@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 from plugin_helpers import FAST, write_machine
 
-from pytest_roofline import machine as machine_api
-from pytest_roofline.characterize import build, cache, precision, validate
-from pytest_roofline.gate import impossible_fraction_message, machine_line, roof_notes
+from pytest_roofline.characterize import build, precision, validate
+from pytest_roofline.characterize import ceiling_cache as cache
+from pytest_roofline.characterize import machine as machine_api
 from pytest_roofline.model import KernelSample, Machine, evaluate
+from pytest_roofline.output.session_output import impossible_fraction_message, machine_line, roof_notes
 
 # A 2-core AVX-512 CPU at 2.3 GHz: fp64 bound 2 x 4.6e9 x 8 lanes x 4 = 294 GFLOP/s, bandwidth 2 x 4.6e9 x 256 B.
 FIELDS: dict[str, Any] = {"device": "cpu", "cpu_model": "Test CPU", "machine": "x86_64", "cores": [0, 1],
@@ -365,7 +366,7 @@ def test_absurd_pinned_roofs_are_a_usage_error_naming_file_and_key(pytester: pyt
 
 
 def test_pinned_capacities_with_units_are_used(tmp_path: Path) -> None:
-    from pytest_roofline.machine import load_machine_file
+    from pytest_roofline.characterize.machine import load_machine_file
 
     path = tmp_path / "m.json"
     path.write_text(json.dumps({"peak_flops": {"fp32": 2e11}, "bandwidth": {"L2": 1e11, "DRAM": 2e10},

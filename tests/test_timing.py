@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_roofline.timing import TimingPolicy, summarize, time_callable
+from pytest_roofline.measure.timing import TimingPolicy, summarize, time_callable
 
 
 class FakeClock:

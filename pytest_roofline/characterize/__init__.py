@@ -1,6 +1,6 @@
 """Machine characterization: measured roofline ceilings for this CPU or CUDA device.
 
-The public entry points live in :mod:`pytest_roofline.machine`; this package holds the pieces
+The public entry points live in :mod:`pytest_roofline.characterize.machine`; this package holds the pieces
 (fingerprint, cache and lock, measurement kernels, plateau extraction, pinned machine files).
 
 Units everywhere are SI: FLOP/s for compute roofs and bytes/s for bandwidth roofs. Bytes are counted as the

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_roofline.characterize.timing import best_seconds
+from pytest_roofline.characterize.best_of import best_seconds
 
 
 @dataclass

@@ -11,6 +11,8 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
+from pytest_roofline.errors import BuildError
+
 # The architecture's tuning flag (-march=native / -mcpu=native) comes from characterize/arch.py.
 BASE_FLAGS = ("-O3", "-fopenmp", "-fPIC", "-shared", "-std=c11", "-ffp-contract=fast",
               # gcc's unroll-and-jam fuses two trials into one memory pass and doubles low-intensity
@@ -41,10 +43,6 @@ def compiler_identity() -> str | None:
         return None
     first = (result.stdout or result.stderr).strip().splitlines()
     return first[0] if result.returncode == 0 and first else None
-
-
-class BuildError(RuntimeError):
-    """The C compiler is missing or rejected the kernel."""
 
 
 def build_shared_library(source: Path, defines: dict[str, str | int], extra_flags: tuple[str, ...],

@@ -9,7 +9,7 @@ from typing import Any
 
 from pytest_roofline.characterize import arch, blas_probe, cpu_ert, plateaus
 from pytest_roofline.characterize.build import BuildError, find_compiler
-from pytest_roofline.characterize.caches import os_cache_sharing, os_cache_sizes
+from pytest_roofline.characterize.cache_sizes import os_cache_sharing, os_cache_sizes
 from pytest_roofline.model import Machine
 
 SMALLEST_PER_THREAD = 4 * 1024      # well inside any L1
@@ -225,6 +225,6 @@ def _round_up(value: int, multiple: int) -> int:
 
 
 def _default_build_dir() -> Path:
-    from pytest_roofline.characterize.cache import default_cache_dir
+    from pytest_roofline.characterize.ceiling_cache import default_cache_dir
 
     return default_cache_dir() / "build"

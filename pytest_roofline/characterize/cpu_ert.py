@@ -11,8 +11,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from pytest_roofline.allocator import HUGE_PAGE_BYTES, advise_huge_pages
 from pytest_roofline.characterize.build import build_shared_libraries
+from pytest_roofline.host.allocator import HUGE_PAGE_BYTES, advise_huge_pages
 
 KERNEL_SOURCE = Path(__file__).resolve().parent / "ert_kernel.c"
 ERT_FLOPS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # FLOPs per element compiled for the widest width

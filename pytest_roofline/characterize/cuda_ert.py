@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_roofline.errors import NvrtcUnavailable
+
 KERNEL_SOURCE = Path(__file__).resolve().parent / "ert_kernel.cu"
 ARCHITECTURES = (70, 80, 90)
 
@@ -40,10 +42,6 @@ PRECISIONS: dict[str, CudaPrecision] = {
 }
 # Bit patterns of 0.5 and 1.0 repeated in both halves of a packed pair.
 _PAIR_CONSTANTS = {"fp16": (0x38003800, 0x3C003C00), "bf16": (0x3F003F00, 0x3F803F80)}
-
-
-class NvrtcUnavailable(RuntimeError):
-    """cupy or its NVRTC library is not installed."""
 
 
 def kernel_name(precision: str, flops: int) -> str:

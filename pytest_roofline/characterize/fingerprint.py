@@ -97,14 +97,14 @@ def torch_threads() -> int | None:
 
 def cache_sizes() -> dict[str, int]:
     """Data/unified cache sizes per level as the OS reports them (bytes, per instance)."""
-    from pytest_roofline.characterize.caches import os_cache_sizes
+    from pytest_roofline.characterize.cache_sizes import os_cache_sizes
 
     return {f"L{level}": size for level, size in sorted(os_cache_sizes().items())}
 
 
 def cpu_fingerprint() -> dict[str, Any]:
-    from pytest_roofline.allocator import thp_mode
     from pytest_roofline.characterize.build import compiler_identity
+    from pytest_roofline.host.allocator import thp_mode
 
     cores = affinity_cores()
     return {

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_roofline.errors import RoofError  # noqa: F401 (re-exported under its old name)
 from pytest_roofline.model import Machine
 
 FLOPS_RANGE = (1e7, 1e17)        # FLOP/s: a slow core's scalar rate .. far above any accelerator today
@@ -54,15 +55,6 @@ class Problem:
 
     def __str__(self) -> str:
         return f"{self.key}: {self.message}"
-
-
-class RoofError(ValueError):
-    """A machine record failed the checks; the message names the file (if any) and every bad key."""
-
-    def __init__(self, problems: Iterable[Problem], where: str = "") -> None:
-        self.problems = list(problems)
-        prefix = f"{where}: " if where else ""
-        super().__init__(prefix + "; ".join(str(p) for p in self.problems))
 
 
 # --- capacities --------------------------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 Every backend satisfies :class:`Counter`; :class:`CounterBase` gives the optional parts their defaults.
 Backends import their heavy dependencies (torch, ncu) only when they are constructed, never at package
 import. Backends are made through the ``pytest_roofline_make_counter`` hook
-(:mod:`pytest_roofline.hookspecs`): the built-in ones register through it too, and a plugin or conftest
+(:mod:`pytest_roofline.plugin.hookspecs`): the built-in ones register through it too, and a plugin or conftest
 adds its own (``--roofline-counter NAME``).
 """
 
@@ -30,7 +30,7 @@ class Counter(Protocol):
 
     - ``deferred``: the counts come later, from another process (ncu); ``count`` only ran the call;
     - ``footprint_bytes``: the bytes the call touched (its working set), when the backend knows it; then
-      the bytes are judged at the cache level that holds them (:mod:`pytest_roofline.placement`);
+      the bytes are judged at the cache level that holds them (:mod:`pytest_roofline.model.placement`);
     - ``uncounted_bytes``: ops with FLOPs the backend has no rule for, and the bytes they moved;
     - ``errors``: ops whose counting failed, and why;
     - ``write_allocate_bytes``: per kernel name, the write-allocate reads included in its bytes.

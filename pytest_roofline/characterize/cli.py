@@ -1,0 +1,77 @@
+"""``python -m pytest_roofline characterize``: measure (or show the cached) ceilings of this machine."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from pytest_roofline.model import Machine
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    parser.add_argument("--plot", metavar="FILE", type=Path, help="draw the hierarchical roofline into FILE")
+    parser.add_argument("--fresh", action="store_true", help="ignore and replace the cached characterization")
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="cache directory (default: $PYTEST_ROOFLINE_CACHE or ~/.cache/pytest-roofline)")
+    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument("--cores", type=int, default=None, metavar="N",
+                        help="roofs of N cores (pinned to the N least loaded, N threads; default: all)")
+
+
+def summary(machine: Machine) -> dict[str, Any]:
+    """The --json document: SI units (bytes/s, FLOP/s)."""
+    info = dict(machine.info)
+    return {
+        "device": info.get("device"),
+        "name": machine.name,
+        "fingerprint": info.get("fingerprint_hash"),
+        "seconds": info.get("seconds"),
+        "date": info.get("date"),
+        "method": info.get("method"),
+        "bandwidth": dict(machine.bandwidth),
+        "compute": dict(machine.peak_flops),
+        "sources": info.get("sources", {}),
+        "threads": info.get("threads"),
+    }
+
+
+def _table(machine: Machine) -> str:
+    info = machine.info
+    sources = info.get("sources", {})
+    header = (f"{machine.name}  [{info.get('device')}, fingerprint {info.get('fingerprint_hash')}, "
+              f"measured in {info.get('seconds', 0):.1f} s on {info.get('date')}]")
+    lines = [header]
+    for level, value in machine.bandwidth.items():
+        lines.append(f"  {level:<12} {value / 1e9:10.1f} GB/s      ({sources.get(f'bandwidth.{level}', '?')})")
+    for precision, value in machine.peak_flops.items():
+        lines.append(f"  {precision:<12} {value / 1e9:10.1f} GFLOP/s   "
+                     f"({sources.get(f'peak_flops.{precision}', '?')})")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pytest_roofline.characterize.machine import characterize
+
+    def progress(message: str) -> None:
+        print(f"[characterize] {message}", file=sys.stderr, flush=True)
+
+    try:
+        machine = characterize(args.device, fresh=args.fresh, cache_dir=args.cache_dir,
+                               progress=None if args.quiet else progress, cores=args.cores)
+    except (RuntimeError, NotImplementedError, ImportError, ValueError) as error:
+        print(f"characterize: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(summary(machine), indent=2))
+    else:
+        print(_table(machine))
+    if args.plot is not None:
+        from pytest_roofline.output.chart import plot_machine
+
+        print(f"roofline plot written to {plot_machine(machine, args.plot)}", file=sys.stderr)
+    return 0

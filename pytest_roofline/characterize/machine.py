@@ -1,0 +1,267 @@
+"""Public entry points for machine ceilings: measure (and cache) them, or read them from a pinned file.
+
+    machine = characterize("cpu")              # measured once per machine fingerprint, then cached
+    machine = load_machine_file("box.toml")    # ceilings written down by hand
+
+Units are SI: ``peak_flops`` in FLOP/s, ``bandwidth`` in bytes/s (bytes as the kernel requests them).
+Level names: ``L1``, ``L2``, ``L3``, ``DRAM`` on CPUs and ``L1``, ``L2``, ``HBM`` on GPUs. Precisions:
+``fp64``, ``fp32``, ``bf16``, ``fp16``, ``tf32``, ``fp8``; GPU GEMM (Tensor Core) ceilings carry a
+``_tensor`` suffix (``fp16_tensor``). ``Machine.info`` records where each roof came from
+(``info["sources"]``), the threads, the fingerprint, the seconds taken and the date.
+
+How the CPU is measured (``info["method"] == "ert"``): an ERT-style C/OpenMP kernel compiled at run time
+(``characterize/ert_kernel.c``; one library per vector width, cached under ``<cache>/build``) sweeps
+working sets from 4 KiB per thread to 4x the last-level cache with an in-place update (1 FLOP, 1 read +
+1 write per element) and a triad; each level's roof is the fastest plateau value that at least three
+sweep points corroborate inside a window derived from the OS cache sizes (``info["levels"]``). fp64/fp32
+peaks come from the same kernel at 1..1024 FLOPs per element with 16 independent FMA chains, per vector
+width (``info["isa_peaks"]``); bf16/fp16 roofs, and every GEMM ceiling in ``info["gemm_flops"]``, from the
+best numpy/torch GEMM. Raw sweeps are in ``info["sweep"]``. Without a C compiler the roofs come from
+numpy/torch alone (``info["method"] == "blas-fallback"``: DRAM and GEMM peaks only). Calls in which a
+thread was descheduled by other work are discarded; if too many sweep points had no clean call,
+``info["disturbed"]`` says so, a warning is issued and the result is reused for 10 minutes only.
+CUDA (``device="cuda"``) uses NVRTC kernels and cuBLAS GEMM (``<precision>_tensor`` roofs); that path is
+unverified on hardware.
+
+The cache lives in ``$PYTEST_ROOFLINE_CACHE`` or ``~/.cache/pytest-roofline``: one JSON file per
+fingerprint, written atomically. Concurrent processes (pytest-xdist workers) serialise on a file lock, so
+one measures and the others read its result.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pytest_roofline.characterize import ceiling_cache as _cache
+from pytest_roofline.characterize.fingerprint import fingerprint, fingerprint_hash, parse_device
+from pytest_roofline.characterize.pinned import load_machine_file
+from pytest_roofline.errors import DisturbedCharacterizationWarning
+from pytest_roofline.model import Machine
+
+__all__ = ["cache_file_for", "characterize", "default_cache_dir", "fingerprint", "fingerprint_hash",
+           "load_machine_file"]
+
+default_cache_dir = _cache.default_cache_dir
+
+# A characterization disturbed by other work (see ``info["disturbed"]``) is reused only this long: enough
+# for the other workers of the same test session, not for the next session, which measures again.
+DISTURBED_REUSE_SECONDS = 600.0
+
+
+def _silent(_: str) -> None:
+    pass
+
+
+def cache_file_for(device: str = "cpu", cache_dir: Path | None = None) -> Path:
+    """Where the characterization of ``device`` on this machine is (or would be) cached."""
+    kind, _ = parse_device(device)
+    return _cache.cache_path(Path(cache_dir) if cache_dir else default_cache_dir(), kind,
+                             fingerprint_hash(fingerprint(device)))
+
+
+def characterize(device: str = "cpu", *, fresh: bool = False, cache_dir: Path | None = None,
+                 progress: Callable[[str], None] | None = None, cores: int | None = None) -> Machine:
+    """Measured ceilings of ``device`` ('cpu', 'cuda', 'cuda:N'), from the cache when it is valid.
+
+    ``cores=N`` (CPU only): the roofs of N of the process's cores, measured pinned to the N least loaded ones
+    with N threads, cached apart from the other core counts (see :mod:`pytest_roofline.host.cores`).
+
+    ``fresh=True`` ignores the cache and replaces it; if another process finishes a characterization while
+    this one waits for the lock, that fresh result is used instead of measuring twice.
+    """
+    report = progress or _silent
+    kind, index = parse_device(device)
+    fields = fingerprint(device)
+    if cores is not None and kind == "cpu":
+        from pytest_roofline.host.cores import base_affinity, core_count_fingerprint
+
+        fields = core_count_fingerprint(fields, cores, base_affinity())
+    digest = fingerprint_hash(fields)
+    path = _cache.cache_path(Path(cache_dir) if cache_dir else default_cache_dir(), kind, digest)
+
+    state_before = _cache.file_state(path)
+    _cache.remove_stale_temp_files(path.parent)
+    if not fresh:
+        cached = _checked_cached(path, fields, report)
+        if cached is not None and _still_usable(cached, report):
+            return cached
+    with _cache.exclusive_lock(path.with_suffix(".lock")):
+        state_now = _cache.file_state(path)
+        if state_now is not None and state_now != state_before:
+            # Another process wrote a result while we waited for the lock: use it.
+            cached = _checked_cached(path, fields, report)
+            if cached is not None and _still_usable(cached, report):
+                report(f"using the characterization another process just wrote to {path}")
+                return cached
+        with _on_cores(cores if kind == "cpu" else None):
+            machine = _measure_checked(kind, index, fields, digest, report, path.parent)
+        _cache.write_cached(path, fields, machine)
+        report(f"cached in {path}" if not _flag_of(machine) else
+                f"kept in {path} for this test run only ({_flag_of(machine)}): the next session measures again")
+    if _flag_of(machine):
+        warnings.warn(f"pytest-roofline: the characterization of {device} is not clean ({_flag_of(machine)}); "
+                      "its roofs may be wrong. It is not reused by later sessions.", DisturbedCharacterizationWarning,
+                      stacklevel=2)
+    return machine
+
+
+def _on_cores(count: int | None) -> Any:
+    """Pinned to the ``count`` least loaded cores of this process, thread pools sized to match."""
+    from contextlib import nullcontext
+
+    if count is None:
+        return nullcontext()
+    from pytest_roofline.host import cores
+
+    allowed = cores.current_affinity()
+    return cores.pinned(cores.least_loaded(min(count, len(allowed)), allowed, cores.sample_load()))
+
+
+def _still_usable(machine: Machine, report: Callable[[str], None]) -> bool:
+    """A record that is not clean (disturbed, inconsistent, degraded) is reused only by the test run that
+    measured it (pytest-xdist workers share ``PYTEST_XDIST_TESTRUNUID``), and only shortly after; a later
+    session measures again."""
+    flag = _flag_of(machine)
+    if not flag:
+        return True
+    try:
+        measured = _dt.datetime.fromisoformat(str(machine.info.get("date")))
+        age = (_dt.datetime.now(_dt.timezone.utc) - measured).total_seconds()
+    except (TypeError, ValueError):
+        age = float("inf")
+    run_id = _run_id()
+    if run_id is not None and machine.info.get("run_id") == run_id and 0 <= age < DISTURBED_REUSE_SECONDS:
+        report(f"reusing this test run's characterization, which is not clean ({flag}): roofs may be low")
+        return True
+    report(f"the cached characterization is not clean ({flag}); measuring again")
+    return False
+
+
+# --- checks around measuring and loading (see characterize/validate.py) ----------------------------------------
+
+MAX_ATTEMPTS = 2  # a characterization that is disturbed or inconsistent is measured once more, no more
+
+
+def _run_id() -> str | None:
+    """The id pytest-xdist gives every worker of one test run; None outside xdist."""
+    import os
+
+    return os.environ.get("PYTEST_XDIST_TESTRUNUID") or None
+
+
+def _flag_of(machine: Machine) -> str:
+    """Why a record is not clean ('' when it is): disturbed, inconsistent or degraded."""
+    info = machine.info
+    parts = [f"{key}: {info[key]}" for key in ("disturbed", "inconsistent", "degraded") if info.get(key)]
+    return "; ".join(str(p) for p in parts)
+
+
+def _checked_cached(path: Path, fields: dict[str, Any], report: Callable[[str], None]) -> Machine | None:
+    """The cached record if it reads and passes the roof checks; else None, with a warning naming file and key."""
+    from pytest_roofline.characterize import validate
+
+    cached = _cache.read_cached(path, fields)
+    if cached is None or _flag_of(cached):
+        return cached  # a flagged record is reused by its own test run only (_still_usable), never checked clean
+    problems = validate.check_machine(cached, validate.physical_bounds(fields))
+    if not problems:
+        return cached
+    warnings.warn(f"pytest-roofline: ignoring cache file {path}: {'; '.join(map(str, problems))}; "
+                  "re-characterizing and replacing it", _cache.CacheWarning, stacklevel=3)
+    report(f"cached roofs in {path} fail the consistency checks: {'; '.join(map(str, problems))}")
+    return None
+
+
+def _measure_checked(kind: str, index: int, fields: dict[str, Any], digest: str,
+                     report: Callable[[str], None], cache_dir: Path) -> Machine:
+    """Measure, check, and measure once more when the result is disturbed or inconsistent.
+
+    Attempts are merged roof by roof (the highest value wins: other work only ever slows a kernel down, and the
+    physical bounds catch anything too fast). The result carries ``info["attempts"]`` and, when it is still
+    not clean, ``disturbed`` / ``inconsistent`` / ``degraded``, which keep it from being reused as clean.
+    """
+    from pytest_roofline.characterize import validate
+    from pytest_roofline.characterize.precision import native_precisions
+
+    bounds = validate.physical_bounds(fields)
+    native = native_precisions(fields.get("isa") or ()) if kind == "cpu" else {"bf16", "fp16"}
+    attempts: list[dict[str, Any]] = []
+    merged: Machine | None = None
+    problems: list[validate.Problem] = []
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        raw = _measure(kind, index, fields, digest, report, cache_dir)
+        problems = validate.check_machine(raw, bounds)
+        degraded = validate.degraded_reason(raw)
+        disturbed = raw.info.get("disturbed")
+        attempts.append({"problems": [str(p) for p in problems], "disturbed": disturbed, "degraded": degraded,
+                         "seconds": raw.info.get("seconds")})
+        merged = raw if merged is None else _merge(merged, raw, attempt)
+        if not problems and not disturbed and not degraded:
+            break
+        seen = "; ".join([*map(str, problems), *([f"disturbed: {disturbed}"] if disturbed else []),
+                          *([f"degraded: {degraded}"] if degraded else [])])
+        report(f"attempt {attempt} of {MAX_ATTEMPTS} is not clean: {seen}")
+        if degraded and not problems and not disturbed:
+            break  # a failed build or a missing level does not come back within seconds
+    assert merged is not None
+    if len(attempts) > 1:  # the merged roofs are re-checked; a clean attempt makes the merge clean
+        problems = validate.check_machine(merged, bounds)
+        clean_attempt = any(not a["disturbed"] for a in attempts)
+        info = {**merged.info, "disturbed": None if clean_attempt else merged.info.get("disturbed")}
+    else:
+        info = dict(merged.info)
+    info["attempts"] = attempts
+    info["inconsistent"] = "; ".join(map(str, problems)) or None
+    info["degraded"] = validate.degraded_reason(merged)
+    info["run_id"] = _run_id()
+    for key in ("disturbed", "inconsistent", "degraded"):
+        if not info.get(key):
+            info.pop(key, None)
+    checked = Machine(name=merged.name, peak_flops=merged.peak_flops, bandwidth=merged.bandwidth, info=info)
+    return validate.reconcile(checked, native)
+
+
+def _merge(first: Machine, second: Machine, attempt: int) -> Machine:
+    """Roof by roof, the higher of two attempts; ``sources`` say which attempt an older value came from."""
+    info = dict(second.info)
+    sources = dict(info.get("sources") or {})
+    old_sources = dict(first.info.get("sources") or {})
+    tables = []
+    for key, old, new in (("peak_flops", first.peak_flops, second.peak_flops),
+                          ("bandwidth", first.bandwidth, second.bandwidth)):
+        table = dict(new)
+        for name, value in old.items():
+            if value > table.get(name, 0.0):
+                table[name] = value
+                sources[f"{key}.{name}"] = f"{old_sources.get(f'{key}.{name}', '?')} (attempt {attempt - 1})"
+        tables.append(table)
+    gemm = dict(info.get("gemm_flops") or {})
+    for name, value in dict(first.info.get("gemm_flops") or {}).items():
+        gemm[name] = max(float(value), float(gemm.get(name, 0.0)))
+    info.update(sources=sources, gemm_flops=gemm,
+                seconds=float(first.info.get("seconds") or 0) + float(second.info.get("seconds") or 0))
+    return Machine(name=second.name, peak_flops=tables[0], bandwidth=tables[1], info=info)
+
+
+def _measure(kind: str, index: int, fields: dict[str, Any], digest: str, report: Callable[[str], None],
+             cache_dir: Path) -> Machine:
+    start = time.perf_counter()
+    report(f"characterizing {kind}{'' if kind == 'cpu' else f':{index}'} (fingerprint {digest})")
+    if kind == "cpu":
+        from pytest_roofline.characterize.cpu import characterize_cpu
+
+        machine = characterize_cpu(fields, report, build_dir=cache_dir / "build")
+    else:
+        from pytest_roofline.characterize.cuda import characterize_cuda
+
+        machine = characterize_cuda(index, fields, report)
+    seconds = time.perf_counter() - start
+    report(f"done in {seconds:.1f} s")
+    info = {**machine.info, "device": fields["device"], "fingerprint": fields, "fingerprint_hash": digest,
+            "seconds": seconds, "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
+    return Machine(name=machine.name, peak_flops=machine.peak_flops, bandwidth=machine.bandwidth, info=info)

@@ -1,0 +1,100 @@
+"""The profiled child's side of the ncu counter (``PYTEST_ROOFLINE_NCU_CHILD=1``).
+
+The parent re-runs one test under ncu (:func:`pytest_roofline.counters.ncu.backend.profile_node`); in that child the
+``roofline`` fixture is a :class:`ChildRecorder`. Its ``measure(fn, *args)`` warms ``fn`` up unprofiled, then
+calls it once inside an NVTX start/end range in the ``pytest_roofline`` domain, which is what ncu's
+``--nvtx-include regex:pytest_roofline@.+`` filter profiles. Start/end ranges are process-wide (push/pop ranges
+are per thread), so kernels that autograd launches from its backward thread fall inside the range too.
+
+The child measures nothing itself: no timing, no verdict, no results file, no characterization.
+
+Declared regions (``roofline.declare(...).measure(fn)``) run once without a range: their work is what the test
+declared, in the parent as with every counter, so ncu must not count it a second time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from pytest_roofline.counters.ncu.backend import CHILD_ENV
+from pytest_roofline.counters.ncu.command import NVTX_DOMAIN
+from pytest_roofline.errors import NvtxMissing
+from pytest_roofline.host.devices import synchronizer
+
+WARMUP_CALLS = 2  # compiles, autotunes and allocates outside the profiled range
+RANGE_PREFIX = "region-"
+
+
+def is_profiled_child(environ: Mapping[str, str] | None = None) -> bool:
+    return (os.environ if environ is None else environ).get(CHILD_ENV) == "1"
+
+
+def nvtx_module() -> ModuleType:
+    """NVIDIA's ``nvtx`` package (PyPI ``nvtx``), imported only in the profiled child."""
+    try:
+        return importlib.import_module("nvtx")
+    except ImportError:
+        raise NvtxMissing(
+            "pytest-roofline's ncu counter marks the profiled calls with NVTX ranges and needs the 'nvtx' "
+            "package in the environment that runs the tests: pip install nvtx (or pip install 'pytest-roofline[gpu]')"
+        ) from None
+
+
+def _no_wait() -> None:
+    return None
+
+
+class ChildRecorder:
+    """Stands in for :class:`pytest_roofline.measure.regions.Recorder` in the profiled child."""
+
+    enabled = True
+
+    def __init__(self) -> None:
+        self.regions: list[Any] = []  # the child judges nothing
+        self.pending: list[Any] = []
+        self.ranges = 0
+
+    def measure(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Warm ``fn`` up, then run it once inside an NVTX range; return that call's result."""
+        nvtx = nvtx_module()  # before the warm-up: a missing package should fail fast
+        for _ in range(WARMUP_CALLS):
+            fn(*args, **kwargs)
+        wait = synchronizer() or _no_wait  # looked up after the warm-up, which may have started CUDA
+        wait()  # warm-up kernels must not run into the range
+        handle = nvtx.start_range(message=f"{RANGE_PREFIX}{self.ranges}", domain=NVTX_DOMAIN)
+        self.ranges += 1
+        try:
+            result = fn(*args, **kwargs)
+            wait()  # the range ends when the kernels have, not when they were queued
+        finally:
+            nvtx.end_range(handle)
+        return result
+
+    def declare(
+        self,
+        flops: float | Mapping[str, float] | None = None,
+        bytes: float | Mapping[str, float] | None = None,
+        *,
+        precision: str = "fp32",
+        level: str = "DRAM",
+        name: str | None = None,
+    ) -> ChildDeclaredRegion:
+        from pytest_roofline.counters.declared import DeclaredCounter
+
+        # Validated as in the parent, so a bad declaration fails the same way in both.
+        DeclaredCounter.from_user(flops, bytes, precision=precision, level=level, name=name or "declared")
+        return ChildDeclaredRegion()
+
+    def verdict(self) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class ChildDeclaredRegion:
+    def measure(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)

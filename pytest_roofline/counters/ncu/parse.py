@@ -1,0 +1,200 @@
+"""Parse Nsight Compute CSV output into one record per kernel launch (values in SI units).
+
+Two layouts exist (research §5.2, §5.3):
+
+* **details / --metrics, long**: one row per launch × metric: ``ID, Process ID, …, Kernel Name, …, Section Name,
+  Metric Name, Metric Unit, Metric Value`` and, when sections with rules were collected, rule columns. Metric rows
+  are then shorter than the header (ragged), and rule rows have no metric at all.
+* **raw page, wide**: one header row with every metric name, a units row, then one row per launch.
+
+What real files do and this parser survives: application stdout and ``==PROF==``/``==WARNING==`` lines before or
+among the rows (they are kept in ``messages``); thousands separators; auto-scaled units; ``n/a`` (absent, not
+zero); demangled kernel names with commas (always quoted); many launches of one kernel (one ``ID`` each); the 2020
+``Kernel Time`` column, which is a wall-clock timestamp, not a duration (ignored).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from pytest_roofline.counters.ncu.metrics import parse_cc
+from pytest_roofline.counters.ncu.units import to_si
+from pytest_roofline.errors import NcuParseError
+
+FORMAT_DETAILS = "details"
+FORMAT_RAW = "raw"
+
+_METRIC_NAME_RE = re.compile(r"^[a-z0-9]+__[A-Za-z0-9_.]+$")
+_MAX_RECORD_LINES = 50  # a quoted field never spans more; past that the opening line was not CSV
+
+
+@dataclass
+class LaunchRecord:
+    """One profiled kernel launch: its metrics in SI units (``None`` where ncu printed ``n/a``)."""
+
+    launch_id: str
+    kernel: str
+    metrics: dict[str, float | None] = field(default_factory=dict)
+    labels: dict[str, float | None] = field(default_factory=dict)  # section rows by "Section/Label"
+    text: dict[str, str] = field(default_factory=dict)  # values that are not numbers
+    cc: tuple[int, int] | None = None
+    device: str | None = None
+
+    def finish(self) -> None:
+        """Fill ``cc`` and ``device`` from device attributes when the columns did not give them."""
+        major = self.metrics.get("device__attribute_compute_capability_major")
+        minor = self.metrics.get("device__attribute_compute_capability_minor")
+        if self.cc is None and major is not None and minor is not None:
+            self.cc = (int(major), int(minor))
+        name = self.text.get("device__attribute_display_name")
+        if name:
+            self.device = name
+
+
+@dataclass
+class ParsedLaunches:
+    format: str
+    launches: list[LaunchRecord]
+    messages: list[str]
+    skipped_lines: int
+    rule_rows: int = 0
+
+
+def is_metric_name(name: str) -> bool:
+    return bool(_METRIC_NAME_RE.match(name))
+
+
+def _fields(record: str) -> list[str]:
+    return next(csv.reader(io.StringIO(record)), [])
+
+
+def _is_header(fields: list[str]) -> bool:
+    return bool(fields) and fields[0].strip() == "ID" and "Kernel Name" in fields
+
+
+def _records(lines: list[str], messages: list[str]) -> Iterator[str | None]:
+    """Logical CSV records after the header; ``None`` for each line skipped as not CSV.
+
+    A record may span lines when a quoted field holds a newline, so lines are joined until quotes balance.
+    """
+    index = 0
+    while index < len(lines):
+        first = lines[index].strip()
+        if not first:
+            index += 1
+            continue
+        if first.startswith("=="):
+            messages.append(first)
+            index += 1
+            continue
+        if not (first.startswith(('"', ",")) or first[0].isdigit()):
+            yield None  # application output among the rows
+            index += 1
+            continue
+        end = index
+        joined = lines[index]
+        while joined.count('"') % 2 and end + 1 < len(lines) and end - index < _MAX_RECORD_LINES:
+            end += 1
+            joined += "\n" + lines[end]
+        if joined.count('"') % 2:
+            yield None  # unbalanced quotes: the first line was not part of the table
+            index += 1
+            continue
+        yield joined
+        index = end + 1
+
+
+def _launch_key(fields: list[str], columns: dict[str, int]) -> str | None:
+    launch_id = fields[columns["ID"]].strip()
+    if not launch_id.isdigit():
+        return None
+    process = fields[columns["Process ID"]].strip() if "Process ID" in columns else ""
+    return f"{process}:{launch_id}" if process else launch_id
+
+
+def _store(record: LaunchRecord, name: str, value: str, unit: str) -> None:
+    try:
+        record.metrics[name] = to_si(value, unit)
+    except ValueError:
+        record.text[name] = value.strip()
+
+
+def _new_launch(key: str, fields: list[str], columns: dict[str, int]) -> LaunchRecord:
+    launch = LaunchRecord(launch_id=key, kernel=fields[columns["Kernel Name"]])
+    if "CC" in columns:
+        try:
+            launch.cc = parse_cc(fields[columns["CC"]])
+        except ValueError:
+            launch.cc = None
+    return launch
+
+
+def parse_csv_text(text: str) -> ParsedLaunches:
+    """Parse ncu's ``--csv`` output, in either layout, with whatever surrounds it."""
+    lines = text.splitlines()
+    messages: list[str] = []
+    header_index = None
+    for index, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith("=="):
+            messages.append(stripped)
+        elif stripped.startswith(('"ID"', "ID,")) and _is_header(_fields(stripped)):
+            header_index = index
+            break
+    if header_index is None:
+        told = "; ".join(m for m in messages if m.startswith(("==ERROR", "==WARNING"))) or "none"
+        raise NcuParseError(
+            "no Nsight Compute CSV table found (expected a header line starting with \"ID\",\"Process ID\"); "
+            f"ncu errors and warnings in the text: {told}"
+        )
+    header = [name.strip() for name in _fields(lines[header_index])]
+    columns = {name: i for i, name in enumerate(header) if name}
+    long_format = "Metric Name" in columns and "Metric Value" in columns
+    launches: dict[str, LaunchRecord] = {}
+    skipped = 0
+    rule_rows = 0
+    units: list[str] | None = None
+    for record in _records(lines[header_index + 1:], messages):
+        if record is None:
+            skipped += 1
+            continue
+        fields = _fields(record)
+        if len(fields) < len(header):
+            fields += [""] * (len(header) - len(fields))  # ragged rows: the rule columns are left off
+        if not long_format and units is None and not fields[columns["ID"]].strip():
+            units = fields  # the raw page's units row
+            continue
+        key = _launch_key(fields, columns)
+        if key is None:
+            skipped += 1
+            continue
+        launch = launches.get(key)
+        if launch is None:
+            launch = launches[key] = _new_launch(key, fields, columns)
+        if long_format:
+            name = fields[columns["Metric Name"]].strip()
+            if not name:
+                rule_rows += 1
+                continue
+            unit = fields[columns["Metric Unit"]] if "Metric Unit" in columns else ""
+            value = fields[columns["Metric Value"]]
+            if is_metric_name(name):
+                _store(launch, name, value, unit)
+            else:
+                section = fields[columns["Section Name"]].strip() if "Section Name" in columns else ""
+                try:
+                    launch.labels[f"{section}/{name}"] = to_si(value, unit)
+                except ValueError:
+                    launch.text[f"{section}/{name}"] = value.strip()
+        else:
+            for index, name in enumerate(header):
+                if is_metric_name(name):
+                    _store(launch, name, fields[index], units[index] if units and index < len(units) else "")
+    for launch in launches.values():
+        launch.finish()
+    return ParsedLaunches(FORMAT_DETAILS if long_format else FORMAT_RAW, list(launches.values()), messages, skipped,
+                     rule_rows)

@@ -1,0 +1,386 @@
+"""Measuring regions: count the work in one pass, time the callable bare in another, judge it.
+
+Plain Python; the pytest fixture in :mod:`pytest_roofline.plugin` is a thin wrapper around
+:class:`Recorder`, and scripts can use it directly.
+
+A *deferred* counter (``deferred = True``, the ncu counter) cannot count in this process: its regions are
+timed here and kept as :class:`PendingRegion` s until the counts arrive from a profiled re-run of the test
+(:meth:`Recorder.settle_pending`), or until another counter counts them after all (:meth:`Recorder.count_pending`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pytest_roofline.counters import Counter
+from pytest_roofline.errors import CounterUnavailableError  # noqa: F401 (re-exported under its old name)
+from pytest_roofline.host.devices import synchronizer
+from pytest_roofline.measure.timing import (
+    DEFAULT_POLICY,
+    Setup,
+    TimingPolicy,
+    TimingStats,
+    prepared_arguments,
+    time_callable,
+)
+from pytest_roofline.model import KernelSample, Machine, Verdict, combine, evaluate_region
+from pytest_roofline.model.placement import place_working_set
+from pytest_roofline.output.text import above_one_note
+
+# How a region's time was obtained; recorded with every test in results.json.
+UNPROFILED_CLOCK_POLICY: dict[str, str] = {
+    "time": "bare timed loop in the pytest process: unprofiled, device-synchronized, normal clocks",
+}
+
+
+@dataclass(frozen=True)
+class Region:
+    """One measured call site: its kernels, its timing and its verdict."""
+
+    label: str
+    counter: str
+    kernels: list[KernelSample]
+    timing: TimingStats
+    verdict: Verdict
+    notes: list[str] = field(default_factory=list)
+    parts: list[tuple[str, TimingStats]] = field(default_factory=list)  # call sites timed apart, then judged as one
+    placement: Any = None  # cores.Placement: where it was measured (None: not placed)
+    uncounted: dict[str, int] = field(default_factory=dict)  # FLOP-bearing ops without a rule -> their bytes
+    probe: dict[str, Any] | None = None  # the live DRAM probe beside its timed calls (probes.summary)
+    confirmed: tuple[float, float] | None = None  # fractions of a first and a confirming measurement
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "label": self.label,
+            "counter": self.counter,
+            "timing": self.timing.to_dict(),
+            **self.verdict.to_dict(),
+            "kernels": [k.to_dict() for k in self.kernels],
+            "notes": list(self.notes),
+            "uncounted_ops": dict(self.uncounted),
+        }
+        if self.parts:
+            out["parts"] = [{"label": label, "timing": timing.to_dict()} for label, timing in self.parts]
+        if self.placement is not None:
+            out["cores"] = self.placement.to_dict()
+        if self.probe is not None:
+            out["probe"] = dict(self.probe)
+        if self.confirmed is not None:
+            out["confirmed"] = {"first": self.confirmed[0], "second": self.confirmed[1]}
+        return out
+
+
+@dataclass
+class PendingRegion:
+    """A call site timed here whose counts come later (a deferred counter such as ncu)."""
+
+    label: str
+    timing: TimingStats
+    # The call, kept so that another counter can count it if profiling is unavailable; dropped once settled,
+    # so a session does not hold every test's tensors.
+    call: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]] | None
+
+
+def sum_timings(timings: Sequence[TimingStats]) -> TimingStats:
+    """Timing of call sites run one after another: medians, quartiles and means add (an approximation for the
+    quartiles, as the parts were timed apart); the spread adds in quadrature, as for independent noise."""
+    if len(timings) == 1:
+        return timings[0]
+    return TimingStats(
+        median_s=sum(t.median_s for t in timings),
+        min_s=sum(t.min_s for t in timings),
+        max_s=sum(t.max_s for t in timings),
+        q1_s=sum(t.q1_s for t in timings),
+        q3_s=sum(t.q3_s for t in timings),
+        mean_s=sum(t.mean_s for t in timings),
+        stdev_s=math.sqrt(sum(t.stdev_s**2 for t in timings)),
+        rounds=sum(t.rounds for t in timings),
+        warmup_rounds=sum(t.warmup_rounds for t in timings),
+        stable=all(t.stable for t in timings),
+        measure_s=sum(t.measure_s for t in timings),
+        budget_limited=any(t.budget_limited for t in timings),
+        # Per-call samples and faults stay with each part: the parts' calls do not pair up.
+    )
+
+
+def timing_notes(timing: TimingStats) -> list[str]:
+    """What the reader of a verdict must know about how its time was taken."""
+    notes = []
+    if timing.budget_limited:
+        notes.append(f"{timing.rounds} timed calls of {timing.median_s:.3g} s (the minimum): the budget was spent; "
+                     "raise --roofline-max-time for more")
+    if timing.faults_per_call > 0:
+        notes.append(f"{timing.faults_per_call:.0f} page faults per timed call: the time includes first touch of "
+                     "fresh memory")
+    return notes
+
+
+def counter_notes(counter: Counter) -> list[str]:
+    """Blind spots a counter reported: ops it ran but could not count FLOPs for, when they moved data."""
+    uncounted: dict[str, int] = dict(counter.uncounted_bytes)
+    errors: dict[str, str] = dict(counter.errors)
+    notes = [f"could not count {op}: {error}" for op, error in errors.items()]
+    if uncounted:
+        names = ", ".join(sorted(uncounted, key=lambda op: -uncounted[op])[:5])
+        notes.append(f"no FLOP rule for {names}: their FLOPs are missing (bytes are counted)")
+    return notes
+
+
+def _label_of(fn: Callable[..., Any]) -> str:
+    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__)
+
+
+class Recorder:
+    """Measures the regions of one test.
+
+    When ``enabled`` is false, :meth:`measure` only calls the function once and returns its result, so a
+    suite still checks correctness without paying for measurement.
+    """
+
+    def __init__(
+        self,
+        *,
+        enabled: bool,
+        machine: Callable[[], Machine],
+        counter: Callable[[], Counter],
+        policy: TimingPolicy = DEFAULT_POLICY,
+    ) -> None:
+        self.enabled = enabled
+        self._machine = machine
+        self._counter = counter
+        self.policy = policy
+        self.regions: list[Region] = []
+        self.pending: list[PendingRegion] = []
+        self.cores: Any = None  # cores.Planner: measure on cores of its own (None: wherever the OS runs it)
+        self.machine_for_cores: Callable[[int], Machine] | None = None  # roofs for that many cores
+        self.contended: list[tuple[int, Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any],
+                                   Setup | None]] = []
+        self.probe_mode = "off"  # "live": time DRAM-bound call sites beside a probe of the DRAM roof
+        self.probe_cache: dict[int, Any] = {}  # probes.DramProbe per thread count, shared by the session
+        # index of each region measured here -> (counter, fn, args, kwargs, setup): what confirm() times again
+        self.calls: dict[int, tuple[Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any], Setup | None]] = {}
+
+    def measure(self, fn: Callable[..., Any], /, *args: Any, setup: Setup | None = None, **kwargs: Any) -> Any:
+        """Count and time ``fn(*args, **kwargs)``; return the result of its counted call.
+
+        ``setup``, if given, runs before every call (the counted one too), untimed and uncounted: it resets
+        state that ``fn`` changes in place, or returns fresh ``(args, kwargs)`` for the call.
+        """
+        if not self.enabled:
+            call_args, call_kwargs = prepared_arguments(setup, args, kwargs)
+            return fn(*call_args, **call_kwargs)
+        return self._measure(self._counter(), _label_of(fn), fn, args, kwargs, setup)
+
+    def declare(
+        self,
+        flops: float | Mapping[str, float] | None = None,
+        bytes: float | Mapping[str, float] | None = None,
+        *,
+        precision: str = "fp32",
+        level: str = "DRAM",
+        name: str | None = None,
+    ) -> DeclaredRegion:
+        """Declare the work of code no counter can see; ``.measure(fn, *args)`` then times it."""
+        from pytest_roofline.counters.declared import DeclaredCounter
+
+        counter = DeclaredCounter.from_user(flops, bytes, precision=precision, level=level,
+                                            name=name or "declared")
+        return DeclaredRegion(self, counter, name)
+
+    def _measure(
+        self, counter: Counter, label: str, fn: Callable[..., Any], args: tuple[Any, ...],
+        kwargs: Mapping[str, Any], setup: Setup | None = None,
+    ) -> Any:
+        result, kernels = counter.count(fn, *prepared_arguments(setup, args, kwargs))
+        with self.cores.scope() if self.cores is not None else nullcontext() as placed:
+            probe = None if counter.deferred else self._probe_for(counter, kernels, placed)
+            timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(), setup=setup,
+                                   before_timed_call=probe)
+        if counter.deferred:
+            self.pending.append(PendingRegion(label, timing, (fn, args, dict(kwargs))))
+        else:
+            self._judge(counter, label, kernels, timing, placed, probe)
+            self.calls[len(self.regions) - 1] = (counter, fn, args, dict(kwargs), setup)
+            if placed is not None and placed.contended:  # measured again at the end of the session
+                self.contended.append((len(self.regions) - 1, counter, fn, args, dict(kwargs), setup))
+        return result
+
+    def confirm(self) -> bool:
+        """Time every region measured here once more and keep, per region, the faster of its two measurements;
+        return whether anything was measured again. A gate below its threshold calls this before it fails: a
+        real slowdown is slow both times, a host hiccup of a few seconds rarely is. Regions counted by a
+        deferred counter (their counts came from another process) are left as they are."""
+        again = False
+        for index, (counter, fn, args, kwargs, setup) in sorted(self.calls.items()):
+            old = self.regions[index]
+            with self.cores.scope() if self.cores is not None else nullcontext() as placed:
+                probe = self._probe_for(counter, old.kernels, placed)
+                timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(),
+                                       setup=setup, before_timed_call=probe)
+            new = self._region(counter, old.label, old.kernels, timing, placed, probe)
+            again = True
+            first, second = old.verdict.fraction, new.verdict.fraction
+            kept = new if second > first else old
+            note = (f"below its threshold at first: measured again at once, fraction {first:.3g} then {second:.3g}; "
+                    f"the {'second' if kept is new else 'first'} is kept (the faster of the two)")
+            self.regions[index] = replace(kept, notes=[*kept.notes, note], confirmed=(first, second))
+        return again
+
+    def _probe_for(self, counter: Counter, kernels: list[KernelSample], placed: Any) -> Any:
+        """A ``probes.ProbeSchedule`` for a call site whose bytes are judged at DRAM (``--roofline-probe live``,
+        CPU roofs characterized by the ERT kernel), else None. Runs inside the call site's core placement."""
+        if self.probe_mode != "live":
+            return None
+        from pytest_roofline.measure import probes
+
+        machine = self._machine_for(placed)
+        footprint = counter.footprint_bytes
+        placed_kernels = self._placed(counter, kernels, machine)[0]
+        dram = sum(k.bytes.get(probes.PROBE_LEVEL, 0.0) for k in placed_kernels)
+        if not probes.wants_probe(footprint, machine, dram):
+            return None
+        spec = probes.ProbeSpec.from_machine(machine)
+        if spec is None:
+            return None
+        probe = self.probe_cache.get(spec.threads)
+        if probe is None or probe.spec != spec:
+            probe = self.probe_cache[spec.threads] = probes.DramProbe.build(spec)
+        return probes.ProbeSchedule(probe)
+
+    @staticmethod
+    def _placed(counter: Counter, kernels: list[KernelSample], machine: Machine) -> tuple[list[KernelSample],
+                                                                                           str | None]:
+        footprint = counter.footprint_bytes  # counters that assume no cache reuse
+        if not footprint:
+            return kernels, None
+        return place_working_set(kernels, footprint, machine,
+                                 write_allocate=counter.write_allocate_bytes)
+
+    def _judge(self, counter: Counter, label: str, kernels: list[KernelSample], timing: TimingStats,
+               placement: Any = None, probe: Any = None) -> None:
+        self.regions.append(self._region(counter, label, kernels, timing, placement, probe))
+
+    def _region(self, counter: Counter, label: str, kernels: list[KernelSample], timing: TimingStats,
+                placement: Any = None, probe: Any = None) -> Region:
+        machine = self._machine_for(placement)
+        notes = counter_notes(counter) + timing_notes(timing)
+        kernels, placed = self._placed(counter, kernels, machine)
+        notes.extend([placed] if placed else [])
+        verdict = evaluate_region(kernels, machine, timing.median_s)
+        probed = None
+        if probe is not None and probe.rates:
+            verdict, probed, note = _judge_live(kernels, machine, timing, probe, verdict)
+            notes.append(note)
+        notes.extend(note for note in [above_one_note(verdict, machine)] if note)
+        uncounted = dict(counter.uncounted_bytes)
+        return Region(label, counter.name, kernels, timing, verdict, notes, placement=placement,
+                      uncounted=uncounted, probe=probed)
+
+    def settle_pending(self, counter_name: str, kernels: Sequence[KernelSample], notes: Sequence[str] = ()) -> Region:
+        """Judge every pending region as one: ``kernels`` (from all of them) against the sum of their times.
+
+        A profiler that scopes its kernels to all measured call sites at once (ncu's NVTX filter) cannot tell
+        which call site ran which kernel, so the pending regions become one region; their timings stay in
+        ``parts``.
+        """
+        if not self.pending:
+            raise ValueError("no pending region to settle")
+        parts = [(p.label, p.timing) for p in self.pending]
+        timing = sum_timings([t for _, t in parts])
+        label = parts[0][0] if len(parts) == 1 else " + ".join(label for label, _ in parts)
+        verdict = evaluate_region(kernels, self._machine(), timing.median_s)
+        notes = [*notes, *(note for _, part in parts for note in timing_notes(part))]
+        region = Region(label, counter_name, list(kernels), timing, verdict, notes,
+                        parts if len(parts) > 1 else [])
+        self.regions.append(region)
+        self.pending.clear()
+        return region
+
+    def count_pending(self, counter: Counter) -> None:
+        """Count the pending regions with ``counter`` after all (one more call each) and judge them."""
+        for pending in self.pending:
+            if pending.call is None:
+                raise ValueError(f"pending region {pending.label!r} was released and cannot be counted")
+            fn, args, kwargs = pending.call
+            _, kernels = counter.count(fn, args, kwargs)
+            self._judge(counter, pending.label, kernels, pending.timing)
+        self.pending.clear()
+
+    def release_pending(self) -> None:
+        """Forget the pending calls (their arguments may hold device memory); their timings stay."""
+        for pending in self.pending:
+            pending.call = None
+
+    def _machine_for(self, placed: Any) -> Machine:
+        if placed is None or self.machine_for_cores is None:
+            return self._machine()
+        return self.machine_for_cores(placed.count)
+
+    def remeasure_contended(self) -> None:
+        """Time the regions that were measured without a free core once more (cores chosen anew) and judge
+        them again; those still contended stay marked so."""
+        redo, self.contended = self.contended, []
+        for index, counter, fn, args, kwargs, setup in redo:
+            old = self.regions[index]
+            with self.cores.scope() if self.cores is not None else nullcontext() as placed:
+                timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(),
+                                       setup=setup)
+            verdict = evaluate_region(old.kernels, self._machine_for(placed), timing.median_s)
+            notes = [*old.notes, f"contended at first (load {_load_text(old.placement)}); measured again at the "
+                     "end of the session" + (", still contended" if placed is not None and placed.contended else "")]
+            self.regions[index] = Region(old.label, old.counter, old.kernels, timing, verdict, notes, old.parts,
+                                         placed)
+            if placed is not None and placed.contended:
+                self.contended.append((index, counter, fn, args, kwargs, setup))
+
+    def is_contended(self) -> bool:
+        """Whether any region's last measurement had no free core."""
+        return any(r.placement is not None and r.placement.contended for r in self.regions)
+
+    def verdict(self) -> Verdict | None:
+        """The combined verdict of every region measured so far (None if nothing was measured)."""
+        return combine(r.verdict for r in self.regions) if self.regions else None
+
+
+def _judge_live(kernels: list[KernelSample], machine: Machine, timing: TimingStats, schedule: Any,
+                cached: Verdict) -> tuple[Verdict, dict[str, Any], str]:
+    """The verdict of the median call judged against its probe's live DRAM roof, what to record, a note."""
+    from pytest_roofline.measure import probes
+
+    spec = schedule.probe.spec
+    pairs = list(zip(timing.samples_s, schedule.rates))
+    verdicts = sorted((evaluate_region(kernels, probes.live_machine(machine, spec, rate), seconds)
+                       for seconds, rate in pairs), key=lambda v: v.fraction)
+    verdict = verdicts[(len(verdicts) - 1) // 2]  # the median call (the lower one of an even count)
+    record = probes.summary(spec, schedule, cached.fraction)
+    record["fraction_live"] = verdict.fraction
+    note = (f"live DRAM probe: main memory gave {record['live_ratio_median']:.2f} of its characterized bandwidth "
+            f"while this was timed ({record['probes']} probes of {spec.working_set_bytes / 2**20:.0f} MiB); each "
+            f"call judged against its probe's roof: fraction {verdict.fraction:.3g} (against the cached roof "
+            f"{cached.fraction:.3g})")
+    return verdict, record, note
+
+
+def _load_text(placement: Any) -> str:
+    load = getattr(placement, "load_on", None)
+    return "unknown" if load is None else f"{load:.0%}"
+
+
+@dataclass(frozen=True)
+class DeclaredRegion:
+    """Returned by :meth:`Recorder.declare`."""
+
+    recorder: Recorder
+    counter: Counter
+    name: str | None
+
+    def measure(self, fn: Callable[..., Any], /, *args: Any, setup: Setup | None = None, **kwargs: Any) -> Any:
+        if not self.recorder.enabled:
+            call_args, call_kwargs = prepared_arguments(setup, args, kwargs)
+            return fn(*call_args, **call_kwargs)
+        return self.recorder._measure(self.counter, self.name or _label_of(fn), fn, args, kwargs, setup)
+

@@ -1,0 +1,98 @@
+"""Settings of a roofline session and the marker's arguments, validated into frozen dataclasses.
+
+Command-line options win over ini keys, which win over defaults. Errors name the option or marker
+argument and say what is accepted.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_roofline.errors import SettingError
+
+COUNTERS = ("auto", "analytic", "declared", "ncu")
+DEVICES = ("auto", "cpu", "cuda")
+MALLOC_POLICIES = ("tuned", "default")
+UNCOUNTED_POLICIES = ("warn", "fail")
+PROBE_MODES = ("live", "off")
+CONFIRM_MODES = ("on", "off")  # mirrors probes.PROBE_MODES without importing it (numpy) at plugin import
+MARKER_ARGUMENTS = ("min_fraction", "uncounted")
+
+
+@dataclass(frozen=True)
+class MarkerOptions:
+    """Arguments of ``@pytest.mark.roofline(...)``."""
+
+    min_fraction: float | None = None
+    uncounted: str | None = None  # warn|fail: FLOP-bearing ops without a rule (None: the session's setting)
+
+    @classmethod
+    def from_marker(cls, args: Sequence[Any], kwargs: Mapping[str, Any]) -> MarkerOptions:
+        accepted = ", ".join(MARKER_ARGUMENTS)
+        if args:
+            raise SettingError(
+                f"@pytest.mark.roofline takes keyword arguments only ({accepted}); got positional {args!r}. "
+                f"Write @pytest.mark.roofline(min_fraction={args[0]!r})."
+            )
+        unknown = sorted(set(kwargs) - set(MARKER_ARGUMENTS))
+        if unknown:
+            raise SettingError(
+                f"@pytest.mark.roofline got unknown argument(s) {', '.join(unknown)}; accepted: {accepted}"
+            )
+        value = kwargs.get("min_fraction")
+        uncounted = kwargs.get("uncounted")
+        return cls(
+            min_fraction=None if value is None else parse_fraction(value, "@pytest.mark.roofline(min_fraction=...)"),
+            uncounted=None if uncounted is None else parse_choice(uncounted, UNCOUNTED_POLICIES,
+                                                                  "@pytest.mark.roofline(uncounted=...)"),
+        )
+
+
+def parse_fraction(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SettingError(f"{where} must be a number in (0, 1], got {value!r} ({type(value).__name__})")
+    number = float(value)
+    if not (math.isfinite(number) and 0 < number <= 1):
+        raise SettingError(f"{where} must be a number in (0, 1], got {value!r}")
+    return number
+
+
+def parse_counter(value: Any) -> str:
+    """``--roofline-counter``: a built-in counter, or the name of one a plugin makes (checked at first use)."""
+    text = str(value).strip().lower()
+    if text in COUNTERS or re.fullmatch(r"[a-z_][a-z0-9_.-]*", text):
+        return text
+    raise SettingError(f"--roofline-counter must be one of {', '.join(COUNTERS)} or the name of a counter a "
+                       f"plugin provides (pytest_roofline_make_counter); got {value!r}")
+
+
+def parse_choice(value: str, choices: Sequence[str], where: str) -> str:
+    text = str(value).strip().lower()
+    if text not in choices:
+        raise SettingError(f"{where} must be one of {', '.join(choices)}; got {value!r}")
+    return text
+
+
+def parse_seconds(value: Any, where: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise SettingError(f"{where} must be a positive number of seconds, got {value!r}") from None
+    if not (math.isfinite(number) and number > 0):
+        raise SettingError(f"{where} must be a positive number of seconds, got {value!r}")
+    return number
+
+
+def parse_bool(value: Any, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("", "0", "false", "no", "off"):
+        return False
+    raise SettingError(f"{where} must be true or false, got {value!r}")

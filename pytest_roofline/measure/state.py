@@ -1,0 +1,250 @@
+"""What a roofline session keeps: its settings, the machine, the counter in use, and each test's record.
+
+Plain Python (no pytest import), so the plugin stays a thin layer of hooks over it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import sys
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_roofline.output.results_dir import new_session_id, session_dir
+
+
+@dataclass(frozen=True)
+class Settings:
+    enabled: bool
+    directory: Path
+    machine_file: Path | None
+    counter: str
+    device: str
+    max_time_s: float
+    recharacterize: bool
+    malloc: str
+    cores: Any = None  # cores.CoresSetting (None: measure wherever the OS runs the call)
+    strict: bool = False  # a contended measurement may fail its gate too
+    uncounted: str = "warn"  # warn|fail: a region ran FLOP-bearing ops the counter has no rule for
+    probe: str = "live"  # live|off: time DRAM-bound call sites beside a probe of the DRAM roof (probes.py)
+    confirm: str = "on"  # on|off: a test below its threshold is measured once more before it fails
+
+
+@dataclass
+class TestEntry:
+    nodeid: str
+    min_fraction: float | None
+    recorder: Any = None  # session.Recorder, typed loosely to keep imports lazy
+    outcome: str = "not run"
+    artifacts: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)  # results.json fields: clock_policy, definitions, ncu
+    details: list[str] = field(default_factory=list)  # extra lines for a failure message (ncu diagnostics)
+
+
+class RooflineState:
+    """Everything the plugin keeps for one session (in ``config.stash``)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.tests: dict[str, TestEntry] = {}
+        self._machine: Any = None
+        self.malloc = "default"
+        self._choice: Any = None  # ncu_gate.CounterChoice, resolved on first need
+        self._warned = False
+        self.ncu_denied: str | None = None  # explicit ncu got ERR_NVGPUCTRPERM: later tests skip at once
+        self.started = _dt.datetime.now(_dt.timezone.utc)
+        self.session_id = new_session_id(self.started)
+        self.write_error: str | None = None  # results could not be written; said in the summary
+        self._by_cores: dict[int, Any] = {}  # machine per core count, measured or interpolated on first need
+        self.planner: Any = None  # cores.Planner of this session (or xdist worker), made on first need
+        self.probe_cache: dict[int, Any] = {}  # probes.DramProbe per thread count: built once a session
+        self.make_counter: Callable[[str], Any] = builtin_counter  # the hook, once pytest_configure set it
+        self._worker_pin: Any = None  # an xdist worker's pinning to its share, held for the whole session
+
+    @property
+    def session_dir(self) -> Path:
+        """This session's own folder under ``--roofline-dir``: its results.json and its artifacts."""
+        return session_dir(self.settings.directory, self.session_id)
+
+    @property
+    def loaded_machine(self) -> Any:
+        """The machine if it was characterized or loaded already, else None (never measures)."""
+        return self._machine
+
+    def machine(self, progress: Any = None) -> Any:
+        if self._machine is None:
+            from pytest_roofline.characterize import machine as machine_mod
+
+            s = self.settings
+            if s.machine_file is not None:
+                self._machine = machine_mod.load_machine_file(s.machine_file)
+            else:
+                self._machine = machine_mod.characterize(resolve_device(s.device), fresh=s.recharacterize,
+                                                         progress=progress)
+        return self._machine
+
+    def machine_for_cores(self, count: int, progress: Any = None) -> Any:
+        """Roofs for ``count`` cores: the session's machine for all of them (and for pinned ceilings, which
+        are for the whole machine); fewer are characterized at the core counts around ``count`` on first
+        need and interpolated between (``cores.interpolate``)."""
+        from pytest_roofline.host import cores
+
+        full = self.machine(progress)
+        if count >= len(cores.base_affinity()) or self.settings.machine_file is not None:
+            return full
+        device = resolve_device_if_loaded(self.settings.device)
+        if device != "cpu":
+            return full  # a GPU's roofs do not depend on the host cores that launch its work
+        total = len(cores.base_affinity())
+        if count not in self._by_cores:
+            from pytest_roofline.characterize import machine as machine_mod
+
+            measured = {c: full if c == total else machine_mod.characterize(device, cores=c, progress=progress,
+                                                                          fresh=self.settings.recharacterize)
+                        for c in sorted(set(cores.bracket(count, total)))}
+            self._by_cores[count] = cores.interpolate({total: full, **measured}, count)
+        return self._by_cores[count]
+
+    @property
+    def machines_by_cores(self) -> dict[int, Any]:
+        """Roofs of fewer cores than the machine's that call sites were judged against so far."""
+        full = self._machine
+        return {count: machine for count, machine in self._by_cores.items() if machine is not full}
+
+    def core_planner(self) -> Any:
+        """The session's ``cores.Planner`` (None when cores are not chosen): an xdist worker plans within its
+        own share of the cores; with pinned ceilings (for the whole machine) ``auto`` means ``all``."""
+        if self.settings.cores is None:
+            return None
+        if self.planner is None:
+            from pytest_roofline.host import cores
+
+            setting = self.settings.cores
+            if self.settings.machine_file is not None and setting.mode == "auto":
+                setting = cores.CoresSetting("all")
+            worker = cores.xdist_worker()
+            allowed = cores.base_affinity() if worker is None else cores.worker_share(cores.base_affinity(), *worker)
+            kind, _, index = resolve_device_if_loaded(self.settings.device).partition(":")
+            self.planner = cores.Planner(setting, allowed, gpu_index=int(index or 0) if kind == "cuda" else None,
+                                         machine_cores=len(cores.base_affinity()))
+        return self.planner
+
+    def pin_worker(self) -> None:
+        """In an xdist worker, keep the whole process (setup code too) on its own share of the cores, thread
+        pools sized to it, until :meth:`unpin_worker`; so workers never run on each other's cores."""
+        from pytest_roofline.host import cores
+
+        worker = cores.xdist_worker()
+        if worker is None or self.settings.cores is None or self._worker_pin is not None:
+            return
+        self._worker_pin = cores.pinned(cores.worker_share(cores.base_affinity(), *worker))
+        self._worker_pin.__enter__()
+
+    def unpin_worker(self) -> None:
+        if self._worker_pin is not None:
+            self._worker_pin.__exit__(None, None, None)
+            self._worker_pin = None
+
+    def choose_counter(self) -> Any:
+        """The session's counter (``ncu_gate.CounterChoice``). ``auto`` is decided here, on first need, so that
+        torch or CuPy are imported only once a measurement needs a counter; raises ``NcuUnavailable``."""
+        if self._choice is None:
+            from pytest_roofline.counters.ncu import parent as ncu_gate
+
+            self._choice = ncu_gate.choose_counter(self.settings.counter)
+            if self._choice.warning:
+                self.warn_once(self._choice.warning)
+        return self._choice
+
+    @property
+    def counter_label(self) -> str | None:
+        if self._choice is None:
+            return None
+        return self._choice.name + (" (auto)" if self.settings.counter == "auto" else "")
+
+    def fall_back_to_analytic(self, reason: str, warn: Callable[[Warning], None] | None = None) -> None:
+        """``auto`` found ncu unusable: the analytic counter for the rest of the session, one warning."""
+        from pytest_roofline.counters.ncu import parent as ncu_gate
+
+        self._choice = ncu_gate.CounterChoice("analytic")
+        self.warn_once(ncu_gate.fallback_message(reason), warn)
+
+    def warn_once(self, message: str, warn: Callable[[Warning], None] | None = None) -> None:
+        """One RooflineWarning per session; ``warn`` attaches it to a test (pytest's ``item.warn``)."""
+        if self._warned:
+            return
+        from pytest_roofline.errors import RooflineWarning
+
+        self._warned = True
+        if warn is not None:
+            warn(RooflineWarning(message))
+        else:
+            warnings.warn(RooflineWarning(message), stacklevel=2)
+
+    def counter(self) -> Any:
+        """The counter for the next measured call site, made through ``pytest_roofline_make_counter``."""
+        from pytest_roofline.measure.regions import CounterUnavailableError
+
+        name = self._counter_name()
+        counter = self.make_counter(name)
+        if counter is None:
+            raise CounterUnavailableError(
+                f"--roofline-counter={name}: no plugin provides a counter of that name (built-in: analytic, "
+                "declared, ncu; a plugin adds one with the pytest_roofline_make_counter hook)")
+        return counter
+
+    def _counter_name(self) -> str:
+        from pytest_roofline.counters.ncu.parent import NcuUnavailable
+        from pytest_roofline.measure.regions import CounterUnavailableError
+
+        try:
+            return str(self.choose_counter().name)
+        except NcuUnavailable as exc:  # explicit ncu is checked at session start; this is a late fixture
+            raise CounterUnavailableError(str(exc)) from None
+
+
+def resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def resolve_device_if_loaded(device: str) -> str:
+    """``resolve_device`` without importing torch: ``auto`` in a process that has not imported torch is the
+    CPU (declared-work tests with pinned ceilings never load it)."""
+    if device == "auto" and "torch" not in sys.modules:
+        return "cpu"
+    return resolve_device(device)
+
+
+def builtin_counter(name: str) -> Any:
+    """The built-in counters by name (None for any other name); the plugin offers them through the
+    ``pytest_roofline_make_counter`` hook."""
+    from pytest_roofline.measure.regions import CounterUnavailableError
+
+    if name == "ncu":
+        from pytest_roofline.counters.ncu.parent import NcuDeferredCounter
+
+        return NcuDeferredCounter()
+    if name == "declared":
+        raise CounterUnavailableError(
+            "--roofline-counter=declared: this roofline.measure() call declares no counts; use "
+            "roofline.declare(flops=..., bytes=...).measure(fn, *args)"
+        )
+    if name != "analytic":
+        return None
+    try:
+        from pytest_roofline.counters.analytic import AnalyticCounter
+    except ImportError as exc:
+        raise CounterUnavailableError(
+            f"the analytic counter needs PyTorch ({exc}); install pytest-roofline[torch], or declare the "
+            "work with roofline.declare(flops=..., bytes=...).measure(fn, *args)"
+        ) from None
+    return AnalyticCounter()

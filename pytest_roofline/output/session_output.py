@@ -1,0 +1,238 @@
+"""What happens after a test is measured: its failure report, the session's results and summary.
+
+No pytest here: the plugin passes in plain values, so the CLI and other runners can reuse it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from pytest_roofline.measure.regions import UNPROFILED_CLOCK_POLICY, Recorder, Region
+from pytest_roofline.model import KernelSample, Machine, Verdict
+from pytest_roofline.output.artifacts import artifact_path, results_document, write_kernels_csv, write_results
+from pytest_roofline.output.results_dir import RESULTS_FILE, write_session
+from pytest_roofline.output.text import (
+    ABOVE_ONE,
+    cores_marker,
+    failure_message,
+    faults_marker,
+    row_for,
+    summary_table,
+    uncounted_text,
+)
+
+
+class TestRecord(Protocol):
+    nodeid: str
+    min_fraction: float | None
+    recorder: Recorder
+    outcome: str
+    artifacts: list[str]
+
+
+def all_kernels(regions: Sequence[Region]) -> list[KernelSample]:
+    return [kernel for region in regions for kernel in region.kernels]
+
+
+def failure_report(directory: Path, nodeid: str, machine: Machine, regions: Sequence[Region],
+                   verdict: Verdict, min_fraction: float, details: Sequence[str] = ()) -> tuple[str, list[Path]]:
+    """Write the chart and kernel table of a test under its threshold; return its message and paths.
+
+    ``details`` are extra lines for the message (the ncu diagnostics), indented under the notes.
+    """
+    from pytest_roofline.output.chart import draw_roofline
+
+    kernels = all_kernels(regions)
+    notes = [note for region in regions for note in region.notes] + roof_notes(machine, verdict.flops)
+    paths: list[Path] = []
+    # A broken chart must not hide the verdict: the gate still fails, with the reason in a note.
+    writers = (
+        lambda: draw_roofline(artifact_path(directory, nodeid, ".png"), machine, kernels, verdict,
+                              title=nodeid, min_fraction=min_fraction),
+        lambda: write_kernels_csv(artifact_path(directory, nodeid, ".kernels.csv"), kernels, machine),
+    )
+    for write in writers:
+        try:
+            paths.append(write())
+        except Exception as exc:  # noqa: BLE001 - any failure becomes a note
+            notes.append(f"could not write an artifact: {exc!r}")
+    message = failure_message(verdict, min_fraction, paths, notes, timing_spread(regions))
+    if details:
+        message += "\n" + "\n".join(f"  {line}" for line in details)
+    return message, paths
+
+
+def timing_spread(regions: Sequence[Region]) -> str:
+    """How noisy the timing was: the widest interquartile range of any region, relative to its median."""
+    widest = max(regions, key=lambda r: r.timing.iqr_rel)
+    rounds = sum(r.timing.rounds for r in regions)
+    return (f"IQR {widest.timing.iqr_rel:.1%} of the median ({widest.label}); {rounds} timed calls"
+            + ("" if all(r.timing.stable for r in regions) else ", median not settled within the time budget"))
+
+
+def counter_of(regions: Sequence[Region]) -> str | None:
+    """The counter(s) a test's regions used: ``"ncu"``, ``"analytic"``, or ``"declared+ncu"`` for a mix."""
+    names = sorted({region.counter for region in regions})
+    return "+".join(names) if names else None
+
+
+def test_result(record: TestRecord) -> dict[str, Any]:
+    regions = record.recorder.regions
+    verdict = record.recorder.verdict()
+    # Per-counter fields (clock_policy, definitions, ncu); optional so other runners' records still work.
+    extra = dict(getattr(record, "extra", None) or {})
+    clock_policy = extra.pop("clock_policy", dict(UNPROFILED_CLOCK_POLICY) if regions else None)
+    base: dict[str, Any] = {
+        "nodeid": record.nodeid,
+        "outcome": record.outcome,
+        "min_fraction": record.min_fraction,
+        "artifacts": list(record.artifacts),
+        "counter": counter_of(regions) or ("ncu" if "ncu" in extra else None),
+        "clock_policy": clock_policy,
+        **extra,
+    }
+    if verdict is None:
+        return {**base, "fraction": None, "bound": None, "time_s": None, "flops": None, "bytes": {},
+                "kernels": [], "regions": []}
+    return {
+        **base,
+        **verdict.to_dict(),
+        "kernels": [k.to_dict() for k in all_kernels(regions)],
+        "regions": [r.to_dict() for r in regions],
+    }
+
+
+def write_session_results(directory: Path, machine: Machine | None, records: Iterable[TestRecord],
+                          extra: Mapping[str, Any] | None = None, session_id: str | None = None) -> Path:
+    """Write the session's results.json: in its own session folder and as the latest (see results_dir)."""
+    document = results_document(machine, [test_result(r) for r in records], extra)
+    if session_id is None:
+        return write_results(directory / RESULTS_FILE, document)
+    return write_session(directory, session_id, document)
+
+
+def _above_one(record: TestRecord) -> bool:
+    verdict = record.recorder.verdict()
+    return verdict is not None and verdict.fraction > ABOVE_ONE
+
+
+def _verdict_text(record: TestRecord) -> str:
+    verdict = record.recorder.verdict()
+    if verdict is None:
+        return f"{record.outcome} (not measured)"
+    if record.min_fraction is None:
+        return f"{record.outcome} (no gate)"
+    if verdict.fraction < record.min_fraction:
+        return f"{record.outcome} (below min)"
+    return record.outcome
+
+
+def summary_lines(machine: Machine | None, records: Iterable[TestRecord], directory: Path,
+                  width: int = 0, counter: str | None = None,
+                  fewer_cores: Mapping[int, Machine] | None = None) -> list[str]:
+    """The roofline section of the terminal summary. ``fewer_cores``: the roofs of fewer cores that call
+    sites were judged against (``--roofline-cores``), each on a machine line of its own."""
+    lines: list[str] = []
+    records = list(records)
+    if machine is not None:
+        lines.append(machine_line(machine))
+    for count, roofs in sorted((fewer_cores or {}).items()):
+        lines.append(f"{count}-core roofs, used by call sites on {count} core{'s' if count > 1 else ''}: "
+                     + machine_line(roofs))
+    rows = [row_for(r.nodeid, r.recorder.verdict(), r.min_fraction,
+                    _verdict_text(r) + cores_marker([g.placement for g in r.recorder.regions])
+                    + faults_marker([g.timing.faults_per_call for g in r.recorder.regions])
+                    + (" [uncounted FLOPs]" if uncounted_text(r.recorder.regions) else "")
+                    + (" [above 1: see its notes]" if _above_one(r) else "")) for r in records]
+    lines.extend(summary_table(rows, width))
+    for record in records:
+        missing = uncounted_text(record.recorder.regions)
+        if missing:
+            lines.append(f"uncounted FLOPs in {record.nodeid}: {missing}: their FLOPs are missing from its fraction")
+    if counter:
+        lines.append(f"counter: {counter}")
+    cores_line = auto_cores_line([g.placement for r in records for g in r.recorder.regions])
+    if cores_line:
+        lines.append(cores_line)
+    lines.append(f"results: {directory / RESULTS_FILE}")
+    return lines
+
+
+def auto_cores_line(placements: Iterable[Any]) -> str:
+    """Say once what ``--roofline-cores auto`` did when it took fewer than all cores (rows say it only when
+    a neighbour was busy): ``cores: auto: each call site ran on 1 of 2 cores, judged against 1-core roofs``."""
+    counts = sorted({(p.count, len(p.allowed)) for p in placements
+                     if p is not None and getattr(p, "setting", "") == "auto" and p.count < len(p.allowed)})
+    if not counts:
+        return ""
+    shares = ", ".join(f"{used} of {allowed}" for used, allowed in counts)
+    return (f"cores: auto: call sites ran on {shares} cores (half the machine's, the least loaded at each call "
+            "site), judged against roofs for that many; --roofline-cores all for every core")
+
+
+# A measured call cannot beat the hardware: a fraction this far above 1 means the roof it was judged against
+# is wrong (a disturbed characterization, a pinned value off by a factor), not that the code is fast.
+IMPOSSIBLE_FRACTION = 1.2
+
+
+def impossible_fraction_message(verdict: Verdict, machine: Machine, origin: str) -> str | None:
+    """An error message naming the roof that must be wrong when ``verdict.fraction`` > IMPOSSIBLE_FRACTION."""
+    if verdict.fraction <= IMPOSSIBLE_FRACTION:
+        return None
+    sources = dict(machine.info.get("sources") or {})
+    named = []
+    for bound in sorted(verdict.bound_shares or {verdict.bound: 1.0}, key=lambda b: -(verdict.bound_shares or {})
+                        .get(b, 1.0)):
+        kind, _, name = bound.partition(":")
+        if kind == "compute" and name in machine.peak_flops:
+            key, value = f"peak_flops.{name}", f"{machine.peak_flops[name] / 1e9:.4g} GFLOP/s"
+        elif kind == "memory":
+            try:
+                value = f"{machine.bandwidth_for(name) / 1e9:.4g} GB/s"
+            except ValueError:
+                continue
+            key = f"bandwidth.{name}"
+        else:
+            continue
+        named.append(f"{key} = {value} ({sources.get(key, machine.info.get('source', 'unknown source'))})")
+    return (f"roofline: attained fraction {verdict.fraction:.3g} is above {IMPOSSIBLE_FRACTION:g}: the call ran "
+            f"faster than the roof allows, so the roof is wrong, not the code fast: "
+            f"{'; '.join(named) or verdict.bound} from {origin}. Re-measure it (--roofline-recharacterize) or "
+            "fix the pinned file.")
+
+
+def roof_notes(machine: Machine, flops: Mapping[str, float]) -> list[str]:
+    """Notes for precisions judged against another precision's roof because this machine emulates them."""
+    from pytest_roofline.characterize.validate import emulated_note
+
+    return [note for precision, count in flops.items() if count > 0
+            for note in [emulated_note(machine, precision)] if note]
+
+
+def machine_line(machine: Machine) -> str:
+    """One line: every roof with the kernel that set it, emulated/fallback/flagged roofs called out."""
+    info = machine.info
+    sources = dict(info.get("sources") or {})
+    emulated = dict(info.get("emulated") or {})
+
+    def source(key: str) -> str:
+        text = str(sources.get(key, info.get("source", "?")))
+        return text.split(" (", 1)[0]
+
+    parts = []
+    for precision, value in machine.peak_flops.items():
+        tag = source(f"peak_flops.{precision}")
+        if precision in emulated:
+            tag = (f"emulated: measured {float(emulated[precision].get('measured_flops', 0)) / 1e9:.3g}, "
+                   f"judged on the {emulated[precision].get('roof_from', 'fp32')} roof")
+        parts.append(f"{precision} {value / 1e9:.4g} GFLOP/s [{tag}]")
+    parts += [f"{level} {value / 1e9:.4g} GB/s [{source(f'bandwidth.{level}')}]"
+              for level, value in machine.bandwidth.items()]
+    method = info.get("method") or info.get("source") or "?"
+    flags = [f"{key}: {info[key]}" for key in ("disturbed", "inconsistent", "degraded") if info.get(key)]
+    if info.get("fallback_reason"):
+        flags.append(f"fallback: {str(info['fallback_reason']).splitlines()[0][:120]}")
+    return (f"machine: {machine.name} ({method}): {', '.join(parts)}"
+            + (f" -- NOT CLEAN: {'; '.join(flags)}" if flags else ""))

@@ -1,0 +1,156 @@
+"""Human-readable text: a failing test's message and the session's summary table."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_roofline.model import Verdict
+
+
+def format_ai(verdict: Verdict) -> str:
+    ai = verdict.ai
+    if not ai:
+        return "n/a"
+    return ", ".join(f"{level} {value:.3g}" for level, value in ai.items())
+
+
+def failure_message(
+    verdict: Verdict, min_fraction: float, artifacts: Sequence[Path] = (), notes: Sequence[str] = (),
+    spread: str | None = None,
+) -> str:
+    """One readable message: fraction vs threshold, bound, AI, achieved vs roof, headroom, artifacts."""
+    lines = [
+        f"roofline: attained fraction {verdict.fraction:.3f} is below min_fraction {min_fraction:g}",
+        f"  bound:      {verdict.bound}",
+        f"  AI:         {format_ai(verdict) + ' FLOP/byte' if verdict.ai else 'n/a (no bytes counted)'}",
+        (f"  compute:    {verdict.achieved_flops_per_s / 1e9:.3g} GFLOP/s achieved of a "
+         f"{verdict.roof_flops_per_s / 1e9:.3g} GFLOP/s roof"),
+    ]
+    level = verdict.bound_level
+    if level is not None:
+        lines.append(
+            f"  memory:     {verdict.achieved_bytes_per_s(level) / 1e9:.3g} GB/s achieved of a "
+            f"{verdict.roof_bytes_per_s(level) / 1e9:.3g} GB/s roof at {level}"
+        )
+    headroom = "unbounded" if math.isinf(verdict.headroom) else f"{verdict.headroom:.2f}x"
+    lines.append(
+        f"  time:       {verdict.time_s * 1e3:.4g} ms measured, {verdict.t_min * 1e3:.4g} ms at the roof "
+        f"(headroom {headroom})"
+    )
+    if spread:
+        lines.append(f"  spread:     {spread}")
+    lines.extend(f"  note:       {note}" for note in notes)
+    lines.extend(f"  artifact:   {path}" for path in artifacts)
+    return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    nodeid: str
+    fraction: float | None
+    min_fraction: float | None
+    bound: str
+    ai: str
+    gflops: float | None
+    gbytes: float | None
+    verdict: str
+
+
+def row_for(nodeid: str, verdict: Verdict | None, min_fraction: float | None, outcome: str) -> SummaryRow:
+    if verdict is None:
+        return SummaryRow(nodeid, None, min_fraction, "-", "-", None, None, outcome)
+    level = verdict.bound_level
+    return SummaryRow(
+        nodeid,
+        verdict.fraction,
+        min_fraction,
+        verdict.bound,
+        format_ai(verdict),
+        verdict.achieved_flops_per_s / 1e9,
+        verdict.achieved_bytes_per_s(level) / 1e9 if level else None,
+        outcome,
+    )
+
+
+def summary_table(rows: Sequence[SummaryRow], width: int = 0) -> list[str]:
+    """Aligned text table; long node ids are shortened from the left so the numbers stay visible."""
+    headers = ("test", "fraction", "min", "bound", "AI (F/B)", "GFLOP/s", "GB/s", "verdict")
+
+    def num(value: float | None, fmt: str) -> str:
+        return "-" if value is None else format(value, fmt)
+
+    cells = [
+        (r.nodeid, num(r.fraction, ".3f"), num(r.min_fraction, "g"), r.bound, r.ai, num(r.gflops, ".4g"),
+         num(r.gbytes, ".4g"), r.verdict)
+        for r in rows
+    ]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(headers)]
+    if width:
+        fixed = sum(widths[1:]) + 2 * (len(headers) - 1)
+        widths[0] = max(40, min(widths[0], width - fixed))  # keep enough of the id to recognise the test
+
+    def fit(text: str, size: int) -> str:
+        return text if len(text) <= size else "..." + text[-(size - 3):]
+
+    def line(values: Sequence[str]) -> str:
+        first = fit(values[0], widths[0]).ljust(widths[0])
+        rest = [v.rjust(w) if i in (1, 2, 5, 6) else v.ljust(w)
+                for i, (v, w) in enumerate(zip(values[1:], widths[1:]), start=1)]
+        return "  ".join([first, *rest]).rstrip()
+
+    return [line(headers), *(line(c) for c in cells)]
+
+
+def cores_marker(placements: Sequence[object]) -> str:
+    """`` [core 1 of 2, 97% busy beside]`` for the terminal row when a test ran on fewer than all cores, was
+    contended, or shared its GPU; empty otherwise."""
+    marks: list[str] = []
+    for placement in placements:
+        mark = getattr(placement, "marker", lambda: "")()
+        if mark and mark not in marks:
+            marks.append(mark)
+    return f" [{'; '.join(marks)}]" if marks else ""
+
+
+def faults_marker(faults_per_call: Sequence[float]) -> str:
+    """`` [2546 faults/call]`` for the terminal row when timed calls page-faulted (their time includes first
+    touch of fresh memory); empty otherwise."""
+    worst = max(faults_per_call, default=0.0)
+    return f" [{worst:.0f} faults/call]" if worst > 0 else ""
+
+
+def uncounted_text(regions: Sequence[Any]) -> str:
+    """``aten.foo, aten.bar (12% of the bytes)``: FLOP-bearing ops without a counting rule that the regions
+    ran, with the share of the regions' counted bytes they moved; empty when every op was counted."""
+    moved: dict[str, int] = {}
+    for region in regions:
+        for op, count in getattr(region, "uncounted", {}).items():
+            moved[op] = moved.get(op, 0) + count
+    if not moved:
+        return ""
+    total = sum(sum(k.bytes.values()) for region in regions for k in region.kernels) or 1
+    names = sorted(moved, key=lambda op: -moved[op])
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return f"{shown} ({sum(moved.values()) / total:.0%} of the bytes)"
+
+
+ABOVE_ONE = 1.05  # a fraction above this beat its roof: a modeling error to name, not a speed to celebrate
+
+
+def above_one_note(verdict: Verdict, machine: Any) -> str | None:
+    """Why a fraction above :data:`ABOVE_ONE` cannot be real, naming the roof it was judged against."""
+    if verdict.fraction <= ABOVE_ONE:
+        return None
+    kind, _, name = verdict.bound.partition(":")
+    if kind == "memory":
+        roof = f"the {name} bandwidth roof ({machine.bandwidth_for(name) / 1e9:.4g} GB/s)"
+        cause = (f"its data sat partly in a level nearer than {name} (the placement judged {name}), or that roof "
+                 "is below the machine's real one")
+    else:
+        roof = f"the {name} compute roof ({machine.peak_flops.get(name, 0.0) / 1e9:.4g} GFLOP/s)"
+        cause = "that roof is below the machine's real one (a disturbed or pinned value), or FLOPs are over-counted"
+    return f"fraction {verdict.fraction:.3f} is above 1: the call beat {roof}; likely {cause}"
