@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pytest_roofline.measure.regions import UNPROFILED_CLOCK_POLICY, Recorder, Region
 from pytest_roofline.model import KernelSample, Machine, Verdict
 from pytest_roofline.output.artifacts import artifact_path, results_document, write_kernels_csv, write_results
 from pytest_roofline.output.results_dir import RESULTS_FILE, write_session
@@ -22,6 +21,14 @@ from pytest_roofline.output.text import (
     summary_table,
     uncounted_text,
 )
+
+if TYPE_CHECKING:  # types only: measure's records are read here, never made
+    from pytest_roofline.measure.regions import Recorder, Region
+
+# How an unprofiled region's time was taken (results.json's clock_policy); the ncu counter sets its own.
+UNPROFILED_CLOCK_POLICY: dict[str, str] = {
+    "time": "bare timed loop in the pytest process: unprofiled, device-synchronized, normal clocks",
+}
 
 
 class TestRecord(Protocol):
@@ -205,7 +212,7 @@ def impossible_fraction_message(verdict: Verdict, machine: Machine, origin: str)
 
 def roof_notes(machine: Machine, flops: Mapping[str, float]) -> list[str]:
     """Notes for precisions judged against another precision's roof because this machine emulates them."""
-    from pytest_roofline.characterize.validate import emulated_note
+    from pytest_roofline.output.text import emulated_note
 
     return [note for precision, count in flops.items() if count > 0
             for note in [emulated_note(machine, precision)] if note]
