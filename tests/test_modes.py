@@ -52,3 +52,21 @@ def test_only_measuring_modes_carry_measuring_hooks() -> None:
     assert hooks(modes.XdistController) == set()  # it runs no test
     assert {"pytest_runtest_call", "pytest_sessionfinish", "pytest_terminal_summary"} <= hooks(modes.MeasuringSession)
     assert modes.MeasuringSession.writes_results and not modes.XdistWorker.writes_results
+
+
+def test_a_session_without_roofline_imports_nothing_heavy(pytester: pytest.Pytester) -> None:
+    """Configure, collect and run a marked test without --roofline: no torch, numpy, matplotlib or ncu backend."""
+    pytester.makeconftest(
+        "import sys\n"
+        "def pytest_sessionfinish(session):\n"
+        "    heavy = ('torch', 'numpy', 'matplotlib', 'cupy', 'pytest_roofline.counters.ncu.backend')\n"
+        "    print('HEAVY', sorted(m for m in heavy if m in sys.modules))\n")
+    pytester.makepyfile(
+        "import pytest\n"
+        "@pytest.mark.roofline(min_fraction=0.5)\n"
+        "def test_marked(roofline):\n"
+        "    assert roofline.measure(sum, [1, 2]) == 3\n")
+    result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*HEAVY []"])
+    assert "HEAVY ['" not in result.stdout.str()
