@@ -148,3 +148,23 @@ def test_summary_row_from_a_record() -> None:
     compute = row_from_result({**record, "bound": "compute:fp32"})
     assert math.isclose(compute.gbytes, 4.0)  # not memory-bound: the level that moved the most bytes (L2)
     assert row_from_result({"nodeid": "t::y", "outcome": "skipped", "fraction": None}).verdict == "skipped (not measured)"
+
+
+def test_without_xdist_a_session_still_writes_its_files(pytester: pytest.Pytester,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plugin never imports xdist: with it disabled (as when it is not installed) a session is serial."""
+    machine_file = write_machine(pytester, MACHINE)
+    summary = pytester.path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    pytester.makepyfile(test_suite=SUITE.replace('os.environ["PYTEST_XDIST_WORKER"][2:]', "None")
+                        .replace('os.environ["CUDA_VISIBLE_DEVICES"]', 'os.environ.get("CUDA_VISIBLE_DEVICES")'))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:xdist", "--roofline", "--roofline-machine", str(machine_file), "--roofline-max-time", "0.05",
+        "--roofline-confirm", "off", "-p", "no:cacheprovider", "--junitxml", "junit.xml")
+    result.assert_outcomes(passed=6, failed=1)
+    document = json.loads((pytester.path / ".roofline" / "results.json").read_text())
+    assert len(document["tests"]) == 6 and "workers" not in document["session"]
+    assert all("worker" not in t for t in document["tests"])
+    assert summary.read_text().count("### pytest-roofline") == 1
+    assert "roofline_fraction" in (pytester.path / "junit.xml").read_text()

@@ -57,7 +57,8 @@ class XdistWorker(MeasuringSession):
 
         failed_late = any((e.extra.get("contended") or {}).get("failed_when_remeasured") for e in state.tests.values())
         machine = state.loaded_machine.to_dict() if state.loaded_machine is not None else None
-        worker = os.environ.get("PYTEST_XDIST_WORKER", "gw?")
+        worker = str(getattr(self.config, "workerinput", {}).get("workerid")
+                     or os.environ.get("PYTEST_XDIST_WORKER", "gw?"))
         try:
             payload = worker_payload(worker, [test_result(entry) for entry in state.tests.values()], machine,
                                      failed_late, malloc=state.malloc, counter=state.counter_label,
