@@ -25,8 +25,9 @@ def add_junit_properties(item: pytest.Item, entry: TestEntry) -> None:
         return
     figures = {"fraction": verdict.fraction, "min_fraction": entry.min_fraction, "bound": verdict.bound,
                "baseline": entry.extra.get("baseline")}
-    kept = [(name, value) for name, value in item.user_properties if not str(name).startswith(PREFIX)]
-    item.user_properties[:] = kept + junit_properties(figures)  # a confirmation re-run replaces, never repeats
+    kept: list[tuple[str, object]] = [(name, value) for name, value in item.user_properties
+                                      if not str(name).startswith(PREFIX)]
+    item.user_properties[:] = [*kept, *junit_properties(figures)]  # a confirmation re-run replaces, never repeats
 
 
 def write_step_summary(state: RooflineState, tests: Sequence[Mapping[str, Any]], machine: Mapping[str, Any] | None,
