@@ -181,3 +181,51 @@ def test_step_summary_failure_is_a_line_not_an_error(pytester: pytest.Pytester, 
     assert result.ret == 0
     result.stdout.fnmatch_lines(["roofline: could not write the step summary to $GITHUB_STEP_SUMMARY*"])
     assert (pytester.path / ".roofline" / "results.json").is_file()
+
+
+# The baseline gate (issue 10 part 2, another branch) puts its comparison in entry.extra["baseline"] during the
+# call phase; this conftest does the same, so the path from that record to JUnit and the summary is tested.
+BASELINE_CONFTEST = """
+import pytest
+from pytest_roofline.plugin.modes import ENTRY
+
+BASELINES = {
+    "test_gated": {"fraction": 0.6, "drop": 0.2, "verdict": "regressed", "sessions": ["s1", "s2"],
+                   "ci": [0.1, 0.3], "statistic": "fake"},
+    "test_ungated": {"fraction": 0.4, "drop": -0.25, "verdict": "improved", "sessions": ["s1"],
+                     "ci": [-0.3, -0.2], "statistic": "fake"},
+    "test_below": {"fraction": None, "drop": None, "verdict": "new", "sessions": [], "ci": None,
+                   "statistic": "fake"},
+}
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_call(item):
+    try:
+        return (yield)
+    finally:
+        entry = item.stash.get(ENTRY, None)
+        if entry is not None and item.name in BASELINES:
+            entry.extra["baseline"] = BASELINES[item.name]
+"""
+
+
+def test_baseline_figures_reach_junit_and_the_summary(pytester: pytest.Pytester, machine_file: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    target = pytester.path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
+    pytester.makeconftest(BASELINE_CONFTEST)
+    pytester.makepyfile(SUITE)
+    result = run(pytester, machine_file, "--junitxml", "junit.xml", "--roofline-confirm", "off")
+    result.assert_outcomes(passed=3, failed=1)
+    found = properties(pytester.path / "junit.xml")
+    assert {k: v for k, v in found["test_gated"].items() if "baseline" in k or k in ("roofline_drop",
+                                                                                     "roofline_verdict")} == {
+        "roofline_baseline_fraction": "0.6", "roofline_drop": "0.2", "roofline_verdict": "regressed"}
+    assert found["test_ungated"]["roofline_drop"] == "-0.25"
+    assert found["test_below"]["roofline_verdict"] == "new" and "roofline_drop" not in found["test_below"]
+    text = target.read_text()
+    assert "**3 roofline tests, 1 failed, 1 regressed, 1 improved**" in text
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "test_" in line]
+    assert [row.split("`")[1].split("::")[1] for row in rows] == ["test_gated", "test_below", "test_ungated"]
+    assert rows[0].startswith("| ❌ |") and "| 0.600 | +20.0% | regressed |" in rows[0]
+    assert rows[2].startswith("| ⬆️ |") and "| -25.0% | improved |" in rows[2]
