@@ -63,7 +63,7 @@ class XdistWorker(MeasuringSession):
             payload = worker_payload(worker, [test_result(entry) for entry in state.tests.values()], machine,
                                      failed_late, malloc=state.malloc, counter=state.counter_label,
                                      gpu=assignment_note(os.environ, self.config.stash.get(GPU_ASSIGNED, None)))
-        except (TypeError, ValueError) as exc:  # a record JSON cannot carry: said by the controller
+        except Exception as exc:  # noqa: BLE001 - e.g. a record JSON cannot carry: said in results.json
             payload = {"worker": worker, "tests": [], "machine": machine, "failed_late": failed_late,
                        "error": f"could not send its records: {exc}"}
         session.config.workeroutput[OUTPUT_KEY] = payload  # type: ignore[attr-defined]
