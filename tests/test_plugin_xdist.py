@@ -168,3 +168,37 @@ def test_without_xdist_a_session_still_writes_its_files(pytester: pytest.Pyteste
     assert all("worker" not in t for t in document["tests"])
     assert summary.read_text().count("### pytest-roofline") == 1
     assert "roofline_fraction" in (pytester.path / "junit.xml").read_text()
+
+
+def test_controller_writes_the_workers_records_and_fails_late_failures(tmp_path: Path) -> None:
+    """The controller's hooks called as xdist calls them, with fake nodes: no worker process needed."""
+    from types import SimpleNamespace
+
+    from pytest_roofline.measure.state import RooflineState, Settings
+    from pytest_roofline.output.worker_records import OUTPUT_KEY, SESSION_KEY
+    from pytest_roofline.plugin.xdist import XdistController
+
+    state = RooflineState(Settings(enabled=True, directory=tmp_path / ".roofline", machine_file=None,
+                                   counter="analytic", device="cpu", max_time_s=0.05, recharacterize=False,
+                                   malloc="default"))
+    controller = XdistController(state)
+    nodes = [SimpleNamespace(workerinput={}) for _ in range(3)]
+    for node in nodes:
+        controller.pytest_configure_node(node)
+    assert [n.workerinput[SESSION_KEY] for n in nodes] == [state.session_id] * 3
+    controller.pytest_xdist_node_collection_finished(nodes[0], ["t::a", "t::b"])
+    nodes[0].workeroutput = {OUTPUT_KEY: _payload("gw0", ["t::b"], MACHINE, failed_late=True)}
+    nodes[1].workeroutput = {OUTPUT_KEY: {"worker": "gw1", "tests": [], "machine": None, "failed_late": False,
+                                          "error": "could not send its records: NaN"}}
+    controller.pytest_testnodedown(nodes[0], None)
+    controller.pytest_testnodedown(nodes[1], None)
+    controller.pytest_testnodedown(nodes[2], "crashed")  # no workeroutput: nothing to collect
+    session = SimpleNamespace(exitstatus=pytest.ExitCode.OK)
+    controller.pytest_sessionfinish(session)  # type: ignore[arg-type]
+    assert session.exitstatus == pytest.ExitCode.TESTS_FAILED  # a test failed when re-measured in gw0
+    document = json.loads((tmp_path / ".roofline" / "results.json").read_text())
+    assert [t["nodeid"] for t in document["tests"]] == ["t::b"]
+    assert document["session"]["exit_status"] == 1 and document["session"]["id"] == state.session_id
+    assert document["session"]["worker_errors"] == ["gw1: could not send its records: NaN"]
+    assert document["machine"]["name"] == "pinned-test-machine"
+    assert state.write_error == "roofline: worker gw1: could not send its records: NaN"

@@ -96,7 +96,7 @@ class XdistController:
             self.payloads.append(payload)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if not any(p.get("tests") for p in self.payloads):
+        if not self.payloads:  # no worker measured anything (a worker sends records only when it did)
             return
         from pytest_roofline.output.worker_records import merge_payloads
         from pytest_roofline.plugin.ci_report import write_step_summary
@@ -125,6 +125,8 @@ class XdistController:
         errors = [f"{p.get('worker')}: {p['error']}" for p in self.payloads if p.get("error")]
         if errors:
             meta["worker_errors"] = errors
+            state.write_error = "\n".join([*([state.write_error] if state.write_error else []),
+                                           *(f"roofline: worker {e}" for e in errors)])
         machine = Machine.from_dict(merged["machine"]) if merged["machine"] else None
         try:
             # MERGE POINT (issue 10, part 1): when branch `history` lands, call its
