@@ -85,7 +85,9 @@ def counter_of(regions: Sequence[Region]) -> str | None:
     return "+".join(names) if names else None
 
 
-def test_result(record: TestRecord) -> dict[str, Any]:
+def test_result(record: TestRecord | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(record, Mapping):  # already a results.json record: an xdist worker's, sent to its controller
+        return dict(record)
     regions = record.recorder.regions
     verdict = record.recorder.verdict()
     # Per-counter fields (clock_policy, definitions, ncu); optional so other runners' records still work.
@@ -111,7 +113,8 @@ def test_result(record: TestRecord) -> dict[str, Any]:
     }
 
 
-def write_session_results(directory: Path, machine: Machine | None, records: Iterable[TestRecord],
+def write_session_results(directory: Path, machine: Machine | None,
+                          records: Iterable[TestRecord | Mapping[str, Any]],
                           extra: Mapping[str, Any] | None = None, session_id: str | None = None) -> Path:
     """Write the session's results.json: in its own session folder and as the latest (see results_dir)."""
     document = results_document(machine, [test_result(r) for r in records], extra)

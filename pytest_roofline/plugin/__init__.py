@@ -98,6 +98,10 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
         from pytest_roofline.host.allocator import enable_torch_thp
 
         early_config.stash[THP_NOTE] = enable_torch_thp()
+    if parse_bool(early("roofline"), "--roofline") and not is_profiled_child():
+        from pytest_roofline.plugin.xdist import assign_gpu_early
+
+        assign_gpu_early(early_config)  # one GPU per xdist worker, before any conftest can initialize CUDA
 
 
 @pytest.hookimpl(wrapper=True)

@@ -4,8 +4,10 @@
 - :class:`ProfiledChild`: the child process the ncu counter profiles (``PYTEST_ROOFLINE_NCU_CHILD=1``). The
   fixture only marks NVTX ranges; nothing is judged or written.
 - :class:`MeasuringSession`: ``--roofline`` in a plain run: measure, gate, write results, print the summary.
-- :class:`XdistWorker`: the same inside a pytest-xdist worker; the controller writes the session's files.
-- :class:`XdistController`: the pytest-xdist controller: it runs no test, so it measures nothing.
+- :class:`~pytest_roofline.plugin.xdist.XdistWorker`: the same inside a pytest-xdist worker; it sends its
+  records to the controller.
+- :class:`~pytest_roofline.plugin.xdist.XdistController`: the pytest-xdist controller: it runs no test; it
+  writes the session's files from the workers' records.
 
 Each mode carries only the hooks it needs, so no hook asks which mode it is in.
 """
@@ -36,8 +38,12 @@ def select_mode(config: pytest.Config, state: RooflineState) -> tuple[str, objec
     if not state.settings.enabled:
         return "roofline-passive", Passive(state)
     if hasattr(config, "workerinput"):
-        return "roofline-xdist-worker", XdistWorker(state)
+        from pytest_roofline.plugin.xdist import XdistWorker
+
+        return "roofline-xdist-worker", XdistWorker(state, config)
     if getattr(config.option, "dist", "no") != "no":
+        from pytest_roofline.plugin.xdist import XdistController
+
         return "roofline-xdist-controller", XdistController(state)
     return "roofline-session", MeasuringSession(state)
 
@@ -68,13 +74,6 @@ class ProfiledChild:
         from pytest_roofline.counters.ncu.child import ChildRecorder
 
         return ChildRecorder()
-
-
-class XdistController:
-    """The pytest-xdist controller runs no test: the workers measure, each with its own cores."""
-
-    def __init__(self, state: RooflineState) -> None:
-        self.state = state
 
 
 class MeasuringSession:
@@ -198,8 +197,12 @@ class MeasuringSession:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
-        report = yield
         entry = item.stash.get(ENTRY, None)
+        if entry is not None and call.when == "call":
+            from pytest_roofline.plugin.ci_report import add_junit_properties
+
+            add_junit_properties(item, entry)  # before the report is made: it copies item.user_properties
+        report = yield
         if entry is not None and (report.when == "call" or report.failed):
             if hasattr(report, "wasxfail"):
                 entry.outcome = "xfailed" if report.skipped else "xpassed"
@@ -221,6 +224,20 @@ class MeasuringSession:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self.writes_results:
             self._write_results(session)
+            self._write_step_summary(session)
+
+    def _write_step_summary(self, session: pytest.Session) -> None:
+        from pytest_roofline.output.session_output import test_result
+        from pytest_roofline.plugin.ci_report import write_step_summary
+
+        state = self.state
+        machine = state.loaded_machine.to_dict() if state.loaded_machine is not None else None
+        try:
+            tests = [test_result(entry) for entry in state.tests.values()]
+        except Exception as exc:  # noqa: BLE001 - never raise at the end of a run; results.json said it already
+            state.write_error = state.write_error or f"roofline: could not write the step summary: {exc!r}"
+            return
+        write_step_summary(state, tests, machine, int(session.exitstatus))
 
     def _write_results(self, session: pytest.Session) -> None:
         from pytest_roofline.output.session_output import write_session_results
@@ -252,13 +269,6 @@ class MeasuringSession:
             terminalreporter.write_line(f"roofline: could not write the summary: {exc!r}")
         if state.write_error:
             terminalreporter.write_line(state.write_error, red=True, bold=True)
-
-
-class XdistWorker(MeasuringSession):
-    """A pytest-xdist worker measures its own tests on its own cores; workers do not share one results file
-    (see README, xdist)."""
-
-    writes_results = False
 
 
 def _core_roofs_progress(request: pytest.FixtureRequest) -> Any:
