@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_mypy_passes_on_the_package(tmp_path: Path) -> None:
-    if shutil.which("mypy") is None and subprocess.run([sys.executable, "-c", "import mypy"]).returncode != 0:
+    if importlib.util.find_spec("mypy") is None:
         pytest.skip("mypy is not installed (it comes with the dev extra)")
     result = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path), "pytest_roofline"],
-                            cwd=ROOT, capture_output=True, text=True)
+                            cwd=ROOT, capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout[-4000:]
