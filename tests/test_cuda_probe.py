@@ -118,6 +118,24 @@ def test_the_probe_is_the_smallest_plateau_point_of_several_l2s_calibrated_by_it
     assert (bigger_l2.working_set_bytes, bigger_l2.calibration_bytes_per_s) == (512 * MiB, 2.9e12)
 
 
+def test_the_probe_is_the_kernel_and_the_row_the_hbm_sweep_records() -> None:
+    """Ties the probe to characterize/cuda.py: the sweep runs ("fp64", 1) and each row is a GpuPoint."""
+    ran: list[tuple[str, int, int]] = []
+
+    class Sweeper:
+        def measure(self, precision: str, flops: int, size: int) -> cuda_ert.GpuPoint:
+            ran.append((precision, flops, size))
+            return cuda_ert.GpuPoint(precision, flops, size, 8, 0.002, 1056, 256)
+
+    cuda_ert.GpuErt.bandwidth_sweep(Sweeper(), [256 * MiB], lambda _: None)  # type: ignore[arg-type]
+    assert ran == [(cuda_probe.PRECISION, cuda_probe.FLOPS, 256 * MiB)]
+    point = cuda_ert.GpuPoint("fp64", 1, 256 * MiB, 8, 0.002, 1056, 256)
+    spec = spec_of(gpu(rows=[point.to_row()]))
+    # 2 x 256 MiB x 8 passes in 2 ms = 2^32 B / 0.002 s
+    assert spec.calibration_bytes_per_s == pytest.approx(2**32 / 0.002)
+    assert (spec.working_set_bytes, spec.trials, spec.blocks, spec.threads_per_block) == (256 * MiB, 8, 1056, 256)
+
+
 def test_no_probe_without_a_calibration_says_why() -> None:
     pinned = Machine("pinned", {"fp32": 1e12}, {"HBM": 2e12}, info={"device": "cuda:0", "source": "pinned"})
     assert "no calibration" in str(cuda_probe.CudaProbeSpec.resolve(pinned))
@@ -227,6 +245,17 @@ class FakeCupy(types.SimpleNamespace):
         self.gpu, self.launches = device, launches
 
 
+def test_the_fake_has_only_what_the_real_cupy_has() -> None:
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed: the fake cannot be checked against it")
+    fake = FakeCupy(bandwidth=1e12)
+    for name in vars(fake.cuda):
+        assert hasattr(cupy.cuda, name), name
+    assert all(hasattr(cupy, name) for name in ("RawModule", "ones", "float64"))
+    assert hasattr(cupy.cuda.Stream, "null") and hasattr(cupy.cuda.Device, "synchronize")
+    assert all(hasattr(cupy.cuda.Event, name) for name in ("record", "synchronize"))
+    assert "backend" in (cupy.RawModule.__doc__ or "") and "options" in (cupy.RawModule.__doc__ or "")
+
+
 def test_a_probe_launch_is_timed_by_events_after_a_device_synchronization() -> None:
     spec = spec_of(gpu())
     fake = FakeCupy(bandwidth=2.1e12)
@@ -298,12 +327,12 @@ def test_each_call_is_judged_against_its_probes_hbm_roof() -> None:
 class HbmCounter(CounterBase):
     name = "fake"
 
-    def __init__(self, footprint: float, level: str = "DRAM") -> None:
-        self.footprint_bytes, self.level = footprint, level
+    def __init__(self, footprint: float, level: str = "DRAM", bytes_moved: float = 3e9) -> None:
+        self.footprint_bytes, self.level, self.bytes_moved = footprint, level, bytes_moved
 
     def count(self, fn: Callable[..., Any], args: tuple[Any, ...],
               kwargs: Mapping[str, Any]) -> tuple[Any, list[KernelSample]]:
-        return fn(*args, **kwargs), [KernelSample("copy", {}, {self.level: 3e9})]
+        return fn(*args, **kwargs), [KernelSample("copy", {}, {self.level: self.bytes_moved})]
 
 
 def recorder(machine: Machine, counter: HbmCounter, cache: dict[int, Any]) -> Recorder:
@@ -375,13 +404,27 @@ def _gpu_problem() -> str | None:
 
 
 @pytest.mark.skipif(_gpu_problem() is not None, reason=str(_gpu_problem()))
-def test_on_a_gpu_the_probe_reads_near_its_calibration(tmp_path: Any) -> None:  # pragma: no cover - no GPU here
+def test_on_a_gpu_a_streaming_region_is_judged_beside_the_probe() -> None:  # pragma: no cover - no GPU here
+    import cupy
+
     from pytest_roofline.characterize.machine import characterize
 
-    machine = characterize("cuda", cache_dir=tmp_path)
+    machine = characterize("cuda")  # the session's cache ($PYTEST_ROOFLINE_CACHE), measured if absent
     spec = cuda_probe.CudaProbeSpec.resolve(machine)
     assert isinstance(spec, cuda_probe.CudaProbeSpec), spec
     probe = cuda_probe.CudaDramProbe.build(spec)
     ratios = [probe.rate() / spec.calibration_bytes_per_s for _ in range(5)]
-    # a quiet GPU: the same launch as the sweep row reads close to it (a loose bound; never measured here)
+    # the same launch as its sweep row on a quiet GPU: near 1 (a loose bound; never measured here)
     assert all(0.5 < r < 1.2 for r in ratios), ratios
+    size = 8 * cuda_probe.l2_bytes(machine)
+    x = cupy.ones(size // 4, dtype=cupy.float32)
+
+    def scale() -> None:
+        x.__imul__(1.0)  # in place: reads and writes every byte once
+
+    counter = HbmCounter(footprint=size, level="HBM", bytes_moved=2.0 * size)
+    r = recorder(machine, counter, {cuda_probe.cache_key(spec.device_index): probe})
+    r.measure(scale)
+    record = r.regions[0].probe
+    assert record is not None and record["level"] == "HBM" and record["probes"] >= 1, r.regions[0].notes
+    assert 0.5 < record["live_ratio_median"] < 1.2 and 0 < record["fraction_live"] <= 1.5
