@@ -213,6 +213,10 @@ class FakeCupy(types.SimpleNamespace):
         class Stream:
             null = FakeStream("null", device.log)
 
+            @staticmethod
+            def from_external(stream: Any) -> FakeStream:
+                return FakeStream(f"protocol {stream.__cuda_stream__()[1]:#x}", device.log)
+
         class Event:
             def record(self, stream: Any = None) -> None:
                 self.at = device.now
@@ -252,6 +256,7 @@ def test_the_fake_has_only_what_the_real_cupy_has() -> None:
         assert hasattr(cupy.cuda, name), name
     assert all(hasattr(cupy, name) for name in ("RawModule", "ones", "float64"))
     assert hasattr(cupy.cuda.Stream, "null") and hasattr(cupy.cuda.Device, "synchronize")
+    assert hasattr(cupy.cuda.Stream, "from_external") or int(cupy.__version__.split(".")[0]) < 14
     assert all(hasattr(cupy.cuda.Event, name) for name in ("record", "synchronize"))
     assert "backend" in (cupy.RawModule.__doc__ or "") and "options" in (cupy.RawModule.__doc__ or "")
 
@@ -272,14 +277,24 @@ def test_a_probe_launch_is_timed_by_events_after_a_device_synchronization() -> N
 
 
 def test_the_probe_runs_on_torchs_current_stream_when_torch_drives_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
-    stream = types.SimpleNamespace(cuda_stream=0x1234)
+    class TorchStream:
+        cuda_stream = 0x1234
+
+        def __cuda_stream__(self) -> tuple[int, int]:
+            return (0, self.cuda_stream)
+
+    stream = TorchStream()
     torch = types.SimpleNamespace(cuda=types.SimpleNamespace(
         is_available=lambda: True, is_initialized=lambda: True, current_stream=lambda index: stream))
     monkeypatch.setitem(sys.modules, "torch", torch)
     fake = FakeCupy(bandwidth=1e12)
-    assert cuda_probe.call_site_stream(fake, 1).name == "external 0x1234 on 1"
+    assert cuda_probe.call_site_stream(fake, 1).name == "protocol 0x1234"  # CuPy 14+: Stream.from_external
+    monkeypatch.delattr(fake.cuda.Stream, "from_external")
+    assert cuda_probe.call_site_stream(fake, 1).name == "external 0x1234 on 1"  # older CuPy: a raw pointer
     stream.cuda_stream = 0  # torch's legacy default stream is CuPy's null stream
     assert cuda_probe.call_site_stream(fake, 1).name == "null"
+    monkeypatch.delitem(sys.modules, "torch")
+    assert cuda_probe.call_site_stream(fake, 1).name == "current"  # CuPy alone: its current stream
 
 
 def test_probes_cost_at_most_the_calls_own_time_on_the_gpu() -> None:

@@ -124,10 +124,14 @@ def call_site_stream(cupy: Any, index: int) -> Any:
     CuPy's current stream. The probe's events and launch go there, so the probe runs in the call site's order."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
-        pointer = int(torch.cuda.current_stream(index).cuda_stream)
+        stream = torch.cuda.current_stream(index)
+        pointer = int(stream.cuda_stream)
         if pointer == 0:
             return cupy.cuda.Stream.null  # the legacy default stream, the same one for torch and CuPy
-        with warnings.catch_warnings():  # deprecated in CuPy 14 for Stream.from_external, which needs torch's protocol
+        from_external = getattr(cupy.cuda.Stream, "from_external", None)
+        if from_external is not None and hasattr(stream, "__cuda_stream__"):
+            return from_external(stream)  # CuPy 14+ and torch streams: the CUDA stream protocol
+        with warnings.catch_warnings():  # older pairs: a raw pointer (ExternalStream, deprecated in CuPy 14)
             warnings.simplefilter("ignore", DeprecationWarning)
             return cupy.cuda.ExternalStream(pointer, index)
     return cupy.cuda.get_current_stream(index)

@@ -155,7 +155,8 @@ class Recorder:
         self.contended: list[tuple[int, Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any],
                                    Setup | None]] = []
         self.probe_mode = "off"  # "live": time DRAM-bound call sites beside a probe of the DRAM roof
-        self.probe_cache: dict[int, Any] = {}  # probes.DramProbe per thread count, shared by the session
+        # probes.DramProbe per thread count (cuda_probe.CudaDramProbe under a negative key), shared by the session
+        self.probe_cache: dict[int, Any] = {}
         # index of each region measured here -> (counter, fn, args, kwargs, setup): what confirm() times again
         self.calls: dict[int, tuple[Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any], Setup | None]] = {}
 
