@@ -122,10 +122,17 @@ def draw_roofline(
     import numpy as np
 
     points: list[tuple[str, str, float, float, float, bool]] = []  # name, level, ai, flop/s, weight, timed
+    edge: list[tuple[str, float, float]] = []  # timed ops with no FLOPs: level, bytes/s, weight
     no_flop_time = 0.0
     for kernel in kernels:
         bound = lower_bound(kernel.flops, kernel.bytes, machine)
         if kernel.total_flops <= 0:
+            if kernel.time_s is not None:  # timed: drawn at the left edge by the bandwidth it reached
+                moved = {lv: b for lv, b in kernel.bytes.items() if b > 0}
+                if moved:
+                    level = max(moved, key=lambda lv: moved[lv])
+                    edge.append((level, moved[level] / kernel.time_s, kernel.time_s))
+                    continue
             no_flop_time += kernel.time_s if kernel.time_s is not None else bound.t_min
             continue
         timed = kernel.time_s is not None
@@ -145,13 +152,18 @@ def draw_roofline(
     fig, ax = pyplot().subplots(figsize=(9, 6), dpi=110)
     draw_ceilings(ax, machine, lo, hi)
 
-    if points:
-        total = sum(p[4] for p in points) or 1.0
-        for name, level, x, y, weight, timed in points:
-            size = 30 + 600 * weight / total
-            marker = _LEVEL_MARKERS.get(level, "o")
-            ax.scatter([x], [y], s=size, marker=marker, alpha=0.55 if timed else 0.35,
-                       facecolors="tab:blue" if timed else "none", edgecolors="tab:blue")
+    total = sum(p[4] for p in points) + sum(e[2] for e in edge) or 1.0
+    for name, level, x, y, weight, timed in points:
+        size = 30 + 600 * weight / total
+        marker = _LEVEL_MARKERS.get(level, "o")
+        ax.scatter([x], [y], s=size, marker=marker, alpha=0.55 if timed else 0.35,
+                   facecolors="tab:blue" if timed else "none", edgecolors="tab:blue")
+    for i, (level, rate, weight) in enumerate(edge):
+        # No FLOPs, so no place on the AI axis: at the left edge, at the height its bandwidth reaches there,
+        # so its distance below that level's diagonal is its own fraction of the bandwidth roof.
+        ax.scatter([lo], [lo * rate], s=30 + 600 * weight / total, marker=_LEVEL_MARKERS.get(level, "o"),
+                   alpha=0.55, facecolors="tab:orange", edgecolors="tab:orange", clip_on=False,
+                   label="ops with no FLOPs (at the left edge, by bandwidth)" if i == 0 else None)
     if verdict is not None and verdict.time_s > 0 and verdict.total_flops > 0:
         for level, x in region_ai.items():
             ax.scatter([x], [verdict.achieved_flops_per_s], marker="*", s=320, color="tab:red", zorder=5,
@@ -173,7 +185,10 @@ def draw_roofline(
                     ls="--", lw=1.0,
                     label=f"min_fraction {min_fraction:g} of the {bound_level}/{precision or 'peak'} roof")
     subtitle = []
-    if points:
+    if any(p[5] for p in points) or edge:
+        subtitle.append("solid: op timed one by one; size: share of time"
+                        + ("; hollow: not timed, on its roof" if not all(p[5] for p in points) else ""))
+    elif points:
         subtitle.append("hollow: op on its roof (not timed one by one); size: share of time")
     if no_flop_time > 0:
         subtitle.append(f"{no_flop_time * 1e3:.3g} ms in kernels with no FLOPs (not drawn)")

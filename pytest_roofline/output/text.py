@@ -154,3 +154,24 @@ def above_one_note(verdict: Verdict, machine: Any) -> str | None:
         roof = f"the {name} compute roof ({machine.peak_flops.get(name, 0.0) / 1e9:.4g} GFLOP/s)"
         cause = "that roof is below the machine's real one (a disturbed or pinned value), or FLOPs are over-counted"
     return f"fraction {verdict.fraction:.3f} is above 1: the call beat {roof}; likely {cause}"
+
+
+def op_lines(regions: Sequence[Any]) -> list[str]:
+    """Lines for a failure message from the per-op timing pass (regions with ``ops``): coverage and
+    overhead per region, the ops that lose the most time (time - t_min) with their fractions, findings."""
+    reports = [(region.label, region.ops) for region in regions if getattr(region, "ops", None) is not None]
+    if not reports:
+        return []
+    lines = []
+    for label, report in reports:
+        unmatched = sum(report.unmatched.values())
+        lines.append(f"ops:        coverage {report.coverage:.2f} of the region time, profiler overhead "
+                     f"{report.overhead:+.0%} ({report.calls} profiled call{'s' if report.calls != 1 else ''}; "
+                     f"{report.total - unmatched} of {report.total} op calls matched"
+                     + (f"; {label}" if len(reports) > 1 else "") + ")")
+    rows = sorted((row for _, report in reports for row in report.top_lost()), key=lambda r: -(r.lost_s or 0.0))
+    for i, row in enumerate(rows[:3]):
+        lines.append(f"{'lost most:' if i == 0 else '':<12}{row.name}: {row.lost_s * 1e3:.3g} ms lost of "
+                     f"{row.time_s * 1e3:.3g} ms (fraction {row.fraction:.3g}, {row.bound})")
+    lines.extend(f"op note:    {line}" for _, report in reports for line in report.diagnostics)
+    return lines

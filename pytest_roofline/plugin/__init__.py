@@ -28,6 +28,7 @@ from pytest_roofline.measure.settings import (
     COUNTERS,
     DEVICES,
     MALLOC_POLICIES,
+    OPS_MODES,
     PROBE_MODES,
     UNCOUNTED_POLICIES,
     MarkerOptions,
@@ -70,6 +71,10 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
     ("--roofline-confirm", "roofline_confirm",
      (f"{'|'.join(CONFIRM_MODES)}: on measures a test below its min_fraction once more at once and fails it "
       "only if the faster of the two measurements is below too (a host hiccup rarely lasts both)"), "on"),
+    ("--roofline-ops", "roofline_ops",
+     (f"{'|'.join(OPS_MODES)}: time every op of the analytic counter once more under torch.profiler (apart from "
+      "the timed loop, whose verdict stands) for every test, for tests below their min_fraction, or never"),
+     "failed"),
     ("--roofline-uncounted", "roofline_uncounted",
      (f"{'|'.join(UNCOUNTED_POLICIES)}: what a region that ran FLOP-bearing ops without a counting rule does "
       "(warn: marked in the summary; fail: the test fails); the marker's uncounted= overrides it"), "warn"),
@@ -141,6 +146,7 @@ def _read_settings(config: pytest.Config) -> Settings:
         uncounted=parse_choice(_setting(config, "roofline_uncounted"), UNCOUNTED_POLICIES, "--roofline-uncounted"),
         probe=parse_choice(_setting(config, "roofline_probe"), PROBE_MODES, "--roofline-probe"),
         confirm=parse_choice(_setting(config, "roofline_confirm"), CONFIRM_MODES, "--roofline-confirm"),
+        ops=parse_choice(_setting(config, "roofline_ops"), OPS_MODES, "--roofline-ops / ini roofline_ops"),
     )
 
 
@@ -305,6 +311,7 @@ def roofline(request: pytest.FixtureRequest) -> RooflineFixture:
         recorder.machine_for_cores = lambda count: state.machine_for_cores(count, _core_roofs_progress(request))
         recorder.probe_mode = state.settings.probe
         recorder.probe_cache = state.probe_cache
+        recorder.ops_mode = state.settings.ops
     entry = TestEntry(request.node.nodeid, options.min_fraction if options else None, recorder)
     request.node.stash[ENTRY] = entry
     if state.settings.enabled:
@@ -378,6 +385,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, Any]:
                     return result
         from pytest_roofline.output.session_output import failure_report
 
+        entry.recorder.time_ops()  # per-op times for its artifacts (--roofline-ops failed|always)
         message, paths = failure_report(state.session_dir, item.nodeid, state.machine(),
                                         entry.recorder.regions, verdict, entry.min_fraction, entry.details)
         entry.artifacts.extend(str(p) for p in paths)
