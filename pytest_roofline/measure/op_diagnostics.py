@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_roofline.model import Machine
+from pytest_roofline.model.op_trace import profiler_op_name
 from pytest_roofline.model.placement import FIT_FRACTION
 from pytest_roofline.model.units import si
 
@@ -62,7 +63,8 @@ class OpRow:
 
 
 def _op_name(name: str) -> str:
-    return name.split("[", 1)[0]
+    """``aten.convolution.default[1x8,...]#2`` (a kernel sample's name) -> ``aten::convolution``."""
+    return profiler_op_name(name.split("[", 1)[0].split("#", 1)[0])
 
 
 def _timed(rows: Sequence[OpRow]) -> list[OpRow]:
@@ -95,7 +97,7 @@ def too_small(rows: Sequence[OpRow], dispatch_s: float) -> list[str]:
     if not small or not total:
         return []
     share = sum(r.time_s or 0.0 for r in small) / total
-    return [(f"{len(small)} ops take at most {SMALL_FACTOR:g}x the {si(dispatch_s, 's')} an op costs to dispatch "
+    return [(f"{len(small)} ops take at most {SMALL_FACTOR:g}x the {dispatch_s * 1e6:.3g} us an op costs to dispatch "
              f"per call ({share:.0%} of the op time: {_names(small)}): too small to reach their roof; batch or "
              "fuse them")]
 
