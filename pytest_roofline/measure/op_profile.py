@@ -23,6 +23,7 @@ from typing import Any
 from pytest_roofline.model.op_trace import ProfiledEvent
 
 CALL_RANGE = "roofline.call"
+MIN_CALLS = 3  # per-op medians over at least three calls: one disturbed call does not set an op's time
 MAX_CALLS = 5
 DISPATCH_CALLS = 200
 
@@ -35,10 +36,10 @@ class ProfiledCalls:
 
 
 def calls_for(median_s: float, budget_s: float) -> int:
-    """How many calls to profile: as many as fit half the time budget at twice the bare time, 1 to 5."""
+    """How many calls to profile: as many as fit half the time budget at twice the bare time, 3 to 5."""
     if median_s <= 0:
         return MAX_CALLS
-    return max(1, min(MAX_CALLS, int(0.5 * budget_s / (2 * median_s))))
+    return max(MIN_CALLS, min(MAX_CALLS, int(0.5 * budget_s / (2 * median_s))))
 
 
 def _event_time_s(event: Any, device: str) -> float:
@@ -68,15 +69,20 @@ def call_trees(events: Any, device: str) -> list[list[ProfiledEvent]]:
 def profile_calls(
     fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any], *, calls: int,
     prepare: Callable[[], tuple[tuple[Any, ...], dict[str, Any]]], synchronize: Callable[[], None],
-    device: str = "cpu",
+    device: str = "cpu", before_call: Callable[[float], None] | None = None,
 ) -> ProfiledCalls:
-    """Run ``fn`` ``calls`` times under the profiler (``prepare`` gives each call its arguments, untimed)."""
+    """Run ``fn`` ``calls`` times under the profiler (``prepare`` gives each call its arguments, untimed).
+
+    ``before_call`` (the bare loop's DRAM probe schedule, given the previous call's time) runs before each
+    call, outside its range, so the profiled calls start from the cache state the timed ones started from."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     walls: list[float] = []
     with profile(activities=activities, record_shapes=True) as prof:
         for _ in range(calls):
+            if before_call is not None:
+                before_call(walls[-1] if walls else 0.0)
             call_args, call_kwargs = prepare()
             synchronize()
             start = time.perf_counter()

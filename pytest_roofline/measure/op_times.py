@@ -100,13 +100,16 @@ _DISPATCH: dict[str, float] = {}
 def time_ops(kernels: Sequence[KernelSample], trace: Sequence[TracedOp], machine: Machine, region_s: float,
              fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any], *,
              prepare: Callable[[], tuple[tuple[Any, ...], dict[str, Any]]], synchronize: Callable[[], None],
-             budget_s: float, device: str = "cpu") -> tuple[list[KernelSample], OpReport]:
-    """Profile ``fn`` a few times and join its ops to ``trace``; torch is imported here."""
+             budget_s: float, device: str = "cpu", before_call: Callable[[float], None] | None = None,
+             ) -> tuple[list[KernelSample], OpReport]:
+    """Profile ``fn`` a few times and join its ops to ``trace``; torch is imported here. ``before_call``: the
+    DRAM probe schedule when the bare loop had one (see ``op_profile.profile_calls``)."""
     from pytest_roofline.measure import op_profile
 
     if device not in _DISPATCH:  # once per process and device: a property of the host, not of the test
         _DISPATCH[device] = op_profile.dispatch_cost_s(device)
     profiled = op_profile.profile_calls(fn, args, kwargs, calls=op_profile.calls_for(region_s, budget_s),
-                                        prepare=prepare, synchronize=synchronize, device=device)
+                                        prepare=prepare, synchronize=synchronize, device=device,
+                                        before_call=before_call)
     joined = kernel_times(trace, profiled.calls)
     return build_report(kernels, joined, machine, region_s, profiled.wall_s, device, _DISPATCH[device])

@@ -262,22 +262,25 @@ class Recorder:
             if region.ops is not None or not trace:
                 continue
             try:
-                kernels, report = self._op_pass(region, trace, fn, args, kwargs, setup)
+                kernels, report = self._op_pass(counter, region, trace, fn, args, kwargs, setup)
             except Exception as error:  # noqa: BLE001 - a profiler problem must not hide the verdict
                 self.regions[index] = replace(region, notes=[*region.notes, f"per-op timing failed: {error!r}"])
                 continue
             self.regions[index] = replace(region, kernels=kernels, ops=report)
 
-    def _op_pass(self, region: Region, trace: Sequence[Any], fn: Callable[..., Any], args: tuple[Any, ...],
-                 kwargs: Mapping[str, Any], setup: Setup | None) -> tuple[list[KernelSample], Any]:
+    def _op_pass(self, counter: Counter, region: Region, trace: Sequence[Any], fn: Callable[..., Any],
+                 args: tuple[Any, ...], kwargs: Mapping[str, Any], setup: Setup | None,
+                 ) -> tuple[list[KernelSample], Any]:
         from pytest_roofline.measure.op_times import time_ops
 
         wait = synchronizer()
         with self.cores.scope() if self.cores is not None else nullcontext() as placed:
+            # the same DRAM probes between calls as the timed loop had: the same cache state at each call's start
+            probe = self._probe_for(counter, region.kernels, placed) if region.probe is not None else None
             return time_ops(region.kernels, trace, self._machine_for(placed), region.timing.median_s, fn, args,
                             kwargs, prepare=lambda: prepared_arguments(setup, args, kwargs),
                             synchronize=wait or (lambda: None), budget_s=self.policy.max_time_s,
-                            device="cpu" if wait is None else "cuda")
+                            device="cpu" if wait is None else "cuda", before_call=probe)
 
     def _probe_for(self, counter: Counter, kernels: list[KernelSample], placed: Any) -> Any:
         """A ``probes.ProbeSchedule`` for a call site whose bytes are judged at DRAM (``--roofline-probe live``,
