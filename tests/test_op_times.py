@@ -86,6 +86,14 @@ def test_an_op_missing_from_the_profile_does_not_swallow_the_rest() -> None:
     assert join(trace, calls) == [None, 1.0, 2.0]
 
 
+def test_an_out_of_place_op_matches_its_in_place_twin_when_nothing_else_does() -> None:
+    add = TracedOp("aten::add", ((32, 16), (32, 16)), "add")
+    calls = [ev("aten::relu", ([32, 16],), 1.0), ev("aten::add_", ([32, 16], [32, 16], []), 3.0)]
+    assert join([RELU, add], calls) == [1.0, 3.0]
+    exact = [ev("aten::add_", ([32, 16], [32, 16], []), 3.0), ev("aten::add", ([32, 16], [32, 16], []), 5.0)]
+    assert join([add], exact) == [5.0]  # the exact name wins
+
+
 def test_kernel_times_sum_launches_take_the_median_call_and_extrapolate_partial_matches() -> None:
     trace = [MM, RELU, MM, TracedOp("aten::empty", (), None)]
     call = [ev("aten::mm", ([32, 64], [64, 16]), 1.0), ev("aten::relu", ([32, 16],), 0.5),

@@ -16,7 +16,10 @@ Matching, for each counted op in order:
 3. the walk then jumps past that event's children: an op the counter saw never ran inside another op it
    saw (the dispatch mode is off inside an op), so nothing inside a match may match a later op;
 4. guard against one missing op swallowing the rest: if the next counted op matches an event *before*
-   the candidate, this op is taken as missing (unmatched) and the walk does not move.
+   the candidate, this op is taken as missing (unmatched) and the walk does not move;
+5. failing that, the in-place twin of the name is tried the same way (``aten::add`` for ``aten::add_`` and
+   back): autograd accumulates the gradient of a tensor used twice with ``add`` under the counting mode and
+   with ``add_`` without it.
 
 A matched op's time is its event's inclusive time (its children, such as the allocations and the backend
 kernel it calls, are its work). What cannot be matched: events the counter never records (views,
@@ -71,12 +74,19 @@ def preorder(roots: Sequence[ProfiledEvent]) -> list[_Flat]:
     return out
 
 
-def _find(events: Sequence[_Flat], op: TracedOp, start: int, stop: int) -> int | None:
+def _find(events: Sequence[_Flat], op: TracedOp, start: int, stop: int, name: str | None = None) -> int | None:
     shapes = _counted_shapes(op)
+    name = name or op.op
     for i in range(start, stop):
-        if events[i].name == op.op and events[i].shapes == shapes:
+        if events[i].name == name and events[i].shapes == shapes:
             return i
     return None
+
+
+def in_place_twin(name: str) -> str:
+    """``aten::add`` <-> ``aten::add_``: autograd accumulates a gradient out of place under the counting mode
+    and in place without it (the engine's buffer reuses a tensor only it holds)."""
+    return name[:-1] if name.endswith("_") else name + "_"
 
 
 def join(trace: Sequence[TracedOp], roots: Sequence[ProfiledEvent]) -> list[float | None]:
@@ -85,13 +95,16 @@ def join(trace: Sequence[TracedOp], roots: Sequence[ProfiledEvent]) -> list[floa
     times: list[float | None] = [None] * len(trace)
     position = 0
     for k, op in enumerate(trace):
-        found = _find(events, op, position, len(events))
-        if found is None:
-            continue
-        if k + 1 < len(trace) and found > position and _find(events, trace[k + 1], position, found) is not None:
-            continue  # the next op ran before this candidate: this op has no event of its own here
-        times[k] = events[found].time_s
-        position = events[found].end
+        for name in (op.op, in_place_twin(op.op)):
+            found = _find(events, op, position, len(events), name)
+            if found is None:
+                continue
+            if (k + 1 < len(trace) and found > position
+                    and _find(events, trace[k + 1], position, found) is not None):
+                continue  # the next op ran before this candidate: this op has no event of its own here
+            times[k] = events[found].time_s
+            position = events[found].end
+            break
     return times
 
 
