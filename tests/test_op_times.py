@@ -86,6 +86,15 @@ def test_an_op_missing_from_the_profile_does_not_swallow_the_rest() -> None:
     assert join(trace, calls) == [None, 1.0, 2.0]
 
 
+def test_a_wrapper_named_like_the_next_op_is_not_taken_for_it() -> None:
+    # autocast's cat: aten::cat (autocast) > aten::to > aten::_to_copy, then the real aten::cat
+    cast = TracedOp("aten::_to_copy", ((1, 8),), "cast")
+    cat = TracedOp("aten::cat", (), "cat")
+    calls = [ev("aten::cat", ([], []), 9.0, ev("aten::to", ([1, 8],), 4.0, ev("aten::_to_copy", ([1, 8],), 3.0)),
+                ev("aten::cat", ([], []), 5.0))]
+    assert join([cast, cat], calls) == [3.0, 5.0]
+
+
 def test_an_out_of_place_op_matches_its_in_place_twin_when_nothing_else_does() -> None:
     add = TracedOp("aten::add", ((32, 16), (32, 16)), "add")
     calls = [ev("aten::relu", ([32, 16],), 1.0), ev("aten::add_", ([32, 16], [32, 16], []), 3.0)]

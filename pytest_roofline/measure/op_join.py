@@ -15,8 +15,11 @@ Matching, for each counted op in order:
    order alone);
 3. the walk then jumps past that event's children: an op the counter saw never ran inside another op it
    saw (the dispatch mode is off inside an op), so nothing inside a match may match a later op;
-4. guard against one missing op swallowing the rest: if the next counted op matches an event *before*
-   the candidate, this op is taken as missing (unmatched) and the walk does not move;
+4. guard against one missing op swallowing the rest: if the next counted op matches an event that ends
+   *before* the candidate, this op is taken as missing (unmatched) and the walk does not move. An event of
+   the next op's name that *contains* the candidate is a wrapper, not the next op: autocast's promoting
+   ``aten::cat`` is recorded around the cast of its inputs (``aten::_to_copy``) and the real ``aten::cat``,
+   while the counter sees the cast, then the cat;
 5. failing that, the in-place twin of the name is tried the same way (``aten::add`` for ``aten::add_`` and
    back): autograd accumulates the gradient of a tensor used twice with ``add`` under the counting mode and
    with ``add_`` without it.
@@ -99,8 +102,8 @@ def join(trace: Sequence[TracedOp], roots: Sequence[ProfiledEvent]) -> list[floa
             found = _find(events, op, position, len(events), name)
             if found is None:
                 continue
-            if (k + 1 < len(trace) and found > position
-                    and _find(events, trace[k + 1], position, found) is not None):
+            after = _find(events, trace[k + 1], position, found) if k + 1 < len(trace) else None
+            if after is not None and events[after].end <= found:
                 continue  # the next op ran before this candidate: this op has no event of its own here
             times[k] = events[found].time_s
             position = events[found].end
