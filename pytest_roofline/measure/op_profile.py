@@ -45,9 +45,9 @@ def calls_for(median_s: float, budget_s: float) -> int:
 def _event_time_s(event: Any, device: str) -> float:
     if device == "cuda":
         total = getattr(event, "device_time_total", None)
-        if total is None:
-            total = getattr(event, "cuda_time_total", 0.0)
-        return float(total) * 1e-6
+        if total is None:  # older PyTorch
+            total = getattr(event, "cuda_time_total", None)
+        return float(total or 0.0) * 1e-6
     return float(event.cpu_time_total) * 1e-6
 
 

@@ -128,10 +128,10 @@ def draw_roofline(
         bound = lower_bound(kernel.flops, kernel.bytes, machine)
         if kernel.total_flops <= 0:
             if kernel.time_s is not None:  # timed: drawn at the left edge by the bandwidth it reached
-                moved = {lv: b for lv, b in kernel.bytes.items() if b > 0}
-                if moved:
-                    level = max(moved, key=lambda lv: moved[lv])
-                    edge.append((level, moved[level] / kernel.time_s, kernel.time_s))
+                by_level = {lv: b for lv, b in kernel.bytes.items() if b > 0}
+                if by_level:
+                    level = max(by_level, key=lambda lv: by_level[lv])
+                    edge.append((level, by_level[level] / kernel.time_s, kernel.time_s))
                     continue
             no_flop_time += kernel.time_s if kernel.time_s is not None else bound.t_min
             continue
