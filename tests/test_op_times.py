@@ -17,6 +17,7 @@ from pytest_roofline.measure.op_diagnostics import (
     OpRow,
     fp32_fallback,
     no_flop_share,
+    outside_ops,
     too_small,
     would_fit_faster_level,
 )
@@ -139,6 +140,12 @@ def test_report_numbers_by_hand() -> None:
     assert report.overhead == pytest.approx(0.25)  # 2 ms profiled / 1.6 ms bare
     assert [r.name for r in report.top_lost()] == ["mm", "copy"]
     assert report.to_dict()["ops_timed"] == 2
+    # with bare calls beside the profiled ones, those are the reference: median 1.75 ms
+    _, beside = build_report([mm, copy], joined, MACHINE, region_s=1.6e-3, walls=[2e-3], device="cpu",
+                             dispatch_s=1e-6, bare=[2.5e-3, 1e-3, 1.75e-3])
+    assert beside.coverage == pytest.approx(0.8)
+    assert beside.overhead == pytest.approx(2 / 1.75 - 1)
+    assert beside.to_dict()["coverage_of_timed_median"] == pytest.approx(1.4e-3 / 1.6e-3)
 
 
 def test_failure_lines_name_the_ops_that_lose_most_with_their_fractions() -> None:
@@ -157,6 +164,12 @@ def row(name: str, time_s: float | None, t_min: float, bound: str = "memory:DRAM
         moved: float = 1e6, launches: int = 1) -> OpRow:
     return OpRow(name, launches, time_s, t_min, bound, flops or {}, {bound.split(":")[1] if "memory" in bound
                                                                       else "DRAM": moved})
+
+
+def test_time_outside_the_ops_is_said_when_the_profiler_did_not_inflate_them() -> None:
+    (line,) = outside_ops(0.25, 0.1)
+    assert line.startswith("the ops account for 25% of the region's time")
+    assert outside_ops(0.75, 0.1) == [] and outside_ops(0.25, 1.5) == []
 
 
 def test_no_flop_share() -> None:

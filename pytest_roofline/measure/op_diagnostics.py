@@ -3,6 +3,8 @@
 Plain Python. Each function takes the timed ops of one region (:class:`OpRow`) and returns lines for the
 failure message (empty when there is nothing to say):
 
+- :func:`outside_ops`: the ops account for less than 0.7 of the region's time (Python between ops, views,
+  dispatch), when the profiler did not inflate the op times by more than half;
 - :func:`no_flop_share`: the share of time in ops with no floating-point work (copies, ``cat``, layout
   changes, upsampling by nearest neighbour): the study of DeepCAM found about half of its GPU time there;
 - :func:`too_small`: ops whose time per call is within a few dispatch costs (the profiler's time of a
@@ -28,6 +30,7 @@ from pytest_roofline.model.units import si
 
 SMALL_FACTOR = 4.0  # time per call within this many dispatch costs: too small
 NO_FLOP_MIN_SHARE = 0.10  # say it from a tenth of the time on
+LOW_COVERAGE = 0.7  # ops accounting for less of the region's time than this: the rest is outside them
 REDUCED = ("bf16", "fp16")
 # Ops that autocast runs in reduced precision on CPU and CUDA (PyTorch's autocast op lists).
 GEMM_LIKE = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::addbmm", "aten::matmul",
@@ -143,6 +146,16 @@ def would_fit_faster_level(rows: Sequence[OpRow], machine: Machine) -> list[str]
     return lines
 
 
-def diagnose(rows: Sequence[OpRow], machine: Machine, dispatch_s: float) -> list[str]:
-    return [*no_flop_share(rows), *too_small(rows, dispatch_s), *fp32_fallback(rows),
-            *would_fit_faster_level(rows, machine)]
+def outside_ops(coverage: float, overhead: float) -> list[str]:
+    """Time the ops do not account for: Python between them, views, the dispatcher. Said only when the
+    profiler did not slow the calls much (else the op times themselves are inflated)."""
+    if coverage >= LOW_COVERAGE or overhead > 0.5:
+        return []
+    return [(f"the ops account for {coverage:.0%} of the region's time: the rest is outside them (Python between "
+            "ops, views, dispatch); fewer, larger ops (or torch.compile) would cut it")]
+
+
+def diagnose(rows: Sequence[OpRow], machine: Machine, dispatch_s: float, coverage: float = 1.0,
+             overhead: float = 0.0) -> list[str]:
+    return [*outside_ops(coverage, overhead), *no_flop_share(rows), *too_small(rows, dispatch_s),
+            *fp32_fallback(rows), *would_fit_faster_level(rows, machine)]

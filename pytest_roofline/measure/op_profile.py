@@ -9,7 +9,8 @@ plain :class:`~pytest_roofline.model.op_trace.ProfiledEvent` trees for :mod:`pyt
   time of the kernels it and its children launched (``device_time_total``). Written after PyTorch's
   profiler API and unit-tested with fake events only: it has never run on a GPU in this project.
 
-The profiler's overhead is recorded: wall time of a profiled call (synchronized) over the bare median.
+The profiler's overhead is recorded: wall time of a profiled call (synchronized) over that of a bare call
+made just before it (median over the pairs).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_roofline.model.op_trace import ProfiledEvent
@@ -33,10 +34,11 @@ class ProfiledCalls:
     calls: list[list[ProfiledEvent]]  # per profiled call, its top-level events
     wall_s: list[float]  # wall time of each profiled call
     device: str  # "cpu" or "cuda": which clock the event times are
+    bare_s: list[float] = field(default_factory=list)  # a bare call just before each profiled one
 
 
 def calls_for(median_s: float, budget_s: float) -> int:
-    """How many calls to profile: as many as fit half the time budget at twice the bare time, 3 to 5."""
+    """How many calls to profile (each after a bare one): as many pairs as fit half the time budget, 3 to 5."""
     if median_s <= 0:
         return MAX_CALLS
     return max(MIN_CALLS, min(MAX_CALLS, int(0.5 * budget_s / (2 * median_s))))
@@ -71,26 +73,39 @@ def profile_calls(
     prepare: Callable[[], tuple[tuple[Any, ...], dict[str, Any]]], synchronize: Callable[[], None],
     device: str = "cpu", before_call: Callable[[float], None] | None = None,
 ) -> ProfiledCalls:
-    """Run ``fn`` ``calls`` times under the profiler (``prepare`` gives each call its arguments, untimed).
+    """Run ``fn`` ``calls`` times under the profiler, each right after one bare call (timed too): the pair
+    sees the same moment of a busy host, so the profiler's overhead and the coverage are not a comparison
+    with a measurement taken seconds earlier. ``prepare`` gives each call its arguments, untimed.
 
     ``before_call`` (the bare loop's DRAM probe schedule, given the previous call's time) runs before each
-    call, outside its range, so the profiled calls start from the cache state the timed ones started from."""
+    call, outside its interval, so every call starts from the cache state the timed ones started from."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     walls: list[float] = []
-    with profile(activities=activities, record_shapes=True) as prof:
-        for _ in range(calls):
-            if before_call is not None:
-                before_call(walls[-1] if walls else 0.0)
-            call_args, call_kwargs = prepare()
+    bares: list[float] = []
+    trees: list[list[ProfiledEvent]] = []
+    for _ in range(calls):
+        if before_call is not None:
+            before_call(walls[-1] if walls else 0.0)
+        call_args, call_kwargs = prepare()
+        synchronize()
+        start = time.perf_counter()
+        fn(*call_args, **call_kwargs)
+        synchronize()
+        bares.append(time.perf_counter() - start)
+        if before_call is not None:
+            before_call(bares[-1])
+        call_args, call_kwargs = prepare()
+        with profile(activities=activities, record_shapes=True) as prof:
             synchronize()
             start = time.perf_counter()
             with record_function(CALL_RANGE):
                 fn(*call_args, **call_kwargs)
                 synchronize()
             walls.append(time.perf_counter() - start)
-    return ProfiledCalls(call_trees(prof.events(), device), walls, device)
+        trees.extend(call_trees(prof.events(), device))
+    return ProfiledCalls(trees, walls, device, bares)
 
 
 def dispatch_cost_s(device: str = "cpu") -> float:

@@ -27,8 +27,8 @@ class OpReport:
     """The per-op timing pass of one region."""
 
     rows: list[OpRow]
-    coverage: float  # sum of the op times / the bare region time (median)
-    overhead: float  # profiled call's wall time / bare median - 1
+    coverage: float  # sum of the op times / the bare call time (median of the bare calls beside the profiled)
+    overhead: float  # profiled call's wall time / bare call time - 1 (medians over the pairs)
     calls: int  # profiled calls
     device: str
     matched: int
@@ -38,6 +38,8 @@ class OpReport:
     other_s: float = 0.0
     dispatch_s: float = 0.0
     diagnostics: list[str] = field(default_factory=list)
+    bare_s: float = 0.0  # median of the bare calls beside the profiled ones
+    region_s: float = 0.0  # the timed loop's median (the verdict's time)
 
     @property
     def timed_share(self) -> float:
@@ -57,6 +59,9 @@ class OpReport:
             "profiled_calls": self.calls,
             "coverage": self.coverage,
             "profiler_overhead": self.overhead,
+            "bare_call_s": self.bare_s,
+            "coverage_of_timed_median": (sum(r.time_s or 0.0 for r in self.rows) / self.region_s
+                                         if self.region_s > 0 else None),
             "ops_timed": sum(1 for r in self.rows if r.time_s),
             "ops": len(self.rows),
             "counted_calls_matched": self.matched,
@@ -75,8 +80,10 @@ def op_fields(row: OpRow) -> dict[str, Any]:
 
 
 def build_report(kernels: Sequence[KernelSample], joined: KernelTimes, machine: Machine, region_s: float,
-                 walls: Sequence[float], device: str, dispatch_s: float) -> tuple[list[KernelSample], OpReport]:
-    """Kernels with their times set, and the region's report."""
+                 walls: Sequence[float], device: str, dispatch_s: float,
+                 bare: Sequence[float] = ()) -> tuple[list[KernelSample], OpReport]:
+    """Kernels with their times set, and the region's report. Coverage and overhead are taken against the
+    bare calls made beside the profiled ones (``bare``), else against the timed loop's median."""
     timed: list[KernelSample] = []
     rows: list[OpRow] = []
     for kernel in kernels:
@@ -87,10 +94,12 @@ def build_report(kernels: Sequence[KernelSample], joined: KernelTimes, machine: 
         rows.append(OpRow(kernel.name, kernel.launches, seconds, bound.t_min, bound.bound, dict(kernel.flops),
                           dict(kernel.bytes)))
     total = sum(r.time_s or 0.0 for r in rows)
-    overhead = statistics.median(walls) / region_s - 1.0 if walls and region_s > 0 else 0.0
-    report = OpReport(rows, total / region_s if region_s > 0 else 0.0, overhead, len(walls), device,
-                      joined.matched, joined.total, dict(joined.unmatched), dict(joined.partial), joined.other_s,
-                      dispatch_s, diagnose(rows, machine, dispatch_s))
+    reference = statistics.median(bare) if bare else region_s
+    overhead = statistics.median(walls) / reference - 1.0 if walls and reference > 0 else 0.0
+    coverage = total / reference if reference > 0 else 0.0
+    report = OpReport(rows, coverage, overhead, len(walls), device, joined.matched, joined.total,
+                      dict(joined.unmatched), dict(joined.partial), joined.other_s, dispatch_s,
+                      diagnose(rows, machine, dispatch_s, coverage, overhead), reference, region_s)
     return timed, report
 
 
@@ -112,4 +121,5 @@ def time_ops(kernels: Sequence[KernelSample], trace: Sequence[TracedOp], machine
                                         prepare=prepare, synchronize=synchronize, device=device,
                                         before_call=before_call)
     joined = kernel_times(trace, profiled.calls)
-    return build_report(kernels, joined, machine, region_s, profiled.wall_s, device, _DISPATCH[device])
+    return build_report(kernels, joined, machine, region_s, profiled.wall_s, device, _DISPATCH[device],
+                        profiled.bare_s)

@@ -109,20 +109,16 @@ def plot_machine(machine: Machine, path: str | Path) -> Path:
     return save(fig, Path(path))
 
 
-def draw_roofline(
-    path: Path,
-    machine: Machine,
-    kernels: Sequence[KernelSample],
-    verdict: Verdict | None = None,
-    *,
-    title: str = "",
-    min_fraction: float | None = None,
-) -> Path:
-    """Draw every ceiling of ``machine``, the kernels sized by time, the measured point and the threshold."""
-    import numpy as np
+Point = tuple[str, str, float, float, float, bool]  # name, level, AI, FLOP/s, time (size), timed one by one
+EdgePoint = tuple[str, float, float]  # a timed op with no FLOPs: level, bytes/s, time (size)
 
-    points: list[tuple[str, str, float, float, float, bool]] = []  # name, level, ai, flop/s, weight, timed
-    edge: list[tuple[str, float, float]] = []  # timed ops with no FLOPs: level, bytes/s, weight
+
+def chart_points(kernels: Sequence[KernelSample], machine: Machine) -> tuple[list[Point], list[EdgePoint], float]:
+    """Where each kernel goes on the chart: kernels with FLOPs at (AI, FLOP/s) per level that moved bytes (timed
+    ones by their time, untimed ones on their roof); timed kernels with no FLOPs at the left edge by bandwidth;
+    and the time of the rest (untimed, or no bytes), which is not drawn."""
+    points: list[Point] = []
+    edge: list[EdgePoint] = []
     no_flop_time = 0.0
     for kernel in kernels:
         bound = lower_bound(kernel.flops, kernel.bytes, machine)
@@ -143,7 +139,22 @@ def draw_roofline(
             if moved > 0:
                 points.append((kernel.name, level, kernel.total_flops / moved, kernel.total_flops / seconds,
                                seconds, timed))
+    return points, edge, no_flop_time
 
+
+def draw_roofline(
+    path: Path,
+    machine: Machine,
+    kernels: Sequence[KernelSample],
+    verdict: Verdict | None = None,
+    *,
+    title: str = "",
+    min_fraction: float | None = None,
+) -> Path:
+    """Draw every ceiling of ``machine``, the kernels sized by time, the measured point and the threshold."""
+    import numpy as np
+
+    points, edge, no_flop_time = chart_points(kernels, machine)
     region_ai = verdict.ai if verdict else {}
     lo, hi = ai_range([p[2] for p in points] + list(region_ai.values()), machine)
     ai = np.logspace(math.log10(lo), math.log10(hi), 256)
