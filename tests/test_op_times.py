@@ -258,3 +258,36 @@ def test_known_ops_forward_and_backward_join_exactly_in_order() -> None:
     assert forward_mm.flops == {"fp32": 2 * m * n * k}  # 65,536 FLOPs joined to the profiler's aten::mm
     assert joined.per_kernel[forward_mm.name] > 0
     assert set(joined.per_kernel) == {s.name for s in kernels}
+
+
+# ---- the recorder's pass -----------------------------------------------------------------------------
+def test_recorder_times_ops_on_request_and_a_failing_pass_becomes_a_note() -> None:
+    from pytest_roofline.measure.regions import Recorder
+    from pytest_roofline.measure.timing import TimingPolicy
+
+    x = torch.randn(16, 16)
+    broken = {"now": False}
+
+    def step() -> torch.Tensor:
+        if broken["now"]:
+            raise RuntimeError("gone")
+        return torch.relu(x @ x)
+
+    recorder = Recorder(enabled=True, machine=lambda: MACHINE, counter=AnalyticCounter,
+                        policy=TimingPolicy(max_time_s=0.05))
+    recorder.measure(step)
+    recorder.time_ops()  # ops_mode "off" (the default outside the plugin): nothing
+    assert recorder.regions[0].ops is None
+    recorder.ops_mode = "failed"
+    recorder.time_ops()
+    region = recorder.regions[0]
+    assert region.ops is not None and region.ops.matched == region.ops.total == 2
+    assert all(k.time_s for k in region.kernels)
+    assert {"time_s", "t_min_s", "bound", "fraction", "lost_s"} <= set(region.to_dict()["kernels"][0])
+    assert region.to_dict()["ops"]["profiled_calls"] == 5  # a call of microseconds: 5 pairs fit the budget
+    recorder.measure(step)
+    broken["now"] = True
+    recorder.time_ops()
+    assert recorder.regions[0].ops is region.ops  # timed once only
+    assert recorder.regions[1].ops is None
+    assert recorder.regions[1].notes[-1] == "per-op timing failed: RuntimeError('gone')"

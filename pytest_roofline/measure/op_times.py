@@ -18,7 +18,6 @@ from pytest_roofline.measure.op_join import KernelTimes, kernel_times
 from pytest_roofline.model import KernelSample, Machine, lower_bound
 from pytest_roofline.model.op_trace import TracedOp
 
-OPS_MODES = ("always", "failed", "off")
 TOP_LOST = 3
 
 
