@@ -178,11 +178,14 @@ def test_no_flop_share() -> None:
     assert no_flop_share([row("cat", 0.5e-3, 1e-4), row("conv", 9.5e-3, 6e-3, "compute:fp32", {"fp32": 1})]) == []
 
 
-def test_too_small_compares_time_per_call_with_the_dispatch_cost() -> None:
-    rows = [row("add", 8e-6, 1e-7, launches=2), row("big", 1e-2, 1e-3)]  # 4 us per call vs 1 us dispatch
+def test_too_small_compares_the_time_at_the_roof_per_call_with_the_dispatch_cost() -> None:
+    # 0.8 us at its roof over 2 calls: 0.4 us per call, under a 1 us dispatch; 9 us measured: fraction 0.09
+    rows = [row("add", 9e-6, 8e-7, launches=2), row("big", 9.1e-5, 1e-5)]
     (line,) = too_small(rows, dispatch_s=1e-6)
-    assert line.startswith("1 ops take at most 4x the 1 us an op costs to dispatch per call (0% of the op time: add)")
+    assert line.startswith("1 ops would need less than the 1 us an op costs to dispatch per call even at their "
+                           "roof (9% of the op time: add)")
     assert too_small(rows, dispatch_s=1e-7) == []
+    assert too_small([rows[0], row("big", 1e-2, 1e-3)], dispatch_s=1e-6) == []  # 0.09 % of the time: not said
 
 
 def test_fp32_fallback_only_in_a_reduced_precision_region() -> None:
@@ -198,7 +201,8 @@ def test_a_memory_bound_op_whose_bytes_would_fit_a_faster_level() -> None:
     fits = row("bn", 1e-3, 2e-4, moved=2e6)  # 2 MB per call <= 0.75 x 4 MB of L2; fraction 0.2
     too_big = row("big", 1e-2, 1e-3, moved=1e7)
     good = row("fast", 1e-4, 0.9e-4, moved=9e5)  # fraction 0.9: nothing to gain
-    (line,) = would_fit_faster_level([fits, too_big, good], MACHINE)
+    tiny = row("ones", 1e-5, 1e-9, moved=8)  # loses 10 us of 9.8 ms lost in all: under 2 %
+    (line,) = would_fit_faster_level([fits, too_big, good, tiny], MACHINE)
     assert line.startswith("bn: memory-bound at DRAM, but its 2 MB per call would fit L2 (4 MB)")
     assert line.endswith("(10.0x DRAM)")
 

@@ -7,14 +7,15 @@ failure message (empty when there is nothing to say):
   dispatch), when the profiler did not inflate the op times by more than half;
 - :func:`no_flop_share`: the share of time in ops with no floating-point work (copies, ``cat``, layout
   changes, upsampling by nearest neighbour): the study of DeepCAM found about half of its GPU time there;
-- :func:`too_small`: ops whose time per call is within a few dispatch costs (the profiler's time of a
-  1-element add, measured in the same process): they are far from their roof because they are small, and
-  only batching or fusing helps;
+- :func:`too_small`: ops whose time at their roof is, per call, below the dispatch cost (the profiler's time
+  of a 1-element add, measured in the same process): dispatch alone keeps them under half of their roof, so
+  only batching or fusing helps (said from 5 % of the op time on);
 - :func:`fp32_fallback`: GEMM-like ops (matrix products, convolutions, RNN layers, attention) that did
   their math in fp32 in a region that computes in bf16/fp16 elsewhere: autocast left them out (or their
   inputs were cast back), so they run on the fp32 roof;
-- :func:`would_fit_faster_level`: memory-bound ops below half their roof, judged at a level whose own
-  per-call bytes would fit a faster one (the three that lose the most time): the region's working set is too large for it, the op's is not, so fusing it with its
+- :func:`would_fit_faster_level`: memory-bound ops below half their roof that lose at least 2 % of the
+  region's lost time (and are not too small), judged at a level whose own per-call bytes would fit a faster
+  one (the three that lose the most time): the region's working set is too large for it, the op's is not, so fusing it with its
   neighbours (or tiling) would let it stream from the faster level.
 """
 
@@ -28,7 +29,8 @@ from pytest_roofline.model.op_trace import profiler_op_name
 from pytest_roofline.model.placement import FIT_FRACTION
 from pytest_roofline.model.units import si
 
-SMALL_FACTOR = 4.0  # time per call within this many dispatch costs: too small
+SMALL_MIN_SHARE = 0.05  # too-small ops are said from a twentieth of the op time on
+MIN_LOST_SHARE = 0.02  # level findings only for ops losing at least this share of the region's lost time
 NO_FLOP_MIN_SHARE = 0.10  # say it from a tenth of the time on
 LOW_COVERAGE = 0.7  # ops accounting for less of the region's time than this: the rest is outside them
 REDUCED = ("bf16", "fp16")
@@ -91,17 +93,20 @@ def no_flop_share(rows: Sequence[OpRow]) -> list[str]:
 
 
 def too_small(rows: Sequence[OpRow], dispatch_s: float) -> list[str]:
+    """Ops whose time at their roof is, per call, below what any op costs to dispatch: dispatch alone keeps
+    them under half of their roof, whatever their kernel does."""
     if dispatch_s <= 0:
         return []
     timed = _timed(rows)
     total = sum(r.time_s or 0.0 for r in timed)
-    small = [r for r in timed if (r.time_s or 0.0) / r.launches <= SMALL_FACTOR * dispatch_s
-             and (r.fraction or 0.0) < 0.5]
+    small = [r for r in timed if r.t_min_s / r.launches < dispatch_s and (r.fraction or 0.0) < 0.5]
     if not small or not total:
         return []
     share = sum(r.time_s or 0.0 for r in small) / total
-    return [(f"{len(small)} ops take at most {SMALL_FACTOR:g}x the {dispatch_s * 1e6:.3g} us an op costs to dispatch "
-             f"per call ({share:.0%} of the op time: {_names(small)}): too small to reach their roof; batch or "
+    if share < SMALL_MIN_SHARE:
+        return []
+    return [(f"{len(small)} ops would need less than the {dispatch_s * 1e6:.3g} us an op costs to dispatch per call "
+             f"even at their roof ({share:.0%} of the op time: {_names(small)}): too small to reach it; batch or "
              "fuse them")]
 
 
@@ -120,11 +125,13 @@ def fp32_fallback(rows: Sequence[OpRow]) -> list[str]:
     return lines
 
 
-def would_fit_faster_level(rows: Sequence[OpRow], machine: Machine) -> list[str]:
+def would_fit_faster_level(rows: Sequence[OpRow], machine: Machine, dispatch_s: float = 0.0) -> list[str]:
     capacities = {level: float(c) for level, c in dict(machine.info.get("capacities") or {}).items()
                   if level in machine.bandwidth}
     lines = []
-    candidates = sorted((r for r in rows if r.bound.startswith("memory:") and r.time_s and (r.fraction or 0) < 0.5),
+    lost = sum(r.lost_s or 0.0 for r in _timed(rows))
+    candidates = sorted((r for r in rows if r.bound.startswith("memory:") and r.time_s and (r.fraction or 0) < 0.5
+                         and (r.lost_s or 0.0) >= MIN_LOST_SHARE * lost and r.t_min_s / r.launches >= dispatch_s),
                         key=lambda r: -(r.lost_s or 0.0))
     for row in candidates:
         level = row.bound.split(":", 1)[1]
@@ -158,4 +165,4 @@ def outside_ops(coverage: float, overhead: float) -> list[str]:
 def diagnose(rows: Sequence[OpRow], machine: Machine, dispatch_s: float, coverage: float = 1.0,
              overhead: float = 0.0) -> list[str]:
     return [*outside_ops(coverage, overhead), *no_flop_share(rows), *too_small(rows, dispatch_s),
-            *fp32_fallback(rows), *would_fit_faster_level(rows, machine)]
+            *fp32_fallback(rows), *would_fit_faster_level(rows, machine, dispatch_s)]
