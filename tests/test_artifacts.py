@@ -100,3 +100,30 @@ def test_isa_ceilings_are_the_narrower_widths_below_the_roof(tmp_path: Path) -> 
     )
     assert sorted(isa_ceilings(machine)) == [("fp64 128-bit", 32e9), ("fp64 256-bit", 64e9)]
     assert plot_machine(machine, tmp_path / "m.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_chart_points_timed_ops_solid_no_flop_ops_at_the_edge(tmp_path: Path) -> None:
+    from pytest_roofline.output.chart import chart_points, draw_roofline
+
+    kernels = [
+        KernelSample("gemm", {"fp32": 2e9}, {"DRAM": 12e6}, time_s=0.04),  # AI 166.7, 50 GFLOP/s
+        KernelSample("cat", {}, {"DRAM": 80e6}, time_s=0.008),  # 10 GB/s
+        KernelSample("relu", {"fp32": 1e6}, {"DRAM": 8e6}),  # untimed: on its roof, 0.4 ms at 20 GB/s
+        KernelSample("copy", {}, {"DRAM": 4e6}),  # untimed, no FLOPs: not drawn, 0.2 ms at its roof
+    ]
+    points, edge, hidden = chart_points(kernels, MACHINE)
+    assert points[0][:2] == ("gemm", "DRAM") and points[0][5] is True
+    assert points[0][2] == pytest.approx(2e9 / 12e6) and points[0][3] == pytest.approx(50e9)
+    assert points[1][0] == "relu" and points[1][5] is False and points[1][4] == pytest.approx(4e-4)
+    assert edge == [("DRAM", pytest.approx(10e9), 0.008)]
+    assert hidden == pytest.approx(2e-4)
+    verdict = evaluate_region(kernels, MACHINE, 0.06)
+    assert draw_roofline(tmp_path / "c.png", MACHINE, kernels, verdict).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_kernels_csv_lost_time_is_time_minus_t_min(tmp_path: Path) -> None:
+    path = write_kernels_csv(tmp_path / "k.csv", [KernelSample("gemm", {"fp32": 2e9}, {"DRAM": 12e6}, time_s=0.04),
+                                                  KernelSample("copy", {}, {"DRAM": 80e6})], MACHINE)
+    rows = list(csv.DictReader(path.open()))
+    assert float(rows[0]["lost_s"]) == pytest.approx(0.02)  # 40 ms measured, 20 ms at the fp32 roof
+    assert rows[1]["lost_s"] == ""

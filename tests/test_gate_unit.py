@@ -53,6 +53,9 @@ class FakeRecorder:
             self.regions = [second]
         return True
 
+    def time_ops(self) -> None:
+        """No per-op pass for declared work."""
+
     def remeasure_contended(self) -> None:
         self.remeasured += 1
         self.busy_now = False

@@ -120,6 +120,7 @@ from pytest_roofline.counters.op_bytes import _footprint, _tensors, _unique_byte
 from pytest_roofline.counters.op_rules import _Call, _shape
 from pytest_roofline.counters.op_schema import _READ, _SHAPE_ONLY, _WRITE, _info, _OpInfo
 from pytest_roofline.model import KernelSample
+from pytest_roofline.model.op_trace import TracedOp, profiler_op_name
 
 __all__ = [
     "FLOP_CONVENTIONS",
@@ -207,6 +208,13 @@ def _signature(info: _OpInfo, call: _Call) -> tuple[tuple[str, ...], tuple[str, 
     return shapes, tuple(str(t.dtype).removeprefix("torch.") for t in tensors)
 
 
+def _input_shapes(info: _OpInfo, call: _Call) -> tuple[tuple[int, ...], ...]:
+    """Shapes of the single-tensor arguments in schema order, as the profiler records an op's inputs (it
+    records no shapes for tensor lists, so those are left out here too)."""
+    return tuple(tuple(int(s) for s in call[i].shape) for i, _, _ in info.tensor_args
+                 if isinstance(call[i], torch.Tensor) and not call[i].is_nested)
+
+
 def _shape_text(t: torch.Tensor) -> str:
     if t.is_nested:  # ragged: the sequence lengths, then the fixed dims
         sizes = t._nested_tensor_size().tolist()
@@ -273,6 +281,7 @@ class AnalyticCounter(CounterBase):
         self._extents: dict[int, tuple[int, int]] = {}
         self._kernels: dict[tuple[Any, ...], _Accumulator] = {}
         self._names: dict[str, int] = {}
+        self.trace: list[TracedOp] = []  # every recorded op call in order (the per-op timing pass joins to it)
 
     def count(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
@@ -280,6 +289,7 @@ class AnalyticCounter(CounterBase):
         """Run ``fn(*args, **kwargs)`` once under the counting mode; return its result and the kernels."""
         self.uncounted_ops, self.uncounted_bytes, self.op_calls, self.errors = {}, {}, {}, {}
         self._kernels, self._names, self._extents = {}, {}, {}
+        self.trace = []
         if _is_compiled(fn):
             # Dynamo never compiles a frame whose first call ran under a dispatch mode, so the timed loop
             # would run eager code: compile it with one call outside the mode first.
@@ -289,6 +299,8 @@ class AnalyticCounter(CounterBase):
         self.footprint_bytes = sum(high - low for low, high in self._extents.values())
         self.write_allocate_bytes = {acc.name: acc.write_allocate for acc in self._kernels.values()
                                      if acc.write_allocate}
+        kept = {acc.name for acc in self._kernels.values() if acc.bytes or any(acc.flops.values())}
+        self.trace = [op if op.kernel in kept else TracedOp(op.op, op.shapes, None) for op in self.trace]
         samples = [
             KernelSample(name=acc.name, flops=dict(acc.flops), bytes={self.level: acc.bytes} if acc.bytes else {},
                          time_s=None, launches=acc.launches)
@@ -327,6 +339,7 @@ class AnalyticCounter(CounterBase):
         if acc is None:
             acc = self._kernels[key] = _Accumulator(self._unique_name(_display(info.name, shapes)))
         acc.launches += 1
+        self.trace.append(TracedOp(profiler_op_name(info.name), _input_shapes(info, call), acc.name))
         acc.bytes += moved
         acc.write_allocate += allocated
         if precision is not None and flops > 0:

@@ -51,6 +51,7 @@ def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
                 return Judgement()
     from pytest_roofline.output.session_output import failure_report
 
+    entry.recorder.time_ops()  # per-op times for its artifacts (--roofline-ops failed|always)
     message, paths = failure_report(state.session_dir, entry.nodeid, state.machine(), entry.recorder.regions,
                                     verdict, entry.min_fraction, entry.details)
     entry.artifacts.extend(str(p) for p in paths)

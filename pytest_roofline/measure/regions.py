@@ -47,6 +47,19 @@ class Region:
     uncounted: dict[str, int] = field(default_factory=dict)  # FLOP-bearing ops without a rule -> their bytes
     probe: dict[str, Any] | None = None  # the live DRAM probe beside its timed calls (probes.summary)
     confirmed: tuple[float, float] | None = None  # fractions of a first and a confirming measurement
+    ops: Any = None  # op_times.OpReport: the per-op timing pass (--roofline-ops), None when not run
+
+    def kernel_dicts(self) -> list[dict[str, Any]]:
+        """Each kernel's record; with per-op times, also its t_min, bound, own fraction and lost time."""
+        if self.ops is None:
+            return [k.to_dict() for k in self.kernels]
+        from pytest_roofline.measure.op_times import op_fields
+
+        out = []
+        for kernel in self.kernels:
+            row = self.ops.row(kernel.name)
+            out.append({**kernel.to_dict(), **(op_fields(row) if row is not None else {})})
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         out = {
@@ -54,7 +67,7 @@ class Region:
             "counter": self.counter,
             "timing": self.timing.to_dict(),
             **self.verdict.to_dict(),
-            "kernels": [k.to_dict() for k in self.kernels],
+            "kernels": self.kernel_dicts(),
             "notes": list(self.notes),
             "uncounted_ops": dict(self.uncounted),
         }
@@ -66,6 +79,8 @@ class Region:
             out["probe"] = dict(self.probe)
         if self.confirmed is not None:
             out["confirmed"] = {"first": self.confirmed[0], "second": self.confirmed[1]}
+        if self.ops is not None:
+            out["ops"] = self.ops.to_dict()
         return out
 
 
@@ -155,6 +170,7 @@ class Recorder:
         self.contended: list[tuple[int, Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any],
                                    Setup | None]] = []
         self.probe_mode = "off"  # "live": time DRAM-bound call sites beside a probe of the DRAM roof
+        self.ops_mode = "off"  # always|failed|off: the per-op timing pass (op_times); "failed": see time_ops()
         # probes.DramProbe per thread count (cuda_probe.CudaDramProbe under a negative key), shared by the session
         self.probe_cache: dict[int, Any] = {}
         # index of each region measured here -> (counter, fn, args, kwargs, setup): what confirm() times again
@@ -201,6 +217,8 @@ class Recorder:
         else:
             self._judge(counter, label, kernels, timing, placed, probe)
             self.calls[len(self.regions) - 1] = (counter, fn, args, dict(kwargs), setup)
+            if self.ops_mode == "always":
+                self.time_ops([len(self.regions) - 1])
             if placed is not None and placed.contended:  # measured again at the end of the session
                 self.contended.append((len(self.regions) - 1, counter, fn, args, dict(kwargs), setup))
         return result
@@ -225,6 +243,40 @@ class Recorder:
                     f"the {'second' if kept is new else 'first'} is kept (the faster of the two)")
             self.regions[index] = replace(kept, notes=[*kept.notes, note], confirmed=(first, second))
         return again
+
+    def time_ops(self, indices: Sequence[int] | None = None) -> None:
+        """Run the per-op timing pass (:mod:`~pytest_roofline.measure.op_times`) for the regions measured here
+        that have none yet and whose counter traced its ops (the analytic counter): each op gets a time from
+        ``torch.profiler``, apart from the bare timed loop, whose verdict stands. The gate calls this for a test
+        below its threshold under ``--roofline-ops failed``. A failure of the pass becomes a note."""
+        if self.ops_mode == "off":
+            return
+        for index in sorted(self.calls) if indices is None else indices:
+            region = self.regions[index]
+            counter, fn, args, kwargs, setup = self.calls[index]
+            trace = getattr(counter, "trace", None)
+            if region.ops is not None or not trace:
+                continue
+            try:
+                kernels, report = self._op_pass(counter, region, trace, fn, args, kwargs, setup)
+            except Exception as error:  # noqa: BLE001 - a profiler problem must not hide the verdict
+                self.regions[index] = replace(region, notes=[*region.notes, f"per-op timing failed: {error!r}"])
+                continue
+            self.regions[index] = replace(region, kernels=kernels, ops=report)
+
+    def _op_pass(self, counter: Counter, region: Region, trace: Sequence[Any], fn: Callable[..., Any],
+                 args: tuple[Any, ...], kwargs: Mapping[str, Any], setup: Setup | None,
+                 ) -> tuple[list[KernelSample], Any]:
+        from pytest_roofline.measure.op_times import time_ops
+
+        wait = synchronizer()
+        with self.cores.scope() if self.cores is not None else nullcontext() as placed:
+            # the same DRAM probes between calls as the timed loop had: the same cache state at each call's start
+            probe = self._probe_for(counter, region.kernels, placed) if region.probe is not None else None
+            return time_ops(region.kernels, trace, self._machine_for(placed), region.timing.median_s, fn, args,
+                            kwargs, prepare=lambda: prepared_arguments(setup, args, kwargs),
+                            synchronize=wait or (lambda: None), budget_s=self.policy.max_time_s,
+                            device="cpu" if wait is None else "cuda", before_call=probe)
 
     def _probe_for(self, counter: Counter, kernels: list[KernelSample], placed: Any) -> Any:
         """A ``probes.ProbeSchedule`` for a call site whose bytes are judged at DRAM (``--roofline-probe live``,
@@ -335,7 +387,7 @@ class Recorder:
             notes = [*old.notes, f"contended at first (load {_load_text(old.placement)}); measured again at the "
                      "end of the session" + (", still contended" if placed is not None and placed.contended else "")]
             self.regions[index] = Region(old.label, old.counter, old.kernels, timing, verdict, notes, old.parts,
-                                         placed)
+                                         placed, ops=old.ops)
             if placed is not None and placed.contended:
                 self.contended.append((index, counter, fn, args, kwargs, setup))
 

@@ -19,6 +19,7 @@ DEVICES = ("auto", "cpu", "cuda")
 MALLOC_POLICIES = ("tuned", "default")
 UNCOUNTED_POLICIES = ("warn", "fail")
 PROBE_MODES = ("live", "off")
+OPS_MODES = ("always", "failed", "off")  # the per-op timing pass (measure/op_times.py): every test, failing ones, none
 CONFIRM_MODES = ("on", "off")  # mirrors probes.PROBE_MODES without importing it (numpy) at plugin import
 MARKER_ARGUMENTS = ("min_fraction", "uncounted")
 

@@ -31,6 +31,7 @@ class Settings:
     uncounted: str = "warn"  # warn|fail: a region ran FLOP-bearing ops the counter has no rule for
     probe: str = "live"  # live|off: time DRAM-bound call sites beside a probe of the DRAM roof (probes.py)
     confirm: str = "on"  # on|off: a test below its threshold is measured once more before it fails
+    ops: str = "failed"  # always|failed|off: the per-op timing pass (op_times) for every test, failing ones, none
 
 
 @dataclass

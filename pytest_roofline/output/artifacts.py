@@ -51,6 +51,7 @@ def kernel_rows(kernels: Sequence[KernelSample], machine: Machine) -> list[dict[
             "t_min_s": bound.t_min,
             "bound": bound.bound,
             "fraction": "" if kernel.time_s is None else bound.t_min / kernel.time_s,
+            "lost_s": "" if kernel.time_s is None else kernel.time_s - bound.t_min,
             "flops": kernel.total_flops,
         }
         row.update({f"flops_{p}": kernel.flops.get(p, 0.0) for p in precisions})

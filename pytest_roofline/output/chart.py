@@ -109,6 +109,39 @@ def plot_machine(machine: Machine, path: str | Path) -> Path:
     return save(fig, Path(path))
 
 
+Point = tuple[str, str, float, float, float, bool]  # name, level, AI, FLOP/s, time (size), timed one by one
+EdgePoint = tuple[str, float, float]  # a timed op with no FLOPs: level, bytes/s, time (size)
+
+
+def chart_points(kernels: Sequence[KernelSample], machine: Machine) -> tuple[list[Point], list[EdgePoint], float]:
+    """Where each kernel goes on the chart: kernels with FLOPs at (AI, FLOP/s) per level that moved bytes (timed
+    ones by their time, untimed ones on their roof); timed kernels with no FLOPs at the left edge by bandwidth;
+    and the time of the rest (untimed, or no bytes), which is not drawn."""
+    points: list[Point] = []
+    edge: list[EdgePoint] = []
+    no_flop_time = 0.0
+    for kernel in kernels:
+        bound = lower_bound(kernel.flops, kernel.bytes, machine)
+        if kernel.total_flops <= 0:
+            if kernel.time_s is not None:  # timed: drawn at the left edge by the bandwidth it reached
+                by_level = {lv: b for lv, b in kernel.bytes.items() if b > 0}
+                if by_level:
+                    level = max(by_level, key=lambda lv: by_level[lv])
+                    edge.append((level, by_level[level] / kernel.time_s, kernel.time_s))
+                    continue
+            no_flop_time += kernel.time_s if kernel.time_s is not None else bound.t_min
+            continue
+        timed = kernel.time_s is not None
+        seconds = kernel.time_s if kernel.time_s is not None else bound.t_min  # untimed: drawn on their roof
+        if not seconds:
+            continue
+        for level, moved in kernel.bytes.items():
+            if moved > 0:
+                points.append((kernel.name, level, kernel.total_flops / moved, kernel.total_flops / seconds,
+                               seconds, timed))
+    return points, edge, no_flop_time
+
+
 def draw_roofline(
     path: Path,
     machine: Machine,
@@ -121,22 +154,7 @@ def draw_roofline(
     """Draw every ceiling of ``machine``, the kernels sized by time, the measured point and the threshold."""
     import numpy as np
 
-    points: list[tuple[str, str, float, float, float, bool]] = []  # name, level, ai, flop/s, weight, timed
-    no_flop_time = 0.0
-    for kernel in kernels:
-        bound = lower_bound(kernel.flops, kernel.bytes, machine)
-        if kernel.total_flops <= 0:
-            no_flop_time += kernel.time_s if kernel.time_s is not None else bound.t_min
-            continue
-        timed = kernel.time_s is not None
-        seconds = kernel.time_s if kernel.time_s is not None else bound.t_min  # untimed: drawn on their roof
-        if not seconds:
-            continue
-        for level, moved in kernel.bytes.items():
-            if moved > 0:
-                points.append((kernel.name, level, kernel.total_flops / moved, kernel.total_flops / seconds,
-                               seconds, timed))
-
+    points, edge, no_flop_time = chart_points(kernels, machine)
     region_ai = verdict.ai if verdict else {}
     lo, hi = ai_range([p[2] for p in points] + list(region_ai.values()), machine)
     ai = np.logspace(math.log10(lo), math.log10(hi), 256)
@@ -145,13 +163,18 @@ def draw_roofline(
     fig, ax = pyplot().subplots(figsize=(9, 6), dpi=110)
     draw_ceilings(ax, machine, lo, hi)
 
-    if points:
-        total = sum(p[4] for p in points) or 1.0
-        for name, level, x, y, weight, timed in points:
-            size = 30 + 600 * weight / total
-            marker = _LEVEL_MARKERS.get(level, "o")
-            ax.scatter([x], [y], s=size, marker=marker, alpha=0.55 if timed else 0.35,
-                       facecolors="tab:blue" if timed else "none", edgecolors="tab:blue")
+    total = sum(p[4] for p in points) + sum(e[2] for e in edge) or 1.0
+    for name, level, x, y, weight, timed in points:
+        size = 30 + 600 * weight / total
+        marker = _LEVEL_MARKERS.get(level, "o")
+        ax.scatter([x], [y], s=size, marker=marker, alpha=0.55 if timed else 0.35,
+                   facecolors="tab:blue" if timed else "none", edgecolors="tab:blue")
+    for i, (level, rate, weight) in enumerate(edge):
+        # No FLOPs, so no place on the AI axis: at the left edge, at the height its bandwidth reaches there,
+        # so its distance below that level's diagonal is its own fraction of the bandwidth roof.
+        ax.scatter([lo], [lo * rate], s=30 + 600 * weight / total, marker=_LEVEL_MARKERS.get(level, "o"),
+                   alpha=0.55, facecolors="tab:orange", edgecolors="tab:orange", clip_on=False,
+                   label="ops with no FLOPs (at the left edge, by bandwidth)" if i == 0 else None)
     if verdict is not None and verdict.time_s > 0 and verdict.total_flops > 0:
         for level, x in region_ai.items():
             ax.scatter([x], [verdict.achieved_flops_per_s], marker="*", s=320, color="tab:red", zorder=5,
@@ -173,7 +196,10 @@ def draw_roofline(
                     ls="--", lw=1.0,
                     label=f"min_fraction {min_fraction:g} of the {bound_level}/{precision or 'peak'} roof")
     subtitle = []
-    if points:
+    if any(p[5] for p in points) or edge:
+        subtitle.append("solid: op timed one by one; size: share of time"
+                        + ("; hollow: not timed, on its roof" if not all(p[5] for p in points) else ""))
+    elif points:
         subtitle.append("hollow: op on its roof (not timed one by one); size: share of time")
     if no_flop_time > 0:
         subtitle.append(f"{no_flop_time * 1e3:.3g} ms in kernels with no FLOPs (not drawn)")

@@ -17,6 +17,7 @@ from pytest_roofline.output.text import (
     cores_marker,
     failure_message,
     faults_marker,
+    op_lines,
     row_for,
     summary_table,
     uncounted_text,
@@ -66,6 +67,7 @@ def failure_report(directory: Path, nodeid: str, machine: Machine, regions: Sequ
         except Exception as exc:  # noqa: BLE001 - any failure becomes a note
             notes.append(f"could not write an artifact: {exc!r}")
     message = failure_message(verdict, min_fraction, paths, notes, timing_spread(regions))
+    details = [*op_lines(regions), *details]
     if details:
         message += "\n" + "\n".join(f"  {line}" for line in details)
     return message, paths
@@ -108,7 +110,7 @@ def test_result(record: TestRecord | Mapping[str, Any]) -> dict[str, Any]:
     return {
         **base,
         **verdict.to_dict(),
-        "kernels": [k.to_dict() for k in all_kernels(regions)],
+        "kernels": [k for region in regions for k in region.kernel_dicts()],
         "regions": [r.to_dict() for r in regions],
     }
 

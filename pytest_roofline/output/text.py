@@ -164,3 +164,24 @@ def emulated_note(machine: Machine, precision: str) -> str | None:
     measured = float(entry.get("measured_flops", 0.0))
     return (f"{precision} is emulated on this machine (measured {measured / 1e9:.3g} GFLOP/s); it is judged "
             f"against the {entry.get('roof_from', 'fp32')} roof the hardware can compute it on")
+
+
+def op_lines(regions: Sequence[Any]) -> list[str]:
+    """Lines for a failure message from the per-op timing pass (regions with ``ops``): coverage and
+    overhead per region, the ops that lose the most time (time - t_min) with their fractions, findings."""
+    reports = [(region.label, region.ops) for region in regions if getattr(region, "ops", None) is not None]
+    if not reports:
+        return []
+    lines = []
+    for label, report in reports:
+        unmatched = sum(report.unmatched.values())
+        lines.append(f"ops:        coverage {report.coverage:.2f} of the region time, profiler overhead "
+                     f"{report.overhead:+.0%} ({report.calls} profiled call{'s' if report.calls != 1 else ''}; "
+                     f"{report.total - unmatched} of {report.total} op calls matched"
+                     + (f"; {label}" if len(reports) > 1 else "") + ")")
+    rows = sorted((row for _, report in reports for row in report.top_lost()), key=lambda r: -(r.lost_s or 0.0))
+    for i, row in enumerate(rows[:3]):
+        lines.append(f"{'lost most:' if i == 0 else '':<12}{row.name}: {row.lost_s * 1e3:.3g} ms lost of "
+                     f"{row.time_s * 1e3:.3g} ms (fraction {row.fraction:.3g}, {row.bound})")
+    lines.extend(f"op note:    {line}" for _, report in reports for line in report.diagnostics)
+    return lines

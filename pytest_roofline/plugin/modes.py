@@ -130,6 +130,7 @@ class MeasuringSession:
         recorder.machine_for_cores = lambda count: state.machine_for_cores(count, _core_roofs_progress(request))
         recorder.probe_mode = state.settings.probe
         recorder.probe_cache = state.probe_cache
+        recorder.ops_mode = state.settings.ops
         entry = TestEntry(request.node.nodeid, options.min_fraction if options else None, recorder)
         request.node.stash[ENTRY] = entry
         state.tests[entry.nodeid] = entry

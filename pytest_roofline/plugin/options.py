@@ -12,6 +12,7 @@ from pytest_roofline.measure.settings import (
     COUNTERS,
     DEVICES,
     MALLOC_POLICIES,
+    OPS_MODES,
     PROBE_MODES,
     UNCOUNTED_POLICIES,
     SettingError,
@@ -47,6 +48,10 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
     ("--roofline-confirm", "roofline_confirm",
      (f"{'|'.join(CONFIRM_MODES)}: on measures a test below its min_fraction once more at once and fails it "
       "only if the faster of the two measurements is below too (a host hiccup rarely lasts both)"), "on"),
+    ("--roofline-ops", "roofline_ops",
+     (f"{'|'.join(OPS_MODES)}: time every op of the analytic counter once more under torch.profiler (apart from "
+      "the timed loop, whose verdict stands) for every test, for tests below their min_fraction, or never"),
+     "failed"),
     ("--roofline-uncounted", "roofline_uncounted",
      (f"{'|'.join(UNCOUNTED_POLICIES)}: what a region that ran FLOP-bearing ops without a counting rule does "
       "(warn: marked in the summary; fail: the test fails); the marker's uncounted= overrides it"), "warn"),
@@ -91,6 +96,7 @@ def read_settings(config: pytest.Config) -> Settings:
         uncounted=parse_choice(setting(config, "roofline_uncounted"), UNCOUNTED_POLICIES, "--roofline-uncounted"),
         probe=parse_choice(setting(config, "roofline_probe"), PROBE_MODES, "--roofline-probe"),
         confirm=parse_choice(setting(config, "roofline_confirm"), CONFIRM_MODES, "--roofline-confirm"),
+        ops=parse_choice(setting(config, "roofline_ops"), OPS_MODES, "--roofline-ops / ini roofline_ops"),
     )
 
 

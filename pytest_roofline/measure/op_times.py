@@ -1,0 +1,124 @@
+"""Per-op times of a region (``--roofline-ops``): profile the call, join, judge every op on its own.
+
+The verdict stays the bare timed loop's; this adds, per op (kernel sample), a time, its own fraction
+(``t_min / time``), its bound and its lost time (``time - t_min``), and per region the coverage (sum of the
+op times / the bare region time), the profiler's overhead and the CPU diagnostics
+(:mod:`pytest_roofline.measure.op_diagnostics`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pytest_roofline.measure.op_diagnostics import OpRow, diagnose
+from pytest_roofline.measure.op_join import KernelTimes, kernel_times
+from pytest_roofline.model import KernelSample, Machine, lower_bound
+from pytest_roofline.model.op_trace import TracedOp
+
+TOP_LOST = 3
+
+
+@dataclass(frozen=True)
+class OpReport:
+    """The per-op timing pass of one region."""
+
+    rows: list[OpRow]
+    coverage: float  # sum of the op times / the bare call time (median of the bare calls beside the profiled)
+    overhead: float  # profiled call's wall time / bare call time - 1 (medians over the pairs)
+    calls: int  # profiled calls
+    device: str
+    matched: int
+    total: int
+    unmatched: dict[str, int] = field(default_factory=dict)
+    partial: dict[str, tuple[int, int]] = field(default_factory=dict)
+    other_s: float = 0.0
+    dispatch_s: float = 0.0
+    diagnostics: list[str] = field(default_factory=list)
+    bare_s: float = 0.0  # median of the bare calls beside the profiled ones
+    region_s: float = 0.0  # the timed loop's median (the verdict's time)
+
+    @property
+    def timed_share(self) -> float:
+        """Share of the region's ops that got a time."""
+        return sum(1 for r in self.rows if r.time_s) / len(self.rows) if self.rows else 0.0
+
+    def top_lost(self, count: int = TOP_LOST) -> list[OpRow]:
+        timed = [r for r in self.rows if r.time_s]
+        return sorted(timed, key=lambda r: -(r.lost_s or 0.0))[:count]
+
+    def row(self, name: str) -> OpRow | None:
+        return next((r for r in self.rows if r.name == name), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "profiled_calls": self.calls,
+            "coverage": self.coverage,
+            "profiler_overhead": self.overhead,
+            "bare_call_s": self.bare_s,
+            "coverage_of_timed_median": (sum(r.time_s or 0.0 for r in self.rows) / self.region_s
+                                         if self.region_s > 0 else None),
+            "ops_timed": sum(1 for r in self.rows if r.time_s),
+            "ops": len(self.rows),
+            "counted_calls_matched": self.matched,
+            "counted_calls": self.total,
+            "unmatched": dict(self.unmatched),
+            "extrapolated": {name: {"matched": m, "launches": n} for name, (m, n) in self.partial.items()},
+            "other_ops_s": self.other_s,
+            "dispatch_cost_s": self.dispatch_s,
+            "diagnostics": list(self.diagnostics),
+        }
+
+
+def op_fields(row: OpRow) -> dict[str, Any]:
+    """What results.json adds to each kernel entry."""
+    return {"t_min_s": row.t_min_s, "bound": row.bound, "fraction": row.fraction, "lost_s": row.lost_s}
+
+
+def build_report(kernels: Sequence[KernelSample], joined: KernelTimes, machine: Machine, region_s: float,
+                 walls: Sequence[float], device: str, dispatch_s: float,
+                 bare: Sequence[float] = ()) -> tuple[list[KernelSample], OpReport]:
+    """Kernels with their times set, and the region's report. Coverage and overhead are taken against the
+    bare calls made beside the profiled ones (``bare``), else against the timed loop's median."""
+    timed: list[KernelSample] = []
+    rows: list[OpRow] = []
+    for kernel in kernels:
+        seconds = joined.per_kernel.get(kernel.name)
+        seconds = seconds if seconds and seconds > 0 else None
+        timed.append(replace(kernel, time_s=seconds))
+        bound = lower_bound(kernel.flops, kernel.bytes, machine)
+        rows.append(OpRow(kernel.name, kernel.launches, seconds, bound.t_min, bound.bound, dict(kernel.flops),
+                          dict(kernel.bytes)))
+    total = sum(r.time_s or 0.0 for r in rows)
+    reference = statistics.median(bare) if bare else region_s
+    overhead = statistics.median(walls) / reference - 1.0 if walls and reference > 0 else 0.0
+    coverage = total / reference if reference > 0 else 0.0
+    report = OpReport(rows, coverage, overhead, len(walls), device, joined.matched, joined.total,
+                      dict(joined.unmatched), dict(joined.partial), joined.other_s, dispatch_s,
+                      diagnose(rows, machine, dispatch_s, coverage, overhead), reference, region_s)
+    return timed, report
+
+
+_DISPATCH: dict[str, float] = {}
+
+
+def time_ops(kernels: Sequence[KernelSample], trace: Sequence[TracedOp], machine: Machine, region_s: float,
+             fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any], *,
+             prepare: Callable[[], tuple[tuple[Any, ...], dict[str, Any]]], synchronize: Callable[[], None],
+             budget_s: float, device: str = "cpu", before_call: Callable[[float], None] | None = None,
+             ) -> tuple[list[KernelSample], OpReport]:
+    """Profile ``fn`` a few times and join its ops to ``trace``; torch is imported here. ``before_call``: the
+    DRAM probe schedule when the bare loop had one (see ``op_profile.profile_calls``)."""
+    from pytest_roofline.measure import op_profile
+
+    if device not in _DISPATCH:  # once per process and device: a property of the host, not of the test
+        _DISPATCH[device] = op_profile.dispatch_cost_s(device)
+    profiled = op_profile.profile_calls(fn, args, kwargs, calls=op_profile.calls_for(region_s, budget_s),
+                                        prepare=prepare, synchronize=synchronize, device=device,
+                                        before_call=before_call)
+    joined = kernel_times(trace, profiled.calls)
+    return build_report(kernels, joined, machine, region_s, profiled.wall_s, device, _DISPATCH[device],
+                        profiled.bare_s)
