@@ -41,7 +41,7 @@ MACHINES: list[dict[str, Any]] = [
      "peak_flops": {"fp32": 4.1e11, "fp64": 2.0e11},
      "bandwidth": {"L1": 2.3e12, "L2": 9.0e11, "L3": 3.1e11, "DRAM": 2.4e10}},
 ]
-OPS = ["conv2d", "softmax", "layernorm", "gelu", "attention", "embedding", "lstm", "batchnorm", "linear",
+OPS = ["conv2d", "attention", "softmax", "layernorm", "gelu", "embedding", "lstm", "batchnorm", "linear",
        "adamw_step", "cross_entropy", "pool", "transpose", "gather", "scatter_add", "cumsum", "topk"]
 BATCHES = [1, 2, 4, 8, 16, 32, 64]
 START = datetime(2025, 1, 6, 2, 0, tzinfo=timezone.utc)
@@ -68,7 +68,7 @@ def _workloads(tests: int, machine: dict[str, Any]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     precision = "fp32"
     levels = list(machine["bandwidth"])
-    for batch in BATCHES[: max(0, min(len(BATCHES), tests - 1))]:
+    for batch in BATCHES[: min(len(BATCHES), max(2, tests // 2), tests)]:
         flops = 2.0 * batch * 1024 * 1024 * 64
         dram = 4.0 * (1024 * 1024 + 2 * batch * 1024 * 64)
         nbytes = {level: dram * (1 + 2 * i) for i, level in enumerate(reversed(levels))}

@@ -80,7 +80,8 @@ def fraction_figure(points: Sequence[FractionPoint], baseline: tuple[float, floa
                           "<br>time per call %{customdata[1]}<br>bound %{customdata[2]}"
                           "<br>%{customdata[3]}<extra></extra>"),
         "line": {"color": POINT, "width": 1},
-        "marker": {"size": 5, "color": [FAIL if f else POINT for f in failed]},
+        # a year of nightly sessions stays readable: smaller dots as the series grows
+        "marker": {"size": 5 if len(points) <= 150 else 3, "color": [FAIL if f else POINT for f in failed]},
     }]
     thresholds = [p.threshold for p in points]
     if any(t is not None for t in thresholds):
