@@ -156,15 +156,18 @@ def _roofline_section(rows: pd.DataFrame, latest: Session) -> str:
     latest_ai = {lv: v for lv in roofs.bandwidth if (v := _ai(record, lv))}
     kernels = []
     for kernel in record.get("kernels") or []:
-        kernel_flops = sum(v for v in (kernel.get("flops") or {}).values() if isinstance(v, (int, float)))
+        by_precision = {p: v for p, v in (kernel.get("flops") or {}).items() if isinstance(v, (int, float)) and v > 0}
+        kernel_flops = sum(by_precision.values())
         kernel_bytes = (kernel.get("bytes") or {}).get(level)
         if kernel_flops <= 0 or not isinstance(kernel_bytes, (int, float)) or kernel_bytes <= 0:
             continue
         ai = kernel_flops / kernel_bytes
         t = kernel.get("time_s")
-        # A kernel the counter could not time alone is drawn on its roof (as the failure chart does).
-        y = kernel_flops / t if isinstance(t, (int, float)) and t > 0 else \
-            min(max(roofs.peak_flops.values()), ai * roofs.bandwidth[level or ""])
+        # A kernel the counter could not time alone is drawn on its roof (as the failure chart does): the
+        # compute roof of its main precision, or the bandwidth of the level.
+        precision = max(by_precision, key=lambda p: by_precision[p])
+        peak = roofs.peak_flops.get(precision, max(roofs.peak_flops.values()))
+        y = kernel_flops / t if isinstance(t, (int, float)) and t > 0 else min(peak, ai * roofs.bandwidth[level or ""])
         kernels.append(charts.RooflinePoint(
             f"{kernel.get('name', '?')}<br>{charts.si(kernel_flops, 'FLOP')}, {charts.si(kernel_bytes, 'B')} "
             f"at {level}", ai, y))

@@ -9,6 +9,7 @@ from typing import Any
 
 from .charts import FAIL
 from .model import TestSummary, params_label
+from .verdicts import MIN_CHANGE
 
 VERDICT_COLOURS = {"regressed": FAIL, "improved": "#009E73", "steady": "#555", "new": "#E69F00"}
 
@@ -51,9 +52,10 @@ def page(title: str, root: str, body: str, nav: Sequence[tuple[str, str]] = ()) 
 
 
 def percent(change: float | None) -> str:
+    """A change in percent, coloured only from the verdict's minimum change on (smaller ones are noise)."""
     if change is None:
         return '<span class="muted">—</span>'
-    css = "down" if change < -0.005 else "up" if change > 0.005 else "muted"
+    css = "down" if change <= -MIN_CHANGE else "up" if change >= MIN_CHANGE else "muted"
     return f'<span class="{css}">{change:+.1%}</span>'
 
 
