@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import resources
@@ -66,6 +66,21 @@ def _total_flops(record: Mapping[str, Any]) -> float:
 def _ai(record: Mapping[str, Any], level: str | None) -> float | None:
     value = (record.get("ai") or {}).get(level) if level else None
     return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def _slowest(levels: Iterable[str], bandwidth: Mapping[str, float]) -> str | None:
+    """Of the levels a record has bytes at, the slowest one: the outermost traffic (DRAM when counted).
+    The analytic counter places a call's bytes at the one level its working set fits in (L2 for a small
+    matmul, L3 or DRAM for a big one), so each point sits at its own level."""
+    known = [lv for lv in levels if lv in bandwidth]
+    return min(known, key=lambda lv: bandwidth[lv]) if known else None
+
+
+def _placed_ai(record: Mapping[str, Any], bandwidth: Mapping[str, float]) -> tuple[str, float] | None:
+    level = _slowest([lv for lv, v in (record.get("ai") or {}).items()
+                      if isinstance(v, (int, float)) and v > 0], bandwidth)
+    ai = _ai(record, level)
+    return (level, ai) if level is not None and ai is not None else None
 
 
 def _flops_per_s(record: Mapping[str, Any]) -> float | None:
@@ -141,13 +156,13 @@ def _test_page(summary: TestSummary, rows: pd.DataFrame, latest: Session, artifa
 
 def _roofline_section(rows: pd.DataFrame, latest: Session) -> str:
     roofs = _roofs(latest.machine)
-    level = charts.outer_level(roofs.bandwidth)
     history: list[charts.RooflinePoint] = []
     for r in rows.itertuples():
-        ai, perf = _ai(r.record, level), _flops_per_s(r.record)
-        if ai and perf:
+        placed, perf = _placed_ai(r.record, roofs.bandwidth), _flops_per_s(r.record)
+        if placed and perf:
             fraction = f"{r.fraction:.3f}" if r.fraction is not None else "—"
-            history.append(charts.RooflinePoint(f"{_time(r.start)[:16]} {r.commit}<br>fraction {fraction}", ai, perf))
+            history.append(charts.RooflinePoint(
+                f"{_time(r.start)[:16]} {r.commit}<br>fraction {fraction}, AI at {placed[0]}", placed[1], perf))
     record = rows.iloc[-1]["record"]
     perf = _flops_per_s(record)
     if not history or perf is None or not roofs.peak_flops:
@@ -158,23 +173,26 @@ def _roofline_section(rows: pd.DataFrame, latest: Session) -> str:
     for kernel in record.get("kernels") or []:
         by_precision = {p: v for p, v in (kernel.get("flops") or {}).items() if isinstance(v, (int, float)) and v > 0}
         kernel_flops = sum(by_precision.values())
-        kernel_bytes = (kernel.get("bytes") or {}).get(level)
-        if kernel_flops <= 0 or not isinstance(kernel_bytes, (int, float)) or kernel_bytes <= 0:
+        nbytes = {lv: v for lv, v in (kernel.get("bytes") or {}).items() if isinstance(v, (int, float)) and v > 0}
+        level = _slowest(nbytes, roofs.bandwidth)
+        if kernel_flops <= 0 or level is None:
             continue
+        kernel_bytes = nbytes[level]
         ai = kernel_flops / kernel_bytes
         t = kernel.get("time_s")
         # A kernel the counter could not time alone is drawn on its roof (as the failure chart does): the
         # compute roof of its main precision, or the bandwidth of the level.
         precision = max(by_precision, key=lambda p: by_precision[p])
         peak = roofs.peak_flops.get(precision, max(roofs.peak_flops.values()))
-        y = kernel_flops / t if isinstance(t, (int, float)) and t > 0 else min(peak, ai * roofs.bandwidth[level or ""])
+        y = kernel_flops / t if isinstance(t, (int, float)) and t > 0 else min(peak, ai * roofs.bandwidth[level])
         kernels.append(charts.RooflinePoint(
             f"{kernel.get('name', '?')}<br>{charts.si(kernel_flops, 'FLOP')}, {charts.si(kernel_bytes, 'B')} "
             f"at {level}", ai, y))
     figure = charts.roofline_figure(roofs, history, latest_ai, perf, kernels)
     return ("<h2>Roofline</h2>" + pages.chart("roofline", figure) +
-            f'<p class="note">Roofs of the latest session. Circles: this test in every session at {level}, '
-            'yellow is oldest, dark is newest; open diamonds: the latest session at every memory level; open circles: its kernels.</p>')
+            '<p class="note">Roofs of the latest session. Filled circles: this test in every session, at the '
+            'slowest memory level its bytes were counted at (yellow is oldest, dark is newest); open diamonds: '
+            'the latest session at every level it has bytes at; open circles: its kernels.</p>')
 
 
 def _failing_section(rows: pd.DataFrame, artifacts: _Artifacts, root: str) -> str:
@@ -200,7 +218,6 @@ def _failing_section(rows: pd.DataFrame, artifacts: _Artifacts, root: str) -> st
 def _trajectory_page(machine: str, function: str, variants: Sequence[TestSummary], frame: pd.DataFrame,
                      sessions: Sequence[Session]) -> str | None:
     roofs = _roofs(sessions[-1].machine)
-    level = charts.outer_level(roofs.bandwidth)
     rows = frame[frame["nodeid"].isin([v.nodeid for v in variants])]
     # The first parameter that is a number is the axis the line joins along (batch, threads); the others
     # (precision, AMP) make separate lines.
@@ -212,16 +229,18 @@ def _trajectory_page(machine: str, function: str, variants: Sequence[TestSummary
     for position, group in rows.groupby("position", sort=True):
         lines: dict[str, dict[str, list[Any]]] = {}
         for r in sorted(group.itertuples(), key=lambda r: params_key(r.params)):
-            ai, perf = _ai(r.record, level), _flops_per_s(r.record)
-            if ai is None or perf is None:
+            placed, perf = _placed_ai(r.record, roofs.bandwidth), _flops_per_s(r.record)
+            if placed is None or perf is None:
                 continue
+            level, ai = placed
             others = params_label({k: v for k, v in r.params.items() if k != axis}) or function.split("::")[-1]
             line = lines.setdefault(others, {"x": [], "y": [], "labels": [], "text": []})
             line["x"].append(charts.sig(ai))
             line["y"].append(charts.sig(perf))
             line["labels"].append(str(r.params.get(axis)))
             fraction = f"{r.fraction:.3f}" if r.fraction is not None else "—"
-            line["text"].append(f"{params_label(r.params)}<br>fraction {fraction}, {charts.si(perf, 'FLOP/s')}")
+            line["text"].append(f"{params_label(r.params)}<br>fraction {fraction}, {charts.si(perf, 'FLOP/s')}, "
+                                f"AI {ai:.3g} at {level}")
             xs.append(ai)
         if sum(len(line["x"]) for line in lines.values()) >= 2:
             session = sessions[int(position)]
@@ -238,7 +257,8 @@ def _trajectory_page(machine: str, function: str, variants: Sequence[TestSummary
                               for v in variants)
     body = (f"<h1>{pages.esc(function)}</h1>"
             f'<p class="muted">roofline trajectory on <a href="../machine.html">{pages.esc(machine)}</a>: the '
-            f"variants joined in {pages.esc(axis)} order at {pages.esc(level)}, one chart per session "
+            f"variants joined in {pages.esc(axis)} order, each at the slowest memory level of its bytes, one chart "
+            "per session "
             f"(the first session dotted grey). Variants: {variant_links}</p>"
             f'<p><label>session <select id="session">{options}</select></label></p>'
             '<div class="chart" id="trajectory" data-trajectory="trajectory-data" data-select="session" '

@@ -117,13 +117,6 @@ class Roofs:
     bandwidth: Mapping[str, float]
 
 
-def outer_level(bandwidth: Mapping[str, float]) -> str | None:
-    """The memory level a chart places a point by: DRAM when there is one, else the slowest level."""
-    if "DRAM" in bandwidth:
-        return "DRAM"
-    return min(bandwidth, key=lambda level: bandwidth[level]) if bandwidth else None
-
-
 def roof_traces(roofs: Roofs, x_range: tuple[float, float]) -> list[dict[str, Any]]:
     """One diagonal per memory level up to the highest compute roof, one flat line per precision."""
     low, high = x_range
@@ -170,7 +163,7 @@ def roofline_figure(roofs: Roofs, history: Sequence[RooflinePoint], latest: Mapp
     xs = [p.ai for p in history] + list(latest.values()) + [k.ai for k in kernels]
     data = roof_traces(roofs, x_range(roofs, xs))
     if history:
-        data.append({"type": "scatter", "mode": "markers", "name": "history (outer level)",
+        data.append({"type": "scatter", "mode": "markers", "name": "every session",
                      "x": [sig(p.ai) for p in history], "y": [sig(p.flops_per_s) for p in history],
                      "text": [p.label for p in history], "hovertemplate": "%{text}<extra></extra>",
                      "marker": {"size": 7, "color": list(range(len(history))), "colorscale": "Viridis",

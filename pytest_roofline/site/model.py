@@ -5,7 +5,7 @@ Definitions the index and test pages use (also in the README):
 - *now*: the median fraction of the test's last 3 sessions (one session's noise does not flip a column);
 - *last week*: now against the same median 7 days before the latest session (the 3 sessions up to then);
 - *baseline*: the first 5 sessions shown (from ``--since``, else the oldest kept), their median and range
-  drawn as the band; *since baseline* is now against that median;
+  drawn as the band, once more sessions follow them; *since baseline* is now against that median;
 - *verdict*: ``verdicts.trend`` on the fractions (last 5 sessions against the 5 before);
 - *worst first*: regressed, then steady, new, improved; within each, the largest loss since the baseline first.
 """
@@ -111,8 +111,9 @@ def summarize(machine: str, nodeid: str, rows: pd.DataFrame) -> TestSummary:
         cutoff = measured["start"].iloc[-1] - timedelta(days=7)
         earlier = [float(f) for f in measured.loc[measured["start"] <= cutoff, "fraction"]]
         week_change = _change(now, _median_or_none(earlier[-NOW_SESSIONS:]))
+    # No baseline until sessions follow it: a band over every session there is says nothing.
     first = fractions[:WINDOW]
-    baseline = (statistics.median(first), min(first), max(first)) if first else None
+    baseline = (statistics.median(first), min(first), max(first)) if len(fractions) > WINDOW else None
     last = rows.iloc[-1]
     threshold = last["min_fraction"] if isinstance(last["min_fraction"], (int, float)) else None
     return TestSummary(
@@ -120,7 +121,7 @@ def summarize(machine: str, nodeid: str, rows: pd.DataFrame) -> TestSummary:
         fractions=fractions, latest=float(fractions[-1]) if fractions else None, threshold=threshold,
         bound=last["bound"] if isinstance(last["bound"], str) else None, outcome=str(last["outcome"]),
         week_change=week_change, baseline=baseline,
-        baseline_change=_change(now, baseline[0]) if baseline and len(fractions) > WINDOW else None,
+        baseline_change=_change(now, baseline[0]) if baseline else None,
         comparison=trend(fractions))
 
 
