@@ -133,3 +133,26 @@ def test_report_command(site: tuple[Path, Path], tmp_path: Path, capsys: pytest.
     (tmp_path / "empty").mkdir()
     assert main(["report", str(tmp_path / "empty"), "--out", str(tmp_path / "x")]) == 1
     assert "no readable history session" in capsys.readouterr().err
+
+
+def test_points_sit_at_the_level_their_bytes_were_counted_at(tmp_path: Path) -> None:
+    # As the analytic counter writes them: a small matmul's bytes at L2, a big one's at L3, none at DRAM.
+    variants = [("64", {"L2": 8.0}, 524288.0, 1e-5), ("512", {"L3": 64.0}, 268435456.0, 6.7e-3)]
+    for day in (1, 2):
+        document = {"format": "pytest-roofline-history", "schema": 1,
+                    "session": {"id": str(day), "start": f"2026-01-0{day}T02:00:00+00:00"},
+                    "machine": {"key": "m", "peak_flops": {"fp32": 2e11},
+                                "bandwidth": {"L2": 3.5e11, "L3": 3.7e11, "DRAM": 1.1e11}},
+                    "tests": [{"nodeid": f"t.py::test_mm[{n}]", "function": "t.py::test_mm", "params": {"n": int(n)},
+                               "fraction": 0.5, "ai": ai, "flops": flops, "time_s": t, "kernels": []}
+                              for n, ai, flops, t in variants]}
+        (tmp_path / f"{day}.json").write_text(json.dumps(document))
+    build_site(tmp_path, tmp_path / "out")
+    (spec,) = _figures(next((tmp_path / "out").glob("m/*/traj/*.html")))
+    (line,) = spec["sessions"][-1]["lines"]
+    assert line["x"] == [8.0, 64.0]
+    assert line["y"] == [5.243e10, 4.006e10]  # 524288 / 1e-5 and 268435456 / 6.7e-3, 4 significant digits
+    assert line["labels"] == ["64", "512"]
+    roofline = _figures(next((tmp_path / "out").glob("m/*/t/test_mm_512-*.html")))[1]
+    every_session = next(trace for trace in roofline["data"] if trace["name"] == "every session")
+    assert every_session["x"] == [64.0, 64.0]
