@@ -156,3 +156,24 @@ def test_points_sit_at_the_level_their_bytes_were_counted_at(tmp_path: Path) -> 
     roofline = _figures(next((tmp_path / "out").glob("m/*/t/test_mm_512-*.html")))[1]
     every_session = next(trace for trace in roofline["data"] if trace["name"] == "every session")
     assert every_session["x"] == [64.0, 64.0]
+
+
+def test_a_second_parameter_makes_separate_lines_joined_along_the_first(tmp_path: Path) -> None:
+    records = [{"nodeid": f"t.py::test_step[{batch}-{amp}]", "function": "t.py::test_step",
+                "params": {"batch": batch, "amp": amp}, "fraction": 0.5, "ai": {"DRAM": 2.0 * batch},
+                "flops": 1e9 * batch, "time_s": 0.01, "kernels": [{"name": "gemm<float>", "flops": {"fp32": 1e6},
+                                                                    "bytes": {"DRAM": 1e5}, "time_s": None}]}
+               for amp in (True, False) for batch in (4, 1, 2)]
+    document = {"format": "pytest-roofline-history", "schema": 1,
+                "session": {"id": "1", "start": "2026-01-01T02:00:00+00:00"},
+                "machine": {"key": "m", "peak_flops": {"fp32": 2e11}, "bandwidth": {"DRAM": 1.1e11}},
+                "tests": records}
+    (tmp_path / "1.json").write_text(json.dumps(document))
+    build_site(tmp_path, tmp_path / "out")
+    (spec,) = _figures(next((tmp_path / "out").glob("m/*/traj/*.html")))
+    lines = {line["name"]: line for line in spec["sessions"][0]["lines"]}
+    assert list(lines) == ["amp=False", "amp=True"]  # parameter order: False before True
+    assert lines["amp=True"]["labels"] == ["1", "2", "4"]  # batches in order, whatever the record order
+    assert lines["amp=True"]["x"] == [2.0, 4.0, 8.0]
+    page = next((tmp_path / "out").glob("m/*/t/*.html")).read_text(encoding="utf-8")
+    assert "gemm&lt;float&gt;" in page and "gemm<float>" not in page

@@ -186,7 +186,7 @@ def _roofline_section(rows: pd.DataFrame, latest: Session) -> str:
         peak = roofs.peak_flops.get(precision, max(roofs.peak_flops.values()))
         y = kernel_flops / t if isinstance(t, (int, float)) and t > 0 else min(peak, ai * roofs.bandwidth[level])
         kernels.append(charts.RooflinePoint(
-            f"{kernel.get('name', '?')}<br>{charts.si(kernel_flops, 'FLOP')}, {charts.si(kernel_bytes, 'B')} "
+            f"{pages.esc(kernel.get('name', '?'))}<br>{charts.si(kernel_flops, 'FLOP')}, {charts.si(kernel_bytes, 'B')} "
             f"at {level}", ai, y))
     figure = charts.roofline_figure(roofs, history, latest_ai, perf, kernels)
     return ("<h2>Roofline</h2>" + pages.chart("roofline", figure) +
@@ -233,13 +233,15 @@ def _trajectory_page(machine: str, function: str, variants: Sequence[TestSummary
             if placed is None or perf is None:
                 continue
             level, ai = placed
-            others = params_label({k: v for k, v in r.params.items() if k != axis}) or function.split("::")[-1]
+            # plotly reads its labels as a little HTML: names such as gemm<float> are escaped
+            others = pages.esc(params_label({k: v for k, v in r.params.items() if k != axis})
+                               or function.split("::")[-1])
             line = lines.setdefault(others, {"x": [], "y": [], "labels": [], "text": []})
             line["x"].append(charts.sig(ai))
             line["y"].append(charts.sig(perf))
-            line["labels"].append(str(r.params.get(axis)))
+            line["labels"].append(pages.esc(r.params.get(axis)))
             fraction = f"{r.fraction:.3f}" if r.fraction is not None else "—"
-            line["text"].append(f"{params_label(r.params)}<br>fraction {fraction}, {charts.si(perf, 'FLOP/s')}, "
+            line["text"].append(f"{pages.esc(params_label(r.params))}<br>fraction {fraction}, {charts.si(perf, 'FLOP/s')}, "
                                 f"AI {ai:.3g} at {level}")
             xs.append(ai)
         if sum(len(line["x"]) for line in lines.values()) >= 2:
