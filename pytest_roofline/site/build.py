@@ -226,9 +226,13 @@ def _trajectory_page(machine: str, function: str, variants: Sequence[TestSummary
                 next(iter(first)))
     per_session: list[dict[str, Any]] = []
     xs: list[float] = []
-    for position, group in rows.groupby("position", sort=True):
+    # One pass over the rows (a groupby per session costs seconds at a thousand sessions).
+    by_position: dict[int, list[Any]] = {}
+    for r in rows.itertuples():
+        by_position.setdefault(int(r.position), []).append(r)
+    for position, group in sorted(by_position.items()):
         lines: dict[str, dict[str, list[Any]]] = {}
-        for r in sorted(group.itertuples(), key=lambda r: params_key(r.params)):
+        for r in sorted(group, key=lambda r: params_key(r.params)):
             placed, perf = _placed_ai(r.record, roofs.bandwidth), _flops_per_s(r.record)
             if placed is None or perf is None:
                 continue
@@ -245,7 +249,7 @@ def _trajectory_page(machine: str, function: str, variants: Sequence[TestSummary
                                 f"AI {ai:.3g} at {level}")
             xs.append(ai)
         if sum(len(line["x"]) for line in lines.values()) >= 2:
-            session = sessions[int(position)]
+            session = sessions[position]
             per_session.append({"label": f"{_time(session.start)[:16]} {session.short_commit}",
                                 "lines": [{"name": name, **line} for name, line in lines.items()]})
     if not per_session or not roofs.peak_flops:
