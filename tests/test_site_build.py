@@ -177,3 +177,23 @@ def test_a_second_parameter_makes_separate_lines_joined_along_the_first(tmp_path
     assert lines["amp=True"]["x"] == [2.0, 4.0, 8.0]
     page = next((tmp_path / "out").glob("m/*/t/*.html")).read_text(encoding="utf-8")
     assert "gemm&lt;float&gt;" in page and "gemm<float>" not in page
+
+
+def test_a_session_without_a_measurement_shows_no_nan(tmp_path: Path) -> None:
+    for day in range(1, 8):
+        measured = day != 4
+        record = {"nodeid": "t.py::test_a", "outcome": "passed" if measured else "error",
+                  "fraction": 0.5 if measured else None, "min_fraction": 0.3 if measured else None,
+                  "time_s": 0.01 if measured else None, "bound": "memory:DRAM" if measured else None,
+                  "flops": 1e6, "ai": {"DRAM": 1.0}, "artifacts": [], "kernels": []}
+        document = {"format": "pytest-roofline-history", "schema": 1,
+                    "session": {"id": str(day), "start": f"2026-01-0{day}T02:00:00+00:00"},
+                    "machine": {"key": "m", "peak_flops": {"fp32": 1e9}, "bandwidth": {"DRAM": 1e8}},
+                    "tests": [record]}
+        (tmp_path / f"{day}.json").write_text(json.dumps(document))
+    build_site(tmp_path, tmp_path / "out")
+    for page in (tmp_path / "out").rglob("*.html"):
+        assert not re.search(r"\bnan\b|NaN", page.read_text(encoding="utf-8")), page.name
+    page = next((tmp_path / "out").glob("m/*/t/*.html"))
+    (fraction, _roofline) = _figures(page)
+    assert len(fraction["data"][0]["y"]) == 6  # the session with no measurement has no point

@@ -26,7 +26,7 @@ import pandas as pd
 from . import charts, pages
 from .changepoints import change_points
 from .history_reader import Session, read_history
-from .model import TestSummary, history_frame, parametrized, params_key, params_label, slug, summarize
+from .model import TestSummary, history_frame, number, parametrized, params_key, params_label, slug, summarize
 
 SPARK_SESSIONS = 60
 FAILING_LISTED = 20
@@ -116,8 +116,7 @@ def _test_page(summary: TestSummary, rows: pd.DataFrame, latest: Session, artifa
     root = "../../../"
     measured = rows.dropna(subset=["fraction"])
     points = [charts.FractionPoint(_time(r.start), r.commit, float(r.fraction),
-                                   r.min_fraction if isinstance(r.min_fraction, (int, float)) else None,
-                                   r.time_s if isinstance(r.time_s, (int, float)) else None,
+                                   number(r.min_fraction), number(r.time_s),
                                    r.bound if isinstance(r.bound, str) else None, r.outcome)
               for r in measured.itertuples()]
     found = change_points(summary.fractions)
@@ -160,7 +159,7 @@ def _roofline_section(rows: pd.DataFrame, latest: Session) -> str:
     for r in rows.itertuples():
         placed, perf = _placed_ai(r.record, roofs.bandwidth), _flops_per_s(r.record)
         if placed and perf:
-            fraction = f"{r.fraction:.3f}" if r.fraction is not None else "—"
+            fraction = f"{r.fraction:.3f}" if number(r.fraction) is not None else "—"
             history.append(charts.RooflinePoint(
                 f"{_time(r.start)[:16]} {r.commit}<br>fraction {fraction}, AI at {placed[0]}", placed[1], perf))
     record = rows.iloc[-1]["record"]
@@ -208,7 +207,7 @@ def _failing_section(rows: pd.DataFrame, artifacts: _Artifacts, root: str) -> st
             links.append(f'<a href="{pages.esc(root + href)}">{pages.esc(name)}</a>' if href else
                          f'<span class="muted" title="{pages.esc(path)}">{pages.esc(name)} (not kept)</span>')
         table_rows.append([pages.esc(_time(r.start)[:16]), f"<code>{pages.esc(r.commit)}</code>",
-                           pages.fraction_text(r.fraction, r.min_fraction), pages.esc(r.outcome),
+                           pages.fraction_text(number(r.fraction), number(r.min_fraction)), pages.esc(r.outcome),
                            "<br>".join(links) or '<span class="muted">none</span>'])
     more = f" (the newest {FAILING_LISTED} of {len(failing)})" if len(failing) > FAILING_LISTED else ""
     return (f"<h2>Failing sessions{more}</h2>" +
@@ -244,7 +243,7 @@ def _trajectory_page(machine: str, function: str, variants: Sequence[TestSummary
             line["x"].append(charts.sig(ai))
             line["y"].append(charts.sig(perf))
             line["labels"].append(pages.esc(r.params.get(axis)))
-            fraction = f"{r.fraction:.3f}" if r.fraction is not None else "—"
+            fraction = f"{r.fraction:.3f}" if number(r.fraction) is not None else "—"
             line["text"].append(f"{pages.esc(params_label(r.params))}<br>fraction {fraction}, {charts.si(perf, 'FLOP/s')}, "
                                 f"AI {ai:.3g} at {level}")
             xs.append(ai)

@@ -13,6 +13,7 @@ Definitions the index and test pages use (also in the README):
 from __future__ import annotations
 
 import json
+import math
 import re
 import statistics
 import zlib
@@ -28,6 +29,14 @@ from .verdicts import WINDOW, Comparison, trend
 
 NOW_SESSIONS = 3
 VERDICT_ORDER = {"regressed": 0, "steady": 1, "new": 2, "improved": 3}
+
+
+def number(value: Any) -> float | None:
+    """A finite number from a frame cell, else None: pandas turns a missing value into NaN in a float
+    column, and a NaN must not reach a page as "nan"."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
 
 
 def history_frame(sessions: Mapping[str, list[Session]]) -> pd.DataFrame:
@@ -115,7 +124,7 @@ def summarize(machine: str, nodeid: str, rows: pd.DataFrame) -> TestSummary:
     first = fractions[:WINDOW]
     baseline = (statistics.median(first), min(first), max(first)) if len(fractions) > WINDOW else None
     last = rows.iloc[-1]
-    threshold = last["min_fraction"] if isinstance(last["min_fraction"], (int, float)) else None
+    threshold = number(last["min_fraction"])
     return TestSummary(
         machine=machine, nodeid=nodeid, function=str(last["function"]), params=dict(last["params"]),
         fractions=fractions, latest=float(fractions[-1]) if fractions else None, threshold=threshold,
