@@ -28,7 +28,8 @@ class RooflineFixture(Protocol):
     counter can see; ``regions`` are the call sites measured so far in this test.
     """
 
-    regions: Sequence[Any]
+    @property
+    def regions(self) -> Sequence[Any]: ...  # read-only here, so a recorder's list satisfies it
 
     def measure(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any: ...
 

@@ -21,6 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     parser.add_argument("--cores", type=int, default=None, metavar="N",
                         help="roofs of N cores (pinned to the N least loaded, N threads; default: all)")
+    parser.add_argument("--fingerprint", action="store_true",
+                        help="print this machine's fingerprint hash (the cache key) and measure nothing; with "
+                             "--json also its fields and the cache file")
 
 
 def summary(machine: Machine) -> dict[str, Any]:
@@ -54,8 +57,34 @@ def _table(machine: Machine) -> str:
     return "\n".join(lines)
 
 
+def fingerprint_only(args: argparse.Namespace) -> int:
+    """The fingerprint without measuring: CI keys its cache of characterizations by it."""
+    from pytest_roofline.characterize.machine import cache_file_for, fingerprint, fingerprint_hash
+
+    try:
+        fields = fingerprint(args.device)
+        if args.cores is not None and args.device == "cpu":
+            from pytest_roofline.host.cores import base_affinity, core_count_fingerprint
+
+            fields = core_count_fingerprint(fields, args.cores, base_affinity())
+    except (RuntimeError, ImportError, ValueError, OSError) as error:
+        print(f"characterize: {error}", file=sys.stderr)
+        return 2
+    digest = fingerprint_hash(fields)
+    if args.json:
+        path = cache_file_for(args.device, args.cache_dir) if args.cores is None else None
+        print(json.dumps({"fingerprint": digest, "fields": fields,
+                          "cache_file": str(path) if path is not None else None}, indent=2, default=str))
+    else:
+        print(digest)
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from pytest_roofline.characterize.machine import characterize
+
+    if args.fingerprint:
+        return fingerprint_only(args)
 
     def progress(message: str) -> None:
         print(f"[characterize] {message}", file=sys.stderr, flush=True)

@@ -1,7 +1,9 @@
 """Machine fingerprint: what must stay the same for a cached characterization to stay true.
 
 CPU: model, ISA flags that change the kernels, the cores this process may run on, memory size, the threads
-torch and OpenMP will use, the C compiler. CUDA: GPU name, compute capability, clocks, memory, driver.
+torch and OpenMP will use, the C compiler. CUDA: GPU name, compute capability, clocks, memory, driver: the
+roofs are per GPU model, not per GPU, so pytest-xdist workers that each see another GPU of the same model
+(``CUDA_VISIBLE_DEVICES``, see ``host/gpus.py``) share one characterization, measured once under the lock.
 Both: a hash of the measurement sources and the characterization version.
 """
 
@@ -142,7 +144,6 @@ def cuda_fingerprint(device_index: int = 0) -> dict[str, Any]:
         "l2_bytes": int(props.get("l2CacheSize", 0)),
         "driver_version": int(runtime.driverGetVersion()),
         "runtime_version": int(runtime.runtimeGetVersion()),
-        "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "kernel_source_hash": kernel_source_hash(),
         "characterization_version": CHARACTERIZATION_VERSION,
     }

@@ -319,13 +319,3 @@ def reconcile(machine: Machine, native: Iterable[str] = ()) -> Machine:
         info["emulated"] = emulated
     info["sources"] = sources
     return Machine(name=machine.name, peak_flops=peaks, bandwidth=machine.bandwidth, info=info)
-
-
-def emulated_note(machine: Machine, precision: str) -> str | None:
-    """'bf16 is emulated on this CPU (measured 1.0 GFLOP/s; judged against the fp32 roof)' or None."""
-    entry = (machine.info.get("emulated") or {}).get(precision)
-    if not isinstance(entry, Mapping):
-        return None
-    measured = float(entry.get("measured_flops", 0.0))
-    return (f"{precision} is emulated on this machine (measured {measured / 1e9:.3g} GFLOP/s); it is judged "
-            f"against the {entry.get('roof_from', 'fp32')} roof the hardware can compute it on")

@@ -31,11 +31,6 @@ from pytest_roofline.model import KernelSample, Machine, Verdict, combine, evalu
 from pytest_roofline.model.placement import place_working_set
 from pytest_roofline.output.text import above_one_note
 
-# How a region's time was obtained; recorded with every test in results.json.
-UNPROFILED_CLOCK_POLICY: dict[str, str] = {
-    "time": "bare timed loop in the pytest process: unprofiled, device-synchronized, normal clocks",
-}
-
 
 @dataclass(frozen=True)
 class Region:

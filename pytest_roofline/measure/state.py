@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pytest_roofline.output.results_dir import new_session_id, session_dir
 
@@ -35,6 +35,8 @@ class Settings:
 
 @dataclass
 class TestEntry:
+    __test__: ClassVar[bool] = False  # not a test class, despite its name
+
     nodeid: str
     min_fraction: float | None
     recorder: Any = None  # session.Recorder, typed loosely to keep imports lazy

@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pytest_roofline.measure.regions import UNPROFILED_CLOCK_POLICY, Recorder, Region
 from pytest_roofline.model import KernelSample, Machine, Verdict
 from pytest_roofline.output.artifacts import artifact_path, results_document, write_kernels_csv, write_results
 from pytest_roofline.output.results_dir import RESULTS_FILE, write_session
@@ -22,6 +21,14 @@ from pytest_roofline.output.text import (
     summary_table,
     uncounted_text,
 )
+
+if TYPE_CHECKING:  # types only: measure's records are read here, never made
+    from pytest_roofline.measure.regions import Recorder, Region
+
+# How an unprofiled region's time was taken (results.json's clock_policy); the ncu counter sets its own.
+UNPROFILED_CLOCK_POLICY: dict[str, str] = {
+    "time": "bare timed loop in the pytest process: unprofiled, device-synchronized, normal clocks",
+}
 
 
 class TestRecord(Protocol):
@@ -78,7 +85,9 @@ def counter_of(regions: Sequence[Region]) -> str | None:
     return "+".join(names) if names else None
 
 
-def test_result(record: TestRecord) -> dict[str, Any]:
+def test_result(record: TestRecord | Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(record, Mapping):  # already a results.json record: an xdist worker's, sent to its controller
+        return dict(record)
     regions = record.recorder.regions
     verdict = record.recorder.verdict()
     # Per-counter fields (clock_policy, definitions, ncu); optional so other runners' records still work.
@@ -104,7 +113,8 @@ def test_result(record: TestRecord) -> dict[str, Any]:
     }
 
 
-def write_session_results(directory: Path, machine: Machine | None, records: Iterable[TestRecord],
+def write_session_results(directory: Path, machine: Machine | None,
+                          records: Iterable[TestRecord | Mapping[str, Any]],
                           extra: Mapping[str, Any] | None = None, session_id: str | None = None) -> Path:
     """Write the session's results.json: in its own session folder and as the latest (see results_dir)."""
     document = results_document(machine, [test_result(r) for r in records], extra)
@@ -205,7 +215,7 @@ def impossible_fraction_message(verdict: Verdict, machine: Machine, origin: str)
 
 def roof_notes(machine: Machine, flops: Mapping[str, float]) -> list[str]:
     """Notes for precisions judged against another precision's roof because this machine emulates them."""
-    from pytest_roofline.characterize.validate import emulated_note
+    from pytest_roofline.output.text import emulated_note
 
     return [note for precision, count in flops.items() if count > 0
             for note in [emulated_note(machine, precision)] if note]

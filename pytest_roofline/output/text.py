@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_roofline.model import Verdict
+from pytest_roofline.model import Machine, Verdict
 
 
 def format_ai(verdict: Verdict) -> str:
@@ -154,3 +154,13 @@ def above_one_note(verdict: Verdict, machine: Any) -> str | None:
         roof = f"the {name} compute roof ({machine.peak_flops.get(name, 0.0) / 1e9:.4g} GFLOP/s)"
         cause = "that roof is below the machine's real one (a disturbed or pinned value), or FLOPs are over-counted"
     return f"fraction {verdict.fraction:.3f} is above 1: the call beat {roof}; likely {cause}"
+
+
+def emulated_note(machine: Machine, precision: str) -> str | None:
+    """'bf16 is emulated on this CPU (measured 1.0 GFLOP/s; judged against the fp32 roof)' or None."""
+    entry = (machine.info.get("emulated") or {}).get(precision)
+    if not isinstance(entry, Mapping):
+        return None
+    measured = float(entry.get("measured_flops", 0.0))
+    return (f"{precision} is emulated on this machine (measured {measured / 1e9:.3g} GFLOP/s); it is judged "
+            f"against the {entry.get('roof_from', 'fp32')} roof the hardware can compute it on")

@@ -53,10 +53,10 @@ from pytest_roofline.errors import (  # noqa: F401 (re-exported under its old na
     ProfiledChildFailed,
     ProfilingNotSupported,
 )
+from pytest_roofline.host.process_role import CHILD_ENV
 from pytest_roofline.model import KernelSample
 
 NCU_ENV = "PYTEST_ROOFLINE_NCU"
-CHILD_ENV = "PYTEST_ROOFLINE_NCU_CHILD"
 DEFAULT_TIMEOUT_S = 1800.0
 LOCK_NAME = "pytest-roofline-ncu.lock"
 

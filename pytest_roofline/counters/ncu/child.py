@@ -15,23 +15,18 @@ declared, in the parent as with every counter, so ncu must not count it a second
 from __future__ import annotations
 
 import importlib
-import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
-from pytest_roofline.counters.ncu.backend import CHILD_ENV
 from pytest_roofline.counters.ncu.command import NVTX_DOMAIN
 from pytest_roofline.errors import NvtxMissing
 from pytest_roofline.host.devices import synchronizer
+from pytest_roofline.host.process_role import CHILD_ENV, is_profiled_child  # noqa: F401 (re-exported)
 
 WARMUP_CALLS = 2  # compiles, autotunes and allocates outside the profiled range
 RANGE_PREFIX = "region-"
-
-
-def is_profiled_child(environ: Mapping[str, str] | None = None) -> bool:
-    return (os.environ if environ is None else environ).get(CHILD_ENV) == "1"
 
 
 def nvtx_module() -> ModuleType:

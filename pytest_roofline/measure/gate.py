@@ -1,0 +1,90 @@
+"""The gate: decide whether a measured test passes, from its verdict, its threshold and the session's policies.
+
+Plain Python; the pytest glue turns a :class:`Judgement` into a failure or a teardown error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_roofline.measure.settings import MarkerOptions
+from pytest_roofline.measure.state import RooflineState, TestEntry
+
+
+@dataclass(frozen=True)
+class Judgement:
+    failure: str | None = None  # the test fails with this message
+    error: str | None = None  # an error of the test (a fraction no roof allows), raised in its teardown
+
+
+def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None, xfail: bool) -> Judgement:
+    """Gate one measured test: uncounted work, an impossible fraction, then its threshold.
+
+    Below the threshold, a contended measurement (no free core) is excused unless ``--roofline-strict`` (it is
+    measured again at the end of the session), and ``--roofline-confirm on`` measures the test once more at
+    once and keeps the faster: the test fails only when both measurements are below.
+    """
+    policy = (options.uncounted if options and options.uncounted else None) or state.settings.uncounted
+    if policy == "fail":
+        from pytest_roofline.output.text import uncounted_text
+
+        missing = uncounted_text(entry.recorder.regions)
+        if missing:
+            return Judgement(failure=(
+                f"roofline: FLOP-bearing ops without a counting rule ran ({missing}); the fraction would be too "
+                "low. Declare the work (roofline.declare) or set uncounted='warn'."))
+    verdict = entry.recorder.verdict()
+    impossible = roof_check(state, entry, verdict)
+    if impossible is not None:
+        return Judgement(error=impossible)
+    if entry.min_fraction is None or verdict.fraction >= entry.min_fraction:
+        return Judgement()
+    if not state.settings.strict and not xfail and entry.recorder.is_contended():
+        return Judgement()  # reported as contended and measured again at the end of the session
+    if state.settings.confirm == "on" and not xfail:
+        first = verdict.fraction
+        if entry.recorder.confirm():
+            verdict = entry.recorder.verdict()
+            entry.extra["confirmed"] = {"first": first, "second": verdict.fraction}
+            if verdict.fraction >= entry.min_fraction:
+                return Judgement()
+    from pytest_roofline.output.session_output import failure_report
+
+    message, paths = failure_report(state.session_dir, entry.nodeid, state.machine(), entry.recorder.regions,
+                                    verdict, entry.min_fraction, entry.details)
+    entry.artifacts.extend(str(p) for p in paths)
+    return Judgement(failure=message)
+
+
+def roof_check(state: RooflineState, entry: TestEntry, verdict: Any) -> str | None:
+    """Notes for emulated precisions (into results.json), and the error for a fraction no roof allows."""
+    from pytest_roofline.output.session_output import impossible_fraction_message, roof_notes
+
+    machine = state.machine()
+    notes = roof_notes(machine, verdict.flops)
+    if notes:
+        entry.extra["roof_notes"] = notes
+    s = state.settings
+    origin = (f"pinned file {s.machine_file}" if s.machine_file is not None else
+              f"the characterization cache (fingerprint {machine.info.get('fingerprint_hash', '?')})")
+    return impossible_fraction_message(verdict, machine, origin)
+
+
+def remeasure_contended(state: RooflineState) -> bool:
+    """Measure contended call sites again now that the session's own work is done. True when a test that passed
+    only because its measurement was contended is still below its threshold uncontended (it is now failed)."""
+    failed = False
+    for entry in state.tests.values():
+        if entry.recorder is None or not entry.recorder.contended:
+            continue
+        entry.recorder.remeasure_contended()
+        verdict = entry.recorder.verdict()
+        below = entry.min_fraction is not None and verdict is not None and verdict.fraction < entry.min_fraction
+        entry.extra["contended"] = {"remeasured": True, "still_contended": entry.recorder.is_contended()}
+        if below and not entry.recorder.is_contended() and entry.outcome == "passed":
+            entry.outcome = "failed"
+            entry.extra["contended"]["failed_when_remeasured"] = True
+            failed = True
+        entry.recorder.contended.clear()
+    return failed

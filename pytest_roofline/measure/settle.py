@@ -1,0 +1,84 @@
+"""The ncu counter's fallback policy: count a test's pending regions from its ncu profile, or say what to do.
+
+Plain Python: the pytest glue turns the outcome into a skip, a failure, or an error of the test's teardown.
+ERR_NVGPUCTRPERM skips the test under explicit ``ncu``; under ``auto`` it (or a missing ncu or GPU) makes the
+analytic counter count this test's regions and every later one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_roofline.errors import (
+    CountersNotPermitted,
+    CounterUnavailableError,
+    NcuBackendError,
+    NcuNotFound,
+    NoGpu,
+)
+from pytest_roofline.measure.state import RooflineState, TestEntry
+
+
+@dataclass(frozen=True)
+class Settled:
+    """What became of a test's pending regions: counted (all None), or one of skip / fail / error."""
+
+    skip: str | None = None  # the test is skipped with this reason
+    fail: str | None = None  # the test fails with this message
+    error: str | None = None  # an error of the test, raised in its teardown
+
+
+@dataclass(frozen=True)
+class ChildRun:
+    """How to start the profiled child: the parent's rootdir, ini file and whether xdist is loaded."""
+
+    rootpath: Path
+    inipath: Path | None
+    xdist: bool
+
+
+def settle_pending(state: RooflineState, entry: TestEntry, nodeid: str, child: ChildRun,
+                   warn: Callable[[Warning], None]) -> Settled:
+    """Profile the test under ncu and judge its pending regions."""
+    from pytest_roofline.counters.ncu import parent as ncu_gate
+
+    if state.ncu_denied is not None:
+        entry.extra["ncu"] = {"error": state.ncu_denied, "logs": []}
+        return Settled(skip=state.ncu_denied)
+    setup = state.choose_counter().setup
+    if setup is None:  # defensive: regions are pending only while the session's counter is ncu
+        return count_with_analytic(state, entry)
+    try:
+        outcome = ncu_gate.profile_test(
+            entry.recorder, nodeid, state.session_dir, state.machine(), setup, cwd=child.rootpath,
+            extra_pytest_args=ncu_gate.child_pytest_args(child.rootpath, child.inipath, child.xdist),
+        )
+    except (CountersNotPermitted, NcuNotFound, NoGpu) as exc:
+        if state.settings.counter == "auto":
+            state.fall_back_to_analytic(str(exc), warn)
+            return count_with_analytic(state, entry)
+        entry.extra["ncu"] = ncu_gate.error_section(exc)
+        if isinstance(exc, CountersNotPermitted):
+            state.ncu_denied = f"roofline: {exc}"
+            return Settled(skip=state.ncu_denied)
+        return Settled(error=f"roofline: --roofline-counter=ncu: {exc}")
+    except NcuBackendError as exc:  # the child failed or timed out, or no kernel ran in the range
+        entry.extra["ncu"] = ncu_gate.error_section(exc)
+        return Settled(error=f"roofline: {exc}")
+    except Exception as exc:  # noqa: BLE001 - e.g. an unreadable report: the test's error, not pytest's crash
+        entry.extra["ncu"] = ncu_gate.error_section(exc)
+        return Settled(error=f"roofline: could not use the ncu profile of {nodeid}: {exc!r}")
+    entry.artifacts.extend(outcome.artifacts)
+    entry.extra.update(outcome.extra)
+    entry.details = outcome.details
+    return Settled()
+
+
+def count_with_analytic(state: RooflineState, entry: TestEntry) -> Settled:
+    try:
+        entry.recorder.count_pending(state.counter())
+    except CounterUnavailableError as exc:
+        return Settled(fail=f"roofline: {exc}")
+    return Settled()

@@ -1,0 +1,39 @@
+"""A roofline test's figures as JUnit XML properties (the plugin adds them to ``item.user_properties``).
+
+Plain Python. Values are strings, as JUnit properties are; a figure the test does not have is left out rather
+than written as an empty value, so a CI tool that reads ``roofline_drop`` finds it only where there is one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+PREFIX = "roofline_"
+
+
+def number(value: Any) -> str:
+    """Six significant digits: enough to tell a 1 % change apart, short enough to read in a CI table."""
+    return f"{float(value):.6g}"
+
+
+def junit_properties(result: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """``(name, value)`` pairs from a test's ``results.json`` record (or any mapping with its keys):
+    ``roofline_fraction``, ``roofline_min_fraction``, ``roofline_bound``, and from the baseline gate's
+    ``baseline`` record ``roofline_baseline_fraction``, ``roofline_drop`` and ``roofline_verdict``."""
+    pairs: list[tuple[str, str]] = []
+    if result.get("fraction") is not None:
+        pairs.append((f"{PREFIX}fraction", number(result["fraction"])))
+    if result.get("min_fraction") is not None:
+        pairs.append((f"{PREFIX}min_fraction", number(result["min_fraction"])))
+    if result.get("bound"):
+        pairs.append((f"{PREFIX}bound", str(result["bound"])))
+    baseline = result.get("baseline")
+    if isinstance(baseline, Mapping):
+        if baseline.get("fraction") is not None:
+            pairs.append((f"{PREFIX}baseline_fraction", number(baseline["fraction"])))
+        if baseline.get("drop") is not None:
+            pairs.append((f"{PREFIX}drop", number(baseline["drop"])))
+        if baseline.get("verdict"):
+            pairs.append((f"{PREFIX}verdict", str(baseline["verdict"])))
+    return pairs

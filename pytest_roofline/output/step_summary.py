@@ -1,0 +1,129 @@
+"""The session as a markdown table for a CI job's summary page (GitHub Actions: ``$GITHUB_STEP_SUMMARY``).
+
+Plain Python, from the ``results.json`` test records: regressions and failures on top, then worst first,
+with each test's artifact paths and the machine. Appending never raises: a CI summary must not turn a
+finished run into an error, so a failure comes back as a message for the terminal.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+ENV = "GITHUB_STEP_SUMMARY"
+MAX_ROWS = 300  # GitHub keeps at most 1 MiB of summary per step; a suite larger than this is cut with a note
+BAD_OUTCOMES = ("failed", "error")
+
+
+def _baseline(result: Mapping[str, Any]) -> Mapping[str, Any]:
+    baseline = result.get("baseline")
+    return baseline if isinstance(baseline, Mapping) else {}
+
+
+def is_bad(result: Mapping[str, Any]) -> bool:
+    """Failed (its own gate, an error) or regressed against the baseline."""
+    return result.get("outcome") in BAD_OUTCOMES or _baseline(result).get("verdict") == "regressed"
+
+
+def sort_key(result: Mapping[str, Any]) -> tuple[int, float, float]:
+    """Bad tests first; then the largest drop since the baseline; then the smallest fraction relative to the
+    test's threshold (its fraction alone when it has none); tests without a figure last."""
+    drop = _baseline(result).get("drop")
+    fraction = result.get("fraction")
+    minimum = result.get("min_fraction")
+    if fraction is None:
+        margin = math.inf
+    else:
+        margin = float(fraction) / float(minimum) if minimum else float(fraction)
+    return (0 if is_bad(result) else 1, -float(drop) if drop is not None else math.inf, margin)
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("\r", " ").replace("\n", " ").replace("|", "\\|")
+
+
+def _code(text: Any) -> str:
+    return f"`{_cell(text).replace('`', chr(39))}`"
+
+
+def _num(value: Any, fmt: str = ".3f") -> str:
+    return "" if value is None else format(float(value), fmt)
+
+
+def _mark(result: Mapping[str, Any]) -> str:
+    if is_bad(result):
+        return "❌"
+    verdict = _baseline(result).get("verdict")
+    if verdict == "improved":
+        return "⬆️"
+    if verdict == "noisy":
+        return "〰️"
+    return "✅" if result.get("outcome") == "passed" else "➖"
+
+
+def _row(result: Mapping[str, Any]) -> str:
+    baseline = _baseline(result)
+    drop = baseline.get("drop")
+    artifacts = "<br>".join(_code(path) for path in result.get("artifacts") or [])
+    cells = [_mark(result), _code(result.get("nodeid", "?")), _cell(result.get("outcome", "")),
+             _num(result.get("fraction")), _num(result.get("min_fraction"), "g"), _cell(result.get("bound") or ""),
+             _num(baseline.get("fraction")), "" if drop is None else f"{float(drop):+.1%}",
+             _cell(baseline.get("verdict") or ""), artifacts]
+    return "| " + " | ".join(cells) + " |"
+
+
+def machine_text(machine: Mapping[str, Any] | None) -> str:
+    if not machine:
+        return "machine: not characterized"
+    info = machine.get("info") or {}
+    device = info.get("device")
+    fingerprint = info.get("fingerprint_hash")
+    extras = [f"device {device}" if device else "", f"fingerprint `{fingerprint}`" if fingerprint else "",
+              "pinned ceilings" if info.get("source") == "pinned" else ""]
+    extra = ", ".join(part for part in extras if part)
+    return f"machine: **{_cell(machine.get('name', '?'))}**" + (f" ({extra})" if extra else "")
+
+
+def summary_markdown(tests: Sequence[Mapping[str, Any]], machine: Mapping[str, Any] | None,
+                     results_path: str, session_dir: str | None = None, exit_status: int | None = None,
+                     title: str = "pytest-roofline") -> str:
+    """The markdown block: a headline with the counts, the machine, the table and where the files are."""
+    ordered = sorted(tests, key=sort_key)
+    failed = sum(1 for t in tests if t.get("outcome") in BAD_OUTCOMES)
+    regressed = sum(1 for t in tests if _baseline(t).get("verdict") == "regressed")
+    improved = sum(1 for t in tests if _baseline(t).get("verdict") == "improved")
+    counts = [f"{len(tests)} roofline test{'s' if len(tests) != 1 else ''}", f"{failed} failed"]
+    if regressed or improved or any(_baseline(t) for t in tests):
+        counts += [f"{regressed} regressed", f"{improved} improved"]
+    status = f" · exit status {exit_status}" if exit_status is not None else ""
+    lines = [f"### {title}", "", f"**{', '.join(counts)}**{status}", "", machine_text(machine), "",
+             "| | test | outcome | fraction | min | bound | baseline | drop | verdict | artifacts |",
+             "|---|---|---|---:|---:|---|---:|---:|---|---|"]
+    lines += [_row(result) for result in ordered[:MAX_ROWS]]
+    if len(ordered) > MAX_ROWS:
+        lines += ["", f"… and {len(ordered) - MAX_ROWS} more tests: see `{_cell(results_path)}`."]
+    where = f"results: `{_cell(results_path)}`"
+    if session_dir:
+        where += f"; this session's charts and kernel tables: `{_cell(session_dir)}/`"
+    lines += ["", where, ""]
+    return "\n".join(lines)
+
+
+def append_step_summary(tests: Sequence[Mapping[str, Any]], machine: Mapping[str, Any] | None,
+                        results_path: str, session_dir: str | None = None, exit_status: int | None = None,
+                        environ: Mapping[str, str] | None = None) -> str | None:
+    """Append the table to ``$GITHUB_STEP_SUMMARY`` when it is set; return an error message instead of
+    raising (None when written or not asked for)."""
+    target = (os.environ if environ is None else environ).get(ENV)
+    if not target or not tests:
+        return None
+    try:
+        text = summary_markdown(tests, machine, results_path, session_dir, exit_status)
+        with Path(target).open("a", encoding="utf-8") as handle:
+            handle.write(text + "\n")
+    except Exception as exc:  # noqa: BLE001 - any failure becomes one line of the terminal summary
+        return f"roofline: could not write the step summary to ${ENV} ({target!r}): {exc}"
+    return None

@@ -1,0 +1,88 @@
+"""Under pytest-xdist: what a worker sends its controller, and how the controller joins the workers' records.
+
+Plain Python. A worker's payload travels through execnet (``config.workeroutput``), which carries only plain
+values, so it is made of ``results.json`` records passed once through JSON: dicts, lists, strings, numbers,
+booleans and None. The controller then writes one ``results.json`` for the session from all of them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pytest_roofline.output.text import SummaryRow
+
+OUTPUT_KEY = "pytest_roofline"  # the worker's entry in config.workeroutput
+SESSION_KEY = "pytest_roofline_session_id"  # the controller's session id in each worker's workerinput
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON would read it back: the only kinds execnet is sure to carry."""
+    return json.loads(json.dumps(value, allow_nan=False))
+
+
+def worker_payload(worker: str, tests: Sequence[Mapping[str, Any]], machine: Mapping[str, Any] | None,
+                   failed_late: bool, **extra: Any) -> dict[str, Any]:
+    """One worker's records: its test records (each tagged with the worker), its machine, and whether a test
+    failed only when re-measured at the end of its session (pytest already reported it passed)."""
+    return plain({"worker": worker, "tests": [{**test, "worker": worker} for test in tests], "machine": machine,
+                  "failed_late": failed_late, **extra})
+
+
+def merge_payloads(payloads: Iterable[Mapping[str, Any]], order: Sequence[str] = ()) -> dict[str, Any]:
+    """The session from its workers' payloads: every test record (by node id; a test run twice, as xdist does
+    when a worker crashed and its test was rescheduled, keeps its last record) in the collection ``order``
+    (ids not in it last, by worker), the machine of the first worker
+    in id order, every distinct machine when workers saw different ones (GPUs of different models), each
+    worker's summary, and whether any test failed late."""
+    ordered = sorted(payloads, key=lambda p: _worker_order(str(p.get("worker", ""))))
+    tests: dict[str, dict[str, Any]] = {}
+    machines: dict[str, dict[str, Any]] = {}
+    workers: dict[str, dict[str, Any]] = {}
+    for payload in ordered:
+        machine = payload.get("machine")
+        key = ""
+        if isinstance(machine, Mapping):
+            key = str((machine.get("info") or {}).get("fingerprint_hash") or json.dumps(machine, sort_keys=True))
+            machines.setdefault(key, dict(machine))
+        for test in payload.get("tests") or []:
+            tests[str(test.get("nodeid"))] = dict(test)
+        name = str(payload.get("worker", "?"))
+        workers[name] = {"tests": len(payload.get("tests") or []), "gpu": payload.get("gpu"),
+                         "machine": (machine.get("info") or {}).get("fingerprint_hash")
+                         if isinstance(machine, Mapping) else None}
+    position = {nodeid: index for index, nodeid in enumerate(order)}
+    ranked = sorted(tests.values(), key=lambda t: position.get(str(t.get("nodeid")), len(position)))
+    return {"tests": ranked, "machine": next(iter(machines.values()), None),
+            "machines": list(machines.values()), "workers": workers,
+            "failed_late": any(bool(p.get("failed_late")) for p in ordered)}
+
+
+def _worker_order(name: str) -> tuple[int, str]:
+    digits = name[2:] if name.startswith("gw") else ""
+    return (int(digits), name) if digits.isdigit() else (1 << 30, name)
+
+
+def row_from_result(result: Mapping[str, Any], verdict_text: str | None = None) -> SummaryRow:
+    """A terminal summary row from a ``results.json`` record (the controller has no recorder to ask)."""
+    fraction = result.get("fraction")
+    outcome = str(result.get("outcome", "?"))
+    if fraction is None:
+        return SummaryRow(str(result.get("nodeid")), None, result.get("min_fraction"), "-", "-", None, None,
+                          verdict_text or f"{outcome} (not measured)")
+    time_s = result.get("time_s") or 0.0
+    bound = str(result.get("bound") or "-")
+    by_level = {name: float(v) for name, v in (result.get("bytes") or {}).items() if v}
+    # as Verdict.bound_level: the bound's level, else the level that moved the most bytes
+    level = bound.partition(":")[2] if bound.startswith("memory:") else max(by_level, key=by_level.__getitem__,
+                                                                            default=None)
+    flops = result.get("flops")
+    moved = by_level.get(level) if level else None
+    ai = ", ".join(f"{name} {float(value):.3g}" for name, value in (result.get("ai") or {}).items()) or "n/a"
+    return SummaryRow(
+        str(result.get("nodeid")), float(fraction), result.get("min_fraction"), bound, ai,
+        float(flops) / time_s / 1e9 if flops is not None and time_s else None,
+        float(moved) / time_s / 1e9 if moved is not None and time_s else None,
+        verdict_text or outcome,
+    )

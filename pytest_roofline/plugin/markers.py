@@ -1,0 +1,27 @@
+"""The ``roofline`` marker: its help text and its arguments, validated while collecting."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_roofline.measure.settings import MarkerOptions, SettingError
+
+MARKER_HELP = (
+    "roofline(min_fraction=None): measure the test's roofline.measure() calls under --roofline and fail "
+    "it when the attained fraction of the roofline is below min_fraction (a number in (0, 1]); without "
+    "min_fraction the test is reported, not gated."
+)
+
+
+def marker_options(item: pytest.Item) -> MarkerOptions | None:
+    marker = item.get_closest_marker("roofline")
+    if marker is None:
+        return None
+    try:
+        return MarkerOptions.from_marker(marker.args, marker.kwargs)
+    except SettingError as exc:
+        raise pytest.Collector.CollectError(f"{item.nodeid}: {exc}") from None
+
+
+def wants_roofline(item: pytest.Item) -> bool:
+    return item.get_closest_marker("roofline") is not None or "roofline" in getattr(item, "fixturenames", ())

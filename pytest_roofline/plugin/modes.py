@@ -1,0 +1,282 @@
+"""One plugin object per mode of a pytest process; ``pytest_configure`` registers exactly one.
+
+- :class:`Passive`: no ``--roofline``. The ``roofline`` fixture calls the measured function and nothing else.
+- :class:`ProfiledChild`: the child process the ncu counter profiles (``PYTEST_ROOFLINE_NCU_CHILD=1``). The
+  fixture only marks NVTX ranges; nothing is judged or written.
+- :class:`MeasuringSession`: ``--roofline`` in a plain run: measure, gate, write results, print the summary.
+- :class:`~pytest_roofline.plugin.xdist.XdistWorker`: the same inside a pytest-xdist worker; it sends its
+  records to the controller.
+- :class:`~pytest_roofline.plugin.xdist.XdistController`: the pytest-xdist controller: it runs no test; it
+  writes the session's files from the workers' records.
+
+Each mode carries only the hooks it needs, so no hook asks which mode it is in.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Generator
+from typing import Any
+
+import pytest
+
+from pytest_roofline.fixture_types import RooflineFixture
+from pytest_roofline.measure.state import RooflineState, TestEntry
+from pytest_roofline.plugin.markers import marker_options, wants_roofline
+
+STATE = pytest.StashKey[RooflineState]()
+ENTRY = pytest.StashKey[TestEntry]()
+TEARDOWN_ERROR = pytest.StashKey[str]()  # set in the call phase, raised in teardown: an error, not a failure
+
+
+def select_mode(config: pytest.Config, state: RooflineState) -> tuple[str, object]:
+    """The mode object this process registers, with its plugin name."""
+    from pytest_roofline.host.process_role import is_profiled_child
+
+    if is_profiled_child():
+        return "roofline-profiled-child", ProfiledChild()
+    if not state.settings.enabled:
+        return "roofline-passive", Passive(state)
+    if hasattr(config, "workerinput"):
+        from pytest_roofline.plugin.xdist import XdistWorker
+
+        return "roofline-xdist-worker", XdistWorker(state, config)
+    if getattr(config.option, "dist", "no") != "no":
+        from pytest_roofline.plugin.xdist import XdistController
+
+        return "roofline-xdist-controller", XdistController(state)
+    return "roofline-session", MeasuringSession(state)
+
+
+class Passive:
+    """Without ``--roofline``: ``roofline.measure(fn, *args)`` returns ``fn(*args)`` and records nothing."""
+
+    def __init__(self, state: RooflineState) -> None:
+        self.state = state
+
+    @pytest.fixture
+    def roofline(self, request: pytest.FixtureRequest) -> RooflineFixture:
+        """Measure a callable: ``y = roofline.measure(fn, *args, **kwargs)`` returns ``fn(*args, **kwargs)``."""
+        from pytest_roofline.measure.regions import Recorder
+        from pytest_roofline.measure.timing import TimingPolicy
+
+        state = self.state
+        return Recorder(enabled=False, machine=state.machine, counter=state.counter,
+                        policy=TimingPolicy(max_time_s=state.settings.max_time_s))
+
+
+class ProfiledChild:
+    """Inside the ncu-profiled child: mark NVTX ranges around one call of each measured function."""
+
+    @pytest.fixture
+    def roofline(self) -> RooflineFixture:
+        """Measure a callable: ``y = roofline.measure(fn, *args, **kwargs)`` returns ``fn(*args, **kwargs)``."""
+        from pytest_roofline.counters.ncu.child import ChildRecorder
+
+        return ChildRecorder()
+
+
+class MeasuringSession:
+    """``--roofline``: characterize before the first test, measure and gate each test, write the results."""
+
+    writes_results = True
+
+    def __init__(self, state: RooflineState) -> None:
+        self.state = state
+
+    # -- before the tests -------------------------------------------------------------------------------------
+
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        state = self.state
+        if config.option.collectonly or not any(wants_roofline(item) for item in items):
+            return
+        if state.settings.counter == "ncu":  # say what is missing before any test runs
+            from pytest_roofline.errors import NcuUnavailable
+
+            try:
+                state.choose_counter()
+            except NcuUnavailable as exc:
+                raise pytest.UsageError(str(exc)) from None
+        # Characterize (or load the pinned machine) before any test runs, outside output capture.
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+
+        def progress(message: str) -> None:
+            if reporter is not None:
+                reporter.write_line(f"roofline: {message}")
+
+        try:
+            state.machine(progress=progress)
+        except (OSError, ValueError) as exc:
+            raise pytest.UsageError(f"roofline: cannot get machine ceilings: {exc}") from None
+        state.pin_worker()  # an xdist worker stays on its own cores from here on
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self.state.unpin_worker()
+
+    # -- each test --------------------------------------------------------------------------------------------
+
+    @pytest.fixture
+    def roofline(self, request: pytest.FixtureRequest) -> RooflineFixture:
+        """Measure a callable: ``y = roofline.measure(fn, *args, **kwargs)`` returns ``fn(*args, **kwargs)``."""
+        from pytest_roofline.measure.regions import Recorder
+        from pytest_roofline.measure.timing import TimingPolicy
+
+        state = self.state
+        options = marker_options(request.node) if isinstance(request.node, pytest.Item) else None
+        recorder = Recorder(enabled=True, machine=state.machine, counter=state.counter,
+                            policy=TimingPolicy(max_time_s=state.settings.max_time_s))
+        recorder.cores = state.core_planner()  # cores of its own, judged against roofs for that many cores
+        recorder.machine_for_cores = lambda count: state.machine_for_cores(count, _core_roofs_progress(request))
+        recorder.probe_mode = state.settings.probe
+        recorder.probe_cache = state.probe_cache
+        entry = TestEntry(request.node.nodeid, options.min_fraction if options else None, recorder)
+        request.node.stash[ENTRY] = entry
+        state.tests[entry.nodeid] = entry
+        return recorder
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        entry = item.stash.get(ENTRY, None)
+        try:
+            result = yield  # a test that raised is not judged: its own failure says more
+        except BaseException:
+            if entry is not None:
+                entry.recorder.release_pending()
+            raise
+        if entry is not None and entry.recorder.pending:
+            try:
+                if not self._settle_pending(item, entry):
+                    return result
+            finally:
+                entry.recorder.release_pending()
+        if item.get_closest_marker("roofline") is None:
+            return result
+        if entry is None or not entry.recorder.regions:
+            from pytest_roofline.errors import RooflineWarning
+
+            item.warn(RooflineWarning("test is marked roofline but measured nothing: call "
+                                      "roofline.measure(fn, *args) through the `roofline` fixture"))
+            return result
+        from pytest_roofline.measure.gate import judge
+
+        outcome = judge(self.state, entry, marker_options(item), xfail=item.get_closest_marker("xfail") is not None)
+        if outcome.error is not None:
+            item.stash[TEARDOWN_ERROR] = outcome.error  # raised in teardown: an error of the test, never a pass
+        elif outcome.failure is not None:
+            pytest.fail(outcome.failure, pytrace=False)
+        return result
+
+    def _settle_pending(self, item: pytest.Item, entry: TestEntry) -> bool:
+        """Count the test's ncu-pending regions; False when the test is not to be judged (an error waits)."""
+        from pytest_roofline.measure.settle import ChildRun, settle_pending
+
+        config = item.config
+        child = ChildRun(config.rootpath, config.inipath, config.pluginmanager.has_plugin("xdist"))
+        settled = settle_pending(self.state, entry, item.nodeid, child, item.warn)
+        if settled.skip is not None:
+            pytest.skip(settled.skip)
+        if settled.fail is not None:
+            pytest.fail(settled.fail, pytrace=False)
+        if settled.error is not None:
+            item.stash[TEARDOWN_ERROR] = settled.error
+            return False
+        return True
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
+        result = yield
+        entry = item.stash.get(ENTRY, None)
+        if entry is not None and entry.recorder is not None:
+            entry.recorder.calls.clear()  # the gate has decided: let the test's tensors go (contended ones stay)
+        message = item.stash.get(TEARDOWN_ERROR, None)
+        if message is not None:
+            del item.stash[TEARDOWN_ERROR]
+            pytest.fail(message, pytrace=False)
+        return result
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+        entry = item.stash.get(ENTRY, None)
+        if entry is not None and call.when == "call":
+            from pytest_roofline.plugin.ci_report import add_junit_properties
+
+            add_junit_properties(item, entry)  # before the report is made: it copies item.user_properties
+        report = yield
+        if entry is not None and (report.when == "call" or report.failed):
+            if hasattr(report, "wasxfail"):
+                entry.outcome = "xfailed" if report.skipped else "xpassed"
+            elif report.when != "call":
+                entry.outcome = "error" if report.failed else entry.outcome
+            else:
+                entry.outcome = report.outcome
+        return report
+
+    # -- after the tests --------------------------------------------------------------------------------------
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        state = self.state
+        if not state.tests:
+            return
+        from pytest_roofline.measure.gate import remeasure_contended
+
+        if remeasure_contended(state):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if self.writes_results:
+            self._write_results(session)
+            self._write_step_summary(session)
+
+    def _write_step_summary(self, session: pytest.Session) -> None:
+        from pytest_roofline.output.session_output import test_result
+        from pytest_roofline.plugin.ci_report import write_step_summary
+
+        state = self.state
+        machine = state.loaded_machine.to_dict() if state.loaded_machine is not None else None
+        try:
+            tests = [test_result(entry) for entry in state.tests.values()]
+        except Exception as exc:  # noqa: BLE001 - never raise at the end of a run; results.json said it already
+            state.write_error = state.write_error or f"roofline: could not write the step summary: {exc!r}"
+            return
+        write_step_summary(state, tests, machine, int(session.exitstatus))
+
+    def _write_results(self, session: pytest.Session) -> None:
+        from pytest_roofline.output.session_output import write_session_results
+
+        state = self.state
+        status = int(session.exitstatus)
+        meta = {"id": state.session_id, "directory": str(state.session_dir), "start": state.started.isoformat(),
+                "end": _dt.datetime.now(_dt.timezone.utc).isoformat(), "exit_status": status,
+                "interrupted": status == pytest.ExitCode.INTERRUPTED, "malloc": state.malloc}
+        try:
+            write_session_results(state.settings.directory, state.loaded_machine, state.tests.values(),
+                                  {"session": meta}, session_id=state.session_id)
+        except (OSError, ValueError) as exc:  # a full disk must not hide the verdicts: said in the summary
+            state.write_error = (f"roofline: could not write the results under {str(state.settings.directory)!r}: "
+                                 f"{getattr(exc, 'strerror', None) or exc}")
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        state = self.state
+        if not state.tests:
+            return
+        try:
+            from pytest_roofline.output.session_output import summary_lines
+
+            terminalreporter.write_sep("=", "roofline")
+            for line in summary_lines(state.loaded_machine, state.tests.values(), state.settings.directory,
+                                      terminalreporter._tw.fullwidth, state.counter_label, state.machines_by_cores):
+                terminalreporter.write_line(line)
+        except Exception as exc:  # noqa: BLE001 - the summary must never turn a finished run into an internal error
+            terminalreporter.write_line(f"roofline: could not write the summary: {exc!r}")
+        if state.write_error:
+            terminalreporter.write_line(state.write_error, red=True, bold=True)
+
+
+def _core_roofs_progress(request: pytest.FixtureRequest) -> Any:
+    """Say when roofs for fewer cores are characterized mid-session (it takes a while), in two lines."""
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+
+    def progress(message: str) -> None:
+        if reporter is not None and message.startswith(("characterizing", "done in")):
+            reporter.write_line(f"roofline: {message} (roofs for the cores this test runs on)")
+
+    return progress

@@ -1,0 +1,105 @@
+"""The plugin's options and ini keys (one ``--roofline-*`` group), read into a validated :class:`Settings`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_roofline.measure.settings import (
+    CONFIRM_MODES,
+    COUNTERS,
+    DEVICES,
+    MALLOC_POLICIES,
+    PROBE_MODES,
+    UNCOUNTED_POLICIES,
+    SettingError,
+    parse_bool,
+    parse_choice,
+    parse_counter,
+    parse_seconds,
+)
+from pytest_roofline.measure.state import Settings
+
+# (option, ini key, help, default) -- every option has an ini key of the same name with underscores.
+_OPTIONS: tuple[tuple[str, str, str, str], ...] = (
+    ("--roofline-dir", "roofline_dir", "directory for results.json, charts and kernel tables", ".roofline"),
+    ("--roofline-machine", "roofline_machine",
+     "pinned machine ceilings (JSON or TOML) to use instead of characterizing this machine", ""),
+    ("--roofline-counter", "roofline_counter",
+     (f"where FLOPs and bytes come from: {'|'.join(COUNTERS)} (auto: ncu when a CUDA GPU, Nsight Compute "
+      "and counter access are present, else analytic), or a counter a plugin provides"), "auto"),
+    ("--roofline-device", "roofline_device",
+     f"device to characterize: {'|'.join(DEVICES)} (auto: cuda when torch sees a GPU)", "auto"),
+    ("--roofline-max-time", "roofline_max_time",
+     "time budget of a call site's whole measurement, warm-up included, in seconds", "1.0"),
+    ("--roofline-malloc", "roofline_malloc",
+     (f"{'|'.join(MALLOC_POLICIES)}: tuned fixes glibc's mmap/trim thresholds so large outputs do not "
+     "page-fault in some calls and not others"), "tuned"),
+    ("--roofline-cores", "roofline_cores",
+     ("cores to measure on: auto (half the machine's cores, the least loaded at each call site, judged "
+      "against roofs for that many), all, a count N, or a list such as 0,1 or 0-3"), "auto"),
+    ("--roofline-probe", "roofline_probe",
+     (f"{'|'.join(PROBE_MODES)}: live times call sites whose bytes stream from DRAM beside a probe of the DRAM "
+      "roof and judges each call against it (main memory's bandwidth changes with the host's other tenants)"),
+     "live"),
+    ("--roofline-confirm", "roofline_confirm",
+     (f"{'|'.join(CONFIRM_MODES)}: on measures a test below its min_fraction once more at once and fails it "
+      "only if the faster of the two measurements is below too (a host hiccup rarely lasts both)"), "on"),
+    ("--roofline-uncounted", "roofline_uncounted",
+     (f"{'|'.join(UNCOUNTED_POLICIES)}: what a region that ran FLOP-bearing ops without a counting rule does "
+      "(warn: marked in the summary; fail: the test fails); the marker's uncounted= overrides it"), "warn"),
+)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("roofline", "roofline performance gates")
+    group.addoption("--roofline", action="store_true", default=None, dest="roofline",
+                    help="measure tests marked @pytest.mark.roofline and gate them on their roofline fraction")
+    parser.addini("roofline", "measure roofline-marked tests as if --roofline were given", type="bool",
+                  default=False)
+    for flag, ini, help_text, default in _OPTIONS:
+        group.addoption(flag, dest=ini, default=None, help=f"{help_text} (ini: {ini}; default: {default!r})")
+        parser.addini(ini, help_text, default=default)
+    group.addoption("--roofline-strict", action="store_true", default=None, dest="roofline_strict",
+                    help="let a contended measurement (no free core) fail its gate too (ini: roofline_strict)")
+    parser.addini("roofline_strict", "contended measurements may fail their gate", type="bool", default=False)
+    group.addoption("--roofline-recharacterize", action="store_true", default=False,
+                    dest="roofline_recharacterize",
+                    help="measure the machine again instead of using the cached characterization")
+
+
+def setting(config: pytest.Config, name: str) -> Any:
+    value = config.getoption(name)
+    return config.getini(name) if value is None else value
+
+
+def read_settings(config: pytest.Config) -> Settings:
+    machine_file = str(setting(config, "roofline_machine") or "").strip()
+    return Settings(
+        enabled=parse_bool(setting(config, "roofline"), "--roofline / ini roofline"),
+        directory=Path(str(setting(config, "roofline_dir"))),
+        machine_file=Path(machine_file) if machine_file else None,
+        counter=parse_counter(setting(config, "roofline_counter")),
+        device=parse_choice(setting(config, "roofline_device"), DEVICES, "--roofline-device"),
+        max_time_s=parse_seconds(setting(config, "roofline_max_time"), "--roofline-max-time"),
+        recharacterize=bool(config.getoption("roofline_recharacterize")),
+        malloc=parse_choice(setting(config, "roofline_malloc"), MALLOC_POLICIES, "--roofline-malloc"),
+        cores=cores_setting(setting(config, "roofline_cores")),
+        strict=parse_bool(setting(config, "roofline_strict"), "--roofline-strict / ini roofline_strict"),
+        uncounted=parse_choice(setting(config, "roofline_uncounted"), UNCOUNTED_POLICIES, "--roofline-uncounted"),
+        probe=parse_choice(setting(config, "roofline_probe"), PROBE_MODES, "--roofline-probe"),
+        confirm=parse_choice(setting(config, "roofline_confirm"), CONFIRM_MODES, "--roofline-confirm"),
+    )
+
+
+def cores_setting(value: Any) -> Any:
+    from pytest_roofline.host.cores import CoresSettingError, parse_cores
+
+    try:
+        return parse_cores(value, "--roofline-cores / ini roofline_cores")
+    except CoresSettingError as exc:
+        raise SettingError(str(exc)) from None
+
+

@@ -1,0 +1,165 @@
+"""pytest-xdist glue: workers measure and send their records; the controller writes the session's files.
+
+- Each worker measures its tests like a serial session (cores of its own, see ``host/cores.py``), writes its
+  artifacts into the controller's session folder (the controller hands its session id to every worker), and at
+  its ``pytest_sessionfinish`` puts its ``results.json`` records into ``config.workeroutput``.
+- The controller collects them in ``pytest_testnodedown`` and writes one ``results.json`` for the session,
+  the step summary and its terminal summary.
+- On a machine with two or more NVIDIA GPUs each worker gets its own (``CUDA_VISIBLE_DEVICES``, set while
+  pytest loads the first conftests, before anything can initialize CUDA; see ``host/gpus.py``).
+
+The xdist hooks are marked optional, so this module needs no xdist import and loads without it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from typing import Any
+
+import pytest
+
+from pytest_roofline.measure.state import RooflineState
+from pytest_roofline.output.worker_records import OUTPUT_KEY, SESSION_KEY
+from pytest_roofline.plugin.modes import MeasuringSession
+
+GPU_ASSIGNED = pytest.StashKey[str | None]()
+
+
+def assign_gpu_early(early_config: pytest.Config) -> None:
+    """In an xdist worker under ``--roofline``: one GPU per worker (only with two or more GPUs, and only when
+    ``CUDA_VISIBLE_DEVICES`` is unset). Called from ``pytest_load_initial_conftests``."""
+    from pytest_roofline.host.gpus import assign_worker_gpu
+
+    early_config.stash[GPU_ASSIGNED] = assign_worker_gpu()
+
+
+class XdistWorker(MeasuringSession):
+    """A pytest-xdist worker measures its own tests on its own cores and sends its records to the controller,
+    which writes the session's files."""
+
+    writes_results = False
+
+    def __init__(self, state: RooflineState, config: pytest.Config) -> None:
+        super().__init__(state)
+        self.config = config
+        # One session folder for the whole run: the controller's, so artifacts and results.json sit together.
+        state.session_id = str(getattr(config, "workerinput", {}).get(SESSION_KEY) or state.session_id)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        super().pytest_sessionfinish(session)  # re-measures contended call sites; writes nothing
+        state = self.state
+        if not state.tests:
+            return
+        from pytest_roofline.host.gpus import assignment_note
+        from pytest_roofline.output.session_output import test_result
+        from pytest_roofline.output.worker_records import worker_payload
+
+        failed_late = any((e.extra.get("contended") or {}).get("failed_when_remeasured") for e in state.tests.values())
+        machine = state.loaded_machine.to_dict() if state.loaded_machine is not None else None
+        worker = str(getattr(self.config, "workerinput", {}).get("workerid")
+                     or os.environ.get("PYTEST_XDIST_WORKER", "gw?"))
+        try:
+            payload = worker_payload(worker, [test_result(entry) for entry in state.tests.values()], machine,
+                                     failed_late, malloc=state.malloc, counter=state.counter_label,
+                                     gpu=assignment_note(os.environ, self.config.stash.get(GPU_ASSIGNED, None)))
+        except Exception as exc:  # noqa: BLE001 - e.g. a record JSON cannot carry: said in results.json
+            payload = {"worker": worker, "tests": [], "machine": machine, "failed_late": failed_late,
+                       "error": f"could not send its records: {exc}"}
+        session.config.workeroutput[OUTPUT_KEY] = payload  # type: ignore[attr-defined]
+
+
+class XdistController:
+    """The pytest-xdist controller runs no test: it gathers the workers' records and writes the session's
+    ``results.json``, step summary and roofline summary."""
+
+    def __init__(self, state: RooflineState) -> None:
+        self.state = state
+        self.payloads: list[dict[str, Any]] = []
+        self.merged: dict[str, Any] | None = None
+        self.collected: list[str] = []  # node ids in collection order, to list the tests as a serial run does
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput[SESSION_KEY] = self.state.session_id
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+        if not self.collected:
+            self.collected = list(ids)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object | None) -> None:
+        # A crashed worker has no workeroutput: its tests are reported by xdist; what it measured is lost.
+        payload = (getattr(node, "workeroutput", None) or {}).get(OUTPUT_KEY)
+        if isinstance(payload, dict):
+            self.payloads.append(payload)
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if not self.payloads:  # no worker measured anything (a worker sends records only when it did)
+            return
+        from pytest_roofline.output.worker_records import merge_payloads
+        from pytest_roofline.plugin.ci_report import write_step_summary
+
+        merged = self.merged = merge_payloads(self.payloads, self.collected)
+        if merged["failed_late"] and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED  # as a serial session does (see gate.py)
+        self._write_results(session, merged)
+        write_step_summary(self.state, merged["tests"], merged["machine"], int(session.exitstatus))
+
+    def _write_results(self, session: pytest.Session, merged: dict[str, Any]) -> None:
+        from pytest_roofline.model import Machine
+        from pytest_roofline.output.session_output import write_session_results
+
+        state = self.state
+        status = int(session.exitstatus)
+        first = self.payloads[0] if self.payloads else {}
+        meta: dict[str, Any] = {
+            "id": state.session_id, "directory": str(state.session_dir), "start": state.started.isoformat(),
+            "end": _dt.datetime.now(_dt.timezone.utc).isoformat(), "exit_status": status,
+            "interrupted": status == pytest.ExitCode.INTERRUPTED, "malloc": first.get("malloc", state.malloc),
+            "workers": merged["workers"],
+        }
+        if len(merged["machines"]) > 1:
+            meta["machines"] = merged["machines"]  # workers saw different machines (GPUs of different models)
+        errors = [f"{p.get('worker')}: {p['error']}" for p in self.payloads if p.get("error")]
+        if errors:
+            meta["worker_errors"] = errors
+            state.write_error = "\n".join([*([state.write_error] if state.write_error else []),
+                                           *(f"roofline: worker {e}" for e in errors)])
+        machine = Machine.from_dict(merged["machine"]) if merged["machine"] else None
+        try:
+            # MERGE POINT (issue 10, part 1): when branch `history` lands, call its
+            # write_session_files(state, records, meta, pytest_args) here instead, with records=merged["tests"]
+            # (results.json records pass through test_result unchanged), so -n N appends one history entry too.
+            write_session_results(state.settings.directory, machine, merged["tests"], {"session": meta},
+                                  session_id=state.session_id)
+        except (OSError, ValueError) as exc:
+            state.write_error = (f"roofline: could not write the results under {str(state.settings.directory)!r}: "
+                                 f"{getattr(exc, 'strerror', None) or exc}")
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        merged = self.merged
+        state = self.state
+        if merged is None:
+            return
+        try:
+            from pytest_roofline.model import Machine
+            from pytest_roofline.output.results_dir import RESULTS_FILE
+            from pytest_roofline.output.session_output import machine_line
+            from pytest_roofline.output.text import summary_table
+            from pytest_roofline.output.worker_records import row_from_result
+
+            terminalreporter.write_sep("=", "roofline")
+            for machine in merged["machines"]:
+                terminalreporter.write_line(machine_line(Machine.from_dict(machine)))
+            rows = [row_from_result(result) for result in merged["tests"]]
+            for line in summary_table(rows, terminalreporter._tw.fullwidth):
+                terminalreporter.write_line(line)
+            workers = ", ".join(f"{name} {info['tests']}" for name, info in merged["workers"].items())
+            terminalreporter.write_line(f"xdist: tests measured per worker: {workers}")
+            terminalreporter.write_line(f"results: {state.settings.directory / RESULTS_FILE}")
+        except Exception as exc:  # noqa: BLE001 - the summary must never turn a finished run into an internal error
+            terminalreporter.write_line(f"roofline: could not write the summary: {exc!r}")
+        if state.write_error:
+            terminalreporter.write_line(state.write_error, red=True, bold=True)

@@ -1,0 +1,218 @@
+"""The gate and the ncu fallback policy as plain Python: no pytester, no pytest session."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_roofline.errors import CountersNotPermitted, NcuNotFound
+from pytest_roofline.measure import settle
+from pytest_roofline.measure.gate import judge, remeasure_contended
+from pytest_roofline.measure.regions import Region
+from pytest_roofline.measure.settings import MarkerOptions
+from pytest_roofline.measure.state import RooflineState, Settings, TestEntry
+from pytest_roofline.measure.timing import summarize
+from pytest_roofline.model import KernelSample, Machine, evaluate
+
+# 100 GFLOP/s fp32, 10 GB/s DRAM. A GEMM of M=N=K=100 does 2*M*N*K = 2e6 FLOPs: t_min = 2e6 / 1e11 = 20 us.
+MACHINE = {"name": "unit", "peak_flops": {"fp32": 1e11}, "bandwidth": {"DRAM": 1e10}}
+GEMM = KernelSample("mm", flops={"fp32": 2 * 100**3}, bytes={"DRAM": 3 * 100 * 100 * 4})
+T_MIN = 2e6 / 1e11
+
+
+class FakeRecorder:
+    """The recorder's face the gate uses: regions, their verdict, contention, and a confirming re-measure."""
+
+    def __init__(self, machine: Machine, times: Sequence[float], contended: bool = False) -> None:
+        self.machine = machine
+        self.times = list(times)  # the first measurement, then each confirming one
+        self.regions = [self._region(self.times.pop(0))]
+        self.contended: list[Any] = [object()] if contended else []  # call sites to measure again
+        self.busy_now = contended  # whether the latest measurement had no free core
+        self.confirm_calls = 0
+        self.remeasured = 0
+
+    def _region(self, seconds: float) -> Region:
+        timing = summarize([seconds] * 5)
+        return Region("mm", "declared", [GEMM], timing, evaluate(GEMM, self.machine, seconds))
+
+    def verdict(self) -> Any:
+        return self.regions[0].verdict
+
+    def is_contended(self) -> bool:
+        return self.busy_now
+
+    def confirm(self) -> bool:
+        self.confirm_calls += 1
+        second = self._region(self.times.pop(0))
+        if second.verdict.fraction > self.regions[0].verdict.fraction:  # the faster of the two is kept
+            self.regions = [second]
+        return True
+
+    def remeasure_contended(self) -> None:
+        self.remeasured += 1
+        self.busy_now = False
+        self.regions = [self._region(self.times.pop(0))]
+
+
+def make_state(tmp_path: Path, **overrides: Any) -> RooflineState:
+    machine_file = tmp_path / "machine.json"
+    machine_file.write_text(json.dumps(MACHINE))
+    fields: dict[str, Any] = {
+        "enabled": True, "directory": tmp_path / "out", "machine_file": machine_file, "counter": "auto",
+        "device": "cpu", "max_time_s": 0.05, "recharacterize": False, "malloc": "default", "confirm": "off"}
+    fields.update(overrides)
+    return RooflineState(Settings(**fields))
+
+
+def entry_for(state: RooflineState, min_fraction: float | None, times: Sequence[float],
+              contended: bool = False) -> TestEntry:
+    entry = TestEntry("test_mm", min_fraction, FakeRecorder(state.machine(), times, contended))
+    state.tests[entry.nodeid] = entry
+    return entry
+
+
+def test_a_test_at_its_threshold_passes(tmp_path: Path) -> None:
+    state = make_state(tmp_path)
+    entry = entry_for(state, 0.5, [T_MIN / 0.5])  # fraction exactly 0.5
+    assert entry.recorder.verdict().fraction == pytest.approx(0.5)
+    assert judge(state, entry, MarkerOptions(min_fraction=0.5), xfail=False).failure is None
+
+
+def test_below_threshold_fails_with_the_fraction_and_writes_artifacts(tmp_path: Path) -> None:
+    state = make_state(tmp_path)
+    entry = entry_for(state, 0.5, [T_MIN / 0.25])  # 80 us for 20 us of work: fraction 0.25
+    outcome = judge(state, entry, MarkerOptions(min_fraction=0.5), xfail=False)
+    assert outcome.failure is not None and outcome.error is None
+    assert "0.25" in outcome.failure and "0.5" in outcome.failure
+    assert [Path(p).suffix for p in entry.artifacts] == [".png", ".csv"]
+    assert all(Path(p).is_file() for p in entry.artifacts)
+
+
+def test_confirm_keeps_the_faster_measurement(tmp_path: Path) -> None:
+    state = make_state(tmp_path, confirm="on")
+    entry = entry_for(state, 0.5, [T_MIN / 0.25, T_MIN / 0.8])  # a hiccup, then a clean measurement
+    assert judge(state, entry, None, xfail=False).failure is None
+    assert entry.extra["confirmed"] == {"first": pytest.approx(0.25), "second": pytest.approx(0.8)}
+
+
+def test_confirm_fails_a_test_slow_both_times(tmp_path: Path) -> None:
+    state = make_state(tmp_path, confirm="on")
+    entry = entry_for(state, 0.5, [T_MIN / 0.25, T_MIN / 0.3])
+    assert judge(state, entry, None, xfail=False).failure is not None
+    assert entry.extra["confirmed"]["second"] == pytest.approx(0.3)
+
+
+def test_xfail_is_not_confirmed(tmp_path: Path) -> None:
+    state = make_state(tmp_path, confirm="on")
+    entry = entry_for(state, 0.5, [T_MIN / 0.25, T_MIN])
+    assert judge(state, entry, None, xfail=True).failure is not None
+    assert entry.recorder.confirm_calls == 0
+
+
+@pytest.mark.parametrize(("strict", "fails"), [(False, False), (True, True)])
+def test_contended_measurement_is_excused_unless_strict(tmp_path: Path, strict: bool, fails: bool) -> None:
+    state = make_state(tmp_path, strict=strict)
+    entry = entry_for(state, 0.5, [T_MIN / 0.25], contended=True)
+    assert (judge(state, entry, None, xfail=False).failure is not None) is fails
+
+
+def test_a_fraction_no_roof_allows_is_an_error_naming_the_roof(tmp_path: Path) -> None:
+    state = make_state(tmp_path)
+    entry = entry_for(state, 0.5, [T_MIN / 2])  # twice as fast as the roof allows
+    outcome = judge(state, entry, None, xfail=False)
+    assert outcome.failure is None
+    assert outcome.error is not None and "peak_flops.fp32 = 100 GFLOP/s" in outcome.error
+
+
+def test_uncounted_fail_policy_fails_before_the_threshold(tmp_path: Path) -> None:
+    state = make_state(tmp_path, uncounted="fail")
+    entry = entry_for(state, None, [T_MIN])
+    entry.recorder.regions = [Region("mm", "analytic", [GEMM], summarize([T_MIN]), evaluate(GEMM, state.machine(),
+                                     T_MIN), uncounted={"aten::weird": 400})]
+    outcome = judge(state, entry, None, xfail=False)
+    assert outcome.failure is not None and "aten::weird" in outcome.failure
+
+
+def test_remeasured_contended_test_fails_the_session_only_when_still_below(tmp_path: Path) -> None:
+    state = make_state(tmp_path)
+    slow = entry_for(state, 0.5, [T_MIN / 0.25, T_MIN / 0.3], contended=True)
+    slow.outcome = "passed"
+    assert remeasure_contended(state) is True
+    assert slow.outcome == "failed" and slow.extra["contended"]["failed_when_remeasured"] is True
+    assert slow.recorder.remeasured == 1 and not slow.recorder.contended
+
+    state = make_state(tmp_path)
+    fine = entry_for(state, 0.5, [T_MIN / 0.25, T_MIN / 0.9], contended=True)
+    fine.outcome = "passed"
+    assert remeasure_contended(state) is False and fine.outcome == "passed"
+
+
+# -- the ncu fallback policy ----------------------------------------------------------------------------------
+
+
+class Choice:
+    def __init__(self, setup: Any) -> None:
+        self.setup = setup
+
+
+class PendingRecorder:
+    def __init__(self) -> None:
+        self.counted_with: list[Any] = []
+
+    def count_pending(self, counter: Any) -> None:
+        self.counted_with.append(counter)
+
+
+def pending_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counter: str,
+                  profile_error: BaseException) -> tuple[RooflineState, TestEntry]:
+    """A session that chose ncu, whose profiling of the test raises ``profile_error``."""
+    from pytest_roofline.counters.ncu import parent
+
+    def profile_test(*args: Any, **kwargs: Any) -> Any:
+        raise profile_error
+
+    monkeypatch.setattr(parent, "profile_test", profile_test)
+    state = make_state(tmp_path, counter=counter)
+    state._choice = Choice(setup=object())
+    state.make_counter = lambda name: f"<{name} counter>"
+    return state, TestEntry("test_gpu", 0.5, PendingRecorder())
+
+
+CHILD = settle.ChildRun(Path("."), None, False)
+
+
+def test_auto_falls_back_to_analytic_for_this_and_later_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    state, entry = pending_state(tmp_path, monkeypatch, "auto", NcuNotFound("ncu not found"))
+    warnings: list[Warning] = []
+    assert settle.settle_pending(state, entry, "test_gpu", CHILD, warnings.append) == settle.Settled()
+    assert entry.recorder.counted_with == ["<analytic counter>"]
+    assert state.choose_counter().name == "analytic"
+    assert len(warnings) == 1 and "ncu not found" in str(warnings[0])
+
+
+def test_explicit_ncu_without_counter_access_skips_this_and_later_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    state, entry = pending_state(tmp_path, monkeypatch, "ncu", CountersNotPermitted("ERR_NVGPUCTRPERM"))
+    first = settle.settle_pending(state, entry, "test_gpu", CHILD, lambda w: None)
+    assert first.skip == "roofline: ERR_NVGPUCTRPERM" and entry.recorder.counted_with == []
+    later = TestEntry("test_gpu2", 0.5, PendingRecorder())
+    assert settle.settle_pending(state, later, "test_gpu2", CHILD, lambda w: None).skip == first.skip
+    assert later.extra["ncu"] == {"error": first.skip, "logs": []}
+
+
+def test_explicit_ncu_that_is_missing_is_an_error_of_the_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    state, entry = pending_state(tmp_path, monkeypatch, "ncu", NcuNotFound("ncu not found"))
+    outcome = settle.settle_pending(state, entry, "test_gpu", CHILD, lambda w: None)
+    assert outcome.error == "roofline: --roofline-counter=ncu: ncu not found"
+    assert outcome.skip is None and outcome.fail is None
+
+
+def test_an_unreadable_profile_is_an_error_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    state, entry = pending_state(tmp_path, monkeypatch, "ncu", KeyError("gpu__time_duration.sum"))
+    outcome = settle.settle_pending(state, entry, "test_gpu", CHILD, lambda w: None)
+    assert outcome.error is not None and "could not use the ncu profile of test_gpu" in outcome.error
+    assert "gpu__time_duration.sum" in entry.extra["ncu"]["error"]

@@ -1,0 +1,72 @@
+"""Which plugin object a process registers, and that each carries only its own hooks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from pytest_roofline.host.process_role import CHILD_ENV
+from pytest_roofline.measure.state import RooflineState, Settings
+from pytest_roofline.plugin import modes
+
+
+def state(enabled: bool) -> RooflineState:
+    return RooflineState(Settings(enabled=enabled, directory=Path(".roofline"), machine_file=None, counter="auto",
+                                  device="cpu", max_time_s=1.0, recharacterize=False, malloc="default"))
+
+
+def config(dist: str = "no", worker: bool = False) -> Any:
+    fake = SimpleNamespace(option=SimpleNamespace(dist=dist))
+    if worker:
+        fake.workerinput = {"workerid": "gw0"}
+    return fake
+
+
+@pytest.mark.parametrize(("enabled", "cfg", "child", "name", "kind"), [
+    (True, config(), False, "roofline-session", modes.MeasuringSession),
+    (False, config(), False, "roofline-passive", modes.Passive),
+    (True, config(dist="load", worker=True), False, "roofline-xdist-worker", modes.XdistWorker),
+    (True, config(dist="load"), False, "roofline-xdist-controller", modes.XdistController),
+    (True, config(), True, "roofline-profiled-child", modes.ProfiledChild),
+    (False, config(dist="load"), True, "roofline-profiled-child", modes.ProfiledChild),
+])
+def test_one_mode_per_process(monkeypatch: pytest.MonkeyPatch, enabled: bool, cfg: Any, child: bool, name: str,
+                              kind: type) -> None:
+    if child:
+        monkeypatch.setenv(CHILD_ENV, "1")
+    else:
+        monkeypatch.delenv(CHILD_ENV, raising=False)
+    chosen_name, mode = modes.select_mode(cfg, state(enabled))
+    assert (chosen_name, type(mode)) == (name, kind)
+
+
+def hooks(kind: type) -> set[str]:
+    return {name for name in dir(kind) if name.startswith("pytest_")}
+
+
+def test_only_measuring_modes_carry_measuring_hooks() -> None:
+    assert hooks(modes.Passive) == set() and hooks(modes.ProfiledChild) == set()
+    assert hooks(modes.XdistController) == set()  # it runs no test
+    assert {"pytest_runtest_call", "pytest_sessionfinish", "pytest_terminal_summary"} <= hooks(modes.MeasuringSession)
+    assert modes.MeasuringSession.writes_results and not modes.XdistWorker.writes_results
+
+
+def test_a_session_without_roofline_imports_nothing_heavy(pytester: pytest.Pytester) -> None:
+    """Configure, collect and run a marked test without --roofline: no torch, numpy, matplotlib or ncu backend."""
+    pytester.makeconftest(
+        "import sys\n"
+        "def pytest_sessionfinish(session):\n"
+        "    heavy = ('torch', 'numpy', 'matplotlib', 'cupy', 'pytest_roofline.counters.ncu.backend')\n"
+        "    print('HEAVY', sorted(m for m in heavy if m in sys.modules))\n")
+    pytester.makepyfile(
+        "import pytest\n"
+        "@pytest.mark.roofline(min_fraction=0.5)\n"
+        "def test_marked(roofline):\n"
+        "    assert roofline.measure(sum, [1, 2]) == 3\n")
+    result = pytester.runpytest_subprocess("-s", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*HEAVY []"])
+    assert "HEAVY ['" not in result.stdout.str()
