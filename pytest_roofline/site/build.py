@@ -23,6 +23,8 @@ from typing import Any
 
 import pandas as pd
 
+from pytest_roofline.errors import SiteError
+
 from . import charts, pages
 from .changepoints import change_points
 from .history_reader import Session, read_history
@@ -31,10 +33,6 @@ from .model import TestSummary, history_frame, number, parametrized, params_key,
 SPARK_SESSIONS = 60
 FAILING_LISTED = 20
 ASSETS = ("site.css", "site.js")
-
-
-class SiteError(Exception):
-    """The site cannot be built (no readable session, a missing library)."""
 
 
 @dataclass(frozen=True)

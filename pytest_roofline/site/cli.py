@@ -27,7 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .build import SiteError, build_site
+    from pytest_roofline.errors import SiteError
+
+    from .build import build_site
 
     if not args.history.is_dir():
         print(f"report: {args.history} is not a directory", file=sys.stderr)

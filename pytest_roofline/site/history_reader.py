@@ -13,12 +13,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_roofline.errors import HistoryFileWarning
+
+__all__ = ["FORMAT", "SCHEMA", "HistoryFileWarning", "Session", "parse_time", "read_history", "read_session"]
+
 FORMAT = "pytest-roofline-history"
 SCHEMA = 1
-
-
-class HistoryFileWarning(UserWarning):
-    """A history file was skipped (it does not parse, is foreign, or has a newer schema)."""
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,8 @@ def _session(path: Path, document: Any) -> Session:
         start = parse_time(session["start"])
     except (KeyError, TypeError, ValueError):
         raise _Skip("no valid 'session.start'") from None
-    git = session.get("git") if isinstance(session.get("git"), dict) else {}
+    raw_git = session.get("git")
+    git: dict[str, Any] = raw_git if isinstance(raw_git, dict) else {}
     return Session(path=path, id=str(session.get("id", path.stem)), start=start,
                    exit_status=session.get("exit_status"), commit=git.get("commit"), branch=git.get("branch"),
                    dirty=bool(git.get("dirty")), machine_key=machine["key"], machine=machine,
