@@ -10,7 +10,7 @@ import pytest
 
 from pytest_roofline.host.process_role import CHILD_ENV
 from pytest_roofline.measure.state import RooflineState, Settings
-from pytest_roofline.plugin import modes
+from pytest_roofline.plugin import modes, xdist
 
 
 def state(enabled: bool) -> RooflineState:
@@ -28,8 +28,8 @@ def config(dist: str = "no", worker: bool = False) -> Any:
 @pytest.mark.parametrize(("enabled", "cfg", "child", "name", "kind"), [
     (True, config(), False, "roofline-session", modes.MeasuringSession),
     (False, config(), False, "roofline-passive", modes.Passive),
-    (True, config(dist="load", worker=True), False, "roofline-xdist-worker", modes.XdistWorker),
-    (True, config(dist="load"), False, "roofline-xdist-controller", modes.XdistController),
+    (True, config(dist="load", worker=True), False, "roofline-xdist-worker", xdist.XdistWorker),
+    (True, config(dist="load"), False, "roofline-xdist-controller", xdist.XdistController),
     (True, config(), True, "roofline-profiled-child", modes.ProfiledChild),
     (False, config(dist="load"), True, "roofline-profiled-child", modes.ProfiledChild),
 ])
@@ -49,9 +49,11 @@ def hooks(kind: type) -> set[str]:
 
 def test_only_measuring_modes_carry_measuring_hooks() -> None:
     assert hooks(modes.Passive) == set() and hooks(modes.ProfiledChild) == set()
-    assert hooks(modes.XdistController) == set()  # it runs no test
+    # The controller runs no test: it gathers the workers' records, and never measures or gates.
+    assert not {"pytest_runtest_call", "pytest_collection_modifyitems"} & hooks(xdist.XdistController)
+    assert "pytest_testnodedown" in hooks(xdist.XdistController)
     assert {"pytest_runtest_call", "pytest_sessionfinish", "pytest_terminal_summary"} <= hooks(modes.MeasuringSession)
-    assert modes.MeasuringSession.writes_results and not modes.XdistWorker.writes_results
+    assert modes.MeasuringSession.writes_results and not xdist.XdistWorker.writes_results
 
 
 def test_a_session_without_roofline_imports_nothing_heavy(pytester: pytest.Pytester) -> None:

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pytest_roofline.model import Machine
 
@@ -99,13 +99,23 @@ class DramProbe:
         return 2.0 * self.spec.working_set_bytes / self.run_once()
 
 
+class RateProbe(Protocol):
+    """What a schedule needs of a probe: its spec and one measurement (:class:`DramProbe`, or the GPU's
+    ``cuda_probe.CudaDramProbe``)."""
+
+    @property
+    def spec(self) -> Any: ...
+
+    def rate(self) -> float: ...
+
+
 @dataclass
 class ProbeSchedule:
     """Alternates a call site's timed calls with probes: the hook for ``time_callable(before_timed_call=)``.
 
     ``rates[i]`` is the probe rate in force for timed call i (the latest probe before it)."""
 
-    probe: DramProbe
+    probe: RateProbe
     clock: Callable[[], float] = time.perf_counter
     rates: list[float] = field(default_factory=list)
     probes: list[float] = field(default_factory=list)

@@ -155,7 +155,8 @@ class Recorder:
         self.contended: list[tuple[int, Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any],
                                    Setup | None]] = []
         self.probe_mode = "off"  # "live": time DRAM-bound call sites beside a probe of the DRAM roof
-        self.probe_cache: dict[int, Any] = {}  # probes.DramProbe per thread count, shared by the session
+        # probes.DramProbe per thread count (cuda_probe.CudaDramProbe under a negative key), shared by the session
+        self.probe_cache: dict[int, Any] = {}
         # index of each region measured here -> (counter, fn, args, kwargs, setup): what confirm() times again
         self.calls: dict[int, tuple[Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any], Setup | None]] = {}
 
@@ -227,12 +228,16 @@ class Recorder:
 
     def _probe_for(self, counter: Counter, kernels: list[KernelSample], placed: Any) -> Any:
         """A ``probes.ProbeSchedule`` for a call site whose bytes are judged at DRAM (``--roofline-probe live``,
-        CPU roofs characterized by the ERT kernel), else None. Runs inside the call site's core placement."""
+        CPU roofs characterized by the ERT kernel; GPU roofs: the HBM probe of ``cuda_probe``), else None.
+        Runs inside the call site's core placement."""
         if self.probe_mode != "live":
             return None
-        from pytest_roofline.measure import probes
+        from pytest_roofline.measure import cuda_probe, probes
 
         machine = self._machine_for(placed)
+        if cuda_probe.is_cuda(machine):
+            return cuda_probe.schedule_for(machine, self._placed(counter, kernels, machine)[0],
+                                           counter.footprint_bytes, self.probe_cache)
         footprint = counter.footprint_bytes
         placed_kernels = self._placed(counter, kernels, machine)[0]
         dram = sum(k.bytes.get(probes.PROBE_LEVEL, 0.0) for k in placed_kernels)
@@ -270,6 +275,8 @@ class Recorder:
         if probe is not None and probe.rates:
             verdict, probed, note = _judge_live(kernels, machine, timing, probe, verdict)
             notes.append(note)
+        elif getattr(probe, "note", None):  # wanted a live probe and could not have one (cuda_probe.Unprobed)
+            notes.append(probe.note)
         notes.extend(note for note in [above_one_note(verdict, machine)] if note)
         uncounted = dict(counter.uncounted_bytes)
         return Region(label, counter.name, kernels, timing, verdict, notes, placement=placement,
@@ -344,16 +351,18 @@ class Recorder:
 def _judge_live(kernels: list[KernelSample], machine: Machine, timing: TimingStats, schedule: Any,
                 cached: Verdict) -> tuple[Verdict, dict[str, Any], str]:
     """The verdict of the median call judged against its probe's live DRAM roof, what to record, a note."""
-    from pytest_roofline.measure import probes
+    from pytest_roofline.measure import cuda_probe, probes
 
     spec = schedule.probe.spec
+    probing: Any = cuda_probe if isinstance(spec, cuda_probe.CudaProbeSpec) else probes  # GPU: HBM, else DRAM
     pairs = list(zip(timing.samples_s, schedule.rates))
-    verdicts = sorted((evaluate_region(kernels, probes.live_machine(machine, spec, rate), seconds)
+    verdicts = sorted((evaluate_region(kernels, probing.live_machine(machine, spec, rate), seconds)
                        for seconds, rate in pairs), key=lambda v: v.fraction)
     verdict = verdicts[(len(verdicts) - 1) // 2]  # the median call (the lower one of an even count)
-    record = probes.summary(spec, schedule, cached.fraction)
+    record = probing.summary(spec, schedule, cached.fraction)
     record["fraction_live"] = verdict.fraction
-    note = (f"live DRAM probe: main memory gave {record['live_ratio_median']:.2f} of its characterized bandwidth "
+    note = (f"live {record['level']} probe: {'main memory' if record['level'] == 'DRAM' else 'HBM'} gave "
+            f"{record['live_ratio_median']:.2f} of its characterized bandwidth "
             f"while this was timed ({record['probes']} probes of {spec.working_set_bytes / 2**20:.0f} MiB); each "
             f"call judged against its probe's roof: fraction {verdict.fraction:.3g} (against the cached roof "
             f"{cached.fraction:.3g})")
