@@ -17,6 +17,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ncu-metrics": ("pytest_roofline.counters.ncu.metrics_cli", "the ncu metric names --roofline asks for on a compute capability"),
     "doctor": ("pytest_roofline.counters.ncu.doctor", "GPU runner preflight: will --roofline work here with the ncu counter?"),
     "audit-ops": ("pytest_roofline.counters.audit_cli", "which aten ops the analytic counter counts (OpInfo samples)"),
+    "report": ("pytest_roofline.site.cli", "a static site of the roofline history: trends, change points, trajectories"),
 }
 
 

@@ -164,3 +164,13 @@ class MissingCeilingError(ValueError):
 
 class ResultsDirError(ValueError):
     """The results directory cannot be written; the message names the path and the reason."""
+
+
+# --- raised by pytest_roofline.site (the history site)
+
+class HistoryFileWarning(UserWarning):
+    """A history file was skipped: it does not parse, is not a history file, or has a newer schema."""
+
+
+class SiteError(RuntimeError):
+    """The history site cannot be built (no readable session, a missing library)."""

@@ -1,0 +1,377 @@
+"""Write the static site for a history directory: index, one page per test, trajectories, machine pages.
+
+Layout of ``out``::
+
+    index.html                          every machine's tests, worst first, with filters
+    plotly.min.js, site.css, site.js    bundled next to the pages: nothing is loaded from the network
+    m/<machine>/machine.html            every roof over time
+    m/<machine>/t/<test>.html           a test's fraction over time and its roofline through history
+    m/<machine>/traj/<function>.html    a parametrized test's variants joined on one roofline per session
+    artifacts/<session>/...             copies of failing sessions' charts and kernel tables still on disk
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pytest_roofline.errors import SiteError
+
+from . import charts, pages
+from .changepoints import change_points
+from .history_reader import Session, read_history
+from .model import TestSummary, history_frame, number, parametrized, params_key, params_label, slug, summarize
+
+SPARK_SESSIONS = 60
+FAILING_LISTED = 20
+ASSETS = ("site.css", "site.js")
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    out: Path
+    sessions: int
+    tests: int
+    pages: int
+    size_bytes: int
+    seconds: float
+
+
+def _time(session_start: datetime) -> str:
+    # plotly reads "YYYY-mm-dd HH:MM:SS" as a date; offsets it does not, so everything is UTC.
+    return session_start.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _roofs(machine: Mapping[str, Any]) -> charts.Roofs:
+    def positive(values: Any) -> dict[str, float]:
+        return {str(k): float(v) for k, v in (values or {}).items() if isinstance(v, (int, float)) and v > 0}
+    return charts.Roofs(positive(machine.get("peak_flops")), positive(machine.get("bandwidth")))
+
+
+def _total_flops(record: Mapping[str, Any]) -> float:
+    flops = record.get("flops")
+    return float(flops) if isinstance(flops, (int, float)) else 0.0
+
+
+def _ai(record: Mapping[str, Any], level: str | None) -> float | None:
+    value = (record.get("ai") or {}).get(level) if level else None
+    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+
+
+def _slowest(levels: Iterable[str], bandwidth: Mapping[str, float]) -> str | None:
+    """Of the levels a record has bytes at, the slowest one: the outermost traffic (DRAM when counted).
+    The analytic counter places a call's bytes at the one level its working set fits in (L2 for a small
+    matmul, L3 or DRAM for a big one), so each point sits at its own level."""
+    known = [lv for lv in levels if lv in bandwidth]
+    return min(known, key=lambda lv: bandwidth[lv]) if known else None
+
+
+def _placed_ai(record: Mapping[str, Any], bandwidth: Mapping[str, float]) -> tuple[str, float] | None:
+    level = _slowest([lv for lv, v in (record.get("ai") or {}).items()
+                      if isinstance(v, (int, float)) and v > 0], bandwidth)
+    ai = _ai(record, level)
+    return (level, ai) if level is not None and ai is not None else None
+
+
+def _flops_per_s(record: Mapping[str, Any]) -> float | None:
+    t = record.get("time_s")
+    flops = _total_flops(record)
+    return flops / t if isinstance(t, (int, float)) and t > 0 and flops > 0 else None
+
+
+class _Artifacts:
+    """Copies artifacts that still exist into the site; a path is tried as given, then under the folders a
+    session's relative paths start from (the history at ``<root>/.roofline/history`` points at ``<root>``)."""
+
+    def __init__(self, history: Path, out: Path) -> None:
+        self.roots = [history.parent.parent, history.parent, history, Path.cwd()]
+        self.out = out
+
+    def link(self, session_id: str, path: str) -> str | None:
+        source = Path(path)
+        candidates = [source] if source.is_absolute() else [root / source for root in self.roots]
+        found = next((c for c in candidates if c.is_file()), None)
+        if found is None:
+            return None
+        relative = Path("artifacts") / slug(session_id) / found.name
+        target = self.out / relative
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(found, target)
+        return relative.as_posix()
+
+
+def _test_page(summary: TestSummary, rows: pd.DataFrame, latest: Session, artifacts: _Artifacts,
+               trajectory: str | None) -> str:
+    root = "../../../"
+    measured = rows.dropna(subset=["fraction"])
+    points = [charts.FractionPoint(_time(r.start), r.commit, float(r.fraction),
+                                   number(r.min_fraction), number(r.time_s),
+                                   r.bound if isinstance(r.bound, str) else None, r.outcome)
+              for r in measured.itertuples()]
+    found = change_points(summary.fractions)
+    markers, change_rows = [], []
+    for cp in found:
+        before, after = measured.iloc[cp.index - 1], measured.iloc[cp.index]
+        commits = f"{before.commit}..{after.commit}"
+        markers.append(charts.Marker(points[cp.index - 1].time, points[cp.index].time, f"{cp.change:+.0%}",
+                                     f"{commits}: median {cp.before:.3f} → {cp.after:.3f}"))
+        change_rows.append([pages.esc(commits), pages.esc(f"{_time(before.start)[:16]} → {_time(after.start)[:16]}"),
+                            f"{cp.before:.3f}", f"{cp.after:.3f}", pages.percent(cp.change)])
+    body = [f"<h1>{pages.esc(summary.nodeid)}</h1>",
+            f'<p class="muted">on <a href="../machine.html">{pages.esc(summary.machine)}</a>'
+            f' · {len(rows)} sessions, {len(measured)} measured'
+            + (f' · <a href="{pages.esc(trajectory)}">roofline trajectory of its variants</a>' if trajectory else "")
+            + "</p>",
+            pages.facts([("latest fraction", pages.fraction_text(summary.latest, summary.threshold)),
+                         ("threshold", pages.fraction_text(summary.threshold)),
+                         ("bound", pages.esc(summary.bound or "—")),
+                         ("last week", pages.percent(summary.week_change)),
+                         ("since baseline", pages.percent(summary.baseline_change)),
+                         ("verdict", pages.verdict_badge(summary))]),
+            (f'<p class="note">Verdict: {pages.esc(summary.comparison.describe())}, last 5 sessions against the 5 '
+            'before. Baseline: the first 5 sessions shown (median and range, green band).</p>')]
+    if points:
+        body.append(pages.chart("fraction", charts.fraction_figure(points, summary.baseline, markers)))
+    body.append("<h2>Change points</h2>")
+    body.append(pages.table(["commits", "sessions", "median before", "median after", "change"], change_rows,
+                            numeric=(2, 3, 4)) if change_rows else
+                '<p class="muted">None found (ruptures PELT on log fraction; see the README).</p>')
+    body.append(_roofline_section(rows, latest))
+    body.append(_failing_section(rows, artifacts, root))
+    return pages.page(summary.nodeid, root, "\n".join(body), [(f"{root}index.html", "index"),
+                                                               ("../machine.html", "machine")])
+
+
+def _roofline_section(rows: pd.DataFrame, latest: Session) -> str:
+    roofs = _roofs(latest.machine)
+    history: list[charts.RooflinePoint] = []
+    for r in rows.itertuples():
+        placed, perf = _placed_ai(r.record, roofs.bandwidth), _flops_per_s(r.record)
+        if placed and perf:
+            fraction = f"{r.fraction:.3f}" if number(r.fraction) is not None else "—"
+            history.append(charts.RooflinePoint(
+                f"{_time(r.start)[:16]} {r.commit}<br>fraction {fraction}, AI at {placed[0]}", placed[1], perf))
+    record = rows.iloc[-1]["record"]
+    perf = _flops_per_s(record)
+    if not history or perf is None or not roofs.peak_flops:
+        return ('<h2>Roofline</h2><p class="muted">No roofline point: the test moves no FLOPs (it is judged '
+                'against bandwidth alone) or was not measured.</p>')
+    latest_ai = {lv: v for lv in roofs.bandwidth if (v := _ai(record, lv))}
+    kernels = []
+    for kernel in record.get("kernels") or []:
+        by_precision = {p: v for p, v in (kernel.get("flops") or {}).items() if isinstance(v, (int, float)) and v > 0}
+        kernel_flops = sum(by_precision.values())
+        nbytes = {lv: v for lv, v in (kernel.get("bytes") or {}).items() if isinstance(v, (int, float)) and v > 0}
+        level = _slowest(nbytes, roofs.bandwidth)
+        if kernel_flops <= 0 or level is None:
+            continue
+        kernel_bytes = nbytes[level]
+        ai = kernel_flops / kernel_bytes
+        t = kernel.get("time_s")
+        # A kernel the counter could not time alone is drawn on its roof (as the failure chart does): the
+        # compute roof of its main precision, or the bandwidth of the level.
+        precision = max(by_precision, key=lambda p: by_precision[p])
+        peak = roofs.peak_flops.get(precision, max(roofs.peak_flops.values()))
+        y = kernel_flops / t if isinstance(t, (int, float)) and t > 0 else min(peak, ai * roofs.bandwidth[level])
+        kernels.append(charts.RooflinePoint(
+            f"{pages.esc(kernel.get('name', '?'))}<br>{charts.si(kernel_flops, 'FLOP')}, {charts.si(kernel_bytes, 'B')} "
+            f"at {level}", ai, y))
+    figure = charts.roofline_figure(roofs, history, latest_ai, perf, kernels)
+    return ("<h2>Roofline</h2>" + pages.chart("roofline", figure) +
+            '<p class="note">Roofs of the latest session. Filled circles: this test in every session, at the '
+            'slowest memory level its bytes were counted at (yellow is oldest, dark is newest); open diamonds: '
+            'the latest session at every level it has bytes at; open circles: its kernels.</p>')
+
+
+def _failing_section(rows: pd.DataFrame, artifacts: _Artifacts, root: str) -> str:
+    failing = rows[rows["outcome"].isin(["failed", "error"])]
+    if failing.empty:
+        return "<h2>Failing sessions</h2><p class=\"muted\">None.</p>"
+    table_rows = []
+    for r in list(failing.itertuples())[::-1][:FAILING_LISTED]:
+        links = []
+        for path in r.record.get("artifacts") or []:
+            href = artifacts.link(r.session_id, str(path))
+            name = Path(str(path)).name
+            links.append(f'<a href="{pages.esc(root + href)}">{pages.esc(name)}</a>' if href else
+                         f'<span class="muted" title="{pages.esc(path)}">{pages.esc(name)} (not kept)</span>')
+        table_rows.append([pages.esc(_time(r.start)[:16]), f"<code>{pages.esc(r.commit)}</code>",
+                           pages.fraction_text(number(r.fraction), number(r.min_fraction)), pages.esc(r.outcome),
+                           "<br>".join(links) or '<span class="muted">none</span>'])
+    more = f" (the newest {FAILING_LISTED} of {len(failing)})" if len(failing) > FAILING_LISTED else ""
+    return (f"<h2>Failing sessions{more}</h2>" +
+            pages.table(["session", "commit", "fraction", "outcome", "artifacts"], table_rows, numeric=(2,)))
+
+
+def _trajectory_page(machine: str, function: str, variants: Sequence[TestSummary], frame: pd.DataFrame,
+                     sessions: Sequence[Session]) -> str | None:
+    roofs = _roofs(sessions[-1].machine)
+    rows = frame[frame["nodeid"].isin([v.nodeid for v in variants])]
+    # The first parameter that is a number is the axis the line joins along (batch, threads); the others
+    # (precision, AMP) make separate lines.
+    first = variants[0].params
+    axis = next((k for k, v in first.items() if isinstance(v, (int, float)) and not isinstance(v, bool)),
+                next(iter(first)))
+    per_session: list[dict[str, Any]] = []
+    xs: list[float] = []
+    # One pass over the rows (a groupby per session costs seconds at a thousand sessions).
+    by_position: dict[int, list[Any]] = {}
+    for r in rows.itertuples():
+        by_position.setdefault(int(r.position), []).append(r)
+    for position, group in sorted(by_position.items()):
+        lines: dict[str, dict[str, list[Any]]] = {}
+        for r in sorted(group, key=lambda r: params_key(r.params)):
+            placed, perf = _placed_ai(r.record, roofs.bandwidth), _flops_per_s(r.record)
+            if placed is None or perf is None:
+                continue
+            level, ai = placed
+            # plotly reads its labels as a little HTML: names such as gemm<float> are escaped
+            others = pages.esc(params_label({k: v for k, v in r.params.items() if k != axis})
+                               or function.split("::")[-1])
+            line = lines.setdefault(others, {"x": [], "y": [], "labels": [], "text": []})
+            line["x"].append(charts.sig(ai))
+            line["y"].append(charts.sig(perf))
+            line["labels"].append(pages.esc(r.params.get(axis)))
+            fraction = f"{r.fraction:.3f}" if number(r.fraction) is not None else "—"
+            line["text"].append(f"{pages.esc(params_label(r.params))}<br>fraction {fraction}, {charts.si(perf, 'FLOP/s')}, "
+                                f"AI {ai:.3g} at {level}")
+            xs.append(ai)
+        if sum(len(line["x"]) for line in lines.values()) >= 2:
+            session = sessions[position]
+            per_session.append({"label": f"{_time(session.start)[:16]} {session.short_commit}",
+                                "lines": [{"name": name, **line} for name, line in lines.items()]})
+    if not per_session or not roofs.peak_flops:
+        return None
+    spec = {"roofs": charts.roof_traces(roofs, charts.x_range(roofs, xs)), "sessions": per_session,
+            "reference": 0, "colours": charts.PALETTE,
+            "layout": charts.roofline_layout(f"{function.split('::')[-1]} by {axis}", height=520)}
+    options = "".join(f'<option value="{i}"{" selected" if i == len(per_session) - 1 else ""}>'
+                      f"{pages.esc(s['label'])}</option>" for i, s in reversed(list(enumerate(per_session))))
+    variant_links = ", ".join(f'<a href="../t/{pages.esc(v.page)}">{pages.esc(pages.variant_name(v))}</a>'
+                              for v in variants)
+    body = (f"<h1>{pages.esc(function)}</h1>"
+            f'<p class="muted">roofline trajectory on <a href="../machine.html">{pages.esc(machine)}</a>: the '
+            f"variants joined in {pages.esc(axis)} order, each at the slowest memory level of its bytes, one chart "
+            "per session "
+            f"(the first session dotted grey). Variants: {variant_links}</p>"
+            f'<p><label>session <select id="session">{options}</select></label></p>'
+            '<div class="chart" id="trajectory" data-trajectory="trajectory-data" data-select="session" '
+            'style="height:540px"></div>' + pages.json_script("trajectory-data", spec))
+    root = "../../../"
+    return pages.page(function, root, body, [(f"{root}index.html", "index"), ("../machine.html", "machine")])
+
+
+def _machine_page(machine: str, sessions: Sequence[Session]) -> str:
+    times = [_time(s.start) for s in sessions]
+    commits = [s.short_commit for s in sessions]
+    roofs = [_roofs(s.machine) for s in sessions]
+    # Roofs in the latest session's order (fastest level first, as characterization writes them).
+    peaks = list(dict.fromkeys(p for r in reversed(roofs) for p in r.peak_flops))
+    levels = list(dict.fromkeys(lv for r in reversed(roofs) for lv in r.bandwidth))
+    body = [f"<h1>{pages.esc(machine)}</h1>",
+            (f'<p class="muted">{pages.esc(sessions[-1].machine.get("name", ""))} · {len(sessions)} sessions, '
+            f"{times[0][:10]} to {times[-1][:10]}</p>")]
+    rows = []
+    for kind, names, unit in (("peak_flops", peaks, "FLOP/s"), ("bandwidth", levels, "B/s")):
+        for name in names:
+            values = [getattr(r, kind).get(name) for r in roofs]
+            present = [v for v in values if v]
+            change = present[-1] / present[0] - 1 if len(present) > 1 else None
+            rows.append([pages.esc(name), charts.si(present[0], unit), charts.si(present[-1], unit),
+                         pages.percent(change)])
+    body.append(pages.table(["roof", "first session", "latest session", "change"], rows, numeric=(1, 2, 3)))
+    body.append(pages.chart("peaks", charts.roofs_over_time_figure(
+        "Peak FLOP/s per precision", "FLOP/s", times, commits, {p: [r.peak_flops.get(p) for r in roofs] for p in peaks})))
+    body.append(pages.chart("bandwidth", charts.roofs_over_time_figure(
+        "Bandwidth per memory level", "B/s", times, commits, {lv: [r.bandwidth.get(lv) for r in roofs] for lv in levels})))
+    return pages.page(machine, "../../", "\n".join(body), [("../../index.html", "index")])
+
+
+def _write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def _copy_assets(out: Path) -> None:
+    try:
+        from plotly.offline import get_plotlyjs
+    except ImportError:
+        raise SiteError("the site needs plotly and ruptures: pip install 'pytest-roofline[site]'") from None
+    _write(out / "plotly.min.js", get_plotlyjs())
+    for name in ASSETS:
+        _write(out / name, (resources.files(__package__) / "assets" / name).read_text(encoding="utf-8"))
+
+
+def build_site(history: Path, out: Path, machine: str | None = None, since: datetime | None = None) -> BuildResult:
+    began = time.perf_counter()
+    try:
+        import ruptures  # noqa: F401
+    except ImportError:
+        raise SiteError("the site needs plotly and ruptures: pip install 'pytest-roofline[site]'") from None
+    by_machine = read_history(history, machine, since)
+    if not by_machine:
+        raise SiteError(f"no readable history session in {history}"
+                        + (f" for machine {machine!r}" if machine else "") + (f" since {since:%Y-%m-%d}" if since else ""))
+    _copy_assets(out)
+    frame = history_frame(by_machine)
+    artifacts = _Artifacts(history, out)
+    sections, page_count, test_count = [], 1, 0
+    for key, sessions in by_machine.items():
+        folder = out / "m" / slug(key)
+        machine_frame = frame[frame["machine"] == key]
+        groups = {nodeid: rows for nodeid, rows in machine_frame.groupby("nodeid", sort=False)}
+        summaries = [summarize(key, nodeid, rows) for nodeid, rows in groups.items()]
+        trajectories: dict[str, str] = {}
+        for function, variants in parametrized(summaries).items():
+            text = _trajectory_page(key, function, variants, machine_frame, sessions)
+            if text is not None:
+                trajectories[function] = f"{slug(function)}.html"
+                _write(folder / "traj" / trajectories[function], text)
+                page_count += 1
+        index_rows = []
+        for summary in sorted(summaries, key=lambda s: s.sort_key):
+            trajectory = trajectories.get(summary.function)
+            _write(folder / "t" / summary.page, _test_page(summary, groups[summary.nodeid], sessions[-1], artifacts,
+                                                           f"../traj/{trajectory}" if trajectory else None))
+            colour = pages.VERDICT_COLOURS.get(summary.comparison.verdict, "#555")
+            index_rows.append((summary, f"m/{slug(key)}/t/{summary.page}",
+                               charts.sparkline(summary.fractions[-SPARK_SESSIONS:], summary.threshold, colour),
+                               f"m/{slug(key)}/traj/{trajectory}" if trajectory else None))
+        page_count += len(summaries) + 1
+        test_count += len(summaries)
+        _write(folder / "machine.html", _machine_page(key, sessions))
+        sections.append(_index_section(key, sessions, summaries, trajectories, index_rows))
+    bounds = sorted({b for b in frame["bound"].dropna().unique() if isinstance(b, str)})
+    session_count = sum(len(s) for s in by_machine.values())
+    _write(out / "index.html", pages.page("index", "", (
+        f"<h1>Roofline history</h1><p class=\"muted\">{session_count} sessions on {len(by_machine)} "
+        f"machine{'s' if len(by_machine) > 1 else ''}, read from <code>{pages.esc(history)}</code>. "
+        "Fraction: the latest session; last week and since baseline compare the median of the last 3 sessions; "
+        "verdict: last 5 sessions against the 5 before (Mann-Whitney U, a change of 5 % or more at p &lt; 0.05). "
+        "Worst first.</p>" + pages.filters(bounds) + "".join(sections))))
+    size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    return BuildResult(out, session_count, test_count, page_count, size, time.perf_counter() - began)
+
+
+def _index_section(key: str, sessions: Sequence[Session], summaries: Sequence[TestSummary],
+                   trajectories: Mapping[str, str], rows: Sequence[tuple[TestSummary, str, str, str | None]]) -> str:
+    counts = {v: sum(s.comparison.verdict == v for s in summaries) for v in pages.VERDICT_COLOURS}
+    traj = ", ".join(f'<a href="m/{slug(key)}/traj/{pages.esc(page)}">{pages.esc(function.split("::")[-1])}</a>'
+                     for function, page in trajectories.items())
+    latest = sessions[-1]
+    return (f'<section><div class="machine-head"><h2>{pages.esc(key)}</h2>'
+            f'<a href="m/{slug(key)}/machine.html">roofs over time</a></div>'
+            f'<p class="muted">{pages.esc(latest.machine.get("name", ""))} · {len(sessions)} sessions, '
+            f"latest {_time(latest.start)[:16]} UTC at <code>{pages.esc(latest.short_commit)}</code> · "
+            + ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+            + (f" · trajectories: {traj}" if traj else "") + "</p>"
+            + pages.index_table(rows) + "</section>")

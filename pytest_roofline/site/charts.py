@@ -1,0 +1,220 @@
+"""The site's charts: plotly figure specs (plain dicts, drawn by the bundled plotly.js) and SVG sparklines.
+
+Figures are built as dicts rather than ``plotly.graph_objects`` so that a thousand sessions cost no
+per-point validation; the tests check every spec against plotly's own schema instead.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# Colour-blind-safe (Okabe-Ito) colours, one per memory level or precision.
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+FAIL = "#D55E00"
+POINT = "#0072B2"
+FONT = {"family": "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", "size": 12}
+
+
+def sig(x: float | None, digits: int = 4) -> float | None:
+    """A float rounded to ``digits`` significant digits: the pages carry no noise digits."""
+    if x is None or not math.isfinite(x):
+        return None
+    return float(f"{x:.{digits}g}")
+
+
+def si(x: float | None, unit: str = "") -> str:
+    """3 significant digits with an SI prefix: 1.23 G, 456 µ."""
+    if x is None:
+        return "—"
+    if x == 0:
+        return f"0 {unit}".strip()
+    exponent = max(-4, min(4, math.floor(math.log10(abs(x)) / 3)))
+    prefix = {-4: "p", -3: "n", -2: "µ", -1: "m", 0: "", 1: "k", 2: "M", 3: "G", 4: "T"}[exponent]
+    return f"{x / 1000 ** exponent:.3g} {prefix}{unit}".strip()
+
+
+def _layout(title: str, **extra: Any) -> dict[str, Any]:
+    return {"title": {"text": title, "x": 0.01, "font": {"size": 14}}, "font": FONT, "height": 400,
+            "margin": {"l": 60, "r": 20, "t": 40, "b": 50}, "hovermode": "closest",
+            "plot_bgcolor": "white", "paper_bgcolor": "white",
+            "legend": {"orientation": "h", "y": -0.18, "x": 0}, **extra}
+
+
+def _axis(title: str, **extra: Any) -> dict[str, Any]:
+    return {"title": {"text": title}, "gridcolor": "#e5e5e5", "linecolor": "#999", "zeroline": False, **extra}
+
+
+@dataclass(frozen=True)
+class FractionPoint:
+    time: str  # ISO time of the session's start
+    commit: str
+    fraction: float
+    threshold: float | None
+    time_s: float | None
+    bound: str | None
+    outcome: str
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A change point, drawn as a band between the last session before it and the first after."""
+
+    start: str
+    end: str
+    label: str
+    hover: str
+
+
+def fraction_figure(points: Sequence[FractionPoint], baseline: tuple[float, float, float] | None,
+                    markers: Sequence[Marker]) -> dict[str, Any]:
+    """Fraction over time with hover details, the threshold, the baseline band and change points."""
+    failed = [p.outcome in ("failed", "error") for p in points]
+    data: list[dict[str, Any]] = [{
+        "type": "scatter", "mode": "lines+markers", "name": "fraction",
+        "x": [p.time for p in points], "y": [sig(p.fraction) for p in points],
+        "customdata": [[p.commit, si(p.time_s, "s"), p.bound or "—", p.outcome] for p in points],
+        "hovertemplate": ("%{x|%Y-%m-%d %H:%M} UTC<br>commit %{customdata[0]}<br>fraction %{y:.3f}"
+                          "<br>time per call %{customdata[1]}<br>bound %{customdata[2]}"
+                          "<br>%{customdata[3]}<extra></extra>"),
+        "line": {"color": POINT, "width": 1},
+        # a year of nightly sessions stays readable: smaller dots as the series grows
+        "marker": {"size": 5 if len(points) <= 150 else 3, "color": [FAIL if f else POINT for f in failed]},
+    }]
+    thresholds = [p.threshold for p in points]
+    if any(t is not None for t in thresholds):
+        data.append({"type": "scatter", "mode": "lines", "name": "threshold (min_fraction)",
+                     "x": [p.time for p in points], "y": thresholds, "line": {"color": FAIL, "dash": "dash",
+                                                                              "shape": "hv", "width": 1.5},
+                     "hovertemplate": "threshold %{y:.3f}<extra></extra>"})
+    shapes: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
+    if baseline is not None:
+        median, low, high = baseline
+        shapes.append({"type": "rect", "xref": "paper", "x0": 0, "x1": 1, "y0": low, "y1": high,
+                       "fillcolor": "rgba(0,158,115,0.15)", "line": {"width": 0}, "layer": "below"})
+        shapes.append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": median, "y1": median,
+                       "line": {"color": "#009E73", "width": 1, "dash": "dot"}, "layer": "below"})
+        annotations.append({"xref": "paper", "x": 1, "y": high, "yanchor": "bottom", "xanchor": "right",
+                            "text": "baseline", "showarrow": False, "font": {"color": "#009E73", "size": 11}})
+    for marker in markers:
+        shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": marker.start, "x1": marker.end,
+                       "y0": 0, "y1": 1, "fillcolor": "rgba(230,159,0,0.35)", "line": {"color": "#E69F00",
+                                                                                    "width": 1}})
+        annotations.append({"x": marker.end, "yref": "paper", "y": 1, "yanchor": "bottom", "text": marker.label,
+                            "hovertext": marker.hover, "showarrow": False,
+                            "font": {"color": "#9a6a00", "size": 11}})
+    return {"data": data, "layout": _layout(
+        "Fraction of the roofline per session", shapes=shapes, annotations=annotations,
+        xaxis=_axis("session start (UTC)", type="date"), yaxis=_axis("fraction", rangemode="tozero"))}
+
+
+@dataclass(frozen=True)
+class Roofs:
+    peak_flops: Mapping[str, float]
+    bandwidth: Mapping[str, float]
+
+
+def roof_traces(roofs: Roofs, x_range: tuple[float, float]) -> list[dict[str, Any]]:
+    """One diagonal per memory level up to the highest compute roof, one flat line per precision."""
+    low, high = x_range
+    traces: list[dict[str, Any]] = []
+    top = max(roofs.peak_flops.values(), default=None)
+    fastest = max(roofs.bandwidth.values(), default=None)
+    for i, (level, bw) in enumerate(sorted(roofs.bandwidth.items(), key=lambda kv: -kv[1])):
+        end = min(high, top / bw) if top else high
+        traces.append({"type": "scatter", "mode": "lines", "name": f"{level} {si(bw, 'B/s')}",
+                       "x": [low, end], "y": [low * bw, end * bw], "hoverinfo": "name",
+                       "line": {"color": PALETTE[i % len(PALETTE)], "width": 1.5}})
+    for i, (precision, peak) in enumerate(sorted(roofs.peak_flops.items(), key=lambda kv: -kv[1])):
+        start = max(low, peak / fastest) if fastest else low
+        traces.append({"type": "scatter", "mode": "lines", "name": f"{precision} {si(peak, 'FLOP/s')}",
+                       "x": [start, high], "y": [peak, peak], "hoverinfo": "name",
+                       "line": {"color": "#444", "width": 1.5, "dash": ["solid", "dash", "dot", "dashdot"][i % 4]}})
+    return traces
+
+
+def x_range(roofs: Roofs, xs: Sequence[float]) -> tuple[float, float]:
+    """From well left of the slowest ridge to well right of it, widened to every point shown."""
+    ridges = [p / b for p in roofs.peak_flops.values() for b in roofs.bandwidth.values() if b > 0]
+    low = min([*ridges, *xs], default=1.0) / 4
+    high = max([*ridges, *xs], default=1.0) * 4
+    return low, high
+
+
+def roofline_layout(title: str, height: int = 460) -> dict[str, Any]:
+    return _layout(title, height=height, xaxis=_axis("arithmetic intensity (FLOP/byte)", type="log"),
+                   yaxis=_axis("attained FLOP/s", type="log", exponentformat="SI"))
+
+
+@dataclass(frozen=True)
+class RooflinePoint:
+    label: str  # hover text: date, commit, fraction
+    ai: float
+    flops_per_s: float
+
+
+def roofline_figure(roofs: Roofs, history: Sequence[RooflinePoint], latest: Mapping[str, float],
+                    latest_flops_per_s: float, kernels: Sequence[RooflinePoint]) -> dict[str, Any]:
+    """The hierarchical roofline: roofs, the test at the outer level through history (coloured by session),
+    the latest session at every level, and the latest kernels."""
+    xs = [p.ai for p in history] + list(latest.values()) + [k.ai for k in kernels]
+    data = roof_traces(roofs, x_range(roofs, xs))
+    if history:
+        data.append({"type": "scatter", "mode": "markers", "name": "every session",
+                     "x": [sig(p.ai) for p in history], "y": [sig(p.flops_per_s) for p in history],
+                     "text": [p.label for p in history], "hovertemplate": "%{text}<extra></extra>",
+                     "marker": {"size": 7, "color": list(range(len(history))), "colorscale": "Viridis",
+                                "reversescale": True, "opacity": 0.8, "showscale": False}})
+    if latest:
+        data.append({"type": "scatter", "mode": "markers+text", "name": "latest, per level",
+                     "x": [sig(v) for v in latest.values()], "y": [sig(latest_flops_per_s)] * len(latest),
+                     "text": list(latest), "textposition": "top center",
+                     "hovertemplate": "%{text}: AI %{x:.3g}, %{y:.3s}FLOP/s<extra>latest</extra>",
+                     "marker": {"size": 12, "symbol": "diamond-open", "color": FAIL, "line": {"width": 2}}})
+    if kernels:
+        data.append({"type": "scatter", "mode": "markers", "name": "latest kernels (on their roof)",
+                     "x": [sig(k.ai) for k in kernels], "y": [sig(k.flops_per_s) for k in kernels],
+                     "text": [k.label for k in kernels], "hovertemplate": "%{text}<extra>kernel</extra>",
+                     "marker": {"size": 9, "symbol": "circle-open", "color": "#555", "line": {"width": 2}}})
+    return {"data": data, "layout": roofline_layout("Hierarchical roofline: this test through history")}
+
+
+def roofs_over_time_figure(title: str, unit: str, times: Sequence[str], commits: Sequence[str],
+                           series: Mapping[str, Sequence[float | None]]) -> dict[str, Any]:
+    """One line per roof (level or precision) over the sessions: the machine's characterization drift."""
+    data = [{"type": "scatter", "mode": "lines+markers", "name": name, "x": list(times),
+             "y": [sig(v) for v in values], "customdata": list(commits),
+             "hovertemplate": f"{name}: %{{y:.3s}}{unit}<br>%{{x|%Y-%m-%d %H:%M}}<br>commit %{{customdata}}"
+                              "<extra></extra>",
+             "marker": {"size": 4}, "line": {"color": PALETTE[i % len(PALETTE)], "width": 1}}
+            for i, (name, values) in enumerate(series.items())]
+    return {"data": data, "layout": _layout(title, height=340, xaxis=_axis("session start (UTC)", type="date"),
+                                            yaxis=_axis(unit, type="log", exponentformat="SI"))}
+
+
+def sparkline(values: Sequence[float], threshold: float | None, colour: str, width: int = 120,
+              height: int = 26) -> str:
+    """An inline SVG of the last values, the threshold dashed; no script needed on the index."""
+    if not values:
+        return ""
+    scale = [*values, *([threshold] if threshold is not None else [])]
+    low, high = min(scale), max(scale)
+    span = (high - low) or 1.0
+    step = (width - 6) / max(1, len(values) - 1)
+
+    def y(v: float) -> float:
+        return round(height - 3 - (v - low) / span * (height - 6), 1)
+
+    points = " ".join(f"{round(3 + i * step, 1)},{y(v)}" for i, v in enumerate(values))
+    parts = [(f'<svg class="spark" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+             f'role="img" aria-label="trend of the last {len(values)} sessions">')]
+    if threshold is not None:
+        parts.append(f'<line x1="0" x2="{width}" y1="{y(threshold)}" y2="{y(threshold)}" stroke="{FAIL}" '
+                     'stroke-width="1" stroke-dasharray="3,2"/>')
+    parts.append(f'<polyline fill="none" stroke="#555" stroke-width="1.2" points="{points}"/>')
+    parts.append(f'<circle cx="{round(3 + (len(values) - 1) * step, 1)}" cy="{y(values[-1])}" r="2.5" '
+                 f'fill="{colour}"/></svg>')
+    return "".join(parts)

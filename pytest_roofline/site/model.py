@@ -1,0 +1,148 @@
+"""From sessions to what the pages show: one pandas row per (session, test), and per test its summary.
+
+Definitions the index and test pages use (also in the README):
+
+- *now*: the median fraction of the test's last 3 sessions (one session's noise does not flip a column);
+- *last week*: now against the same median 7 days before the latest session (the 3 sessions up to then);
+- *baseline*: the first 5 sessions shown (from ``--since``, else the oldest kept), their median and range
+  drawn as the band, once more sessions follow them; *since baseline* is now against that median;
+- *verdict*: ``verdicts.trend`` on the fractions (last 5 sessions against the 5 before);
+- *worst first*: regressed, then steady, new, improved; within each, the largest loss since the baseline first.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import statistics
+import zlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import pandas as pd
+
+from .history_reader import Session
+from .verdicts import WINDOW, Comparison, trend
+
+NOW_SESSIONS = 3
+VERDICT_ORDER = {"regressed": 0, "steady": 1, "new": 2, "improved": 3}
+
+
+def number(value: Any) -> float | None:
+    """A finite number from a frame cell, else None: pandas turns a missing value into NaN in a float
+    column, and a NaN must not reach a page as "nan"."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def history_frame(sessions: Mapping[str, list[Session]]) -> pd.DataFrame:
+    """One row per test per session, in session order per machine; ``record`` keeps the raw entry."""
+    rows: list[dict[str, Any]] = []
+    for machine, items in sessions.items():
+        for position, session in enumerate(items):
+            for record in session.tests:
+                fraction = record.get("fraction")
+                rows.append({
+                    "machine": machine, "position": position, "start": session.start, "session_id": session.id,
+                    "commit": session.short_commit, "nodeid": record["nodeid"],
+                    "function": record.get("function") or record["nodeid"].split("[", 1)[0],
+                    "params": record.get("params") or {},
+                    "fraction": float(fraction) if isinstance(fraction, (int, float)) and fraction > 0 else None,
+                    "min_fraction": record.get("min_fraction"), "bound": record.get("bound"),
+                    "time_s": record.get("time_s"), "outcome": record.get("outcome", ""), "record": record,
+                })
+    columns = ["machine", "position", "start", "session_id", "commit", "nodeid", "function", "params",
+               "fraction", "min_fraction", "bound", "time_s", "outcome", "record"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def slug(text: str) -> str:
+    """A file name for a node id: readable, file-safe, unique by a hash of the full id."""
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", text.split("::")[-1])[:60].strip("._") or "test"
+    return f"{readable}-{zlib.crc32(text.encode()):08x}"
+
+
+def params_label(params: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items())
+
+
+def params_key(params: Mapping[str, Any]) -> tuple[tuple[int, float, str], ...]:
+    """Parameter order: numbers by value, other values by their text, key by key."""
+    return tuple((0, float(v), "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0.0, str(v))
+                 for v in params.values())
+
+
+@dataclass(frozen=True)
+class TestSummary:
+    machine: str
+    nodeid: str
+    function: str
+    params: dict[str, Any]
+    fractions: list[float]
+    latest: float | None
+    threshold: float | None
+    bound: str | None
+    outcome: str
+    week_change: float | None
+    baseline: tuple[float, float, float] | None  # median, low, high
+    baseline_change: float | None
+    comparison: Comparison
+
+    @property
+    def page(self) -> str:
+        return f"{slug(self.nodeid)}.html"
+
+    @property
+    def sort_key(self) -> tuple[int, float, str]:
+        change = self.baseline_change if self.baseline_change is not None else 0.0
+        return VERDICT_ORDER.get(self.comparison.verdict, 1), change, self.nodeid
+
+
+def _median_or_none(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def _change(now: float | None, then: float | None) -> float | None:
+    return now / then - 1 if now is not None and then else None
+
+
+def summarize(machine: str, nodeid: str, rows: pd.DataFrame) -> TestSummary:
+    """A test's row on the index from its rows of ``history_frame`` (one machine, session order)."""
+    measured = rows.dropna(subset=["fraction"])
+    fractions = [float(f) for f in measured["fraction"]]
+    now = _median_or_none(fractions[-NOW_SESSIONS:])
+    week_change = None
+    if len(measured):
+        cutoff = measured["start"].iloc[-1] - timedelta(days=7)
+        earlier = [float(f) for f in measured.loc[measured["start"] <= cutoff, "fraction"]]
+        week_change = _change(now, _median_or_none(earlier[-NOW_SESSIONS:]))
+    # No baseline until sessions follow it: a band over every session there is says nothing.
+    first = fractions[:WINDOW]
+    baseline = (statistics.median(first), min(first), max(first)) if len(fractions) > WINDOW else None
+    last = rows.iloc[-1]
+    threshold = number(last["min_fraction"])
+    return TestSummary(
+        machine=machine, nodeid=nodeid, function=str(last["function"]), params=dict(last["params"]),
+        fractions=fractions, latest=float(fractions[-1]) if fractions else None, threshold=threshold,
+        bound=last["bound"] if isinstance(last["bound"], str) else None, outcome=str(last["outcome"]),
+        week_change=week_change, baseline=baseline,
+        baseline_change=_change(now, baseline[0]) if baseline else None,
+        comparison=trend(fractions))
+
+
+def parametrized(summaries: list[TestSummary]) -> dict[str, list[TestSummary]]:
+    """Functions with more than one parameter set, their variants in parameter order."""
+    groups: dict[str, list[TestSummary]] = {}
+    for summary in summaries:
+        if summary.params:
+            groups.setdefault(summary.function, []).append(summary)
+    return {function: sorted(variants, key=lambda s: params_key(s.params))
+            for function, variants in sorted(groups.items()) if len(variants) > 1}
+
+
+def params_json(params: Mapping[str, Any]) -> str:
+    return json.dumps(params, sort_keys=False, default=repr)

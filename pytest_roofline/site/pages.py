@@ -1,0 +1,127 @@
+"""HTML for the site's pages: one shell, tables and chart slots; figures travel as JSON in the page."""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from .charts import FAIL
+from .model import TestSummary, params_label
+from .verdicts import MIN_CHANGE
+
+VERDICT_COLOURS = {"regressed": FAIL, "improved": "#009E73", "steady": "#555", "new": "#E69F00"}
+
+
+def esc(value: object) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def json_script(element_id: str, value: Any) -> str:
+    """Data for the page's script; ``</`` is escaped so no value can close the script element."""
+    text = json.dumps(value, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
+    return f'<script type="application/json" id="{esc(element_id)}">{text}</script>'
+
+
+def chart(element_id: str, figure: dict[str, Any], height: int | None = None) -> str:
+    style = f' style="height:{height}px"' if height else ""
+    return f'<div class="chart" id="{esc(element_id)}" data-figure="{esc(element_id)}-data"{style}></div>' + \
+        json_script(f"{element_id}-data", figure)
+
+
+def page(title: str, root: str, body: str, nav: Sequence[tuple[str, str]] = ()) -> str:
+    """A whole page; ``root`` is the relative path back to the site's top folder ("" or "../../")."""
+    links = "".join(f'<a href="{esc(href)}">{esc(text)}</a>' for href, text in nav)
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{esc(title)} · roofline history</title>
+<link rel="stylesheet" href="{root}site.css">
+<script src="{root}plotly.min.js"></script>
+<script src="{root}site.js"></script>
+</head>
+<body>
+<header><a class="brand" href="{root}index.html">pytest-roofline history</a><nav>{links}</nav></header>
+{body}
+</body>
+</html>
+"""
+
+
+def percent(change: float | None) -> str:
+    """A change in percent, coloured only from the verdict's minimum change on (smaller ones are noise)."""
+    if change is None:
+        return '<span class="muted">—</span>'
+    css = "down" if change <= -MIN_CHANGE else "up" if change >= MIN_CHANGE else "muted"
+    return f'<span class="{css}">{change:+.1%}</span>'
+
+
+def fraction_text(value: float | None, threshold: float | None = None) -> str:
+    if value is None:
+        return '<span class="muted">—</span>'
+    below = threshold is not None and value < threshold
+    return f'<span class="{"below" if below else ""}" title="{value:.4g}">{value:.3f}</span>'
+
+
+def verdict_badge(summary: TestSummary) -> str:
+    comparison = summary.comparison
+    return (f'<span class="verdict {esc(comparison.verdict)}" title="{esc(comparison.describe())}">'
+            f'{esc(comparison.verdict)}</span>')
+
+
+def index_table(rows: Iterable[tuple[TestSummary, str, str, str | None]]) -> str:
+    """Rows of (summary, test page link, sparkline SVG, trajectory link or None)."""
+    body = []
+    for summary, href, spark, trajectory in rows:
+        traj = f'<a href="{esc(trajectory)}" title="roofline trajectory of the variants">trajectory</a>' \
+            if trajectory else ""
+        body.append(
+            f'<tr data-test="{esc(summary.nodeid)}" data-bound="{esc(summary.bound or "")}" '
+            f'data-verdict="{esc(summary.comparison.verdict)}">'
+            f'<td class="test"><a href="{esc(href)}">{test_name(summary.nodeid)}</a></td>'
+            f'<td class="num">{fraction_text(summary.latest, summary.threshold)}</td>'
+            f'<td class="num">{fraction_text(summary.threshold)}</td>'
+            f'<td>{esc(summary.bound or "—")}</td><td>{spark}</td>'
+            f'<td class="num">{percent(summary.week_change)}</td><td class="num">{percent(summary.baseline_change)}</td>'
+            f'<td>{verdict_badge(summary)}</td><td>{traj}</td></tr>')
+    return ('<table class="tests"><thead><tr><th>test</th><th class="num">fraction</th>'
+            '<th class="num">threshold</th><th>bound</th><th>trend</th><th class="num">last week</th>'
+            '<th class="num">since baseline</th><th>verdict</th><th></th></tr></thead><tbody>'
+            + "".join(body) + "</tbody></table>")
+
+
+def test_name(nodeid: str) -> str:
+    """The file part of a node id small and grey, the test itself in full: rows stay one line."""
+    path, sep, name = nodeid.rpartition("::")
+    return f'<span class="path">{esc(path + sep)}</span>{esc(name)}' if sep else esc(nodeid)
+
+
+def filters(bounds: Sequence[str]) -> str:
+    bound_options = "".join(f'<option value="{esc(b)}">{esc(b)}</option>' for b in bounds)
+    verdicts = "".join(f'<option value="{v}">{v}</option>' for v in VERDICT_COLOURS)
+    return ('<div class="filters"><input name="name" type="search" placeholder="filter by test name" '
+            'aria-label="filter by test name">'
+            f'<select name="bound" aria-label="bound"><option value="">every bound</option>{bound_options}</select>'
+            f'<select name="verdict" aria-label="verdict"><option value="">every verdict</option>{verdicts}</select>'
+            '<span class="count muted"></span></div>')
+
+
+def facts(items: Sequence[tuple[str, str]]) -> str:
+    return '<div class="facts">' + "".join(f"<div><span>{esc(k)}</span><b>{v}</b></div>" for k, v in items) + \
+        "</div>"
+
+
+def table(head: Sequence[str], rows: Iterable[Sequence[str]], numeric: Sequence[int] = ()) -> str:
+    """A table of already escaped cells; columns in ``numeric`` are right-aligned."""
+    def cell(tag: str, i: int, text: str) -> str:
+        return f'<{tag} class="num">{text}</{tag}>' if i in numeric else f"<{tag}>{text}</{tag}>"
+    header = "".join(cell("th", i, esc(h)) for i, h in enumerate(head))
+    body = "".join("<tr>" + "".join(cell("td", i, c) for i, c in enumerate(row)) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def variant_name(summary: TestSummary) -> str:
+    return params_label(summary.params) or summary.nodeid
