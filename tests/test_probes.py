@@ -90,3 +90,47 @@ def test_each_call_is_judged_against_its_probe(tmp_path: Path) -> None:
     assert record["fraction_cached_roofs"] == pytest.approx(0.8)
     assert record["live_ratio_median"] == pytest.approx(1.0) and record["probes"] == 3
     assert "live DRAM probe" in note and "0.8" in note
+
+
+def edge_machine(tmp_path: Path) -> Machine:
+    """32 MiB last cache after a 1 MiB L2; sweep points 16, 24 and 32 MiB."""
+    m = machine(tmp_path)
+    info = {**m.info, "capacities": {"L1": 32 * 1024, "L2": MiB, "L3": 32 * MiB},
+            "sweep": {"update": [{"working_set_bytes": 16 * MiB, "bytes_per_s": 90e9},
+                                 {"working_set_bytes": 24 * MiB, "bytes_per_s": 60e9},
+                                 {"working_set_bytes": 32 * MiB, "bytes_per_s": 40e9}]}}
+    return Machine(m.name, m.peak_flops, m.bandwidth, info=info)
+
+
+def test_a_working_set_at_the_edge_of_the_last_cache_is_probed_at_its_own_size(tmp_path: Path) -> None:
+    m = edge_machine(tmp_path)
+    # 3 x 8 MiB (an add with a fresh output) is nearest the 24 MiB sweep point, judged at L3
+    assert probes.wants_footprint_probe(24 * MiB, m, {"L3": 1.0}) == "L3"
+    spec = probes.ProbeSpec.at_footprint(m, "L3", 25 * MiB)
+    assert spec is not None
+    assert (spec.working_set_bytes, spec.calibration_bytes_per_s, spec.roof_bytes_per_s) == (24 * MiB, 60e9, 200e9)
+    assert spec.level == "L3" and spec.rewarm
+    live = probes.live_machine(m, spec, 45e9)  # the memory system at this size gives 0.75 of its calibration
+    assert live.bandwidth["L3"] == pytest.approx(150e9) and live.bandwidth["DRAM"] == 50e9
+
+
+def test_only_last_cache_working_sets_get_a_footprint_probe(tmp_path: Path) -> None:
+    m = edge_machine(tmp_path)
+    assert probes.wants_footprint_probe(MiB // 2, m, {"L3": 1.0}) is None  # fits in L2: stable roofs, no probe
+    assert probes.wants_footprint_probe(64 * MiB, m, {"DRAM": 1.0}) is None  # the DRAM probe's business
+    assert probes.wants_footprint_probe(40 * MiB, m, {"DRAM": 1.0}) == "DRAM"  # spills past L3, under 2x
+    assert probes.wants_footprint_probe(24 * MiB, m, {"L3": 1.0, "DRAM": 1.0}) is None  # two levels: ambiguous
+    assert probes.wants_footprint_probe(None, m, {"L3": 1.0}) is None
+
+
+def test_a_probe_that_evicts_the_data_asks_for_a_rewarm_and_pays_for_it(tmp_path: Path) -> None:
+    spec = probes.ProbeSpec.at_footprint(edge_machine(tmp_path), "L3", 24 * MiB)
+    assert spec is not None
+    fake = FakeProbe(spec, [60e9, 30e9, 30e9], seconds=0.002)
+    schedule = probes.ProbeSchedule(fake, clock=lambda: fake.now)  # type: ignore[arg-type]
+    # 2 ms probes and 1 ms calls. The first probe's rewarm cost is unknown (no call timed yet): 2 ms, so the
+    # second probe comes after 2 ms of calls; it costs 2 ms + the 1 ms untimed call, so the next waits for 3 ms.
+    asked = [schedule(previous) for previous in [0.0, 0.001, 0.001, 0.001, 0.001, 0.001]]
+    assert asked == [True, False, True, False, False, True]
+    assert schedule.rates == [60e9, 60e9, 30e9, 30e9, 30e9, 30e9]
+    assert schedule.probe_seconds == pytest.approx(0.002 + 0.003 + 0.003)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from pytest_roofline.measure.timing import TimingPolicy, summarize, time_callable
@@ -173,3 +175,18 @@ def test_before_timed_call_runs_untimed_before_each_timed_call() -> None:
     assert len(seen) == stats.rounds == 6
     assert seen[0] == 0.0 and seen[1:] == pytest.approx([0.01] * 5)
     assert stats.max_s == pytest.approx(0.01)
+
+
+def test_a_hook_that_evicted_the_data_gets_one_untimed_call_after_it() -> None:
+    clock = FakeClock([0.01])
+    calls_before: list[int] = []
+
+    def hook(previous_s: float) -> bool:
+        calls_before.append(clock.calls)
+        return len(calls_before) % 2 == 1  # every other hook evicts the call's data
+
+    stats = time_callable(clock.work, clock=clock, faults=clock.faults, before_timed_call=hook,
+                          policy=TimingPolicy(max_time_s=100.0, rel_tolerance=0.0, max_rounds=4))
+    assert stats.rounds == 4
+    # between the hooks: the rewarm call (after hooks 1 and 3) plus the timed call
+    assert [b - a for a, b in itertools.pairwise(calls_before)] == [2, 1, 2]

@@ -79,6 +79,7 @@ class CudaProbeSpec:
     threads_per_block: int
     calibration_bytes_per_s: float  # the sweep point's rate (read + write of every element)
     roof_bytes_per_s: float  # the characterized HBM roof
+    rewarm: bool = False  # an HBM-sized probe leaves no cached data of the call site to put back
 
     @property
     def threads(self) -> int:

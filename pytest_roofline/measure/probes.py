@@ -25,6 +25,7 @@ Plain Python (numpy and the compiled ERT library the characterization built; no 
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable, Mapping
@@ -48,7 +49,11 @@ class ProbeSpec:
     threads: int
     working_set_bytes: int
     calibration_bytes_per_s: float  # the update sweep's rate at that working set
-    roof_bytes_per_s: float  # the characterized DRAM roof
+    roof_bytes_per_s: float  # the characterized roof of ``level``
+    level: str = PROBE_LEVEL  # the memory level whose roof the probe scales
+    # The probe evicts what the call site keeps in cache between calls: one untimed call after each probe
+    # puts it back, so every timed call starts from the state the unprobed loop would have.
+    rewarm: bool = False
 
     @classmethod
     def from_machine(cls, machine: Machine) -> ProbeSpec | None:
@@ -71,6 +76,26 @@ class ProbeSpec:
         point = inside[0]  # the smallest plateau size: the cheapest probe that still streams from DRAM
         return cls(libraries, int(kernel.get("chains") or 8), int(kernel["threads"]), int(point["working_set_bytes"]),
                    float(point["bytes_per_s"]), float(roof))
+
+
+    @classmethod
+    def at_footprint(cls, machine: Machine, level: str, footprint_bytes: float) -> ProbeSpec | None:
+        """A probe of the memory system at the call site's own working-set size: the update sweep's point
+        nearest to ``footprint_bytes`` (sweep points are about 1.19x apart), calibrated by that point's rate and
+        scaling the roof of ``level``. For working sets at the edge of the last cache, whose speed depends on
+        how much of that cache the host's other tenants leave them; the data is put back after each probe."""
+        info = machine.info
+        kernel = info.get("kernel") or {}
+        rows = ((info.get("sweep") or {}).get("update")) or []
+        roof = machine.bandwidth.get(level)
+        libraries = {int(bits) // 8: path for bits, path in (kernel.get("libraries") or {}).items()}
+        if not (roof and libraries and rows and kernel.get("threads") and footprint_bytes > 0):
+            return None
+        if not all(Path(path).is_file() for path in libraries.values()):
+            return None
+        point = min(rows, key=lambda r: abs(math.log(r["working_set_bytes"] / footprint_bytes)))
+        return cls(libraries, int(kernel.get("chains") or 8), int(kernel["threads"]), int(point["working_set_bytes"]),
+                   float(point["bytes_per_s"]), float(roof), level=level, rewarm=True)
 
 
 @dataclass
@@ -123,16 +148,23 @@ class ProbeSchedule:
     _owed: float = 0.0  # call time since the last probe
     _last_probe_s: float = 0.0
 
-    def __call__(self, previous_call_s: float) -> None:
+    def __call__(self, previous_call_s: float) -> bool:
+        """Probe if the calls since the last probe took as long as it did; True when the caller must run the
+        call once, untimed, before timing it (the probe evicted its data: ``ProbeSpec.rewarm``)."""
         self._owed += previous_call_s
-        if not self.probes or self._owed >= self._last_probe_s:
+        probed = not self.probes or self._owed >= self._last_probe_s
+        if probed:
             start = self.clock()
             rate = self.probe.rate()
-            self._last_probe_s = self.clock() - start
-            self.probe_seconds += self._last_probe_s
+            cost = self.clock() - start
+            if self.probe.spec.rewarm:
+                cost += previous_call_s  # the untimed call that follows costs about one call
+            self._last_probe_s = cost
+            self.probe_seconds += cost
             self.probes.append(rate)
             self._owed = 0.0
         self.rates.append(self.probes[-1])
+        return probed and self.probe.spec.rewarm
 
 
 def wants_probe(footprint_bytes: float | None, machine: Machine, dram_bytes: float) -> bool:
@@ -144,10 +176,24 @@ def wants_probe(footprint_bytes: float | None, machine: Machine, dram_bytes: flo
     return last > 0 and footprint_bytes >= CACHE_MULTIPLE * last
 
 
+def wants_footprint_probe(footprint_bytes: float | None, machine: Machine, level_bytes: Mapping[str, float]) -> str | None:
+    """The level to probe at the call site's own working-set size, or None: bytes judged at the last cache or
+    at DRAM, with a working set beyond the cache before the last (so it lives in the last cache, or at its
+    edge) and under twice the last cache (beyond that the DRAM probe serves)."""
+    capacities = sorted((float(v), k) for k, v in (machine.info.get("capacities") or {}).items())
+    if len(capacities) < 2 or not footprint_bytes:
+        return None
+    (before_last, _), (last, last_name) = capacities[-2], capacities[-1]
+    if not before_last < footprint_bytes < CACHE_MULTIPLE * last:
+        return None
+    judged = [name for name in (last_name, PROBE_LEVEL) if level_bytes.get(name, 0.0) > 0]
+    return judged[0] if len(judged) == 1 else None
+
+
 def live_machine(machine: Machine, spec: ProbeSpec, rate: float) -> Machine:
-    """``machine`` with its DRAM roof scaled by the probe: characterized x rate / calibration."""
+    """``machine`` with the probed level's roof scaled by the probe: characterized x rate / calibration."""
     live = spec.roof_bytes_per_s * rate / spec.calibration_bytes_per_s
-    return replace(machine, bandwidth={**machine.bandwidth, PROBE_LEVEL: live})
+    return replace(machine, bandwidth={**machine.bandwidth, spec.level: live})
 
 
 def summary(spec: ProbeSpec, schedule: ProbeSchedule, fraction_cached: float) -> dict[str, Any]:
@@ -155,7 +201,7 @@ def summary(spec: ProbeSpec, schedule: ProbeSchedule, fraction_cached: float) ->
     rates = schedule.probes
     ratios = [r / spec.calibration_bytes_per_s for r in rates]
     q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
-    return {"level": PROBE_LEVEL, "kernel": "ert-update", "working_set_bytes": spec.working_set_bytes,
+    return {"level": spec.level, "kernel": "ert-update", "rewarm": spec.rewarm, "working_set_bytes": spec.working_set_bytes,
             "threads": spec.threads, "probes": len(rates), "probe_seconds": round(schedule.probe_seconds, 6),
             "characterized_bytes_per_s": spec.roof_bytes_per_s,
             "calibration_bytes_per_s": spec.calibration_bytes_per_s,

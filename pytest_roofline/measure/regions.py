@@ -171,8 +171,9 @@ class Recorder:
                                    Setup | None]] = []
         self.probe_mode = "off"  # "live": time DRAM-bound call sites beside a probe of the DRAM roof
         self.ops_mode = "off"  # always|failed|off: the per-op timing pass (op_times); "failed": see time_ops()
-        # probes.DramProbe per thread count (cuda_probe.CudaDramProbe under a negative key), shared by the session
-        self.probe_cache: dict[int, Any] = {}
+        # probes.DramProbe per (threads, working set) (cuda_probe.CudaDramProbe under a negative key), shared by
+        # the session
+        self.probe_cache: dict[Any, Any] = {}
         # index of each region measured here -> (counter, fn, args, kwargs, setup): what confirm() times again
         self.calls: dict[int, tuple[Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any], Setup | None]] = {}
 
@@ -292,15 +293,21 @@ class Recorder:
                                            counter.footprint_bytes, self.probe_cache)
         footprint = counter.footprint_bytes
         placed_kernels = self._placed(counter, kernels, machine)[0]
-        dram = sum(k.bytes.get(probes.PROBE_LEVEL, 0.0) for k in placed_kernels)
-        if not probes.wants_probe(footprint, machine, dram):
-            return None
-        spec = probes.ProbeSpec.from_machine(machine)
+        level_bytes: dict[str, float] = {}
+        for kernel in placed_kernels:
+            for level, value in kernel.bytes.items():
+                level_bytes[level] = level_bytes.get(level, 0.0) + value
+        if probes.wants_probe(footprint, machine, level_bytes.get(probes.PROBE_LEVEL, 0.0)):
+            spec = probes.ProbeSpec.from_machine(machine)
+        else:  # at the edge of the last cache: probe at the call site's own working-set size
+            edge = probes.wants_footprint_probe(footprint, machine, level_bytes)
+            spec = probes.ProbeSpec.at_footprint(machine, edge, float(footprint or 0)) if edge else None
         if spec is None:
             return None
-        probe = self.probe_cache.get(spec.threads)
+        key = (spec.threads, spec.working_set_bytes)
+        probe = self.probe_cache.get(key)
         if probe is None or probe.spec != spec:
-            probe = self.probe_cache[spec.threads] = probes.DramProbe.build(spec)
+            probe = self.probe_cache[key] = probes.DramProbe.build(spec)
         return probes.ProbeSchedule(probe)
 
     @staticmethod
@@ -413,11 +420,13 @@ def _judge_live(kernels: list[KernelSample], machine: Machine, timing: TimingSta
     verdict = verdicts[(len(verdicts) - 1) // 2]  # the median call (the lower one of an even count)
     record = probing.summary(spec, schedule, cached.fraction)
     record["fraction_live"] = verdict.fraction
-    note = (f"live {record['level']} probe: {'main memory' if record['level'] == 'DRAM' else 'HBM'} gave "
+    memory = {"DRAM": "main memory", "HBM": "HBM"}.get(record["level"], "the memory system at this working set")
+    note = (f"live {record['level']} probe: {memory} gave "
             f"{record['live_ratio_median']:.2f} of its characterized bandwidth "
-            f"while this was timed ({record['probes']} probes of {spec.working_set_bytes / 2**20:.0f} MiB); each "
-            f"call judged against its probe's roof: fraction {verdict.fraction:.3g} (against the cached roof "
-            f"{cached.fraction:.3g})")
+            f"while this was timed ({record['probes']} probes of {spec.working_set_bytes / 2**20:.0f} MiB"
+            + ("; one untimed call after each put the data back" if record.get("rewarm") else "")
+            + f"); each call judged against its probe's roof: fraction {verdict.fraction:.3g} (against the cached "
+            f"roof {cached.fraction:.3g})")
     return verdict, record, note
 
 

@@ -63,7 +63,7 @@ class RooflineState:
         self.write_error: str | None = None  # results could not be written; said in the summary
         self._by_cores: dict[int, Any] = {}  # machine per core count, measured or interpolated on first need
         self.planner: Any = None  # cores.Planner of this session (or xdist worker), made on first need
-        self.probe_cache: dict[int, Any] = {}  # probes.DramProbe per thread count: built once a session
+        self.probe_cache: dict[Any, Any] = {}  # live probes per (threads, working set): built once a session
         self.make_counter: Callable[[str], Any] = builtin_counter  # the hook, once pytest_configure set it
         self._worker_pin: Any = None  # an xdist worker's pinning to its share, held for the whole session
 

@@ -180,7 +180,8 @@ class _Calls:
     sync: Callable[[], None]
     clock: Callable[[], float]
     faults: Callable[[], tuple[int, int]]
-    before_timed: Callable[[float], None] | None = None  # e.g. a live roof probe; untimed
+    # e.g. a live roof probe; untimed. True: it evicted the call's data, so one untimed call puts it back.
+    before_timed: Callable[[float], bool | None] | None = None
     times: list[float] = field(default_factory=list)
     minor: list[int] = field(default_factory=list)
     major: list[int] = field(default_factory=list)
@@ -197,8 +198,8 @@ class _Calls:
         return elapsed, minor1 - minor0, major1 - major0
 
     def run_timed(self) -> float:
-        if self.before_timed is not None:
-            self.before_timed(self.times[-1] if self.times else 0.0)
+        if self.before_timed is not None and self.before_timed(self.times[-1] if self.times else 0.0):
+            self.run()
         elapsed, minor, major = self.run()
         self.times.append(elapsed)
         self.minor.append(minor)
@@ -216,7 +217,7 @@ def time_callable(
     clock: Callable[[], float] = time.perf_counter,
     faults: Callable[[], tuple[int, int]] = page_faults,
     setup: Setup | None = None,
-    before_timed_call: Callable[[float], None] | None = None,
+    before_timed_call: Callable[[float], bool | None] | None = None,
 ) -> TimingStats:
     """Median time of one call of ``fn(*args, **kwargs)``.
 
@@ -226,7 +227,8 @@ def time_callable(
     batches until the median moves less than ``rel_tolerance`` between checks, or until the next call
     would overrun the budget (after ``min_rounds`` calls, which always run). ``setup``, if given, runs
     before every call, outside its timed interval (see :func:`prepared_arguments`); ``before_timed_call``
-    (given the previous timed call's seconds) before every timed call, outside it too: the live probes.
+    (given the previous timed call's seconds) before every timed call, outside it too: the live probes; when it
+    returns True, one untimed call follows it (the probe evicted the data the timed calls keep in cache).
     """
     fixed = dict(kwargs or {})
     calls = _Calls(fn, lambda: prepared_arguments(setup, args, fixed), synchronize or (lambda: None), clock, faults,
