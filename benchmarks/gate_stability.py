@@ -79,15 +79,21 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=5)
     parser.add_argument("--neighbours", type=int, default=0,
                         help="busy processes beside every other session; prints loaded / quiet per test")
-    parser.add_argument("--probe", choices=("live", "off"), default=None,
-                        help="--roofline-probe for every session (default: the plugin's, live)")
+    parser.add_argument("--probe", choices=("live", "off"), nargs="+", default=None,
+                        help="--roofline-probe for every session (default: the plugin's, live); two values: "
+                             "sessions alternate between them, side by side, and each gets its table")
     parser.add_argument("--cold", action="store_true",
                         help="characterize afresh in every session (an empty cache, kernels kept)")
     args, pytest_args = parser.parse_known_args()
     pytest_args = pytest_args or ["example_suite"]
-    if args.probe:
-        pytest_args = [*pytest_args, "--roofline-probe", args.probe]
-    kinds = ["quiet", "loaded"] if args.neighbours else ["quiet"]
+    extra: dict[str, list[str]] = {}
+    if args.probe and len(args.probe) > 1 and not args.neighbours:
+        kinds = [f"probe {mode}" for mode in args.probe]
+        extra = {f"probe {mode}": ["--roofline-probe", mode] for mode in args.probe}
+    else:
+        if args.probe:
+            pytest_args = [*pytest_args, "--roofline-probe", args.probe[0]]
+        kinds = ["quiet", "loaded"] if args.neighbours else ["quiet"]
     fractions: dict[str, dict[str, list[float]]] = {kind: {} for kind in kinds}
     notes: dict[str, dict[str, set[str]]] = {kind: {} for kind in kinds}
     with tempfile.TemporaryDirectory() as tmp:
@@ -104,7 +110,8 @@ def main() -> None:
                     if args.cold:
                         cache = Path(tmp) / f"cache-{kind}{index}"
                         shutil.copytree(Path(tmp) / "kernels", cache / "build", dirs_exist_ok=True)
-                    tests = run_session(Path(tmp) / f"{kind}{index}", pytest_args, cache)
+                    tests = run_session(Path(tmp) / f"{kind.replace(' ', '-')}{index}",
+                                        [*pytest_args, *extra.get(kind, [])], cache)
                 finally:
                     wall = time.perf_counter() - start
                     stop_neighbours(neighbours)
@@ -118,9 +125,16 @@ def main() -> None:
     if args.neighbours:
         print_loaded_table(fractions, notes, args)
         return
+    for kind in kinds:
+        if len(kinds) > 1:
+            print(f"\n{kind}:")
+        print_stability_table(fractions[kind], args)
+
+
+def print_stability_table(fractions: dict[str, list[float]], args: argparse.Namespace) -> None:
     print(f"{'test':60s} {'mean':>7s} {'min':>7s} {'max':>7s} {'CV':>7s} {'worst/med':>9s}")
     cvs, worst = [], []
-    for nodeid, values in fractions["quiet"].items():
+    for nodeid, values in fractions.items():
         mean, median = statistics.fmean(values), statistics.median(values)
         cv = statistics.stdev(values) / mean if len(values) > 1 and mean > 0 else 0.0
         cvs.append(cv)

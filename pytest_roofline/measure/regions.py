@@ -280,9 +280,10 @@ class Recorder:
                             device="cpu" if wait is None else "cuda", before_call=probe)
 
     def _probe_for(self, counter: Counter, kernels: list[KernelSample], placed: Any) -> Any:
-        """A ``probes.ProbeSchedule`` for a call site whose bytes are judged at DRAM (``--roofline-probe live``,
-        CPU roofs characterized by the ERT kernel; GPU roofs: the HBM probe of ``cuda_probe``), else None.
-        Runs inside the call site's core placement."""
+        """A ``probes.ProbeSchedule`` under ``--roofline-probe live``, else None: for a call site whose bytes
+        stream from DRAM (CPU roofs characterized by the ERT kernel; GPU roofs: the HBM probe of
+        ``cuda_probe``), or a memory-bound one whose working set is in or at the edge of the last cache (a probe
+        at its own size, ``probes.ProbeSpec.at_footprint``). Runs inside the call site's core placement."""
         if self.probe_mode != "live":
             return None
         from pytest_roofline.measure import cuda_probe, probes
@@ -299,9 +300,12 @@ class Recorder:
                 level_bytes[level] = level_bytes.get(level, 0.0) + value
         if probes.wants_probe(footprint, machine, level_bytes.get(probes.PROBE_LEVEL, 0.0)):
             spec = probes.ProbeSpec.from_machine(machine)
-        else:  # at the edge of the last cache: probe at the call site's own working-set size
+        elif lower_bound_of(placed_kernels, machine).startswith("memory:"):
+            # a memory-bound working set in or at the edge of the last cache: probe at its own size
             edge = probes.wants_footprint_probe(footprint, machine, level_bytes)
             spec = probes.ProbeSpec.at_footprint(machine, edge, float(footprint or 0)) if edge else None
+        else:
+            spec = None
         if spec is None:
             return None
         key = (spec.threads, spec.working_set_bytes)
@@ -405,6 +409,16 @@ class Recorder:
     def verdict(self) -> Verdict | None:
         """The combined verdict of every region measured so far (None if nothing was measured)."""
         return combine(r.verdict for r in self.regions) if self.regions else None
+
+
+def lower_bound_of(kernels: list[KernelSample], machine: Machine) -> str:
+    """The bound of kernels run one after another (``compute:fp32``, ``memory:L3``), or "" with no work."""
+    from pytest_roofline.model import MissingCeilingError
+
+    try:
+        return evaluate_region(kernels, machine, 1.0).bound  # the time does not change the bound
+    except MissingCeilingError:
+        return ""
 
 
 def _judge_live(kernels: list[KernelSample], machine: Machine, timing: TimingStats, schedule: Any,
