@@ -15,10 +15,30 @@ from pytest_roofline.measure.state import RooflineState, TestEntry
 @dataclass(frozen=True)
 class Judgement:
     failure: str | None = None  # the test fails with this message
+    warning: str | None = None  # --roofline-warn-only: what would have failed it, as a warning
     error: str | None = None  # an error of the test (a fraction no roof allows), raised in its teardown
 
 
 def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None, xfail: bool) -> Judgement:
+    """Gate one measured test (:func:`judge_threshold`, then the baseline gate); under ``--roofline-warn-only``
+    a failure becomes a warning (an error, a fraction no roof allows, stays an error: the roofs are wrong)."""
+    from pytest_roofline.measure.baseline_gate import compare_entry, judge_baseline, max_drop_for
+
+    outcome = judge_threshold(state, entry, options, xfail)
+    if outcome.error is not None:
+        return outcome
+    if outcome.failure is None:
+        regression = judge_baseline(state, entry, options, xfail)
+        outcome = Judgement(failure=regression)
+    elif state.baseline is not None:  # failed on its threshold: still compared, for the record
+        compare_entry(state, entry, max_drop_for(state, options))
+    if outcome.failure is not None and state.settings.warn_only:
+        return Judgement(warning=f"{outcome.failure}\n  (--roofline-warn-only: reported, not failed)")
+    return outcome
+
+
+def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
+                    xfail: bool) -> Judgement:
     """Gate one measured test: uncounted work, an impossible fraction, then its threshold.
 
     Below the threshold, a contended measurement (no free core) is excused unless ``--roofline-strict`` (it is
