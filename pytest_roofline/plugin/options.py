@@ -53,8 +53,8 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
      (f"{'|'.join(UNCOUNTED_POLICIES)}: what a region that ran FLOP-bearing ops without a counting rule does "
       "(warn: marked in the summary; fail: the test fails); the marker's uncounted= overrides it"), "warn"),
     ("--roofline-history", "roofline_history",
-     "directory that every --roofline session appends one history file to (docs/history-format.md); none: off",
-     ".roofline/history"),
+     ("directory that every --roofline session appends one history file to (docs/history-format.md); empty: "
+      "history/ under --roofline-dir (.roofline/history); none: off"), ""),
     ("--roofline-baseline", "roofline_baseline",
      ("compare each test's fraction with a baseline: a results.json, a history file, or a history directory "
       "(its last --roofline-baseline-sessions sessions of this machine, of this branch when it has that many)"),
@@ -114,7 +114,7 @@ def read_settings(config: pytest.Config) -> Settings:
         uncounted=parse_choice(setting(config, "roofline_uncounted"), UNCOUNTED_POLICIES, "--roofline-uncounted"),
         probe=parse_choice(setting(config, "roofline_probe"), PROBE_MODES, "--roofline-probe"),
         confirm=parse_choice(setting(config, "roofline_confirm"), CONFIRM_MODES, "--roofline-confirm"),
-        history=optional_path(setting(config, "roofline_history"), none_word=True),
+        history=history_setting(setting(config, "roofline_history"), Path(str(setting(config, "roofline_dir")))),
         baseline=optional_path(setting(config, "roofline_baseline")),
         baseline_sessions=parse_count(setting(config, "roofline_baseline_sessions"), "--roofline-baseline-sessions"),
         max_drop=parse_max_drop(setting(config, "roofline_max_drop"), "--roofline-max-drop"),
@@ -124,10 +124,18 @@ def read_settings(config: pytest.Config) -> Settings:
     )
 
 
-def optional_path(value: Any, *, none_word: bool = False) -> Path | None:
-    """A path option; empty (and ``none`` where ``none_word``) means off."""
+def history_setting(value: Any, directory: Path) -> Path | None:
+    """``--roofline-history``: ``none`` turns it off; empty means ``history/`` under ``--roofline-dir``."""
     text = str(value or "").strip()
-    if not text or (none_word and text.lower() == "none"):
+    if text.lower() == "none":
+        return None
+    return Path(text) if text else directory / "history"
+
+
+def optional_path(value: Any) -> Path | None:
+    """A path option; empty means not given."""
+    text = str(value or "").strip()
+    if not text:
         return None
     return Path(text)
 
