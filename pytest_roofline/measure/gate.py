@@ -22,18 +22,25 @@ class Judgement:
 def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None, xfail: bool) -> Judgement:
     """Gate one measured test (:func:`judge_threshold`, then the baseline gate); under ``--roofline-warn-only``
     a failure becomes a warning (an error, a fraction no roof allows, stays an error: the roofs are wrong)."""
-    from pytest_roofline.measure.baseline_gate import compare_entry, judge_baseline, max_drop_for
-
     outcome = judge_threshold(state, entry, options, xfail)
     if outcome.error is not None:
         return outcome
+    if state.baseline is not None:  # numpy is imported only when there is a baseline to compare with
+        outcome = _with_baseline(state, entry, options, xfail, outcome)
+    if outcome.failure is not None and state.settings.warn_only:
+        return Judgement(warning=f"{outcome.failure}\n  (--roofline-warn-only: reported, not failed)")
+    return outcome
+
+
+def _with_baseline(state: RooflineState, entry: TestEntry, options: MarkerOptions | None, xfail: bool,
+                   outcome: Judgement) -> Judgement:
+    from pytest_roofline.measure.baseline_gate import compare_entry, judge_baseline, max_drop_for
+
     if outcome.failure is None:
         regression = judge_baseline(state, entry, options, xfail)
         outcome = Judgement(failure=regression)
-    elif state.baseline is not None:  # failed on its threshold: still compared, for the record
+    else:  # failed on its threshold: still compared, for the record
         compare_entry(state, entry, max_drop_for(state, options))
-    if outcome.failure is not None and state.settings.warn_only:
-        return Judgement(warning=f"{outcome.failure}\n  (--roofline-warn-only: reported, not failed)")
     return outcome
 
 
