@@ -64,6 +64,7 @@ def judge_baseline(state: RooflineState, entry: TestEntry, options: MarkerOption
     if result is None or result.verdict != "regressed":
         return None
     if not state.settings.strict and not xfail and entry.recorder.is_contended():
+        entry.extra["baseline"]["excused"] = "contended"  # measured again at the end of the session
         return None
     if state.settings.confirm == "on" and not xfail and "confirmed" not in entry.extra:
         first = result.fraction

@@ -100,7 +100,8 @@ def roof_check(state: RooflineState, entry: TestEntry, verdict: Any) -> str | No
 
 def remeasure_contended(state: RooflineState) -> bool:
     """Measure contended call sites again now that the session's own work is done. True when a test that passed
-    only because its measurement was contended is still below its threshold uncontended (it is now failed)."""
+    only because its measurement was contended is still below its threshold, or regressed against the baseline,
+    uncontended (it is now failed)."""
     failed = False
     for entry in state.tests.values():
         if entry.recorder is None or not entry.recorder.contended:
@@ -109,7 +110,16 @@ def remeasure_contended(state: RooflineState) -> bool:
         verdict = entry.recorder.verdict()
         below = entry.min_fraction is not None and verdict is not None and verdict.fraction < entry.min_fraction
         entry.extra["contended"] = {"remeasured": True, "still_contended": entry.recorder.is_contended()}
-        if below and not entry.recorder.is_contended() and entry.outcome == "passed":
+        if state.baseline is not None and verdict is not None and "baseline" in entry.extra:
+            from pytest_roofline.measure.baseline_gate import compare_entry
+
+            # compared again on the new measurement; a regression fails like a fraction below its threshold
+            compared = compare_entry(state, entry, float(entry.extra["baseline"]["max_drop"]))
+            regressed = compared is not None and compared.verdict == "regressed"
+            if regressed and entry.recorder.is_contended():
+                entry.extra["baseline"]["excused"] = "contended"
+            below = below or regressed
+        if below and not entry.recorder.is_contended() and entry.outcome == "passed" and not state.settings.warn_only:
             entry.outcome = "failed"
             entry.extra["contended"]["failed_when_remeasured"] = True
             failed = True

@@ -173,6 +173,8 @@ def baseline_lines(description: str, records: Iterable[Any]) -> list[str]:
     for nodeid, b in sorted((x for x in compared if x[1]["verdict"] in order), key=lambda x: order[x[1]["verdict"]]):
         lo, hi = b["ci"]
         word = {"regressed": "REGRESSED", "noisy": "dropped, not significant", "improved": "improved"}[b["verdict"]]
+        if b.get("excused"):
+            word += f" ({b['excused']}: not failed)"
         lines.append(f"  {word}: {nodeid}: {b['fraction']:.3g} -> {b['fraction'] * (1 - b['drop']):.3g} "
                      f"({-b['drop']:+.1%}; ratio CI [{lo:.3f}, {hi:.3f}])")
     counts: dict[str, int] = {}
