@@ -12,6 +12,11 @@ of sessions below it (at 0 %: false alarms, target 0; at 10 %: target >= 95 %).
 ``--threshold`` x its median, given to the tests through ``ROOFLINE_MIN_FRACTIONS``, see
 benchmarks/heldout/conftest.py); then sessions with every slowdown, under ``--roofline-confirm on`` and
 ``off`` alternately, count the tests that failed.
+
+``--baseline``: the baseline gate decides. ``--history-sessions`` (5) clean sessions build a history; then
+``--sessions`` sessions with every slowdown, interleaved, run against it (``--roofline-baseline``, default
+``--roofline-max-drop``, writing no history of their own) and count, per slowdown, the tests failed as
+regressed (at 0 %: false alarms) and those whose drop was beyond max_drop but not significant (noisy).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ HELDOUT = str(Path(__file__).parent / "heldout")
 
 def run_session(directory: Path, slowdown: float, pytest_args: list[str],
                 thresholds: dict[str, float] | None = None, key: str = "fraction") -> dict[str, Any]:
+    """``key`` of each measured test (a field of its results.json record; ``record``: the whole record)."""
     command = [sys.executable, "-m", "pytest", "--roofline", "--roofline-dir", str(directory), "-q",
                "-p", "no:cacheprovider", *pytest_args]
     env = {**os.environ, "ROOFLINE_INJECT_SLOWDOWN": str(slowdown),
@@ -41,7 +47,7 @@ def run_session(directory: Path, slowdown: float, pytest_args: list[str],
     except (OSError, ValueError):
         print(f"session in {directory} wrote no results", file=sys.stderr)
         return {}
-    return {t["nodeid"].split("::")[-1]: t[key] for t in tests if t["fraction"] is not None}
+    return {t["nodeid"].split("::")[-1]: t if key == "record" else t[key] for t in tests if t["fraction"] is not None}
 
 
 def main() -> None:
@@ -54,8 +60,14 @@ def main() -> None:
                              "only through noise)")
     parser.add_argument("--gate", action="store_true",
                         help="let the plugin's gate decide, --roofline-confirm on and off side by side")
+    parser.add_argument("--baseline", action="store_true",
+                        help="let the baseline gate decide, against a history of clean sessions")
+    parser.add_argument("--history-sessions", type=int, default=5, help="clean sessions in the history (--baseline)")
     args, pytest_args = parser.parse_known_args()
     pytest_args = pytest_args or [HELDOUT]
+    if args.baseline:
+        baseline_mode(args, pytest_args)
+        return
     if args.gate:
         gate_mode(args, pytest_args)
         return
@@ -96,6 +108,45 @@ def gate_mode(args: argparse.Namespace, pytest_args: list[str]) -> None:
     print(f"{'confirm':8s} " + " ".join(f"{f'{s:g}%':>7s}" for s in args.slowdowns))
     for confirm in ("on", "off"):
         print(f"{confirm:8s} " + " ".join(f"{statistics.fmean(failed[(confirm, s)]):7.0%}" for s in args.slowdowns))
+
+
+def baseline_mode(args: argparse.Namespace, pytest_args: list[str]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        history = Path(tmp) / "history"
+        for index in range(args.history_sessions):
+            run_session(Path(tmp) / f"clean-{index}", 0.0, [*pytest_args, "--roofline-history", str(history)])
+        print(f"history: {args.history_sessions} clean sessions", file=sys.stderr)
+        # per slowdown and test: (baseline verdict, the test failed)
+        seen: dict[float, dict[str, list[tuple[str, bool]]]] = {s: {} for s in args.slowdowns}
+        for index in range(args.sessions):
+            for slowdown in args.slowdowns:
+                records = run_session(Path(tmp) / f"{slowdown}-{index}", slowdown / 100,
+                                      [*pytest_args, "--roofline-history", "none", "--roofline-baseline",
+                                       str(history)], key="record")
+                for name, record in records.items():
+                    verdict = (record.get("baseline") or {}).get("verdict", "none")
+                    seen[slowdown].setdefault(name, []).append((verdict, record["outcome"] == "failed"))
+            print(f"baseline session {index + 1}/{args.sessions} done", file=sys.stderr)
+    names = sorted({n for by_name in seen.values() for n in by_name})
+    header = " ".join(f"{f'{s:g}%':>11s}" for s in args.slowdowns)
+    print(f"\nbaseline gate, default max_drop: per test and slowdown, failed / regressed / noisy / runs "
+          f"(regressed but not failed: a contended measurement, reported), {args.history_sessions} clean "
+          f"sessions in the history, {args.sessions} sessions per slowdown")
+    print(f"{'test':28s} {header}")
+    for name in names:
+        cells = []
+        for slowdown in args.slowdowns:
+            runs = seen[slowdown].get(name, [])
+            cells.append(f"{sum(f for _, f in runs)}/{sum(v == 'regressed' for v, _ in runs)}/"
+                         f"{sum(v == 'noisy' for v, _ in runs)}/{len(runs)}".rjust(11))
+        print(f"{name[-28:]:28s} {' '.join(cells)}")
+    for slowdown in args.slowdowns:
+        runs = [run for by_name in seen[slowdown].values() for run in by_name]
+        count = len(runs) or 1
+        print(f"{slowdown:g}%: {sum(f for _, f in runs) / count:.0%} failed, "
+              f"{sum(v == 'regressed' for v, _ in runs) / count:.0%} regressed, "
+              f"{sum(v == 'noisy' for v, _ in runs) / count:.0%} noisy of {len(runs)} test runs"
+              + (" (at 0 %: false alarms)" if slowdown == 0 else ""))
 
 
 def print_table(fractions: dict[float, dict[str, list[float]]], slowdowns: list[float], factor: float,

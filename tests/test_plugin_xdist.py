@@ -104,6 +104,12 @@ def test_two_workers_write_one_complete_results_file(pytester: pytest.Pytester,
     assert math.isclose(float(cases["test_below"]["roofline_fraction"]), tests["test_suite.py::test_below"]["fraction"],
                         rel_tol=1e-5)
     assert cases["test_plain"] == {}
+    # one history entry for the session, with every worker's tests and their parametrize arguments
+    entries = list((pytester.path / ".roofline" / "history").glob("*/*.json"))
+    assert len(entries) == 1
+    history = json.loads(entries[0].read_text())
+    assert sorted(t["nodeid"] for t in history["tests"]) == sorted(tests)
+    assert {t["function"] for t in history["tests"]} >= {"test_suite.py::test_fast", "test_suite.py::test_below"}
 
 
 def _payload(worker: str, nodeids: list[str], machine: dict | None = None, failed_late: bool = False) -> dict:
@@ -193,7 +199,8 @@ def test_controller_writes_the_workers_records_and_fails_late_failures(tmp_path:
     controller.pytest_testnodedown(nodes[0], None)
     controller.pytest_testnodedown(nodes[1], None)
     controller.pytest_testnodedown(nodes[2], "crashed")  # no workeroutput: nothing to collect
-    session = SimpleNamespace(exitstatus=pytest.ExitCode.OK)
+    config = SimpleNamespace(invocation_params=SimpleNamespace(args=("--roofline", "-n", "3")), rootpath=tmp_path)
+    session = SimpleNamespace(exitstatus=pytest.ExitCode.OK, config=config)
     controller.pytest_sessionfinish(session)  # type: ignore[arg-type]
     assert session.exitstatus == pytest.ExitCode.TESTS_FAILED  # a test failed when re-measured in gw0
     document = json.loads((tmp_path / ".roofline" / "results.json").read_text())

@@ -15,10 +15,37 @@ from pytest_roofline.measure.state import RooflineState, TestEntry
 @dataclass(frozen=True)
 class Judgement:
     failure: str | None = None  # the test fails with this message
+    warning: str | None = None  # --roofline-warn-only: what would have failed it, as a warning
     error: str | None = None  # an error of the test (a fraction no roof allows), raised in its teardown
 
 
 def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None, xfail: bool) -> Judgement:
+    """Gate one measured test (:func:`judge_threshold`, then the baseline gate); under ``--roofline-warn-only``
+    a failure becomes a warning (an error, a fraction no roof allows, stays an error: the roofs are wrong)."""
+    outcome = judge_threshold(state, entry, options, xfail)
+    if outcome.error is not None:
+        return outcome
+    if state.baseline is not None:  # numpy is imported only when there is a baseline to compare with
+        outcome = _with_baseline(state, entry, options, xfail, outcome)
+    if outcome.failure is not None and state.settings.warn_only:
+        return Judgement(warning=f"{outcome.failure}\n  (--roofline-warn-only: reported, not failed)")
+    return outcome
+
+
+def _with_baseline(state: RooflineState, entry: TestEntry, options: MarkerOptions | None, xfail: bool,
+                   outcome: Judgement) -> Judgement:
+    from pytest_roofline.measure.baseline_gate import compare_entry, judge_baseline, max_drop_for
+
+    if outcome.failure is None:
+        regression = judge_baseline(state, entry, options, xfail)
+        outcome = Judgement(failure=regression)
+    else:  # failed on its threshold: still compared, for the record
+        compare_entry(state, entry, max_drop_for(state, options))
+    return outcome
+
+
+def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
+                    xfail: bool) -> Judgement:
     """Gate one measured test: uncounted work, an impossible fraction, then its threshold.
 
     Below the threshold, a contended measurement (no free core) is excused unless ``--roofline-strict`` (it is
@@ -74,7 +101,8 @@ def roof_check(state: RooflineState, entry: TestEntry, verdict: Any) -> str | No
 
 def remeasure_contended(state: RooflineState) -> bool:
     """Measure contended call sites again now that the session's own work is done. True when a test that passed
-    only because its measurement was contended is still below its threshold uncontended (it is now failed)."""
+    only because its measurement was contended is still below its threshold, or regressed against the baseline,
+    uncontended (it is now failed)."""
     failed = False
     for entry in state.tests.values():
         if entry.recorder is None or not entry.recorder.contended:
@@ -83,7 +111,16 @@ def remeasure_contended(state: RooflineState) -> bool:
         verdict = entry.recorder.verdict()
         below = entry.min_fraction is not None and verdict is not None and verdict.fraction < entry.min_fraction
         entry.extra["contended"] = {"remeasured": True, "still_contended": entry.recorder.is_contended()}
-        if below and not entry.recorder.is_contended() and entry.outcome == "passed":
+        if state.baseline is not None and verdict is not None and "baseline" in entry.extra:
+            from pytest_roofline.measure.baseline_gate import compare_entry
+
+            # compared again on the new measurement; a regression fails like a fraction below its threshold
+            compared = compare_entry(state, entry, float(entry.extra["baseline"]["max_drop"]))
+            regressed = compared is not None and compared.verdict == "regressed"
+            if regressed and entry.recorder.is_contended():
+                entry.extra["baseline"]["excused"] = "contended"
+            below = below or regressed
+        if below and not entry.recorder.is_contended() and entry.outcome == "passed" and not state.settings.warn_only:
             entry.outcome = "failed"
             entry.extra["contended"]["failed_when_remeasured"] = True
             failed = True

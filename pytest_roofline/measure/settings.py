@@ -21,7 +21,7 @@ UNCOUNTED_POLICIES = ("warn", "fail")
 PROBE_MODES = ("live", "off")
 OPS_MODES = ("always", "failed", "off")  # the per-op timing pass (measure/op_times.py): every test, failing ones, none
 CONFIRM_MODES = ("on", "off")  # mirrors probes.PROBE_MODES without importing it (numpy) at plugin import
-MARKER_ARGUMENTS = ("min_fraction", "uncounted")
+MARKER_ARGUMENTS = ("min_fraction", "uncounted", "max_drop")
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,7 @@ class MarkerOptions:
 
     min_fraction: float | None = None
     uncounted: str | None = None  # warn|fail: FLOP-bearing ops without a rule (None: the session's setting)
+    max_drop: float | None = None  # the baseline gate's allowed drop for this test (None: --roofline-max-drop)
 
     @classmethod
     def from_marker(cls, args: Sequence[Any], kwargs: Mapping[str, Any]) -> MarkerOptions:
@@ -46,10 +47,13 @@ class MarkerOptions:
             )
         value = kwargs.get("min_fraction")
         uncounted = kwargs.get("uncounted")
+        max_drop = kwargs.get("max_drop")
         return cls(
             min_fraction=None if value is None else parse_fraction(value, "@pytest.mark.roofline(min_fraction=...)"),
             uncounted=None if uncounted is None else parse_choice(uncounted, UNCOUNTED_POLICIES,
                                                                   "@pytest.mark.roofline(uncounted=...)"),
+            max_drop=None if max_drop is None else parse_max_drop(max_drop, "@pytest.mark.roofline(max_drop=...)",
+                                                                  text=False),
         )
 
 
@@ -59,6 +63,33 @@ def parse_fraction(value: Any, where: str) -> float:
     number = float(value)
     if not (math.isfinite(number) and 0 < number <= 1):
         raise SettingError(f"{where} must be a number in (0, 1], got {value!r}")
+    return number
+
+
+def parse_max_drop(value: Any, where: str, *, text: bool = True) -> float:
+    """The baseline gate's allowed drop of the fraction, a share in (0, 1): 0.1 fails a test that lost more than
+    10 % of its baseline fraction (when significant). ``text``: accept a string (an option or ini value)."""
+    if isinstance(value, str) and text:
+        try:
+            value = float(value)
+        except ValueError:
+            raise SettingError(f"{where} must be a number in (0, 1) such as 0.1 (10 %), got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SettingError(f"{where} must be a number in (0, 1) such as 0.1 (10 %), got {value!r} "
+                           f"({type(value).__name__})")
+    number = float(value)
+    if not (math.isfinite(number) and 0 < number < 1):
+        raise SettingError(f"{where} must be a number in (0, 1) such as 0.1 (a drop of 10 %), got {value!r}")
+    return number
+
+
+def parse_count(value: Any, where: str) -> int:
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise SettingError(f"{where} must be a whole number >= 1, got {value!r}") from None
+    if number < 1:
+        raise SettingError(f"{where} must be a whole number >= 1, got {value!r}")
     return number
 
 

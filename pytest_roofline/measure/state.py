@@ -32,6 +32,12 @@ class Settings:
     probe: str = "live"  # live|off: time DRAM-bound call sites beside a probe of the DRAM roof (probes.py)
     confirm: str = "on"  # on|off: a test below its threshold is measured once more before it fails
     ops: str = "failed"  # always|failed|off: the per-op timing pass (op_times) for every test, failing ones, none
+    history: Path | None = None  # --roofline-history: one file per session there (None: off)
+    baseline: Path | None = None  # --roofline-baseline: a results.json, a history file or a history directory
+    baseline_sessions: int = 5  # the last N sessions of a history directory
+    max_drop: float = 0.10  # the baseline gate fails a significant drop of more than this share
+    baseline_any_machine: bool = False  # compare with other machines' sessions too
+    warn_only: bool = False  # report every gate failure as a warning; fail no test on its performance
 
 
 @dataclass
@@ -66,6 +72,8 @@ class RooflineState:
         self.probe_cache: dict[Any, Any] = {}  # live probes per (threads, working set): built once a session
         self.make_counter: Callable[[str], Any] = builtin_counter  # the hook, once pytest_configure set it
         self._worker_pin: Any = None  # an xdist worker's pinning to its share, held for the whole session
+        self.history_file: str | None = None  # this session's history entry, once written
+        self.baseline: Any = None  # history.baseline.Baseline, loaded before the first test (--roofline-baseline)
 
     @property
     def session_dir(self) -> Path:

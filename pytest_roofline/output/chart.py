@@ -150,8 +150,12 @@ def draw_roofline(
     *,
     title: str = "",
     min_fraction: float | None = None,
+    baseline_fraction: float | None = None,
 ) -> Path:
-    """Draw every ceiling of ``machine``, the kernels sized by time, the measured point and the threshold."""
+    """Draw every ceiling of ``machine``, the kernels sized by time, the measured point and the threshold.
+
+    ``baseline_fraction``: the baseline's point too, at the same arithmetic intensity (the same work), its
+    performance scaled from the measured one by the ratio of the fractions (the roof is the same)."""
     import numpy as np
 
     points, edge, no_flop_time = chart_points(kernels, machine)
@@ -179,6 +183,14 @@ def draw_roofline(
         for level, x in region_ai.items():
             ax.scatter([x], [verdict.achieved_flops_per_s], marker="*", s=320, color="tab:red", zorder=5,
                        label=f"measured ({level} AI): fraction {verdict.fraction:.2f}")
+        if baseline_fraction is not None and verdict.fraction > 0:
+            baseline_rate = verdict.achieved_flops_per_s * baseline_fraction / verdict.fraction
+            for level, x in region_ai.items():
+                ax.scatter([x], [baseline_rate], marker="P", s=200, color="tab:green", zorder=4,
+                           label=f"baseline ({level} AI): fraction {baseline_fraction:.2f}")
+            if not region_ai:
+                ax.axhline(baseline_rate, color="tab:green", ls=":", lw=1.5,
+                           label=f"baseline {si(baseline_rate, 'FLOP/s')}: fraction {baseline_fraction:.2g}")
         if not region_ai:  # no bytes counted: the AI is unknown, so show the rate alone
             ax.axhline(verdict.achieved_flops_per_s, color="tab:red", ls=":", lw=1.5,
                        label=f"measured {si(verdict.achieved_flops_per_s, 'FLOP/s')} (no bytes counted): "

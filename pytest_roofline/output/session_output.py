@@ -134,10 +134,13 @@ def _verdict_text(record: TestRecord) -> str:
     verdict = record.recorder.verdict()
     if verdict is None:
         return f"{record.outcome} (not measured)"
+    baseline = (getattr(record, "extra", None) or {}).get("baseline")
+    if record.min_fraction is not None and verdict.fraction < record.min_fraction:
+        return f"{record.outcome} (below min)"
+    if baseline:
+        return f"{record.outcome} ({baseline['verdict']})"
     if record.min_fraction is None:
         return f"{record.outcome} (no gate)"
-    if verdict.fraction < record.min_fraction:
-        return f"{record.outcome} (below min)"
     return record.outcome
 
 
@@ -169,6 +172,28 @@ def summary_lines(machine: Machine | None, records: Iterable[TestRecord], direct
     if cores_line:
         lines.append(cores_line)
     lines.append(f"results: {directory / RESULTS_FILE}")
+    return lines
+
+
+def baseline_lines(description: str, records: Iterable[Any]) -> list[str]:
+    """The baseline gate in the summary: which sessions, then every test that moved (regressions first, then
+    drops that were not significant, then improvements) and a count per verdict."""
+    lines = [description]
+    order = {"regressed": 0, "noisy": 1, "improved": 2}
+    found = [(r.nodeid, (getattr(r, "extra", None) or {}).get("baseline")) for r in records]
+    compared = [(nodeid, b) for nodeid, b in found if b]
+    for nodeid, b in sorted((x for x in compared if x[1]["verdict"] in order), key=lambda x: order[x[1]["verdict"]]):
+        lo, hi = b["ci"]
+        word = {"regressed": "REGRESSED", "noisy": "dropped, not significant", "improved": "improved"}[b["verdict"]]
+        if b.get("excused"):
+            word += f" ({b['excused']}: not failed)"
+        lines.append(f"  {word}: {nodeid}: {b['fraction']:.3g} -> {b['fraction'] * (1 - b['drop']):.3g} "
+                     f"({-b['drop']:+.1%}; ratio CI [{lo:.3f}, {hi:.3f}])")
+    counts: dict[str, int] = {}
+    for _, b in compared:
+        counts[b["verdict"]] = counts.get(b["verdict"], 0) + 1
+    if counts:
+        lines.append("  " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
     return lines
 
 

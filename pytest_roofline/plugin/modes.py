@@ -110,6 +110,8 @@ class MeasuringSession:
         except (OSError, ValueError) as exc:
             raise pytest.UsageError(f"roofline: cannot get machine ceilings: {exc}") from None
         state.pin_worker()  # an xdist worker stays on its own cores from here on
+        if state.settings.baseline is not None and state.baseline is None:
+            _load_baseline(state, config)
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.state.unpin_worker()
@@ -132,6 +134,7 @@ class MeasuringSession:
         recorder.probe_cache = state.probe_cache
         recorder.ops_mode = state.settings.ops
         entry = TestEntry(request.node.nodeid, options.min_fraction if options else None, recorder)
+        entry.extra.update(_identity(request.node))
         request.node.stash[ENTRY] = entry
         state.tests[entry.nodeid] = entry
         return recorder
@@ -162,6 +165,10 @@ class MeasuringSession:
         from pytest_roofline.measure.gate import judge
 
         outcome = judge(self.state, entry, marker_options(item), xfail=item.get_closest_marker("xfail") is not None)
+        if outcome.warning is not None:
+            from pytest_roofline.errors import RooflineWarning
+
+            item.warn(RooflineWarning(outcome.warning))
         if outcome.error is not None:
             item.stash[TEARDOWN_ERROR] = outcome.error  # raised in teardown: an error of the test, never a pass
         elif outcome.failure is not None:
@@ -241,19 +248,16 @@ class MeasuringSession:
         write_step_summary(state, tests, machine, int(session.exitstatus))
 
     def _write_results(self, session: pytest.Session) -> None:
-        from pytest_roofline.output.session_output import write_session_results
+        from pytest_roofline.output.session_files import write_session_files
 
         state = self.state
         status = int(session.exitstatus)
         meta = {"id": state.session_id, "directory": str(state.session_dir), "start": state.started.isoformat(),
                 "end": _dt.datetime.now(_dt.timezone.utc).isoformat(), "exit_status": status,
                 "interrupted": status == pytest.ExitCode.INTERRUPTED, "malloc": state.malloc}
-        try:
-            write_session_results(state.settings.directory, state.loaded_machine, state.tests.values(),
-                                  {"session": meta}, session_id=state.session_id)
-        except (OSError, ValueError) as exc:  # a full disk must not hide the verdicts: said in the summary
-            state.write_error = (f"roofline: could not write the results under {str(state.settings.directory)!r}: "
-                                 f"{getattr(exc, 'strerror', None) or exc}")
+        errors = write_session_files(state, state.tests.values(), meta, list(session.config.invocation_params.args),
+                                     root=session.config.rootpath)
+        state.write_error = "\n".join(errors) or None
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         state = self.state
@@ -268,8 +272,51 @@ class MeasuringSession:
                 terminalreporter.write_line(line)
         except Exception as exc:  # noqa: BLE001 - the summary must never turn a finished run into an internal error
             terminalreporter.write_line(f"roofline: could not write the summary: {exc!r}")
+        if state.baseline is not None:
+            from pytest_roofline.output.session_output import baseline_lines
+
+            for line in baseline_lines(state.baseline.describe(), state.tests.values()):
+                terminalreporter.write_line(line)
+        if state.history_file:
+            terminalreporter.write_line(f"history: {state.history_file}")
         if state.write_error:
             terminalreporter.write_line(state.write_error, red=True, bold=True)
+
+
+def _identity(node: Any) -> dict[str, Any]:
+    """``params`` (the parametrize arguments, JSON-safe) and ``function`` (the node id without ``[...]``), which
+    join the variants of one parametrized test in the history."""
+    callspec = getattr(node, "callspec", None)
+    params = {str(k): v if isinstance(v, (bool, int, float, str)) or v is None else repr(v)
+              for k, v in (callspec.params.items() if callspec is not None else ())}
+    return {"params": params, "function": node.nodeid.split("[", 1)[0]}
+
+
+def _load_baseline(state: RooflineState, config: pytest.Config) -> None:
+    """Read ``--roofline-baseline`` before the first test: a missing path is a usage error; unreadable files
+    are skipped with one warning, and so is a baseline with nothing of this machine."""
+    import warnings
+
+    from pytest_roofline.errors import RooflineWarning
+    from pytest_roofline.history.baseline import load_baseline
+    from pytest_roofline.history.environment import git_state
+    from pytest_roofline.history.machine_key import machine_key
+
+    settings = state.settings
+    reference = settings.baseline
+    if reference is None or not reference.exists():
+        raise pytest.UsageError(f"--roofline-baseline: no such file or directory {str(reference)!r}")
+    key = machine_key(state.machine().to_dict())
+    branch = git_state(config.rootpath)["branch"]
+    state.baseline = load_baseline(reference, key=key, branch=branch, count=settings.baseline_sessions,
+                                   any_machine=settings.baseline_any_machine)
+    skipped = state.baseline.skipped
+    if skipped:
+        warnings.warn(RooflineWarning(f"roofline baseline: skipped {len(skipped)} unreadable file(s) under "
+                                      f"{str(reference)!r}: {'; '.join(skipped)}"), stacklevel=1)
+    if not state.baseline.sessions:
+        warnings.warn(RooflineWarning(f"roofline baseline: no session of this machine in {str(reference)!r}: "
+                                      f"every test is new. {' '.join(state.baseline.notes)}"), stacklevel=1)
 
 
 def _core_roofs_progress(request: pytest.FixtureRequest) -> Any:

@@ -18,7 +18,9 @@ from pytest_roofline.measure.settings import (
     SettingError,
     parse_bool,
     parse_choice,
+    parse_count,
     parse_counter,
+    parse_max_drop,
     parse_seconds,
 )
 from pytest_roofline.measure.state import Settings
@@ -55,6 +57,18 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
     ("--roofline-uncounted", "roofline_uncounted",
      (f"{'|'.join(UNCOUNTED_POLICIES)}: what a region that ran FLOP-bearing ops without a counting rule does "
       "(warn: marked in the summary; fail: the test fails); the marker's uncounted= overrides it"), "warn"),
+    ("--roofline-history", "roofline_history",
+     ("directory that every --roofline session appends one history file to (docs/history-format.md); empty: "
+      "history/ under --roofline-dir (.roofline/history); none: off"), ""),
+    ("--roofline-baseline", "roofline_baseline",
+     ("compare each test's fraction with a baseline: a results.json, a history file, or a history directory "
+      "(its last --roofline-baseline-sessions sessions of this machine, of this branch when it has that many)"),
+     ""),
+    ("--roofline-baseline-sessions", "roofline_baseline_sessions",
+     "how many of a history directory's latest sessions make the baseline", "5"),
+    ("--roofline-max-drop", "roofline_max_drop",
+     ("the baseline gate fails a test whose fraction fell by more than this share of the baseline's, when the "
+      "drop is significant (the marker's max_drop= overrides it)"), "0.10"),
 )
 
 
@@ -70,6 +84,15 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--roofline-strict", action="store_true", default=None, dest="roofline_strict",
                     help="let a contended measurement (no free core) fail its gate too (ini: roofline_strict)")
     parser.addini("roofline_strict", "contended measurements may fail their gate", type="bool", default=False)
+    group.addoption("--roofline-baseline-any-machine", action="store_true", default=None,
+                    dest="roofline_baseline_any_machine",
+                    help="compare with baseline sessions of other machines too (ini: roofline_baseline_any_machine)")
+    parser.addini("roofline_baseline_any_machine", "compare with other machines' baseline sessions", type="bool",
+                  default=False)
+    group.addoption("--roofline-warn-only", action="store_true", default=None, dest="roofline_warn_only",
+                    help=("report every gate failure (threshold, baseline) as a warning and fail no test on its "
+                          "performance, to introduce the gate on an existing suite (ini: roofline_warn_only)"))
+    parser.addini("roofline_warn_only", "report gate failures as warnings, fail none", type="bool", default=False)
     group.addoption("--roofline-recharacterize", action="store_true", default=False,
                     dest="roofline_recharacterize",
                     help="measure the machine again instead of using the cached characterization")
@@ -97,7 +120,30 @@ def read_settings(config: pytest.Config) -> Settings:
         probe=parse_choice(setting(config, "roofline_probe"), PROBE_MODES, "--roofline-probe"),
         confirm=parse_choice(setting(config, "roofline_confirm"), CONFIRM_MODES, "--roofline-confirm"),
         ops=parse_choice(setting(config, "roofline_ops"), OPS_MODES, "--roofline-ops / ini roofline_ops"),
+        history=history_setting(setting(config, "roofline_history"), Path(str(setting(config, "roofline_dir")))),
+        baseline=optional_path(setting(config, "roofline_baseline")),
+        baseline_sessions=parse_count(setting(config, "roofline_baseline_sessions"), "--roofline-baseline-sessions"),
+        max_drop=parse_max_drop(setting(config, "roofline_max_drop"), "--roofline-max-drop"),
+        baseline_any_machine=parse_bool(setting(config, "roofline_baseline_any_machine"),
+                                        "--roofline-baseline-any-machine"),
+        warn_only=parse_bool(setting(config, "roofline_warn_only"), "--roofline-warn-only"),
     )
+
+
+def history_setting(value: Any, directory: Path) -> Path | None:
+    """``--roofline-history``: ``none`` turns it off; empty means ``history/`` under ``--roofline-dir``."""
+    text = str(value or "").strip()
+    if text.lower() == "none":
+        return None
+    return Path(text) if text else directory / "history"
+
+
+def optional_path(value: Any) -> Path | None:
+    """A path option; empty means not given."""
+    text = str(value or "").strip()
+    if not text:
+        return None
+    return Path(text)
 
 
 def cores_setting(value: Any) -> Any:

@@ -109,7 +109,7 @@ class XdistController:
 
     def _write_results(self, session: pytest.Session, merged: dict[str, Any]) -> None:
         from pytest_roofline.model import Machine
-        from pytest_roofline.output.session_output import write_session_results
+        from pytest_roofline.output.session_files import write_session_files
 
         state = self.state
         status = int(session.exitstatus)
@@ -128,15 +128,10 @@ class XdistController:
             state.write_error = "\n".join([*([state.write_error] if state.write_error else []),
                                            *(f"roofline: worker {e}" for e in errors)])
         machine = Machine.from_dict(merged["machine"]) if merged["machine"] else None
-        try:
-            # MERGE POINT (issue 10, part 1): when branch `history` lands, call its
-            # write_session_files(state, records, meta, pytest_args) here instead, with records=merged["tests"]
-            # (results.json records pass through test_result unchanged), so -n N appends one history entry too.
-            write_session_results(state.settings.directory, machine, merged["tests"], {"session": meta},
-                                  session_id=state.session_id)
-        except (OSError, ValueError) as exc:
-            state.write_error = (f"roofline: could not write the results under {str(state.settings.directory)!r}: "
-                                 f"{getattr(exc, 'strerror', None) or exc}")
+        errors = write_session_files(state, merged["tests"], meta, list(session.config.invocation_params.args),
+                                     root=session.config.rootpath, machine=machine)
+        if errors:
+            state.write_error = "\n".join([*([state.write_error] if state.write_error else []), *errors])
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         merged = self.merged

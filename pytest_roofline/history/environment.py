@@ -1,0 +1,59 @@
+"""Where a session ran: git commit, branch and dirty flag, and the versions of what it ran on."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+GIT_TIMEOUT_S = 3.0
+
+
+def _git(args: list[str], cwd: Path) -> str | None:
+    """One git command's stripped output, or None: no git, not a repository, too slow (a network mount)."""
+    try:
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=GIT_TIMEOUT_S,
+                              check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def git_state(cwd: Path | None = None) -> dict[str, Any]:
+    """``{"commit": 40 hex or None, "branch": name or None (detached: None), "dirty": bool or None}``."""
+    where = Path(cwd or Path.cwd())
+    commit = _git(["rev-parse", "--verify", "HEAD"], where)
+    if commit is None:
+        return {"commit": None, "branch": None, "dirty": None}
+    branch = _git(["rev-parse", "--abbrev-ref", "HEAD"], where)
+    status = _git(["status", "--porcelain", "--untracked-files=no"], where)
+    return {"commit": commit, "branch": None if branch in (None, "HEAD") else branch,
+            "dirty": None if status is None else bool(status)}
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _own_version() -> str:
+    from pytest_roofline import __version__
+
+    return __version__
+
+
+def versions(machine_info: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Python, pytest, pytest-roofline, torch, CUDA and the driver. torch is never imported for this: its CUDA
+    version is read only when the session loaded it; the driver comes from the GPU's fingerprint."""
+    torch = sys.modules.get("torch")
+    cuda = getattr(getattr(torch, "version", None), "cuda", None) if torch is not None else None
+    fingerprint = dict((machine_info or {}).get("fingerprint") or {})
+    driver = fingerprint.get("driver_version") or fingerprint.get("driver")
+    return {"python": platform.python_version(), "pytest": _version("pytest"),
+            "pytest_roofline": _own_version(), "torch": _version("torch"),
+            "cuda": None if cuda is None else str(cuda), "driver": None if driver is None else str(driver)}

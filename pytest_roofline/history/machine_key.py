@@ -1,0 +1,40 @@
+"""The machine key of a history file: a readable, file-safe name plus 8 hex of the machine's fingerprint hash.
+
+A characterized machine carries its fingerprint hash (``info.fingerprint_hash``); pinned ceilings have none, so
+their roofs themselves are hashed: two sessions with the same pinned file share a key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from typing import Any
+
+UNKNOWN_KEY = "unknown-00000000"
+_UNSAFE = re.compile(r"[^a-z0-9]+")
+
+
+def fingerprint_of(machine: Mapping[str, Any]) -> str:
+    """The full fingerprint hash of a machine dict (``Machine.to_dict()``)."""
+    info = dict(machine.get("info") or {})
+    found = info.get("fingerprint_hash")
+    if found:
+        return str(found)
+    roofs = {"name": machine.get("name"), "peak_flops": machine.get("peak_flops") or {},
+             "bandwidth": machine.get("bandwidth") or {}}
+    return hashlib.sha256(json.dumps(roofs, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def readable_name(name: str, limit: int = 40) -> str:
+    """``AMD EPYC 9R14 (2 cores)`` -> ``amd-epyc-9r14-2-cores``: lower case, ``[a-z0-9-]`` only, bounded."""
+    text = _UNSAFE.sub("-", name.lower()).strip("-")[:limit].rstrip("-")
+    return text or "machine"
+
+
+def machine_key(machine: Mapping[str, Any] | None) -> str:
+    if not machine:
+        return UNKNOWN_KEY
+    digest = hashlib.sha256(fingerprint_of(machine).encode()).hexdigest()[:8]
+    return f"{readable_name(str(machine.get('name') or 'machine'))}-{digest}"

@@ -1,0 +1,93 @@
+"""Read history files and ``results.json`` files back, skipping what cannot be trusted (docs/history-format.md).
+
+A file that does not parse, is not a history file, or has a newer schema is skipped and named in
+``Loaded.skipped``; the caller says so in one warning. Nothing here raises for a bad file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_roofline.history.machine_key import machine_key
+from pytest_roofline.history.writer import FORMAT, SCHEMA
+
+RESULTS_SCHEMA = 1  # output.artifacts.SCHEMA_VERSION, the newest results.json this reader knows
+
+
+@dataclass(frozen=True)
+class Session:
+    """One session as the gate and the site see it: its identity and its test records by node id."""
+
+    id: str
+    start: str
+    machine_key: str
+    commit: str | None
+    branch: str | None
+    source: str  # the file it was read from
+    tests: Mapping[str, Mapping[str, Any]]
+    machine: Mapping[str, Any] | None = None
+
+
+@dataclass
+class Loaded:
+    sessions: list[Session] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # "<path>: <why>"
+
+
+def session_from(document: Any, source: str) -> Session:
+    """A :class:`Session` from a history document or a ``results.json`` document; ValueError when neither."""
+    if not isinstance(document, dict):
+        raise ValueError("not a JSON object")  # noqa: TRY004 - a bad file, like any other parse failure
+    if document.get("format") == FORMAT:
+        schema = document.get("schema")
+        if not isinstance(schema, int) or schema > SCHEMA:
+            raise ValueError(f"schema {schema!r} is newer than this reader's {SCHEMA}")
+        session, machine = document.get("session") or {}, document.get("machine") or {}
+        git = session.get("git") or {}
+        key = str(machine.get("key") or machine_key(machine))
+    elif "tests" in document and "schema" in document and "format" not in document:  # a results.json
+        schema = document.get("schema")
+        if not isinstance(schema, int) or schema > RESULTS_SCHEMA:
+            raise ValueError(f"results schema {schema!r} is newer than this reader's {RESULTS_SCHEMA}")
+        session, machine, git = document.get("session") or {}, document.get("machine") or {}, {}
+        key = machine_key(machine)
+    else:
+        raise ValueError(f"format is {document.get('format')!r}, not {FORMAT!r}")
+    tests = document.get("tests")
+    if not isinstance(tests, list) or not all(isinstance(t, dict) and "nodeid" in t for t in tests):
+        raise ValueError("its tests are not a list of test records")
+    return Session(id=str(session.get("id") or Path(source).stem), start=str(session.get("start") or ""),
+                   machine_key=key, commit=git.get("commit"), branch=git.get("branch"), source=source,
+                   tests={str(t["nodeid"]): t for t in tests}, machine=machine or None)
+
+
+def read_file(path: Path, loaded: Loaded) -> None:
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        loaded.sessions.append(session_from(document, str(path)))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        loaded.skipped.append(f"{path}: {exc}")
+
+
+def history_files(directory: Path) -> Iterable[Path]:
+    """Every ``*.json`` under the directory, at any depth (merged CI artifacts nest folders)."""
+    return sorted(p for p in directory.rglob("*.json") if p.is_file() and not p.name.startswith("."))
+
+
+def load(reference: Path) -> Loaded:
+    """A history directory, a history file or a ``results.json``; sessions ordered by start time."""
+    loaded = Loaded()
+    if reference.is_dir():
+        for path in history_files(reference):
+            read_file(path, loaded)
+    else:
+        read_file(reference, loaded)
+    unique: dict[tuple[str, str], Session] = {}
+    for session in loaded.sessions:  # one session copied twice (a results.json beside its history file)
+        unique.setdefault((session.id, session.start), session)
+    loaded.sessions = sorted(unique.values(), key=lambda s: s.start)
+    return loaded

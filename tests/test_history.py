@@ -1,0 +1,161 @@
+"""History files (pytest_roofline/history): machine key, layout, atomic writes, reading back, selection."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_roofline.history import environment, writer
+from pytest_roofline.history.baseline import load_baseline, select
+from pytest_roofline.history.machine_key import UNKNOWN_KEY, machine_key, readable_name
+from pytest_roofline.history.reader import Session, load
+
+MACHINE = {"name": "AMD EPYC 9R14 (2 cores)", "peak_flops": {"fp32": 1e11}, "bandwidth": {"DRAM": 1e10},
+           "info": {}}
+
+
+def document(start: str = "2026-11-25T06:39:23.916956+00:00", commit: str | None = "a" * 40,
+             branch: str | None = "main", machine: dict[str, Any] | None = None,
+             session_id: str = "s1") -> dict[str, Any]:
+    results = {"schema": 1, "machine": machine or MACHINE, "tests": [{"nodeid": "t.py::test_a", "fraction": 0.5}]}
+    return writer.history_document(results, {"id": session_id, "start": start, "end": start, "exit_status": 0},
+                                   git={"commit": commit, "branch": branch, "dirty": False},
+                                   versions={"python": "3.11.7"}, pytest_args=["--roofline"], counter="analytic")
+
+
+def test_machine_key_is_readable_and_follows_the_fingerprint() -> None:
+    key = machine_key(MACHINE)
+    assert key.startswith("amd-epyc-9r14-2-cores-") and len(key.rsplit("-", 1)[1]) == 8
+    assert machine_key({**MACHINE, "info": {"fingerprint_hash": "abc"}}) != key  # the hash decides, not roofs
+    assert machine_key({**MACHINE, "bandwidth": {"DRAM": 2e10}}) != key  # pinned: the roofs are the identity
+    assert machine_key(None) == UNKNOWN_KEY
+    assert readable_name("../x y/..") == "x-y"
+
+
+def test_the_file_lands_under_its_machine_key_with_time_and_commit(tmp_path: Path) -> None:
+    path = writer.write_history(tmp_path, document())
+    assert path.parent == tmp_path / machine_key(MACHINE)
+    stamp, commit, suffix = path.stem.split("-")
+    assert (stamp, commit, len(suffix)) == ("20261125T063923Z", "a" * 12, 4)
+    written = json.loads(path.read_text())
+    assert written["format"] == "pytest-roofline-history" and written["schema"] == 1
+    assert written["session"]["git"]["commit"] == "a" * 40
+    assert written["session"]["counter"] == "analytic"
+    assert written["machine"]["key"] == machine_key(MACHINE) and written["machine"]["peak_flops"] == {"fp32": 1e11}
+    nogit = writer.write_history(tmp_path, document(commit=None))
+    assert "-nogit-" in nogit.name
+    assert nogit != path
+
+
+def test_a_failed_write_leaves_no_partial_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken_replace(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "replace", broken_replace)
+    with pytest.raises(OSError):
+        writer.write_history(tmp_path, document())
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []  # neither the file nor its temp file
+
+
+def test_corrupt_foreign_and_newer_files_are_skipped_and_named(tmp_path: Path) -> None:
+    good = writer.write_history(tmp_path, document())
+    folder = good.parent
+    (folder / "corrupt.json").write_text("{not json")
+    (folder / "foreign.json").write_text(json.dumps({"format": "something-else", "tests": []}))
+    (folder / "newer.json").write_text(json.dumps({**document(), "schema": 99}))
+    (folder / "list.json").write_text("[1, 2]")
+    loaded = load(tmp_path)
+    assert [s.source for s in loaded.sessions] == [str(good)]
+    skipped = " ".join(loaded.skipped)
+    assert len(loaded.skipped) == 4
+    for name in ("corrupt.json", "foreign.json", "newer.json", "list.json"):
+        assert name in skipped
+    assert "schema 99 is newer" in skipped
+
+
+def test_a_results_json_is_one_session_keyed_by_its_machine(tmp_path: Path) -> None:
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({"schema": 1, "machine": MACHINE, "session": {"id": "r1", "start": "x"},
+                                "tests": [{"nodeid": "t.py::test_a", "fraction": 0.4}]}))
+    (session,) = load(path).sessions
+    assert (session.id, session.machine_key, session.commit) == ("r1", machine_key(MACHINE), None)
+    assert session.tests["t.py::test_a"]["fraction"] == 0.4
+
+
+def make(index: int, key: str = "m-1", branch: str | None = "main") -> Session:
+    return Session(id=f"s{index}", start=f"2026-11-25T0{index}:00:00", machine_key=key, commit=None,
+                   branch=branch, source="", tests={})
+
+
+def test_selection_keeps_this_machine_and_prefers_this_branch_when_it_has_enough() -> None:
+    sessions = [make(0), make(1, key="other-2"), make(2, branch="dev"), make(3), make(4, branch="dev")]
+    chosen, notes = select(sessions, key="m-1", branch="main", count=2, any_machine=False)
+    assert [s.id for s in chosen] == ["s0", "s3"]  # the last two of main on this machine
+    assert "other-2" in notes[0]
+    chosen, _ = select(sessions, key="m-1", branch="main", count=3, any_machine=False)
+    assert [s.id for s in chosen] == ["s2", "s3", "s4"]  # main has only 2: the last 3 of any branch
+    chosen, notes = select(sessions, key="m-1", branch=None, count=5, any_machine=True)
+    assert [s.id for s in chosen] == ["s0", "s1", "s2", "s3", "s4"] and notes == []
+
+
+def test_a_file_copied_into_the_wrong_folder_is_read_by_its_key(tmp_path: Path) -> None:
+    path = writer.write_history(tmp_path, document())
+    moved = tmp_path / "someone-else" / path.name
+    moved.parent.mkdir()
+    shutil.move(path, moved)
+    baseline = load_baseline(tmp_path, key=machine_key(MACHINE), branch="main", count=5, any_machine=False)
+    assert [s.source for s in baseline.sessions] == [str(moved)]
+
+
+def test_git_state_without_a_repository_is_all_none(tmp_path: Path) -> None:
+    assert environment.git_state(tmp_path) == {"commit": None, "branch": None, "dirty": None}
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_git_state_reads_commit_branch_and_dirty(tmp_path: Path) -> None:
+    def git(*args: str) -> None:
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    git("init", "-q", "-b", "trunk")
+    (tmp_path / "f").write_text("1")
+    git("add", "f")
+    git("commit", "-qm", "one")
+    state = environment.git_state(tmp_path)
+    assert len(state["commit"]) == 40 and state["branch"] == "trunk" and state["dirty"] is False
+    (tmp_path / "f").write_text("2")
+    assert environment.git_state(tmp_path)["dirty"] is True
+
+
+def test_versions_take_the_driver_from_the_fingerprint() -> None:
+    found = environment.versions({"fingerprint": {"driver_version": 12040}})
+    assert found["driver"] == "12040" and found["python"].count(".") == 2
+    assert found["pytest_roofline"]
+
+
+def test_session_files_take_ready_made_records_and_report_errors_as_text(tmp_path: Path) -> None:
+    """What the pytest-xdist controller calls with the workers' records (dicts); nothing raises."""
+    from types import SimpleNamespace
+
+    from pytest_roofline.model import Machine
+    from pytest_roofline.output.session_files import write_session_files
+
+    settings = SimpleNamespace(directory=tmp_path / "out", history=tmp_path / "hist")
+    state = SimpleNamespace(settings=settings, session_id="20261125T063923.916Z-1", counter_label="analytic (auto)",
+                            loaded_machine=Machine.from_dict(MACHINE), history_file=None)
+    meta = {"id": state.session_id, "start": "2026-11-25T06:39:23.916956+00:00", "end": "x", "exit_status": 0}
+    records = [{"nodeid": "t.py::test_a", "fraction": 0.5, "params": {}, "function": "t.py::test_a"}]
+    assert write_session_files(state, records, meta, ["--roofline"], root=tmp_path) == []
+    (history,) = (tmp_path / "hist").rglob("*.json")
+    doc = json.loads(history.read_text())
+    assert doc["tests"] == records and doc["session"]["counter"] == "analytic"
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["tests"] == records
+    settings.history = tmp_path / "out" / "results.json" / "under-a-file"
+    errors = write_session_files(state, records, meta, [], root=tmp_path)
+    assert len(errors) == 1 and errors[0].startswith("roofline: could not write the history under")
