@@ -7,12 +7,12 @@ fp32, 1e9 declared FLOPs is a 10 ms lower bound, so a 10 ms sleep reads about 1 
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib.pyplot  # noqa: F401 - see tests/test_plugin.py: imported once, before in-process runs
 import numpy  # noqa: F401
 import pytest
-from plugin_helpers import run, write_machine
 
 from pytest_roofline.output import step_summary
 from pytest_roofline.output.ci_report import junit_properties
@@ -43,8 +43,8 @@ def test_plain():
 
 
 @pytest.fixture
-def machine_file(pytester: pytest.Pytester) -> Path:
-    return write_machine(pytester, MACHINE)
+def machine_file(pytester: pytest.Pytester, write_machine: Callable[..., Path]) -> Path:
+    return write_machine(MACHINE)
 
 
 def properties(xml_path: Path) -> dict[str, dict[str, str]]:
@@ -71,9 +71,10 @@ def test_junit_properties_from_a_record() -> None:
         ("roofline_min_fraction", "0.5")]
 
 
-def test_junit_xml_carries_each_roofline_test_figures(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_junit_xml_carries_each_roofline_test_figures(pytester: pytest.Pytester, machine_file: Path,
+                                                      run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(SUITE)
-    result = run(pytester, machine_file, "--junitxml", "junit.xml", "--roofline-confirm", "off")
+    result = run_roofline(machine_file, "--junitxml", "junit.xml", "--roofline-confirm", "off")
     result.assert_outcomes(passed=3, failed=1)
     found = properties(pytester.path / "junit.xml")
     # 1e9 FLOPs at 100 GFLOP/s = 10 ms; a 20 ms sleep (plus its overhead) reads 0.5 or a little less
@@ -155,11 +156,11 @@ def test_append_never_raises(tmp_path: Path) -> None:
 
 
 def test_step_summary_written_at_session_end(pytester: pytest.Pytester, machine_file: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+                                             monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult]) -> None:
     target = pytester.path / "step-summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
     pytester.makepyfile(SUITE)
-    result = run(pytester, machine_file, "--roofline-confirm", "off")
+    result = run_roofline(machine_file, "--roofline-confirm", "off")
     result.assert_outcomes(passed=3, failed=1)
     text = target.read_text()
     assert text.count("### pytest-roofline") == 1
@@ -174,10 +175,10 @@ def test_step_summary_written_at_session_end(pytester: pytest.Pytester, machine_
 
 
 def test_step_summary_failure_is_a_line_not_an_error(pytester: pytest.Pytester, machine_file: Path,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+                                                     monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult]) -> None:
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path))  # a directory: cannot be appended to
     pytester.makepyfile(SUITE)
-    result = run(pytester, machine_file, "-k", "gated and not ungated")
+    result = run_roofline(machine_file, "-k", "gated and not ungated")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["roofline: could not write the step summary to $GITHUB_STEP_SUMMARY*"])
     assert (pytester.path / ".roofline" / "results.json").is_file()
@@ -210,12 +211,12 @@ def pytest_runtest_call(item):
 
 
 def test_baseline_figures_reach_junit_and_the_summary(pytester: pytest.Pytester, machine_file: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+                                                      monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult]) -> None:
     target = pytester.path / "step-summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
     pytester.makeconftest(BASELINE_CONFTEST)
     pytester.makepyfile(SUITE)
-    result = run(pytester, machine_file, "--junitxml", "junit.xml", "--roofline-confirm", "off")
+    result = run_roofline(machine_file, "--junitxml", "junit.xml", "--roofline-confirm", "off")
     result.assert_outcomes(passed=3, failed=1)
     found = properties(pytester.path / "junit.xml")
     assert {k: v for k, v in found["test_gated"].items() if "baseline" in k or k in ("roofline_drop",

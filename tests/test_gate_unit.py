@@ -198,7 +198,8 @@ def test_auto_falls_back_to_analytic_for_this_and_later_tests(tmp_path: Path, mo
     assert len(warnings) == 1 and "ncu not found" in str(warnings[0])
 
 
-def test_explicit_ncu_without_counter_access_skips_this_and_later_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_explicit_ncu_without_counter_access_skips_this_and_later_tests(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     state, entry = pending_state(tmp_path, monkeypatch, "ncu", CountersNotPermitted("ERR_NVGPUCTRPERM"))
     first = settle.settle_pending(state, entry, "test_gpu", CHILD, lambda w: None)
     assert first.skip == "roofline: ERR_NVGPUCTRPERM" and entry.recorder.counted_with == []

@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib.pyplot  # noqa: F401
 import numpy  # noqa: F401
 import pytest
-from plugin_helpers import run, write_machine
 
 # pytester's in-process runs drop modules first imported during a run; numpy and torch cannot be
 # imported twice in one process, so the heavy modules the plugin loads are imported here, once.
@@ -28,8 +28,8 @@ MACHINE = {
 
 
 @pytest.fixture
-def machine_file(pytester: pytest.Pytester) -> Path:
-    return write_machine(pytester, MACHINE)
+def machine_file(pytester: pytest.Pytester, write_machine: Callable[..., Path]) -> Path:
+    return write_machine(MACHINE)
 
 
 def results(pytester: pytest.Pytester) -> dict:
@@ -65,7 +65,8 @@ def test_without_roofline_measure_just_calls_once(pytester: pytest.Pytester) -> 
     assert "= roofline =" not in result.stdout.str()
 
 
-def test_passing_test_fills_results_and_summary(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_passing_test_fills_results_and_summary(pytester: pytest.Pytester, machine_file: Path,
+                                                run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(
         SLEEPY
         + """
@@ -74,7 +75,7 @@ def test_ok(roofline):
     assert roofline.declare(flops={"fp32": 1e9}, bytes={"DRAM": 1e6}).measure(sleep_10ms) == 42
 """
     )
-    result = run(pytester, machine_file)
+    result = run_roofline(machine_file)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         ["*= roofline =*", "machine: pinned-test-machine (pinned): fp32 100 GFLOP/s*DRAM 10 GB/s*",
@@ -100,7 +101,7 @@ def test_ok(roofline):
 
 
 def test_below_threshold_fails_with_one_message_and_artifacts(
-    pytester: pytest.Pytester, machine_file: Path
+    pytester: pytest.Pytester, machine_file: Path, run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     pytester.makepyfile(
         SLEEPY
@@ -111,7 +112,7 @@ def test_slow(roofline, case):
     roofline.declare(flops=1e6, name="tiny").measure(sleep_10ms)  # 10 us of work in >= 10 ms
 """
     )
-    result = run(pytester, machine_file)
+    result = run_roofline(machine_file)
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
     assert "attained fraction 0.00" in out and "is below min_fraction 0.5" in out
@@ -131,7 +132,8 @@ def test_slow(roofline, case):
         assert Path(test["artifacts"][0]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_strict_xfail_shows_its_chart(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_strict_xfail_shows_its_chart(pytester: pytest.Pytester, machine_file: Path,
+                                      run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(
         SLEEPY
         + """
@@ -141,13 +143,14 @@ def test_bad(roofline):
     roofline.declare(flops=1e6).measure(sleep_10ms)
 """
     )
-    run(pytester, machine_file).assert_outcomes(xfailed=1)
+    run_roofline(machine_file).assert_outcomes(xfailed=1)
     (test,) = results(pytester)["tests"]
     assert test["outcome"] == "xfailed"
     assert test["artifacts"][0].endswith(".png") and Path(test["artifacts"][0]).is_file()
 
 
-def test_no_threshold_reports_without_gating(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_no_threshold_reports_without_gating(pytester: pytest.Pytester, machine_file: Path,
+                                             run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(
         SLEEPY
         + """
@@ -156,7 +159,7 @@ def test_report_only(roofline):
     roofline.declare(flops=1e6).measure(sleep_10ms)
 """
     )
-    result = run(pytester, machine_file)
+    result = run_roofline(machine_file)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*test_report_only*passed (no gate)*"])
     assert results(pytester)["tests"][0]["min_fraction"] is None
@@ -252,18 +255,20 @@ def test_bad_machine_file_is_a_clear_usage_error(pytester: pytest.Pytester) -> N
     assert "Traceback" not in result.stderr.str()
 
 
-def test_marked_test_that_measures_nothing_warns(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_marked_test_that_measures_nothing_warns(pytester: pytest.Pytester, machine_file: Path,
+                                                 run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile("import pytest\n@pytest.mark.roofline(min_fraction=0.5)\ndef test_x(roofline):\n"
                         "    pass\n")
-    result = run(pytester, machine_file)
+    result = run_roofline(machine_file)
     result.assert_outcomes(passed=1, warnings=1)
     result.stdout.fnmatch_lines(["*RooflineWarning: test is marked roofline but measured nothing*"])
 
 
-def test_declared_counter_option_requires_declarations(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_declared_counter_option_requires_declarations(pytester: pytest.Pytester, machine_file: Path,
+                                                       run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile("import pytest\n@pytest.mark.roofline\ndef test_x(roofline):\n"
                         "    roofline.measure(print, 'hi')\n")
-    result = run(pytester, machine_file, "--roofline-counter", "declared")
+    result = run_roofline(machine_file, "--roofline-counter", "declared")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*--roofline-counter=declared: this roofline.measure() call declares no counts*"])
 

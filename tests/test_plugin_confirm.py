@@ -7,12 +7,12 @@ runs drop modules first imported during a run (importing numpy twice in one proc
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib.pyplot  # noqa: F401
 import numpy  # noqa: F401
 import pytest
-from plugin_helpers import run, write_machine
 
 MACHINE = {"name": "pinned-test-machine", "peak_flops": {"fp32": 100e9}, "bandwidth": {"DRAM": 10e9}}
 
@@ -39,8 +39,8 @@ def test_calls():
 
 
 @pytest.fixture
-def machine_file(pytester: pytest.Pytester) -> Path:
-    return write_machine(pytester, MACHINE)
+def machine_file(pytester: pytest.Pytester, write_machine: Callable[..., Path]) -> Path:
+    return write_machine(MACHINE)
 
 
 def results(pytester: pytest.Pytester) -> dict:
@@ -52,9 +52,10 @@ def region(pytester: pytest.Pytester) -> dict:
     return test["regions"][0]
 
 
-def test_a_hiccup_is_measured_again_and_passes(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_a_hiccup_is_measured_again_and_passes(pytester: pytest.Pytester, machine_file: Path,
+                                               run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(TEST.replace("{slow}", "5"))
-    result = run(pytester, machine_file, "--roofline-max-time", "0.05")
+    result = run_roofline(machine_file, "--roofline-max-time", "0.05")
     assert result.ret == 0
     confirmed = region(pytester)["confirmed"]
     assert confirmed["first"] < 0.1 and confirmed["second"] > 0.5
@@ -62,35 +63,38 @@ def test_a_hiccup_is_measured_again_and_passes(pytester: pytest.Pytester, machin
     assert region(pytester)["fraction"] == confirmed["second"]  # the faster measurement is kept
 
 
-def test_slow_both_times_fails_with_both_fractions(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_slow_both_times_fails_with_both_fractions(pytester: pytest.Pytester, machine_file: Path,
+                                                   run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(TEST.replace("{slow}", "10**9"))
-    result = run(pytester, machine_file, "--roofline-max-time", "0.05")
+    result = run_roofline(machine_file, "--roofline-max-time", "0.05")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     confirmed = region(pytester)["confirmed"]
     assert confirmed["first"] < 0.1 and confirmed["second"] < 0.1
     result.stdout.fnmatch_lines(["*attained fraction 0.0* is below min_fraction 0.5*"])
 
 
-def test_confirm_off_fails_at_once(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_confirm_off_fails_at_once(pytester: pytest.Pytester, machine_file: Path,
+                                   run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(TEST.replace("{slow}", "5"))
-    result = run(pytester, machine_file, "--roofline-max-time", "0.05", "--roofline-confirm", "off")
+    result = run_roofline(machine_file, "--roofline-max-time", "0.05", "--roofline-confirm", "off")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert "confirmed" not in region(pytester)
     calls_on = json.loads((pytester.path / "calls.json").read_text())
     pytester.makepyfile(TEST.replace("{slow}", "10**9"))
-    run(pytester, machine_file, "--roofline-max-time", "0.05")
+    run_roofline(machine_file, "--roofline-max-time", "0.05")
     assert json.loads((pytester.path / "calls.json").read_text()) > calls_on  # confirming costs calls
 
 
-def test_bad_confirm_value_names_the_option(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_bad_confirm_value_names_the_option(pytester: pytest.Pytester, machine_file: Path,
+                                            run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile("def test_x():\n    pass\n")
-    result = run(pytester, machine_file, "--roofline-confirm", "twice")
+    result = run_roofline(machine_file, "--roofline-confirm", "twice")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--roofline-confirm must be one of on, off*"])
 
 
 def test_the_calls_kept_for_a_confirmation_are_released_after_the_test(pytester: pytest.Pytester,
-                                                                       machine_file: Path) -> None:
+                                                                       machine_file: Path, run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile("""
 import gc, time, weakref, pytest
 
@@ -112,4 +116,4 @@ def test_released():
     gc.collect()
     assert REFS[0]() is None  # nothing of the plugin holds the first test's arguments any more
 """)
-    assert run(pytester, machine_file, "--roofline-max-time", "0.05").ret == 0
+    assert run_roofline(machine_file, "--roofline-max-time", "0.05").ret == 0

@@ -15,7 +15,6 @@ from pathlib import Path
 import matplotlib.pyplot  # noqa: F401
 import numpy  # noqa: F401
 import pytest
-from plugin_helpers import run, write_machine
 
 from pytest_roofline.host import cores
 from pytest_roofline.measure import state
@@ -36,8 +35,8 @@ def test_slow(roofline):
 
 
 @pytest.fixture
-def machine_file(pytester: pytest.Pytester) -> Path:
-    return write_machine(pytester, MACHINE)
+def machine_file(pytester: pytest.Pytester, write_machine: Callable[..., Path]) -> Path:
+    return write_machine(MACHINE)
 
 
 def results(pytester: pytest.Pytester) -> dict:
@@ -61,17 +60,18 @@ def busy(*values: float) -> Callable[[], Iterator[Mapping[int, float]]]:
     return lambda: iter([dict(zip(cores.base_affinity(), values))] * 10)
 
 
-def test_bad_cores_option_is_a_usage_error(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_bad_cores_option_is_a_usage_error(pytester: pytest.Pytester, machine_file: Path,
+                                           run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile("def test_x():\n    pass\n")
-    result = run(pytester, machine_file, "--roofline-cores", "two")
+    result = run_roofline(machine_file, "--roofline-cores", "two")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--roofline-cores / ini roofline_cores must be auto, all, a number of cores N*"])
 
 
 def test_pinned_ceilings_measure_on_every_core_without_looking(pytester: pytest.Pytester,
-                                                               machine_file: Path) -> None:
+                                                               machine_file: Path, run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(SLOW_TEST.replace("min_fraction=0.5", ""))
-    result = run(pytester, machine_file)
+    result = run_roofline(machine_file)
     assert result.ret == 0
     placement = results(pytester)["tests"][0]["regions"][0]["cores"]
     assert placement["used"] == cores.base_affinity() and placement["setting"] == "all"
@@ -79,10 +79,10 @@ def test_pinned_ceilings_measure_on_every_core_without_looking(pytester: pytest.
 
 
 def test_contended_measurement_is_reported_not_failed(pytester: pytest.Pytester, machine_file: Path,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+                                                      monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult]) -> None:
     fake_load(monkeypatch, busy(1.0, 0.9, 1.0, 1.0)())
     pytester.makepyfile(SLOW_TEST)
-    result = run(pytester, machine_file)
+    result = run_roofline(machine_file)
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*test_slow*passed (below min) [[]contended, load 90%*"])
     test = results(pytester)["tests"][0]
@@ -94,20 +94,20 @@ def test_contended_measurement_is_reported_not_failed(pytester: pytest.Pytester,
 
 
 def test_strict_lets_a_contended_measurement_fail(pytester: pytest.Pytester, machine_file: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+                                                  monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult]) -> None:
     fake_load(monkeypatch, busy(1.0, 1.0, 1.0, 1.0)())
     pytester.makepyfile(SLOW_TEST)
-    result = run(pytester, machine_file, "--roofline-strict")
+    result = run_roofline(machine_file, "--roofline-strict")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*attained fraction 0.00* is below min_fraction 0.5*"])
 
 
 def test_contended_then_free_at_the_end_fails_the_session(pytester: pytest.Pytester, machine_file: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+                                                          monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult]) -> None:
     allowed = cores.base_affinity()
     fake_load(monkeypatch, iter([{c: 1.0 for c in allowed}, {c: 0.0 for c in allowed}]))
     pytester.makepyfile(SLOW_TEST)
-    result = run(pytester, machine_file)
+    result = run_roofline(machine_file)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     test = results(pytester)["tests"][0]
     assert test["outcome"] == "failed"
@@ -116,11 +116,12 @@ def test_contended_then_free_at_the_end_fails_the_session(pytester: pytest.Pytes
     result.stdout.fnmatch_lines(["*test_slow*failed (below min)*"])
 
 
-def test_ini_key_and_explicit_list(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_ini_key_and_explicit_list(pytester: pytest.Pytester, machine_file: Path,
+                                   run_roofline: Callable[..., pytest.RunResult]) -> None:
     first = cores.base_affinity()[0]
     pytester.makeini(f"[pytest]\nroofline_cores = {first}-{first}\n")
     pytester.makepyfile(SLOW_TEST.replace("min_fraction=0.5", ""))
-    assert run(pytester, machine_file).ret == 0
+    assert run_roofline(machine_file).ret == 0
     placement = results(pytester)["tests"][0]["regions"][0]["cores"]
     assert placement["used"] == [first] and placement["setting"] == str(first)  # a list of one
 

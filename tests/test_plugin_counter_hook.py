@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from plugin_helpers import run, write_machine
 
 from pytest_roofline.counters import Counter, CounterBase
 from pytest_roofline.counters.declared import DeclaredCounter
@@ -43,14 +43,15 @@ def test_step(roofline):
 
 
 @pytest.fixture
-def machine_file(pytester: pytest.Pytester) -> Path:
-    return write_machine(pytester, MACHINE)
+def machine_file(pytester: pytest.Pytester, write_machine: Callable[..., Path]) -> Path:
+    return write_machine(MACHINE)
 
 
-def test_a_conftest_counter_counts_the_measured_call(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_a_conftest_counter_counts_the_measured_call(pytester: pytest.Pytester, machine_file: Path,
+                                                     run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(TEST)
-    result = run(pytester, machine_file, "--roofline-counter", "fixed")
+    result = run_roofline(machine_file, "--roofline-counter", "fixed")
     assert result.ret == 0
     (test,) = json.loads((pytester.path / ".roofline" / "results.json").read_text())["tests"]
     region = test["regions"][0]
@@ -60,16 +61,18 @@ def test_a_conftest_counter_counts_the_measured_call(pytester: pytest.Pytester, 
     assert 0.3 < region["fraction"] < 0.5  # 10 ms of a 20 ms sleep
 
 
-def test_a_name_no_plugin_provides_fails_the_test_naming_it(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_a_name_no_plugin_provides_fails_the_test_naming_it(pytester: pytest.Pytester, machine_file: Path,
+                                                            run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(TEST)
-    result = run(pytester, machine_file, "--roofline-counter", "rocprof")
+    result = run_roofline(machine_file, "--roofline-counter", "rocprof")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*--roofline-counter=rocprof: no plugin provides a counter of that name*"])
 
 
-def test_a_malformed_name_is_a_usage_error(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_a_malformed_name_is_a_usage_error(pytester: pytest.Pytester, machine_file: Path,
+                                           run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(TEST)
-    result = run(pytester, machine_file, "--roofline-counter", "no such")
+    result = run_roofline(machine_file, "--roofline-counter", "no such")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--roofline-counter must be one of auto, analytic, declared, ncu or the name*"])
 

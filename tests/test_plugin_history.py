@@ -7,13 +7,13 @@ and pytester's in-process runs drop modules first imported during a run (importi
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot  # noqa: F401
 import numpy  # noqa: F401
 import pytest
-from plugin_helpers import run, write_machine
 
 from pytest_roofline.history.machine_key import machine_key
 
@@ -33,8 +33,8 @@ NODEID = "test_history_glue.py::test_step[2]"
 
 
 @pytest.fixture
-def machine_file(pytester: pytest.Pytester) -> Path:
-    return write_machine(pytester, MACHINE)
+def machine_file(pytester: pytest.Pytester, write_machine: Callable[..., Path]) -> Path:
+    return write_machine(MACHINE)
 
 
 def history_files(pytester: pytest.Pytester, folder: str = ".roofline/history") -> list[Path]:
@@ -57,10 +57,11 @@ def fake_session(folder: Path, index: int, fraction: float, nodeid: str = NODEID
     return path
 
 
-def test_every_session_appends_one_history_file(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_every_session_appends_one_history_file(pytester: pytest.Pytester, machine_file: Path,
+                                                run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(test_history_glue=TEST.format(marker=""))
-    assert run(pytester, machine_file).ret == 0
-    assert run(pytester, machine_file).ret == 0
+    assert run_roofline(machine_file).ret == 0
+    assert run_roofline(machine_file).ret == 0
     files = history_files(pytester)
     assert len(files) == 2 and all(f.parent.name == KEY for f in files)
     doc = json.loads(files[0].read_text())
@@ -76,19 +77,21 @@ def test_every_session_appends_one_history_file(pytester: pytest.Pytester, machi
     assert results["tests"][0]["params"] == {"size": 2}  # the same record as results.json
 
 
-def test_history_none_writes_no_history(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_history_none_writes_no_history(pytester: pytest.Pytester, machine_file: Path,
+                                        run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(test_history_glue=TEST.format(marker=""))
-    assert run(pytester, machine_file, "--roofline-history", "none").ret == 0
+    assert run_roofline(machine_file, "--roofline-history", "none").ret == 0
     assert history_files(pytester) == []
-    assert run(pytester, machine_file, "--roofline-history", "elsewhere").ret == 0
+    assert run_roofline(machine_file, "--roofline-history", "elsewhere").ret == 0
     assert len(history_files(pytester, "elsewhere")) == 1
 
 
-def test_a_regression_fails_with_one_message_and_a_chart(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_a_regression_fails_with_one_message_and_a_chart(pytester: pytest.Pytester, machine_file: Path,
+                                                         run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(test_history_glue=TEST.format(marker=""))
     for index in range(3):
         fake_session(pytester.path / "base", index, 0.9)  # the baseline ran at 0.9; now it sleeps 2 ms (< 0.5)
-    result = run(pytester, machine_file, "--roofline-baseline", "base")
+    result = run_roofline(machine_file, "--roofline-baseline", "base")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
         ("*roofline: regression against the baseline: fraction 0.4* now, 0.9 in the baseline (median of 3 "
@@ -105,10 +108,11 @@ def test_a_regression_fails_with_one_message_and_a_chart(pytester: pytest.Pytest
     assert Path(record["artifacts"][0]).is_file()
 
 
-def test_warn_only_reports_and_fails_nothing(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_warn_only_reports_and_fails_nothing(pytester: pytest.Pytester, machine_file: Path,
+                                             run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(test_history_glue=TEST.format(marker="(min_fraction=0.95)"))
     fake_session(pytester.path / "base", 0, 0.9)
-    result = run(pytester, machine_file, "--roofline-baseline", "base", "--roofline-warn-only")
+    result = run_roofline(machine_file, "--roofline-baseline", "base", "--roofline-warn-only")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*RooflineWarning: roofline: attained fraction*below min_fraction 0.95*",
                                  "*--roofline-warn-only: reported, not failed*"])
@@ -116,60 +120,65 @@ def test_warn_only_reports_and_fails_nothing(pytester: pytest.Pytester, machine_
     assert record["baseline"]["verdict"] == "regressed"  # compared, for the record, though the threshold failed
 
 
-def test_clean_sessions_against_their_own_history_pass(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_clean_sessions_against_their_own_history_pass(pytester: pytest.Pytester, machine_file: Path,
+                                                       run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(test_history_glue=TEST.format(marker="(max_drop=0.5)"))
     for _ in range(2):
-        assert run(pytester, machine_file).ret == 0
-    result = run(pytester, machine_file, "--roofline-baseline", ".roofline/history")
+        assert run_roofline(machine_file).ret == 0
+    result = run_roofline(machine_file, "--roofline-baseline", ".roofline/history")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*passed (steady)*", "baseline .roofline/history: 2 session(s)*", "*1 steady"])
 
 
-def test_other_machines_are_left_out_unless_asked(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_other_machines_are_left_out_unless_asked(pytester: pytest.Pytester, machine_file: Path,
+                                                  run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(test_history_glue=TEST.format(marker=""))
     fake_session(pytester.path / "base", 0, 0.9, key="another-machine-00000000")
-    result = run(pytester, machine_file, "--roofline-baseline", "base")
+    result = run_roofline(machine_file, "--roofline-baseline", "base")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*no session of this machine*every test is new*another-machine-00000000*"])
     record = json.loads((pytester.path / ".roofline" / "results.json").read_text())["tests"][0]
     assert record["baseline"]["verdict"] == "new" and record["baseline"]["sessions"] == []
-    assert run(pytester, machine_file, "--roofline-baseline", "base", "--roofline-baseline-any-machine").ret == 1
+    assert run_roofline(machine_file, "--roofline-baseline", "base", "--roofline-baseline-any-machine").ret == 1
 
 
-def test_bad_history_files_are_skipped_with_one_warning(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_bad_history_files_are_skipped_with_one_warning(pytester: pytest.Pytester, machine_file: Path,
+                                                        run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(test_history_glue=TEST.format(marker=""))
     fake_session(pytester.path / "base", 0, 0.45)
     (pytester.path / "base" / KEY / "broken.json").write_text("{")
     (pytester.path / "base" / KEY / "newer.json").write_text(json.dumps({"format": "pytest-roofline-history",
                                                                          "schema": 2, "tests": []}))
-    result = run(pytester, machine_file, "--roofline-baseline", "base", "--roofline-max-drop", "0.5")
+    result = run_roofline(machine_file, "--roofline-baseline", "base", "--roofline-max-drop", "0.5")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*skipped 2 unreadable file(s)*broken.json*newer.json*schema 2 is newer*"])
     assert result.stdout.str().count("skipped 2 unreadable") == 1
 
 
 def test_a_missing_baseline_and_bad_max_drop_are_usage_errors(pytester: pytest.Pytester,
-                                                              machine_file: Path) -> None:
+                                                              machine_file: Path, run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(test_history_glue=TEST.format(marker=""))
-    result = run(pytester, machine_file, "--roofline-baseline", "nowhere")
+    result = run_roofline(machine_file, "--roofline-baseline", "nowhere")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--roofline-baseline: no such file or directory 'nowhere'*"])
-    result = run(pytester, machine_file, "--roofline-max-drop", "10%")
+    result = run_roofline(machine_file, "--roofline-max-drop", "10%")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--roofline-max-drop must be a number in (0, 1) such as 0.1*'10%'*"])
 
 
-def test_max_drop_marker_argument_is_validated(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_max_drop_marker_argument_is_validated(pytester: pytest.Pytester, machine_file: Path,
+                                               run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(test_history_glue=TEST.format(marker="(max_drop=10)"))
-    result = run(pytester, machine_file)
+    result = run_roofline(machine_file)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines(["*@pytest.mark.roofline(max_drop=...) must be a number in (0, 1)*got 10*"])
 
 
-def test_an_unwritable_history_is_said_in_the_summary(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_an_unwritable_history_is_said_in_the_summary(pytester: pytest.Pytester, machine_file: Path,
+                                                      run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(test_history_glue=TEST.format(marker=""))
     (pytester.path / "blocked").write_text("a file where the history folder should be")
-    result = run(pytester, machine_file, "--roofline-history", "blocked")
+    result = run_roofline(machine_file, "--roofline-history", "blocked")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*roofline: could not write the history under 'blocked'*"])
     assert (pytester.path / ".roofline" / "results.json").is_file()
@@ -193,18 +202,18 @@ def fake_load(monkeypatch: pytest.MonkeyPatch, loads: Any) -> None:
 
 
 def test_a_contended_regression_is_reported_then_failed_when_free_at_the_end(
-        pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult]) -> None:
     from pytest_roofline.host import cores
 
     pytester.makepyfile(test_history_glue=TEST.format(marker=""))
     fake_session(pytester.path / "base", 0, 0.9)
     busy = {c: 1.0 for c in cores.base_affinity()}
     fake_load(monkeypatch, iter([busy] * 10))
-    result = run(pytester, machine_file, "--roofline-baseline", "base")
+    result = run_roofline(machine_file, "--roofline-baseline", "base")
     assert result.ret == 0  # contended all along: reported, not failed
     result.stdout.fnmatch_lines(["*REGRESSED (contended: not failed): test_history_glue.py::test_step*"])
     fake_load(monkeypatch, iter([busy, {c: 0.0 for c in cores.base_affinity()}]))
-    result = run(pytester, machine_file, "--roofline-baseline", "base")
+    result = run_roofline(machine_file, "--roofline-baseline", "base")
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # measured again, free, at the end: still regressed
     record = json.loads((pytester.path / ".roofline" / "results.json").read_text())["tests"][0]
     assert record["outcome"] == "failed" and record["contended"]["failed_when_remeasured"] is True

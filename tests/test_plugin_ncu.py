@@ -18,13 +18,13 @@ import json
 import subprocess
 import sys
 import types
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot  # noqa: F401
 import numpy  # noqa: F401
 import pytest
-from plugin_helpers import FAST, run, write_machine
 
 from pytest_roofline.counters.ncu import backend, metric_set
 from pytest_roofline.counters.ncu import parent as ncu_gate
@@ -101,8 +101,8 @@ class RecordedNcu:
 
 
 @pytest.fixture
-def machine_file(pytester: pytest.Pytester) -> Path:
-    return write_machine(pytester, MACHINE)
+def machine_file(pytester: pytest.Pytester, write_machine: Callable[..., Path]) -> Path:
+    return write_machine(MACHINE)
 
 
 def results(pytester: pytest.Pytester) -> dict[str, Any]:
@@ -110,7 +110,7 @@ def results(pytester: pytest.Pytester) -> dict[str, Any]:
 
 
 def test_verdict_from_recorded_kernels_and_parent_time(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     ncu = RecordedNcu(monkeypatch, tmp_path)
     pytester.makepyfile(SLEEPY + """
@@ -119,7 +119,7 @@ def test_two_sites(roofline):
     assert roofline.measure(sleep_ms, 6) == 6
     assert roofline.measure(sleep_ms, ms=4) == 4
 """)
-    result = run(pytester, machine_file, "--roofline-counter", "ncu")
+    result = run_roofline(machine_file, "--roofline-counter", "ncu")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*::test_two_sites*compute:fp32*passed", "counter: ncu"])
 
@@ -165,11 +165,11 @@ def test_two_sites(roofline):
 @pytest.mark.parametrize("cc", [(7, 0), (9, 0), (12, 0)])
 def test_the_detected_compute_capability_picks_the_metrics(
     pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-    cc: tuple[int, int],
+    cc: tuple[int, int], run_roofline: Callable[..., pytest.RunResult],
 ) -> None:
     ncu = RecordedNcu(monkeypatch, tmp_path, cc=cc)
     pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline\ndef test_a(roofline):\n    roofline.measure(sleep_ms, 10)\n")
-    run(pytester, machine_file, "--roofline-counter", "ncu").assert_outcomes(passed=1)
+    run_roofline(machine_file, "--roofline-counter", "ncu").assert_outcomes(passed=1)
     (argv, _), = ncu.runs
     assert argv[:6] == ["/opt/nsight/ncu", "--target-processes", "all", "--nvtx", "--nvtx-include",
                         "regex:pytest_roofline@.+"]
@@ -178,7 +178,7 @@ def test_the_detected_compute_capability_picks_the_metrics(
 
 
 def test_below_threshold_message_carries_the_ncu_diagnostics(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     RecordedNcu(monkeypatch, tmp_path)
     pytester.makepyfile(SLEEPY + """
@@ -186,7 +186,7 @@ def test_below_threshold_message_carries_the_ncu_diagnostics(
 def test_slow(roofline):
     roofline.measure(sleep_ms, 20)  # 4.8 ms of work in >= 20 ms
 """)
-    result = run(pytester, machine_file, "--roofline-counter", "ncu")
+    result = run_roofline(machine_file, "--roofline-counter", "ncu")
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
     assert "is below min_fraction 0.99" in out and "bound:      compute:fp32" in out
@@ -205,11 +205,11 @@ def test_slow(roofline):
 
 
 def test_explicit_ncu_without_ncu_is_a_usage_error(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     ncu = RecordedNcu(monkeypatch, tmp_path, ncu=None)
     pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline\ndef test_a(roofline):\n    roofline.measure(sleep_ms, 10)\n")
-    result = run(pytester, machine_file, "--roofline-counter", "ncu")
+    result = run_roofline(machine_file, "--roofline-counter", "ncu")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
     assert "--roofline-counter=ncu" in err and "'ncu' was not found" in err and "PYTEST_ROOFLINE_NCU" in err
@@ -217,17 +217,17 @@ def test_explicit_ncu_without_ncu_is_a_usage_error(
 
 
 def test_explicit_ncu_without_gpu_is_a_usage_error(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     RecordedNcu(monkeypatch, tmp_path, cc=None)
     pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline\ndef test_a(roofline):\n    roofline.measure(sleep_ms, 10)\n")
-    result = run(pytester, machine_file, "--roofline-counter", "ncu")
+    result = run_roofline(machine_file, "--roofline-counter", "ncu")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "--roofline-counter=ncu needs a CUDA GPU visible to PyTorch or CuPy" in result.stderr.str()
 
 
 def test_explicit_ncu_without_permission_skips_with_the_fix(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     ncu = RecordedNcu(monkeypatch, tmp_path, log=PERMISSION_LOG, returncode=1)
     pytester.makepyfile(SLEEPY + """
@@ -239,7 +239,7 @@ def test_a(roofline):
 def test_b(roofline):
     roofline.measure(sleep_ms, 1)
 """)
-    result = run(pytester, machine_file, "--roofline-counter", "ncu", "-rs")
+    result = run_roofline(machine_file, "--roofline-counter", "ncu", "-rs")
     result.assert_outcomes(skipped=2)
     result.stdout.fnmatch_lines(["*SKIPPED*ERR_NVGPUCTRPERM*NVreg_RestrictProfilingToAdminUsers=0*"])
     assert len(ncu.runs) == 1  # the second test is skipped without profiling again
@@ -250,7 +250,7 @@ def test_b(roofline):
 
 @needs_torch
 def test_auto_falls_back_to_analytic_once_when_counters_are_not_permitted(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     ncu = RecordedNcu(monkeypatch, tmp_path, log=PERMISSION_LOG, returncode=1)
     pytester.makepyfile(SLEEPY + """
@@ -262,7 +262,7 @@ def test_a(roofline):
 def test_b(roofline):
     assert roofline.measure(sleep_ms, 2) == 2
 """)
-    result = run(pytester, machine_file, "-W", "always")
+    result = run_roofline(machine_file, "-W", "always")
     result.assert_outcomes(passed=2)
     out = result.stdout.str()
     assert out.count("RooflineWarning:") == 1  # other warnings may come from how pytest_roofline is installed
@@ -285,7 +285,7 @@ def test_b(roofline):
 )
 def test_auto_decides_before_profiling(
     pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-    cc: tuple[int, int] | None, ncu_path: str | None, restricted: bool, warning: str | None,
+    cc: tuple[int, int] | None, ncu_path: str | None, restricted: bool, warning: str | None, run_roofline: Callable[..., pytest.RunResult],
 ) -> None:
     ncu = RecordedNcu(monkeypatch, tmp_path, cc=cc, ncu=ncu_path)
     monkeypatch.setattr(ncu_gate, "counters_restricted", lambda *args, **kwargs: restricted)
@@ -298,7 +298,7 @@ def test_a(roofline):
 def test_b(roofline):
     roofline.measure(sleep_ms, 1)
 """)
-    result = run(pytester, machine_file, "-W", "always")
+    result = run_roofline(machine_file, "-W", "always")
     result.assert_outcomes(passed=2)
     out = result.stdout.str()
     assert out.count("RooflineWarning:") == (0 if warning is None else 1)
@@ -308,12 +308,12 @@ def test_b(roofline):
 
 
 def test_failing_child_is_an_error_with_the_log_paths(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     RecordedNcu(monkeypatch, tmp_path, log="==PROF== Disconnected\n", returncode=1)
     pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline(min_fraction=0.5)\ndef test_a(roofline):\n"
                         "    roofline.measure(sleep_ms, 1)\n")
-    result = run(pytester, machine_file, "--roofline-counter", "ncu")
+    result = run_roofline(machine_file, "--roofline-counter", "ncu")
     result.assert_outcomes(passed=1, errors=1)  # the body passed; profiling it failed in teardown
     out = result.stdout.str()
     assert "ERROR at teardown of test_a" in out
@@ -329,31 +329,31 @@ def test_failing_child_is_an_error_with_the_log_paths(
 
 
 def test_no_kernel_in_range_is_a_clear_error(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     RecordedNcu(monkeypatch, tmp_path, report=None, log=(FIXTURES / "no_kernels.txt").read_text())
     pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline(min_fraction=0.5)\ndef test_a(roofline):\n"
                         "    roofline.measure(sleep_ms, 1)\n")
-    result = run(pytester, machine_file, "--roofline-counter", "ncu")
+    result = run_roofline(machine_file, "--roofline-counter", "ncu")
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*no kernel ran inside the pytest_roofline NVTX range*roofline.measure*"])
     assert results(pytester)["tests"][0]["outcome"] == "error"
 
 
 def test_a_failing_body_is_not_profiled(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     ncu = RecordedNcu(monkeypatch, tmp_path)
     pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline(min_fraction=0.5)\ndef test_a(roofline):\n"
                         "    roofline.measure(sleep_ms, 1)\n    assert False, 'broken'\n")
-    run(pytester, machine_file, "--roofline-counter", "ncu").assert_outcomes(failed=1)
+    run_roofline(machine_file, "--roofline-counter", "ncu").assert_outcomes(failed=1)
     assert not ncu.profiles
     (test,) = results(pytester)["tests"]
     assert test["outcome"] == "failed" and test["fraction"] is None
 
 
 def test_declared_regions_keep_their_declaration_under_ncu(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     RecordedNcu(monkeypatch, tmp_path)
     pytester.makepyfile(SLEEPY + """
@@ -362,7 +362,7 @@ def test_mixed(roofline):
     roofline.declare(flops={"fp32": 1e9}, name="host").measure(sleep_ms, 2)
     roofline.measure(sleep_ms, 5)
 """)
-    run(pytester, machine_file, "--roofline-counter", "ncu").assert_outcomes(passed=1)
+    run_roofline(machine_file, "--roofline-counter", "ncu").assert_outcomes(passed=1)
     (test,) = results(pytester)["tests"]
     assert test["counter"] == "declared+ncu"
     assert [r["counter"] for r in test["regions"]] == ["declared", "ncu"]
@@ -404,13 +404,13 @@ def test_child(roofline):
 
 
 def test_child_mode_warms_up_then_profiles_one_call_per_range(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     nvtx = fake_nvtx()
     monkeypatch.setitem(sys.modules, "nvtx", nvtx)
     monkeypatch.setenv(CHILD_ENV, "1")
     pytester.makepyfile(CHILD_TEST)
-    result = run(pytester, machine_file)
+    result = run_roofline(machine_file)
     result.assert_outcomes(passed=1)
     assert nvtx.events == [  # type: ignore[attr-defined]
         "call", "call", ("start", "region-0", "pytest_roofline"), "call", ("end", 3),
@@ -465,7 +465,7 @@ def test_e2e(roofline):
 
 
 def test_real_child_process_resolves_the_node_and_marks_the_range(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fast_args: tuple[str, ...]
 ) -> None:
     """The child pytest runs for real (only ncu is missing from the command): the argv and working folder the
     plugin gives it find the test, and the child calls ``work`` twice to warm up and once inside the range."""
@@ -495,7 +495,7 @@ def test_real_child_process_resolves_the_node_and_marks_the_range(
     (pytester.path / "sub").mkdir()
     monkeypatch.chdir(pytester.path / "sub")
     result = pytester.runpytest("--roofline", "--roofline-machine", str(machine_file), "--roofline-counter", "ncu",
-                                *FAST, str(pytester.path))
+                                *fast_args, str(pytester.path))
     result.assert_outcomes(passed=1)
     (argv, _), = ncu.runs
     xdist = ["-n", "0"] if importlib.util.find_spec("xdist") is not None else []
@@ -537,14 +537,14 @@ def test_machine_without_a_ceiling_drops_that_work_with_a_note() -> None:
 
 @pytest.mark.skipif(not SAMPLES.is_dir(), reason="needs ../shared/ncu-samples")
 def test_a_real_shared_sample_through_the_plugin(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     """Sample 05 (A100 BERT flash-attention, details page with stdout) as the profiled child's report."""
     sample = next(SAMPLES.glob("05_*.csv"))
     expected = parse_report_text(sample.read_text(), str(sample), cc="8.0", clock_control="none")
     RecordedNcu(monkeypatch, tmp_path, report=sample, cc=(8, 0))
     pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline\ndef test_a(roofline):\n    roofline.measure(sleep_ms, 5)\n")
-    run(pytester, machine_file, "--roofline-counter", "ncu").assert_outcomes(passed=1)
+    run_roofline(machine_file, "--roofline-counter", "ncu").assert_outcomes(passed=1)
     (test,) = results(pytester)["tests"]
     assert len(test["kernels"]) == len(expected.kernels)
     assert test["ncu"]["launches"] == expected.launch_count

@@ -7,12 +7,12 @@ runs drop modules first imported during a run, and importing them twice in one p
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib.pyplot  # noqa: F401
 import numpy  # noqa: F401
 import pytest
-from plugin_helpers import run, write_machine
 
 torch = pytest.importorskip("torch")
 import pytest_roofline.counters.analytic  # noqa: F401
@@ -45,8 +45,8 @@ def _profiler_imported() -> None:
 
 
 @pytest.fixture
-def machine_file(pytester: pytest.Pytester) -> Path:
-    return write_machine(pytester, MACHINE)
+def machine_file(pytester: pytest.Pytester, write_machine: Callable[..., Path]) -> Path:
+    return write_machine(MACHINE)
 
 
 def region(pytester: pytest.Pytester) -> dict:
@@ -54,9 +54,10 @@ def region(pytester: pytest.Pytester) -> dict:
     return results["tests"][0]["regions"][0]
 
 
-def test_a_failing_test_gets_per_op_times_by_default(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_a_failing_test_gets_per_op_times_by_default(pytester: pytest.Pytester, machine_file: Path,
+                                                     run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(TEST.replace("{threshold}", "0.5"))
-    result = run(pytester, machine_file, "--roofline-confirm", "off")
+    result = run_roofline(machine_file, "--roofline-confirm", "off")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([("*ops:        coverage * of the region time, profiler overhead *"
                                   "(* profiled call*; 3 of 3 op calls matched)"),
@@ -72,27 +73,30 @@ def test_a_failing_test_gets_per_op_times_by_default(pytester: pytest.Pytester, 
     assert "lost_s" in csv_path.read_text().splitlines()[0].split(",")
 
 
-def test_a_passing_test_is_not_profiled_unless_always(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_a_passing_test_is_not_profiled_unless_always(pytester: pytest.Pytester, machine_file: Path,
+                                                      run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(TEST.replace("{threshold}", "None"))
-    assert run(pytester, machine_file).ret == 0
+    assert run_roofline(machine_file).ret == 0
     assert "ops" not in region(pytester)
     assert all(k["time_s"] is None for k in region(pytester)["kernels"])
-    assert run(pytester, machine_file, "--roofline-ops", "always").ret == 0
+    assert run_roofline(machine_file, "--roofline-ops", "always").ret == 0
     assert region(pytester)["ops"]["ops_timed"] == 3
 
 
-def test_off_never_profiles(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_off_never_profiles(pytester: pytest.Pytester, machine_file: Path,
+                            run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(TEST.replace("{threshold}", "0.5"))
     pytester.makeini("[pytest]\nroofline_ops = off\n")
-    result = run(pytester, machine_file, "--roofline-confirm", "off")
+    result = run_roofline(machine_file, "--roofline-confirm", "off")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert "lost most:" not in result.stdout.str()
     assert "ops" not in region(pytester)
 
 
-def test_bad_ops_value_names_the_option_and_the_choices(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_bad_ops_value_names_the_option_and_the_choices(pytester: pytest.Pytester, machine_file: Path,
+                                                        run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile("def test_x():\n    pass\n")
-    result = run(pytester, machine_file, "--roofline-ops", "sometimes")
+    result = run_roofline(machine_file, "--roofline-ops", "sometimes")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([("*--roofline-ops / ini roofline_ops must be one of always, failed, off; "
                                   "got 'sometimes'*")])
@@ -112,7 +116,9 @@ def test_decoder(roofline):
 """
 
 
-def test_a_failing_deepcam_decoder_block_has_a_time_for_every_op(pytester: pytest.Pytester) -> None:
+def test_a_failing_deepcam_decoder_block_has_a_time_for_every_op(pytester: pytest.Pytester,
+                                                                 write_machine: Callable[..., Path],
+                                                                 run_roofline: Callable[..., pytest.RunResult]) -> None:
     """The issue's acceptance case, on the decoder block's forward (forward+backward, 33 op calls, was checked by
     hand: README), failed by min_fraction=1.0 against pinned roofs. What is asserted is structural (every op
     timed and drawn solid, three ops named with fractions); the coverage is a measured number, not asserted."""
@@ -121,9 +127,9 @@ def test_a_failing_deepcam_decoder_block_has_a_time_for_every_op(pytester: pytes
 
     suite = str(Path(__file__).resolve().parents[1] / "example_suite")
     pytester.makepyfile(DECODER.format(suite=suite))
-    machine_file = write_machine(pytester, {"name": "pinned", "peak_flops": {"fp32": 1e12},
+    machine_file = write_machine({"name": "pinned", "peak_flops": {"fp32": 1e12},
                                             "bandwidth": {"DRAM": 1e11}})
-    result = run(pytester, machine_file, "--roofline-confirm", "off")
+    result = run_roofline(machine_file, "--roofline-confirm", "off")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     out = result.stdout.str()
     lost = [line for line in out.splitlines() if " ms lost of " in line]

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
-from plugin_helpers import FAST, write_machine
 
 MACHINE = {"name": "pinned-test-machine", "peak_flops": {"fp32": "100 GFLOP/s"},
            "bandwidth": {"DRAM": "10 GB/s"}, "info": {"source": "test"}}
@@ -15,7 +16,9 @@ def results(pytester: pytest.Pytester) -> dict:
     return json.loads((pytester.path / ".roofline" / "results.json").read_text())
 
 
-def test_a_call_that_touches_fresh_pages_every_time_is_marked(pytester: pytest.Pytester) -> None:
+def test_a_call_that_touches_fresh_pages_every_time_is_marked(pytester: pytest.Pytester,
+                                                              write_machine: Callable[..., Path],
+                                                              fast_args: tuple[str, ...]) -> None:
     # 64 MiB is above glibc's largest mmap threshold (32 MiB), so every call maps fresh pages and touching
     # one byte per 4 KiB page faults 16,384 times per call, whatever the malloc tuning.
     pytester.makepyfile(
@@ -36,9 +39,9 @@ def test_a_call_that_touches_fresh_pages_every_time_is_marked(pytester: pytest.P
             roofline.declare(bytes={"DRAM": SIZE}).measure(touch_fresh_pages)
         """
     )
-    machine = write_machine(pytester, MACHINE)
+    machine = write_machine(MACHINE)
     result = pytester.runpytest("--roofline", "--roofline-machine", str(machine), "--roofline-cores", "all",
-                                *FAST)
+                                *fast_args)
     result.assert_outcomes(failed=1)
     (test,) = results(pytester)["tests"]
     (region,) = test["regions"]
@@ -50,7 +53,9 @@ def test_a_call_that_touches_fresh_pages_every_time_is_marked(pytester: pytest.P
     result.stdout.fnmatch_lines(["*note:*page faults per timed call*", "*test_faulting*faults/call]*"])
 
 
-def test_a_call_longer_than_the_budget_gets_the_minimum_and_a_note(pytester: pytest.Pytester) -> None:
+def test_a_call_longer_than_the_budget_gets_the_minimum_and_a_note(pytester: pytest.Pytester,
+                                                                   write_machine: Callable[..., Path],
+                                                                   fast_args: tuple[str, ...]) -> None:
     pytester.makepyfile(
         """
         import time
@@ -69,9 +74,9 @@ def test_a_call_longer_than_the_budget_gets_the_minimum_and_a_note(pytester: pyt
             assert len(calls) == 5
         """
     )
-    machine = write_machine(pytester, MACHINE)
+    machine = write_machine(MACHINE)
     result = pytester.runpytest("--roofline", "--roofline-machine", str(machine), "--roofline-cores", "all",
-                                *FAST)
+                                *fast_args)
     result.assert_outcomes(passed=1)
     (region,) = results(pytester)["tests"][0]["regions"]
     assert region["timing"]["budget_limited"] and region["timing"]["rounds"] == 3
@@ -79,7 +84,9 @@ def test_a_call_longer_than_the_budget_gets_the_minimum_and_a_note(pytester: pyt
     assert any(note.startswith("3 timed calls of") and "--roofline-max-time" in note for note in region["notes"])
 
 
-def test_setup_resets_an_in_place_op_before_every_call(pytester: pytest.Pytester) -> None:
+def test_setup_resets_an_in_place_op_before_every_call(pytester: pytest.Pytester,
+                                                       write_machine: Callable[..., Path],
+                                                       fast_args: tuple[str, ...]) -> None:
     pytester.makepyfile(
         """
         import pytest
@@ -103,7 +110,7 @@ def test_setup_resets_an_in_place_op_before_every_call(pytester: pytest.Pytester
             pass
         """
     )
-    machine = write_machine(pytester, MACHINE)
+    machine = write_machine(MACHINE)
     result = pytester.runpytest("--roofline", "--roofline-machine", str(machine), "--roofline-cores", "all",
-                                *FAST)
+                                *fast_args)
     result.assert_outcomes(passed=2)

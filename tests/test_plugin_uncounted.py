@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib.pyplot  # noqa: F401
 import numpy  # noqa: F401
 import pytest
-from plugin_helpers import FAST, write_machine
 
 # See test_plugin.py: torch and the modules that import it are imported once, here, not inside pytester runs
 # (importing them in one in-process run and again in the next crashes).
@@ -35,14 +35,15 @@ def test_uncounted(roofline):
 
 
 @pytest.fixture
-def machine_file(pytester: pytest.Pytester) -> Path:
-    return write_machine(pytester, MACHINE)
+def machine_file(pytester: pytest.Pytester, write_machine: Callable[..., Path]) -> Path:
+    return write_machine(MACHINE)
 
 
-def test_uncounted_ops_are_named_in_the_summary(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_uncounted_ops_are_named_in_the_summary(pytester: pytest.Pytester, machine_file: Path,
+                                                fast_args: tuple[str, ...]) -> None:
     pytester.makepyfile(SOURCE.format(marker=""))
     result = pytester.runpytest("--roofline", "--roofline-machine", str(machine_file), "--roofline-cores", "all",
-                                "--roofline-counter", "analytic", *FAST)
+                                "--roofline-counter", "analytic", *fast_args)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*test_uncounted*[[]uncounted FLOPs[]]*",
                                  "uncounted FLOPs in *test_uncounted: aten._fft_r2c* of the bytes)*"])
@@ -52,16 +53,17 @@ def test_uncounted_ops_are_named_in_the_summary(pytester: pytest.Pytester, machi
 
 @pytest.mark.parametrize(("marker", "option"), [("(uncounted='fail')", "warn"), ("", "fail")])
 def test_uncounted_fail_fails_the_test(pytester: pytest.Pytester, machine_file: Path, marker: str,
-                                       option: str) -> None:
+                                       option: str, fast_args: tuple[str, ...]) -> None:
     pytester.makepyfile(SOURCE.format(marker=marker))
     result = pytester.runpytest("--roofline", "--roofline-machine", str(machine_file), "--roofline-cores", "all",
-                                "--roofline-counter", "analytic", "--roofline-uncounted", option, *FAST)
+                                "--roofline-counter", "analytic", "--roofline-uncounted", option, *fast_args)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*FLOP-bearing ops without a counting rule ran (aten._fft_r2c*"])
 
 
-def test_marker_warn_overrides_a_failing_session_setting(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_marker_warn_overrides_a_failing_session_setting(pytester: pytest.Pytester, machine_file: Path,
+                                                         fast_args: tuple[str, ...]) -> None:
     pytester.makepyfile(SOURCE.format(marker="(uncounted='warn')"))
     result = pytester.runpytest("--roofline", "--roofline-machine", str(machine_file), "--roofline-cores", "all",
-                                "--roofline-counter", "analytic", "--roofline-uncounted", "fail", *FAST)
+                                "--roofline-counter", "analytic", "--roofline-uncounted", "fail", *fast_args)
     result.assert_outcomes(passed=1)

@@ -12,10 +12,10 @@ import math
 import os
 import stat
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from plugin_helpers import write_machine
 
 from pytest_roofline.output.worker_records import merge_payloads, plain, row_from_result, worker_payload
 
@@ -48,11 +48,11 @@ echo "GPU 1: NVIDIA Fake (UUID: GPU-1)"
 
 
 def test_two_workers_write_one_complete_results_file(pytester: pytest.Pytester,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+                                                    monkeypatch: pytest.MonkeyPatch, write_machine: Callable[..., Path]) -> None:
     pytest.importorskip("xdist")
     if Path("/proc/driver/nvidia/gpus").is_dir():
         pytest.skip("a real NVIDIA driver is loaded: the GPU count would not be the fake one")
-    machine_file = write_machine(pytester, MACHINE)
+    machine_file = write_machine(MACHINE)
     bin_dir = pytester.path / "bin"
     bin_dir.mkdir()
     smi = bin_dir / "nvidia-smi"
@@ -157,9 +157,9 @@ def test_summary_row_from_a_record() -> None:
 
 
 def test_without_xdist_a_session_still_writes_its_files(pytester: pytest.Pytester,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+                                                        monkeypatch: pytest.MonkeyPatch, write_machine: Callable[..., Path]) -> None:
     """The plugin never imports xdist: with it disabled (as when it is not installed) a session is serial."""
-    machine_file = write_machine(pytester, MACHINE)
+    machine_file = write_machine(MACHINE)
     summary = pytester.path / "step-summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     pytester.makepyfile(test_suite=SUITE.replace('os.environ["PYTEST_XDIST_WORKER"][2:]', "None")

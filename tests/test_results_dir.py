@@ -8,10 +8,10 @@ import os
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from plugin_helpers import FAST, run, write_machine
 
 from pytest_roofline._atomic import write_text_atomic
 from pytest_roofline.output.results_dir import RESULTS_FILE, new_session_id, prune_sessions
@@ -34,13 +34,13 @@ def test_ok(roofline):
 
 
 @pytest.fixture
-def machine_file(pytester: pytest.Pytester) -> Path:
-    return write_machine(pytester, MACHINE)
+def machine_file(pytester: pytest.Pytester, write_machine: Callable[..., Path]) -> Path:
+    return write_machine(MACHINE)
 
 
 @pytest.mark.parametrize("layout", ["file", "under-a-file", "results-is-a-dir"])
 def test_unusable_results_dir_is_a_usage_error_before_any_test(pytester: pytest.Pytester, machine_file: Path,
-                                                               layout: str) -> None:
+                                                               layout: str, run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(BELOW)
     target = pytester.path / "out"
     if layout == "file":
@@ -50,7 +50,7 @@ def test_unusable_results_dir_is_a_usage_error_before_any_test(pytester: pytest.
         target = target / "deeper"
     else:
         (target / RESULTS_FILE).mkdir(parents=True)
-    result = run(pytester, machine_file, "--roofline-dir", str(target))
+    result = run_roofline(machine_file, "--roofline-dir", str(target))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     err = result.stderr.str()
     assert "--roofline-dir" in err and ("out" in err)
@@ -58,7 +58,7 @@ def test_unusable_results_dir_is_a_usage_error_before_any_test(pytester: pytest.
 
 
 def test_a_late_write_failure_is_one_line_and_the_verdicts_still_print(pytester: pytest.Pytester,
-                                                                       machine_file: Path) -> None:
+                                                                       machine_file: Path, run_roofline: Callable[..., pytest.RunResult]) -> None:
     # The test itself turns the sessions folder into a file, as a full disk or a cleanup job would break it.
     pytester.makepyfile(BELOW + """
 import shutil
@@ -69,7 +69,7 @@ def test_break_the_results_dir():
     shutil.rmtree(sessions)
     sessions.write_text("in the way")
 """)
-    result = run(pytester, machine_file)
+    result = run_roofline(machine_file)
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # test_slow failed; not an internal error
     out = result.stdout.str()
     assert "INTERNALERROR" not in out and "Traceback" not in out
@@ -78,7 +78,8 @@ def test_break_the_results_dir():
                                  "*short test summary info*", "FAILED *test_slow*"])
 
 
-def test_all_passed_run_with_a_late_write_failure_exits_zero(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_all_passed_run_with_a_late_write_failure_exits_zero(pytester: pytest.Pytester, machine_file: Path,
+                                                             run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile("""
 import shutil, time
 from pathlib import Path
@@ -91,17 +92,17 @@ def test_ok(roofline):
     shutil.rmtree(sessions)
     sessions.write_text("in the way")
 """)
-    result = run(pytester, machine_file)
+    result = run_roofline(machine_file)
     assert result.ret == pytest.ExitCode.OK
     result.stdout.fnmatch_lines(["roofline: could not write the results under*"])
 
 
 def test_results_record_the_session_and_artifacts_follow_the_umask(pytester: pytest.Pytester,
-                                                                   machine_file: Path) -> None:
+                                                                   machine_file: Path, run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(BELOW)
     old = os.umask(0o022)
     try:
-        result = run(pytester, machine_file)
+        result = run_roofline(machine_file)
     finally:
         os.umask(old)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -118,7 +119,8 @@ def test_results_record_the_session_and_artifacts_follow_the_umask(pytester: pyt
         assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
 
 
-def test_interrupted_session_still_writes_its_record(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_interrupted_session_still_writes_its_record(pytester: pytest.Pytester, machine_file: Path,
+                                                     fast_args: tuple[str, ...]) -> None:
     pytester.makepyfile(BELOW + """
 def test_stop():
     raise KeyboardInterrupt
@@ -127,7 +129,7 @@ def test_never_reached(roofline):
     roofline.declare(flops=1e6).measure(lambda: None)
 """)
     # In a child process: an in-process run would pass the interrupt on to this test session.
-    result = pytester.runpytest_subprocess("--roofline", "--roofline-machine", str(machine_file), *FAST)
+    result = pytester.runpytest_subprocess("--roofline", "--roofline-machine", str(machine_file), *fast_args)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     doc = json.loads((pytester.path / ".roofline" / RESULTS_FILE).read_text())
     assert doc["session"]["interrupted"] is True and doc["session"]["exit_status"] == 2
@@ -136,11 +138,12 @@ def test_never_reached(roofline):
     assert outcomes == {"test_slow": "failed", "test_ok": "passed"}
 
 
-def test_concurrent_sessions_each_keep_a_complete_record(pytester: pytest.Pytester, machine_file: Path) -> None:
+def test_concurrent_sessions_each_keep_a_complete_record(pytester: pytest.Pytester, machine_file: Path,
+                                                         fast_args: tuple[str, ...]) -> None:
     for index in range(4):
         pytester.makepyfile(**{f"test_s{index}": BELOW})
     shared = pytester.path / "shared-dir"
-    commands = [[sys.executable, "-m", "pytest", "--roofline", "--roofline-machine", str(machine_file), *FAST,
+    commands = [[sys.executable, "-m", "pytest", "--roofline", "--roofline-machine", str(machine_file), *fast_args,
                  "--roofline-dir", str(shared), f"test_s{index}.py"] for index in range(4)]
     processes = [subprocess.Popen(c, cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                  for c in commands]

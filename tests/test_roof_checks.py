@@ -8,11 +8,11 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from plugin_helpers import FAST, write_machine
 
 from pytest_roofline.characterize import build, precision, validate
 from pytest_roofline.characterize import ceiling_cache as cache
@@ -356,10 +356,10 @@ def _alive(pid: int) -> bool:
     ({"peak_flops": {"fp32": 2e11}, "bandwidth": {"L2": 1e9, "DRAM": 2e10}}, "bandwidth.L2"),
 ])
 def test_absurd_pinned_roofs_are_a_usage_error_naming_file_and_key(pytester: pytest.Pytester,
-                                                                   machine: dict[str, Any], key: str) -> None:
-    path = write_machine(pytester, machine)
+                                                                   machine: dict[str, Any], key: str, write_machine: Callable[..., Path], fast_args: tuple[str, ...]) -> None:
+    path = write_machine(machine)
     pytester.makepyfile("import pytest\n@pytest.mark.roofline\ndef test_x(roofline):\n    pass\n")
-    result = pytester.runpytest("--roofline", "--roofline-machine", str(path), *FAST)
+    result = pytester.runpytest("--roofline", "--roofline-machine", str(path), *fast_args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*{path}*{key}*"])
     result.stdout.no_fnmatch_line("*test_x*PASSED*")
@@ -374,14 +374,16 @@ def test_pinned_capacities_with_units_are_used(tmp_path: Path) -> None:
     assert load_machine_file(path).info["capacities"] == {"L2": 4 * 2**20}
 
 
-def test_a_fraction_above_1_2_is_an_error_naming_the_roof(pytester: pytest.Pytester) -> None:
+def test_a_fraction_above_1_2_is_an_error_naming_the_roof(pytester: pytest.Pytester,
+                                                          write_machine: Callable[..., Path],
+                                                          fast_args: tuple[str, ...]) -> None:
     # fp32 roof of 10 MFLOP/s... no: 20 MFLOP/s is plausible for the range check, and a sleep-free GEMM beats it.
-    path = write_machine(pytester, {"peak_flops": {"fp32": 2e7}, "bandwidth": {"DRAM": 1e15}})
+    path = write_machine({"peak_flops": {"fp32": 2e7}, "bandwidth": {"DRAM": 1e15}})
     pytester.makepyfile(
         "import pytest\n"
         "@pytest.mark.roofline(min_fraction=1.0)\n"
         "def test_fast(roofline):\n"
         "    roofline.declare(flops=2e6, bytes=8, precision='fp32').measure(lambda: None)\n")
-    result = pytester.runpytest("--roofline", "--roofline-machine", str(path), *FAST)
+    result = pytester.runpytest("--roofline", "--roofline-machine", str(path), *fast_args)
     result.assert_outcomes(passed=1, errors=1)
     result.stdout.fnmatch_lines(["*is above 1.2*peak_flops.fp32 = 0.02 GFLOP/s*pinned file*machine.json*"])
