@@ -21,6 +21,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_roofline.characterize.fingerprint import cpu_model
+
 HEADER = ("| test | timed median (ms) | bare beside (ms) | ops timed | op calls matched | coverage | of timed median "
           "| profiler overhead |\n|---|---|---|---|---|---|---|---|")
 
@@ -42,15 +44,6 @@ def table(results: Mapping[str, Any]) -> list[str]:
                          f"{ops['profiler_overhead']:+.0%} |")
     return lines
 
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown CPU"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -21,6 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from pytest_roofline.characterize.fingerprint import cpu_model
+
 
 def characterize(cache: Path, cores: int | None) -> tuple[dict, float]:
     command = [sys.executable, "-m", "pytest_roofline", "characterize", "--fresh", "--json", "--quiet",
@@ -63,17 +65,8 @@ def main() -> None:
         print(f"{name:<16}{statistics.median(values):>10.4g}{min(values):>10.4g}{max(values):>10.4g}{cv:>8.1f}")
     later = times[1:] or times
     print(f"\nworst roof CV {worst:.1f} % (target <= 3 %); characterization {statistics.median(later):.1f} s median, "
-          f"{max(later):.1f} s max after the first round (target <= 20 s); CPU: {cpu_name()}")
+          f"{max(later):.1f} s max after the first round (target <= 20 s); CPU: {cpu_model()}")
 
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,3 +50,45 @@ def run_roofline(pytester: pytest.Pytester) -> Callable[..., pytest.RunResult]:
         return pytester.runpytest("--roofline", "--roofline-machine", str(machine_file), *FAST, *args)
 
     return run
+
+
+@pytest.fixture
+def fake_core_load(monkeypatch: pytest.MonkeyPatch) -> Callable[[Iterator[Mapping[int, float]]], None]:
+    """``fake_core_load(loads)``: every core placement of the run (``--roofline-cores auto`` on all cores) sees
+    the next of ``loads``, a map of core -> busy share, instead of /proc/stat."""
+    from pytest_roofline.host import cores
+    from pytest_roofline.measure import state
+
+    def install(loads: Iterator[Mapping[int, float]]) -> None:
+        allowed = cores.base_affinity()
+
+        def planner(self: state.RooflineState) -> cores.Planner:
+            if self.planner is None:
+                self.planner = cores.Planner(cores.CoresSetting("auto"), allowed,
+                                             sampler=lambda: {c: v for c, v in next(loads).items() if c in allowed})
+            return self.planner
+
+        monkeypatch.setattr(state.RooflineState, "core_planner", planner)
+
+    return install
+
+
+@functools.cache
+def nvrtc_problem() -> str | None:
+    """Why CUDA sources cannot be compiled offline here, or None when NVRTC works."""
+    from pytest_roofline.characterize import cuda_ert
+    from pytest_roofline.errors import NvrtcUnavailable
+
+    try:
+        cuda_ert.nvrtc_version()
+    except NvrtcUnavailable as error:
+        return str(error)
+    return None
+
+
+@pytest.fixture
+def nvrtc() -> None:
+    """Skip the test, with the reason, where NVRTC (cupy + nvidia-cuda-nvrtc-cu12) is not installed."""
+    problem = nvrtc_problem()
+    if problem is not None:
+        pytest.skip(f"NVRTC not available (pip install cupy-cuda12x nvidia-cuda-nvrtc-cu12): {problem}")

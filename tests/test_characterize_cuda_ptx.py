@@ -11,19 +11,7 @@ import pytest
 
 from pytest_roofline.characterize import cuda_ert
 
-
-@functools.cache
-def _nvrtc_problem() -> str | None:
-    try:
-        cuda_ert.nvrtc_version()
-    except cuda_ert.NvrtcUnavailable as error:
-        return str(error)
-    return None
-
-
-pytestmark = pytest.mark.skipif(_nvrtc_problem() is not None,
-                                reason=f"NVRTC not available (pip install cupy-cuda12x nvidia-cuda-nvrtc-cu12): "
-                                       f"{_nvrtc_problem()}")
+pytestmark = pytest.mark.usefixtures("nvrtc")  # skips, with the reason, without NVRTC
 
 
 @functools.cache

@@ -6,7 +6,6 @@ written, so that test has never run).
 
 from __future__ import annotations
 
-import functools
 import re
 import sys
 import types
@@ -26,18 +25,7 @@ from pytest_roofline.model import KernelSample, Machine, evaluate_region
 MiB = 2**20
 
 
-@functools.cache
-def _nvrtc_problem() -> str | None:
-    try:
-        cuda_ert.nvrtc_version()
-    except cuda_ert.NvrtcUnavailable as error:
-        return str(error)
-    return None
-
-
-needs_nvrtc = pytest.mark.skipif(_nvrtc_problem() is not None,
-                                 reason=f"NVRTC not available (pip install cupy-cuda12x nvidia-cuda-nvrtc-cu12): "
-                                        f"{_nvrtc_problem()}")
+needs_nvrtc = pytest.mark.usefixtures("nvrtc")  # skips, with the reason, without NVRTC
 
 
 def row(size_mib: int, bytes_per_s: float, trials: int = 4, precision: str = "fp64", flops: int = 1) -> dict[str, Any]:

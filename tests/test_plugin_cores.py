@@ -17,7 +17,6 @@ import numpy  # noqa: F401
 import pytest
 
 from pytest_roofline.host import cores
-from pytest_roofline.measure import state
 
 MACHINE = {"name": "pinned-test-machine", "peak_flops": {"fp32": 100e9}, "bandwidth": {"DRAM": 10e9}}
 
@@ -43,18 +42,6 @@ def results(pytester: pytest.Pytester) -> dict:
     return json.loads((pytester.path / ".roofline" / "results.json").read_text())
 
 
-def fake_load(monkeypatch: pytest.MonkeyPatch, loads: Iterator[Mapping[int, float]]) -> None:
-    """Every planner of the run sees ``loads`` one measurement after another, with 'auto' on all cores."""
-    allowed = cores.base_affinity()
-
-    def planner(self: state.RooflineState) -> cores.Planner:
-        if self.planner is None:
-            self.planner = cores.Planner(cores.CoresSetting("auto"), allowed,
-                                         sampler=lambda: {c: v for c, v in next(loads).items() if c in allowed})
-        return self.planner
-
-    monkeypatch.setattr(state.RooflineState, "core_planner", planner)
-
 
 def busy(*values: float) -> Callable[[], Iterator[Mapping[int, float]]]:
     return lambda: iter([dict(zip(cores.base_affinity(), values))] * 10)
@@ -79,8 +66,8 @@ def test_pinned_ceilings_measure_on_every_core_without_looking(pytester: pytest.
 
 
 def test_contended_measurement_is_reported_not_failed(pytester: pytest.Pytester, machine_file: Path,
-                                                      monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult]) -> None:
-    fake_load(monkeypatch, busy(1.0, 0.9, 1.0, 1.0)())
+                                                      monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult], fake_core_load: Callable[..., None]) -> None:
+    fake_core_load(busy(1.0, 0.9, 1.0, 1.0)())
     pytester.makepyfile(SLOW_TEST)
     result = run_roofline(machine_file)
     assert result.ret == 0
@@ -94,8 +81,8 @@ def test_contended_measurement_is_reported_not_failed(pytester: pytest.Pytester,
 
 
 def test_strict_lets_a_contended_measurement_fail(pytester: pytest.Pytester, machine_file: Path,
-                                                  monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult]) -> None:
-    fake_load(monkeypatch, busy(1.0, 1.0, 1.0, 1.0)())
+                                                  monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult], fake_core_load: Callable[..., None]) -> None:
+    fake_core_load(busy(1.0, 1.0, 1.0, 1.0)())
     pytester.makepyfile(SLOW_TEST)
     result = run_roofline(machine_file, "--roofline-strict")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
@@ -103,9 +90,9 @@ def test_strict_lets_a_contended_measurement_fail(pytester: pytest.Pytester, mac
 
 
 def test_contended_then_free_at_the_end_fails_the_session(pytester: pytest.Pytester, machine_file: Path,
-                                                          monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult]) -> None:
+                                                          monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult], fake_core_load: Callable[..., None]) -> None:
     allowed = cores.base_affinity()
-    fake_load(monkeypatch, iter([{c: 1.0 for c in allowed}, {c: 0.0 for c in allowed}]))
+    fake_core_load(iter([{c: 1.0 for c in allowed}, {c: 0.0 for c in allowed}]))
     pytester.makepyfile(SLOW_TEST)
     result = run_roofline(machine_file)
     assert result.ret == pytest.ExitCode.TESTS_FAILED

@@ -184,35 +184,19 @@ def test_an_unwritable_history_is_said_in_the_summary(pytester: pytest.Pytester,
     assert (pytester.path / ".roofline" / "results.json").is_file()
 
 
-def fake_load(monkeypatch: pytest.MonkeyPatch, loads: Any) -> None:
-    """Every measurement of the run sees the next of ``loads`` (core -> busy share), 'auto' on all cores
-    (as in tests/test_plugin_cores.py)."""
-    from pytest_roofline.host import cores
-    from pytest_roofline.measure import state
-
-    allowed = cores.base_affinity()
-
-    def planner(self: state.RooflineState) -> cores.Planner:
-        if self.planner is None:
-            self.planner = cores.Planner(cores.CoresSetting("auto"), allowed,
-                                         sampler=lambda: {c: v for c, v in next(loads).items() if c in allowed})
-        return self.planner
-
-    monkeypatch.setattr(state.RooflineState, "core_planner", planner)
-
 
 def test_a_contended_regression_is_reported_then_failed_when_free_at_the_end(
-        pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult]) -> None:
+        pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult], fake_core_load: Callable[..., None]) -> None:
     from pytest_roofline.host import cores
 
     pytester.makepyfile(test_history_glue=TEST.format(marker=""))
     fake_session(pytester.path / "base", 0, 0.9)
     busy = {c: 1.0 for c in cores.base_affinity()}
-    fake_load(monkeypatch, iter([busy] * 10))
+    fake_core_load(iter([busy] * 10))
     result = run_roofline(machine_file, "--roofline-baseline", "base")
     assert result.ret == 0  # contended all along: reported, not failed
     result.stdout.fnmatch_lines(["*REGRESSED (contended: not failed): test_history_glue.py::test_step*"])
-    fake_load(monkeypatch, iter([busy, {c: 0.0 for c in cores.base_affinity()}]))
+    fake_core_load(iter([busy, {c: 0.0 for c in cores.base_affinity()}]))
     result = run_roofline(machine_file, "--roofline-baseline", "base")
     assert result.ret == pytest.ExitCode.TESTS_FAILED  # measured again, free, at the end: still regressed
     record = json.loads((pytester.path / ".roofline" / "results.json").read_text())["tests"][0]

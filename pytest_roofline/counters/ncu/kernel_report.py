@@ -63,11 +63,8 @@ class NcuKernel:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "name": self.name,
-            "launches": self.launches,
-            "time_s": self.time_s,
-            "flops": dict(self.flops),
-            "bytes": dict(self.bytes),
+            **self.to_sample().to_dict(),
+            "time_s": self.time_s,  # as ncu reported it (to_sample drops a zero)
             "ai": self.ai,
             "tensor_flops": self.tensor_flops,
             "tensor_instructions": self.tensor_instructions,
