@@ -7,7 +7,8 @@ Definitions the index and test pages use (also in the README):
 - *baseline*: the first 5 sessions shown (from ``--since``, else the oldest kept), their median and range
   drawn as the band, once more sessions follow them; *since baseline* is now against that median;
 - *verdict*: ``verdicts.trend`` on the fractions (last 5 sessions against the 5 before);
-- *worst first*: regressed, then steady, new, improved; within each, the largest loss since the baseline first.
+- *worst first*: regressed, then steady, new, improved; within each, tests under their threshold first, then the
+  largest loss since the baseline, then the smallest share of the threshold.
 """
 
 from __future__ import annotations
@@ -97,9 +98,13 @@ class TestSummary:
         return f"{slug(self.nodeid)}.html"
 
     @property
-    def sort_key(self) -> tuple[int, float, str]:
+    def sort_key(self) -> tuple[int, int, float, float, str]:
+        """Verdict order; then tests under their threshold; then the largest loss since the baseline; then the
+        smallest share of the threshold (a test with no history yet is still ranked by how close it runs)."""
         change = self.baseline_change if self.baseline_change is not None else 0.0
-        return VERDICT_ORDER.get(self.comparison.verdict, 1), change, self.nodeid
+        margin = (self.latest / self.threshold if self.latest is not None and self.threshold else
+                  float("inf"))
+        return VERDICT_ORDER.get(self.comparison.verdict, 1), 0 if margin < 1 else 1, change, margin, self.nodeid
 
 
 def _median_or_none(values: list[float]) -> float | None:

@@ -87,10 +87,10 @@ def index_table(rows: Iterable[tuple[TestSummary, str, str, str | None]]) -> str
             f'<td>{esc(summary.bound or "—")}</td><td>{spark}</td>'
             f'<td class="num">{percent(summary.week_change)}</td><td class="num">{percent(summary.baseline_change)}</td>'
             f'<td>{verdict_badge(summary)}</td><td>{traj}</td></tr>')
-    return ('<table class="tests"><thead><tr><th>test</th><th class="num">fraction</th>'
+    return ('<div class="scroll"><table class="tests"><thead><tr><th>test</th><th class="num">fraction</th>'
             '<th class="num">threshold</th><th>bound</th><th>trend</th><th class="num">last week</th>'
             '<th class="num">since baseline</th><th>verdict</th><th></th></tr></thead><tbody>'
-            + "".join(body) + "</tbody></table>")
+            + "".join(body) + "</tbody></table></div>")
 
 
 def test_name(nodeid: str) -> str:
