@@ -134,21 +134,3 @@ def test_a_probe_that_evicts_the_data_asks_for_a_rewarm_and_pays_for_it(tmp_path
     assert asked == [True, False, True, False, False, True]
     assert schedule.rates == [60e9, 60e9, 30e9, 30e9, 30e9, 30e9]
     assert schedule.probe_seconds == pytest.approx(0.002 + 0.003 + 0.003)
-
-
-def test_a_footprint_probe_judges_the_median_call_against_the_median_probe(tmp_path: Path) -> None:
-    m = edge_machine(tmp_path)
-    spec = probes.ProbeSpec.at_footprint(m, "L3", 24 * MiB)
-    assert spec is not None
-    schedule = probes.ProbeSchedule(FakeProbe(spec, [60e9, 30e9, 45e9], seconds=0.0),  # type: ignore[arg-type]
-                                    clock=lambda: 0.0)
-    for previous in (0.0, 0.0, 0.0):  # a probe before each of three calls
-        schedule(previous)
-    kernels = [KernelSample("add", {}, {"L3": 1.5e9})]
-    timing = summarize([0.02, 0.03, 0.02])
-    cached = evaluate_region(kernels, m, timing.median_s)
-    verdict, record, note = _judge_live(kernels, m, timing, schedule, cached)
-    # median probe 45 of a 60 GB/s calibration: the L3 roof reads 200 x 0.75 = 150 GB/s, t_min 1.5e9 / 150e9 = 10 ms
-    assert verdict.fraction == pytest.approx(0.010 / 0.02)
-    assert cached.fraction == pytest.approx(1.5e9 / 200e9 / 0.02)
-    assert record["fraction_live"] == pytest.approx(0.5) and "median probe" in note

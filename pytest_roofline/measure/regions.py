@@ -11,7 +11,6 @@ timed here and kept as :class:`PendingRegion` s until the counts arrive from a p
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -432,25 +431,16 @@ def _judge_live(kernels: list[KernelSample], machine: Machine, timing: TimingSta
     pairs = list(zip(timing.samples_s, schedule.rates))
     verdicts = sorted((evaluate_region(kernels, probing.live_machine(machine, spec, rate), seconds)
                        for seconds, rate in pairs), key=lambda v: v.fraction)
-    per_call = verdicts[(len(verdicts) - 1) // 2]  # the median call (the lower one of an even count)
-    verdict = per_call
-    if spec.rewarm:
-        # A probe at the call's own size, between calls that keep their data in cache: it tracks the calls by
-        # its median (add / probe held to 1 % across processes), not call by call, so the median call is
-        # judged against the median probe.
-        rate = statistics.median(schedule.probes)
-        verdict = evaluate_region(kernels, probing.live_machine(machine, spec, rate), timing.median_s)
+    verdict = verdicts[(len(verdicts) - 1) // 2]  # the median call (the lower one of an even count)
     record = probing.summary(spec, schedule, cached.fraction)
     record["fraction_live"] = verdict.fraction
-    record["fraction_live_per_call"] = per_call.fraction
     memory = {"DRAM": "main memory", "HBM": "HBM"}.get(record["level"], "the memory system at this working set")
     note = (f"live {record['level']} probe: {memory} gave "
             f"{record['live_ratio_median']:.2f} of its characterized bandwidth "
             f"while this was timed ({record['probes']} probes of {spec.working_set_bytes / 2**20:.0f} MiB"
             + ("; one untimed call after each put the data back" if record.get("rewarm") else "")
-            + ("); the median call judged against the median probe's roof" if spec.rewarm else
-               "); each call judged against its probe's roof")
-            + f": fraction {verdict.fraction:.3g} (against the cached roof {cached.fraction:.3g})")
+            + f"); each call judged against its probe's roof: fraction {verdict.fraction:.3g} (against the cached "
+            f"roof {cached.fraction:.3g})")
     return verdict, record, note
 
 
