@@ -43,6 +43,9 @@ class FakeRecorder:
     def verdict(self) -> Any:
         return self.regions[0].verdict
 
+    def judged_machine(self) -> Machine:
+        return self.machine
+
     def is_contended(self) -> bool:
         return self.busy_now
 
@@ -220,3 +223,18 @@ def test_an_unreadable_profile_is_an_error_not_a_crash(tmp_path: Path, monkeypat
     outcome = settle.settle_pending(state, entry, "test_gpu", CHILD, lambda w: None)
     assert outcome.error is not None and "could not use the ncu profile of test_gpu" in outcome.error
     assert "gpu__time_duration.sum" in entry.extra["ncu"]["error"]
+
+
+def test_the_failure_speaks_of_the_roofs_the_test_was_judged_against(tmp_path: Path) -> None:
+    """Under --roofline-cores auto a call site is judged against the roofs of the cores it ran on, not the whole
+    machine's: its message (and chart) must name those, or they disagree with its fraction."""
+    state = make_state(tmp_path)
+    one_core = Machine("unit, 1 core", {"fp32": 0.5e11}, {"DRAM": 0.5e10})  # half the machine's roofs
+    entry = entry_for(state, 0.9, [T_MIN / 0.25])
+    entry.recorder.machine = one_core
+    entry.recorder.regions = [entry.recorder._region(2 * T_MIN / 0.25)]  # judged on one core: 0.25 of its roof
+    outcome = judge(state, entry, None, xfail=False)
+    assert outcome.failure is not None and "of a 50 GFLOP/s roof" in outcome.failure
+    table = next(Path(p) for p in entry.artifacts if p.endswith(".kernels.csv"))
+    row = dict(zip(*[line.split(",") for line in table.read_text().splitlines()[:2]], strict=True))
+    assert float(row["t_min_s"]) == pytest.approx(2e6 / 0.5e11)  # the GEMM on one core's roof, not the machine's

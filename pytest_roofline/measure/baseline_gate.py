@@ -104,7 +104,7 @@ def regression_artifacts(state: RooflineState, entry: TestEntry, result: Compari
     from pytest_roofline.output.chart import draw_roofline
     from pytest_roofline.output.session_output import all_kernels
 
-    machine = state.machine()
+    machine = entry.recorder.judged_machine()  # the roofs of the cores it ran on, as its fraction
     kernels = all_kernels(entry.recorder.regions)
     verdict = entry.recorder.verdict()
     directory = state.session_dir

@@ -79,7 +79,8 @@ def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptio
     from pytest_roofline.output.session_output import failure_report
 
     entry.recorder.time_ops()  # per-op times for its artifacts (--roofline-ops failed|always)
-    message, paths = failure_report(state.session_dir, entry.nodeid, state.machine(), entry.recorder.regions,
+    message, paths = failure_report(state.session_dir, entry.nodeid, entry.recorder.judged_machine(),
+                                    entry.recorder.regions,
                                     verdict, entry.min_fraction, entry.details)
     entry.artifacts.extend(str(p) for p in paths)
     return Judgement(failure=message)
@@ -89,13 +90,13 @@ def roof_check(state: RooflineState, entry: TestEntry, verdict: Any) -> str | No
     """Notes for emulated precisions (into results.json), and the error for a fraction no roof allows."""
     from pytest_roofline.output.session_output import impossible_fraction_message, roof_notes
 
-    machine = state.machine()
+    machine = entry.recorder.judged_machine()
     notes = roof_notes(machine, verdict.flops)
     if notes:
         entry.extra["roof_notes"] = notes
     s = state.settings
     origin = (f"pinned file {s.machine_file}" if s.machine_file is not None else
-              f"the characterization cache (fingerprint {machine.info.get('fingerprint_hash', '?')})")
+              f"the characterization cache (fingerprint {state.machine().info.get('fingerprint_hash', '?')})")
     return impossible_fraction_message(verdict, machine, origin)
 
 

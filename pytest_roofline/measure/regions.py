@@ -380,6 +380,12 @@ class Recorder:
         for pending in self.pending:
             pending.call = None
 
+    def judged_machine(self) -> Machine:
+        """The roofs the regions were judged against: those for the cores they ran on (the first placed
+        region's when they differ), so that a failure's message and chart agree with its fraction."""
+        placements = [r.placement for r in self.regions if r.placement is not None]
+        return self._machine_for(placements[0] if placements else None)
+
     def _machine_for(self, placed: Any) -> Machine:
         if placed is None or self.machine_for_cores is None:
             return self._machine()
