@@ -197,3 +197,21 @@ def test_a_session_without_a_measurement_shows_no_nan(tmp_path: Path) -> None:
     page = next((tmp_path / "out").glob("m/*/t/*.html"))
     (fraction, _roofline) = _figures(page)
     assert len(fraction["data"][0]["y"]) == 6  # the session with no measurement has no point
+
+
+def test_the_roofline_draws_the_roofs_the_test_was_judged_against(tmp_path: Path) -> None:
+    """On 1 of 2 cores a test is judged against 1-core roofs: the chart must draw those, not the machine's."""
+    for day in (1, 2):
+        document = {"format": "pytest-roofline-history", "schema": 1,
+                    "session": {"id": str(day), "start": f"2026-01-0{day}T02:00:00+00:00"},
+                    "machine": {"key": "m", "peak_flops": {"fp32": 2e11}, "bandwidth": {"DRAM": 1e11}},
+                    "tests": [{"nodeid": "t.py::test_mm", "function": "t.py::test_mm", "params": {},
+                               "fraction": 0.5, "ai": {"DRAM": 10.0}, "flops": 5e8, "time_s": 1e-2, "kernels": [],
+                               "judged_roofs": {"name": "m, 1 core", "peak_flops": {"fp32": 1e11},
+                                                "bandwidth": {"DRAM": 5e10}}}]}
+        (tmp_path / f"{day}.json").write_text(json.dumps(document))
+    build_site(tmp_path, tmp_path / "out")
+    roofline = _figures(next((tmp_path / "out").glob("m/*/t/test_mm-*.html")))[1]
+    names = [trace["name"] for trace in roofline["data"]]
+    assert "fp32 100 GFLOP/s" in names and "DRAM 50 GB/s" in names
+    assert not any("200 GFLOP/s" in name or "100 GB/s" in name for name in names)

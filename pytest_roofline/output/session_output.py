@@ -107,9 +107,13 @@ def test_result(record: TestRecord | Mapping[str, Any]) -> dict[str, Any]:
     if verdict is None:
         return {**base, "fraction": None, "bound": None, "time_s": None, "flops": None, "bytes": {},
                 "kernels": [], "regions": []}
+    judged = record.recorder.judged_machine()
     return {
         **base,
         **verdict.to_dict(),
+        # the roofs the fraction was judged against (those of the cores it ran on), for charts drawn later
+        "judged_roofs": {"name": judged.name, "peak_flops": dict(judged.peak_flops),
+                         "bandwidth": dict(judged.bandwidth)},
         "kernels": [k for region in regions for k in region.kernel_dicts()],
         "regions": [r.to_dict() for r in regions],
     }

@@ -152,7 +152,10 @@ def _test_page(summary: TestSummary, rows: pd.DataFrame, latest: Session, artifa
 
 
 def _roofline_section(rows: pd.DataFrame, latest: Session) -> str:
-    roofs = _roofs(latest.machine)
+    # The roofs its latest fraction was judged against (those of the cores it ran on), where the record has
+    # them; else the machine's.
+    judged = rows.iloc[-1]["record"].get("judged_roofs")
+    roofs = _roofs(judged if isinstance(judged, Mapping) and judged.get("peak_flops") else latest.machine)
     history: list[charts.RooflinePoint] = []
     for r in rows.itertuples():
         placed, perf = _placed_ai(r.record, roofs.bandwidth), _flops_per_s(r.record)
@@ -187,7 +190,7 @@ def _roofline_section(rows: pd.DataFrame, latest: Session) -> str:
             f"at {level}", ai, y))
     figure = charts.roofline_figure(roofs, history, latest_ai, perf, kernels)
     return ("<h2>Roofline</h2>" + pages.chart("roofline", figure) +
-            '<p class="note">Roofs of the latest session. Filled circles: this test in every session, at the '
+            '<p class="note">Roofs the latest session judged this test against. Filled circles: this test in every session, at the '
             'slowest memory level its bytes were counted at (yellow is oldest, dark is newest); open diamonds: '
             'the latest session at every level it has bytes at; open circles: its kernels.</p>')
 
