@@ -24,6 +24,10 @@ FAST = ("--roofline-max-time", "0.05", "-p", "no:cacheprovider",
         "-W", "ignore::pytest.PytestAssertRewriteWarning")
 
 
+# The machine most plugin tests pin: 1e8 FLOPs take 1 ms at its roof.
+PINNED_MACHINE = {"name": "pinned-test-machine", "peak_flops": {"fp32": 100e9}, "bandwidth": {"DRAM": 10e9}}
+
+
 @pytest.fixture
 def fast_args() -> tuple[str, ...]:
     """Arguments for a quick inner ``--roofline`` run: a 50 ms budget per call site, no cache provider."""
@@ -40,6 +44,12 @@ def write_machine(pytester: pytest.Pytester) -> Callable[[Mapping[str, Any]], Pa
         return path
 
     return write
+
+
+@pytest.fixture
+def machine_file(write_machine: Callable[[Mapping[str, Any]], Path]) -> Path:
+    """``PINNED_MACHINE`` written as a pinned machine file; a test module overrides it for other ceilings."""
+    return write_machine(PINNED_MACHINE)
 
 
 @pytest.fixture

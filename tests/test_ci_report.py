@@ -17,8 +17,6 @@ import pytest
 from pytest_roofline.output import step_summary
 from pytest_roofline.output.ci_report import junit_properties
 
-MACHINE = {"name": "pinned-test-machine", "peak_flops": {"fp32": 100e9}, "bandwidth": {"DRAM": 10e9}}
-
 SUITE = """
 import time, pytest
 
@@ -41,10 +39,6 @@ def test_plain():
     pass
 """
 
-
-@pytest.fixture
-def machine_file(pytester: pytest.Pytester, write_machine: Callable[..., Path]) -> Path:
-    return write_machine(MACHINE)
 
 
 def properties(xml_path: Path) -> dict[str, dict[str, str]]:
@@ -156,7 +150,8 @@ def test_append_never_raises(tmp_path: Path) -> None:
 
 
 def test_step_summary_written_at_session_end(pytester: pytest.Pytester, machine_file: Path,
-                                             monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult]) -> None:
+                                             monkeypatch: pytest.MonkeyPatch,
+                                             run_roofline: Callable[..., pytest.RunResult]) -> None:
     target = pytester.path / "step-summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
     pytester.makepyfile(SUITE)
@@ -175,7 +170,8 @@ def test_step_summary_written_at_session_end(pytester: pytest.Pytester, machine_
 
 
 def test_step_summary_failure_is_a_line_not_an_error(pytester: pytest.Pytester, machine_file: Path,
-                                                     monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult]) -> None:
+                                                     monkeypatch: pytest.MonkeyPatch,
+                                                     run_roofline: Callable[..., pytest.RunResult]) -> None:
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path))  # a directory: cannot be appended to
     pytester.makepyfile(SUITE)
     result = run_roofline(machine_file, "-k", "gated and not ungated")
@@ -211,7 +207,8 @@ def pytest_runtest_call(item):
 
 
 def test_baseline_figures_reach_junit_and_the_summary(pytester: pytest.Pytester, machine_file: Path,
-                                                      monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult]) -> None:
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      run_roofline: Callable[..., pytest.RunResult]) -> None:
     target = pytester.path / "step-summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
     pytester.makeconftest(BASELINE_CONFTEST)

@@ -14,8 +14,6 @@ import matplotlib.pyplot  # noqa: F401
 import numpy  # noqa: F401
 import pytest
 
-MACHINE = {"name": "pinned-test-machine", "peak_flops": {"fp32": 100e9}, "bandwidth": {"DRAM": 10e9}}
-
 # 1e8 FLOPs is 1 ms at 100 GFLOP/s: a call that sleeps 1 ms reads about 0.9 of the roof, one of 20 ms 0.05.
 # The first SLOW_CALLS calls (the counted one, warm-up and the first measurement's timed calls, with a
 # budget that allows only the minimum) are slow, the rest fast: a hiccup that lasts one measurement.
@@ -37,10 +35,6 @@ def test_calls():
         json.dump(len(CALLS), out)
 """
 
-
-@pytest.fixture
-def machine_file(pytester: pytest.Pytester, write_machine: Callable[..., Path]) -> Path:
-    return write_machine(MACHINE)
 
 
 def results(pytester: pytest.Pytester) -> dict:
@@ -94,7 +88,8 @@ def test_bad_confirm_value_names_the_option(pytester: pytest.Pytester, machine_f
 
 
 def test_the_calls_kept_for_a_confirmation_are_released_after_the_test(pytester: pytest.Pytester,
-                                                                       machine_file: Path, run_roofline: Callable[..., pytest.RunResult]) -> None:
+                                                                       machine_file: Path,
+                                                                       run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile("""
 import gc, time, weakref, pytest
 

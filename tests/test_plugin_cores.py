@@ -18,8 +18,6 @@ import pytest
 
 from pytest_roofline.host import cores
 
-MACHINE = {"name": "pinned-test-machine", "peak_flops": {"fp32": 100e9}, "bandwidth": {"DRAM": 10e9}}
-
 # 1e6 FLOPs is 10 us at 100 GFLOP/s: a 10 ms sleep reaches about 0.001 of the roof, far below 0.5.
 SLOW_TEST = """
 import time, pytest
@@ -32,10 +30,6 @@ def test_slow(roofline):
     roofline.declare(flops=1e6).measure(sleep_10ms)
 """
 
-
-@pytest.fixture
-def machine_file(pytester: pytest.Pytester, write_machine: Callable[..., Path]) -> Path:
-    return write_machine(MACHINE)
 
 
 def results(pytester: pytest.Pytester) -> dict:
@@ -56,7 +50,8 @@ def test_bad_cores_option_is_a_usage_error(pytester: pytest.Pytester, machine_fi
 
 
 def test_pinned_ceilings_measure_on_every_core_without_looking(pytester: pytest.Pytester,
-                                                               machine_file: Path, run_roofline: Callable[..., pytest.RunResult]) -> None:
+                                                               machine_file: Path,
+                                                               run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(SLOW_TEST.replace("min_fraction=0.5", ""))
     result = run_roofline(machine_file)
     assert result.ret == 0
@@ -66,7 +61,8 @@ def test_pinned_ceilings_measure_on_every_core_without_looking(pytester: pytest.
 
 
 def test_contended_measurement_is_reported_not_failed(pytester: pytest.Pytester, machine_file: Path,
-                                                      monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult], fake_core_load: Callable[..., None]) -> None:
+                                                      monkeypatch: pytest.MonkeyPatch,
+                                                      run_roofline: Callable[..., pytest.RunResult], fake_core_load: Callable[..., None]) -> None:
     fake_core_load(busy(1.0, 0.9, 1.0, 1.0)())
     pytester.makepyfile(SLOW_TEST)
     result = run_roofline(machine_file)
@@ -81,7 +77,8 @@ def test_contended_measurement_is_reported_not_failed(pytester: pytest.Pytester,
 
 
 def test_strict_lets_a_contended_measurement_fail(pytester: pytest.Pytester, machine_file: Path,
-                                                  monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult], fake_core_load: Callable[..., None]) -> None:
+                                                  monkeypatch: pytest.MonkeyPatch,
+                                                  run_roofline: Callable[..., pytest.RunResult], fake_core_load: Callable[..., None]) -> None:
     fake_core_load(busy(1.0, 1.0, 1.0, 1.0)())
     pytester.makepyfile(SLOW_TEST)
     result = run_roofline(machine_file, "--roofline-strict")
@@ -90,7 +87,8 @@ def test_strict_lets_a_contended_measurement_fail(pytester: pytest.Pytester, mac
 
 
 def test_contended_then_free_at_the_end_fails_the_session(pytester: pytest.Pytester, machine_file: Path,
-                                                          monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult], fake_core_load: Callable[..., None]) -> None:
+                                                          monkeypatch: pytest.MonkeyPatch,
+                                                          run_roofline: Callable[..., pytest.RunResult], fake_core_load: Callable[..., None]) -> None:
     allowed = cores.base_affinity()
     fake_core_load(iter([{c: 1.0 for c in allowed}, {c: 0.0 for c in allowed}]))
     pytester.makepyfile(SLOW_TEST)

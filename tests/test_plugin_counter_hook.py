@@ -11,8 +11,6 @@ import pytest
 from pytest_roofline.counters import Counter, CounterBase
 from pytest_roofline.counters.declared import DeclaredCounter
 
-MACHINE = {"name": "pinned-test-machine", "peak_flops": {"fp32": 100e9}, "bandwidth": {"DRAM": 10e9}}
-
 CONFTEST = """
 from pytest_roofline.counters import CounterBase
 from pytest_roofline.model import KernelSample
@@ -41,10 +39,6 @@ def test_step(roofline):
     assert roofline.measure(step, 21) == 42
 """
 
-
-@pytest.fixture
-def machine_file(pytester: pytest.Pytester, write_machine: Callable[..., Path]) -> Path:
-    return write_machine(MACHINE)
 
 
 def test_a_conftest_counter_counts_the_measured_call(pytester: pytest.Pytester, machine_file: Path,

@@ -156,7 +156,8 @@ def test_bad_history_files_are_skipped_with_one_warning(pytester: pytest.Pyteste
 
 
 def test_a_missing_baseline_and_bad_max_drop_are_usage_errors(pytester: pytest.Pytester,
-                                                              machine_file: Path, run_roofline: Callable[..., pytest.RunResult]) -> None:
+                                                              machine_file: Path,
+                                                              run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(test_history_glue=TEST.format(marker=""))
     result = run_roofline(machine_file, "--roofline-baseline", "nowhere")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -186,7 +187,8 @@ def test_an_unwritable_history_is_said_in_the_summary(pytester: pytest.Pytester,
 
 
 def test_a_contended_regression_is_reported_then_failed_when_free_at_the_end(
-        pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult], fake_core_load: Callable[..., None]) -> None:
+        pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch,
+        run_roofline: Callable[..., pytest.RunResult], fake_core_load: Callable[..., None]) -> None:
     from pytest_roofline.host import cores
 
     pytester.makepyfile(test_history_glue=TEST.format(marker=""))

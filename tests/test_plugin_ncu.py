@@ -110,7 +110,8 @@ def results(pytester: pytest.Pytester) -> dict[str, Any]:
 
 
 def test_verdict_from_recorded_kernels_and_parent_time(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_roofline: Callable[..., pytest.RunResult]
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     ncu = RecordedNcu(monkeypatch, tmp_path)
     pytester.makepyfile(SLEEPY + """
@@ -178,7 +179,8 @@ def test_the_detected_compute_capability_picks_the_metrics(
 
 
 def test_below_threshold_message_carries_the_ncu_diagnostics(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_roofline: Callable[..., pytest.RunResult]
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     RecordedNcu(monkeypatch, tmp_path)
     pytester.makepyfile(SLEEPY + """
@@ -205,7 +207,8 @@ def test_slow(roofline):
 
 
 def test_explicit_ncu_without_ncu_is_a_usage_error(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_roofline: Callable[..., pytest.RunResult]
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     ncu = RecordedNcu(monkeypatch, tmp_path, ncu=None)
     pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline\ndef test_a(roofline):\n    roofline.measure(sleep_ms, 10)\n")
@@ -217,7 +220,8 @@ def test_explicit_ncu_without_ncu_is_a_usage_error(
 
 
 def test_explicit_ncu_without_gpu_is_a_usage_error(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_roofline: Callable[..., pytest.RunResult]
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     RecordedNcu(monkeypatch, tmp_path, cc=None)
     pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline\ndef test_a(roofline):\n    roofline.measure(sleep_ms, 10)\n")
@@ -227,7 +231,8 @@ def test_explicit_ncu_without_gpu_is_a_usage_error(
 
 
 def test_explicit_ncu_without_permission_skips_with_the_fix(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_roofline: Callable[..., pytest.RunResult]
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     ncu = RecordedNcu(monkeypatch, tmp_path, log=PERMISSION_LOG, returncode=1)
     pytester.makepyfile(SLEEPY + """
@@ -250,7 +255,8 @@ def test_b(roofline):
 
 @needs_torch
 def test_auto_falls_back_to_analytic_once_when_counters_are_not_permitted(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_roofline: Callable[..., pytest.RunResult]
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     ncu = RecordedNcu(monkeypatch, tmp_path, log=PERMISSION_LOG, returncode=1)
     pytester.makepyfile(SLEEPY + """
@@ -285,7 +291,8 @@ def test_b(roofline):
 )
 def test_auto_decides_before_profiling(
     pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-    cc: tuple[int, int] | None, ncu_path: str | None, restricted: bool, warning: str | None, run_roofline: Callable[..., pytest.RunResult],
+    cc: tuple[int, int] | None, ncu_path: str | None, restricted: bool, warning: str | None,
+    run_roofline: Callable[..., pytest.RunResult],
 ) -> None:
     ncu = RecordedNcu(monkeypatch, tmp_path, cc=cc, ncu=ncu_path)
     monkeypatch.setattr(ncu_gate, "counters_restricted", lambda *args, **kwargs: restricted)
@@ -308,7 +315,8 @@ def test_b(roofline):
 
 
 def test_failing_child_is_an_error_with_the_log_paths(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_roofline: Callable[..., pytest.RunResult]
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     RecordedNcu(monkeypatch, tmp_path, log="==PROF== Disconnected\n", returncode=1)
     pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline(min_fraction=0.5)\ndef test_a(roofline):\n"
@@ -329,7 +337,8 @@ def test_failing_child_is_an_error_with_the_log_paths(
 
 
 def test_no_kernel_in_range_is_a_clear_error(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_roofline: Callable[..., pytest.RunResult]
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     RecordedNcu(monkeypatch, tmp_path, report=None, log=(FIXTURES / "no_kernels.txt").read_text())
     pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline(min_fraction=0.5)\ndef test_a(roofline):\n"
@@ -341,7 +350,8 @@ def test_no_kernel_in_range_is_a_clear_error(
 
 
 def test_a_failing_body_is_not_profiled(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_roofline: Callable[..., pytest.RunResult]
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     ncu = RecordedNcu(monkeypatch, tmp_path)
     pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline(min_fraction=0.5)\ndef test_a(roofline):\n"
@@ -353,7 +363,8 @@ def test_a_failing_body_is_not_profiled(
 
 
 def test_declared_regions_keep_their_declaration_under_ncu(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_roofline: Callable[..., pytest.RunResult]
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     RecordedNcu(monkeypatch, tmp_path)
     pytester.makepyfile(SLEEPY + """
@@ -404,7 +415,8 @@ def test_child(roofline):
 
 
 def test_child_mode_warms_up_then_profiles_one_call_per_range(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, run_roofline: Callable[..., pytest.RunResult]
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch,
+    run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     nvtx = fake_nvtx()
     monkeypatch.setitem(sys.modules, "nvtx", nvtx)
@@ -465,7 +477,8 @@ def test_e2e(roofline):
 
 
 def test_real_child_process_resolves_the_node_and_marks_the_range(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fast_args: tuple[str, ...]
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    fast_args: tuple[str, ...]
 ) -> None:
     """The child pytest runs for real (only ncu is missing from the command): the argv and working folder the
     plugin gives it find the test, and the child calls ``work`` twice to warm up and once inside the range."""
@@ -537,7 +550,8 @@ def test_machine_without_a_ceiling_drops_that_work_with_a_note() -> None:
 
 @pytest.mark.skipif(not SAMPLES.is_dir(), reason="needs ../shared/ncu-samples")
 def test_a_real_shared_sample_through_the_plugin(
-    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, run_roofline: Callable[..., pytest.RunResult]
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    run_roofline: Callable[..., pytest.RunResult]
 ) -> None:
     """Sample 05 (A100 BERT flash-attention, details page with stdout) as the profiled child's report."""
     sample = next(SAMPLES.glob("05_*.csv"))

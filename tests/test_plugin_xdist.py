@@ -48,7 +48,8 @@ echo "GPU 1: NVIDIA Fake (UUID: GPU-1)"
 
 
 def test_two_workers_write_one_complete_results_file(pytester: pytest.Pytester,
-                                                    monkeypatch: pytest.MonkeyPatch, write_machine: Callable[..., Path]) -> None:
+                                                    monkeypatch: pytest.MonkeyPatch,
+                                                    write_machine: Callable[..., Path]) -> None:
     pytest.importorskip("xdist")
     if Path("/proc/driver/nvidia/gpus").is_dir():
         pytest.skip("a real NVIDIA driver is loaded: the GPU count would not be the fake one")
@@ -157,7 +158,8 @@ def test_summary_row_from_a_record() -> None:
 
 
 def test_without_xdist_a_session_still_writes_its_files(pytester: pytest.Pytester,
-                                                        monkeypatch: pytest.MonkeyPatch, write_machine: Callable[..., Path]) -> None:
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        write_machine: Callable[..., Path]) -> None:
     """The plugin never imports xdist: with it disabled (as when it is not installed) a session is serial."""
     machine_file = write_machine(MACHINE)
     summary = pytester.path / "step-summary.md"

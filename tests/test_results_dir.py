@@ -40,7 +40,8 @@ def machine_file(pytester: pytest.Pytester, write_machine: Callable[..., Path]) 
 
 @pytest.mark.parametrize("layout", ["file", "under-a-file", "results-is-a-dir"])
 def test_unusable_results_dir_is_a_usage_error_before_any_test(pytester: pytest.Pytester, machine_file: Path,
-                                                               layout: str, run_roofline: Callable[..., pytest.RunResult]) -> None:
+                                                               layout: str,
+                                                               run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(BELOW)
     target = pytester.path / "out"
     if layout == "file":
@@ -58,7 +59,8 @@ def test_unusable_results_dir_is_a_usage_error_before_any_test(pytester: pytest.
 
 
 def test_a_late_write_failure_is_one_line_and_the_verdicts_still_print(pytester: pytest.Pytester,
-                                                                       machine_file: Path, run_roofline: Callable[..., pytest.RunResult]) -> None:
+                                                                       machine_file: Path,
+                                                                       run_roofline: Callable[..., pytest.RunResult]) -> None:
     # The test itself turns the sessions folder into a file, as a full disk or a cleanup job would break it.
     pytester.makepyfile(BELOW + """
 import shutil
@@ -98,7 +100,8 @@ def test_ok(roofline):
 
 
 def test_results_record_the_session_and_artifacts_follow_the_umask(pytester: pytest.Pytester,
-                                                                   machine_file: Path, run_roofline: Callable[..., pytest.RunResult]) -> None:
+                                                                   machine_file: Path,
+                                                                   run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(BELOW)
     old = os.umask(0o022)
     try:

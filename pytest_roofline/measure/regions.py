@@ -27,7 +27,7 @@ from pytest_roofline.measure.timing import (
     prepared_arguments,
     time_callable,
 )
-from pytest_roofline.model import KernelSample, Machine, Verdict, combine, evaluate_region
+from pytest_roofline.model import KernelSample, Machine, Verdict, combine, evaluate_region, sum_maps
 from pytest_roofline.model.placement import place_working_set
 from pytest_roofline.output.text import above_one_note
 
@@ -294,10 +294,7 @@ class Recorder:
                                            counter.footprint_bytes, self.probe_cache)
         footprint = counter.footprint_bytes
         placed_kernels = self._placed(counter, kernels, machine)[0]
-        level_bytes: dict[str, float] = {}
-        for kernel in placed_kernels:
-            for level, value in kernel.bytes.items():
-                level_bytes[level] = level_bytes.get(level, 0.0) + value
+        level_bytes = sum_maps(k.bytes for k in placed_kernels)
         if probes.wants_probe(footprint, machine, level_bytes.get(probes.PROBE_LEVEL, 0.0)):
             spec = probes.ProbeSpec.from_machine(machine)
         elif lower_bound_of(placed_kernels, machine).startswith("memory:"):

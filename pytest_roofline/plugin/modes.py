@@ -251,12 +251,8 @@ class MeasuringSession:
         from pytest_roofline.output.session_files import write_session_files
 
         state = self.state
-        status = int(session.exitstatus)
-        meta = {"id": state.session_id, "directory": str(state.session_dir), "start": state.started.isoformat(),
-                "end": _dt.datetime.now(_dt.timezone.utc).isoformat(), "exit_status": status,
-                "interrupted": status == pytest.ExitCode.INTERRUPTED, "malloc": state.malloc}
-        errors = write_session_files(state, state.tests.values(), meta, list(session.config.invocation_params.args),
-                                     root=session.config.rootpath)
+        errors = write_session_files(state, state.tests.values(), session_meta(state, session, state.malloc),
+                                     list(session.config.invocation_params.args), root=session.config.rootpath)
         state.write_error = "\n".join(errors) or None
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -328,3 +324,11 @@ def _core_roofs_progress(request: pytest.FixtureRequest) -> Any:
             reporter.write_line(f"roofline: {message} (roofs for the cores this test runs on)")
 
     return progress
+
+
+def session_meta(state: RooflineState, session: pytest.Session, malloc: str) -> dict[str, Any]:
+    """The ``session`` block of results.json and the history (the xdist controller adds its workers')."""
+    status = int(session.exitstatus)
+    return {"id": state.session_id, "directory": str(state.session_dir), "start": state.started.isoformat(),
+            "end": _dt.datetime.now(_dt.timezone.utc).isoformat(), "exit_status": status,
+            "interrupted": status == pytest.ExitCode.INTERRUPTED, "malloc": malloc}

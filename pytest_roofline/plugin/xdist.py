@@ -13,7 +13,6 @@ The xdist hooks are marked optional, so this module needs no xdist import and lo
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 from typing import Any
 
@@ -21,7 +20,7 @@ import pytest
 
 from pytest_roofline.measure.state import RooflineState
 from pytest_roofline.output.worker_records import OUTPUT_KEY, SESSION_KEY
-from pytest_roofline.plugin.modes import MeasuringSession
+from pytest_roofline.plugin.modes import MeasuringSession, session_meta
 
 GPU_ASSIGNED = pytest.StashKey[str | None]()
 
@@ -112,26 +111,19 @@ class XdistController:
         from pytest_roofline.output.session_files import write_session_files
 
         state = self.state
-        status = int(session.exitstatus)
         first = self.payloads[0] if self.payloads else {}
-        meta: dict[str, Any] = {
-            "id": state.session_id, "directory": str(state.session_dir), "start": state.started.isoformat(),
-            "end": _dt.datetime.now(_dt.timezone.utc).isoformat(), "exit_status": status,
-            "interrupted": status == pytest.ExitCode.INTERRUPTED, "malloc": first.get("malloc", state.malloc),
-            "workers": merged["workers"],
-        }
+        meta = {**session_meta(state, session, first.get("malloc", state.malloc)), "workers": merged["workers"]}
         if len(merged["machines"]) > 1:
             meta["machines"] = merged["machines"]  # workers saw different machines (GPUs of different models)
         errors = [f"{p.get('worker')}: {p['error']}" for p in self.payloads if p.get("error")]
         if errors:
             meta["worker_errors"] = errors
-            state.write_error = "\n".join([*([state.write_error] if state.write_error else []),
-                                           *(f"roofline: worker {e}" for e in errors)])
         machine = Machine.from_dict(merged["machine"]) if merged["machine"] else None
-        errors = write_session_files(state, merged["tests"], meta, list(session.config.invocation_params.args),
-                                     root=session.config.rootpath, machine=machine)
-        if errors:
-            state.write_error = "\n".join([*([state.write_error] if state.write_error else []), *errors])
+        written = write_session_files(state, merged["tests"], meta, list(session.config.invocation_params.args),
+                                      root=session.config.rootpath, machine=machine)
+        lines = [*([state.write_error] if state.write_error else []), *(f"roofline: worker {e}" for e in errors),
+                 *written]
+        state.write_error = "\n".join(lines) or None
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         merged = self.merged
