@@ -10,6 +10,9 @@ beside every other session: quiet and loaded sessions alternate (``--sessions`` 
 median fraction loaded ÷ quiet is printed, with the load by other processes (neither the session nor the
 neighbours) that each session saw, from /proc/stat.
 
+``--compare "ARGS" "ARGS" ...`` alternates sessions between sets of extra pytest arguments, side by side (for
+example ``--compare "--roofline-min-time 0" ""``: the old timing against the default), each with its table.
+
 ``--cold`` gives every session an empty characterization cache (the compiled kernels are kept), as on a
 fresh CI runner: the spread of the roofs between characterizations lands in the fractions.
 """
@@ -20,6 +23,7 @@ import argparse
 import json
 import os
 import resource
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -82,12 +86,20 @@ def main() -> None:
     parser.add_argument("--probe", choices=("live", "off"), nargs="+", default=None,
                         help="--roofline-probe for every session (default: the plugin's, live); two values: "
                              "sessions alternate between them, side by side, and each gets its table")
+    parser.add_argument("--compare", nargs="+", default=None, metavar="ARGS",
+                        help="sets of extra pytest arguments (one quoted string each, '' for none); sessions "
+                             "alternate between them, side by side, and each gets its table")
     parser.add_argument("--cold", action="store_true",
                         help="characterize afresh in every session (an empty cache, kernels kept)")
     args, pytest_args = parser.parse_known_args()
     pytest_args = pytest_args or ["example_suite"]
     extra: dict[str, list[str]] = {}
-    if args.probe and len(args.probe) > 1 and not args.neighbours:
+    if args.compare and (args.neighbours or args.probe):
+        parser.error("--compare takes neither --neighbours nor --probe (put --roofline-probe in its ARGS)")
+    if args.compare:
+        kinds = [f"[{text}]" for text in args.compare]
+        extra = {f"[{text}]": shlex.split(text) for text in args.compare}
+    elif args.probe and len(args.probe) > 1 and not args.neighbours:
         kinds = [f"probe {mode}" for mode in args.probe]
         extra = {f"probe {mode}": ["--roofline-probe", mode] for mode in args.probe}
     else:
@@ -110,7 +122,7 @@ def main() -> None:
                     if args.cold:
                         cache = Path(tmp) / f"cache-{kind}{index}"
                         shutil.copytree(Path(tmp) / "kernels", cache / "build", dirs_exist_ok=True)
-                    tests = run_session(Path(tmp) / f"{kind.replace(' ', '-')}{index}",
+                    tests = run_session(Path(tmp) / f"kind{kinds.index(kind)}-{index}",
                                         [*pytest_args, *extra.get(kind, [])], cache)
                 finally:
                     wall = time.perf_counter() - start

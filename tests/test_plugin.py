@@ -217,6 +217,7 @@ def test_module_level_marker_is_validated_too(pytester: pytest.Pytester) -> None
     [
         (("--roofline-counter", "not a name!"), "--roofline-counter must be one of auto, analytic, declared"),
         (("--roofline-max-time", "soon"), "--roofline-max-time must be a positive number of seconds"),
+        (("--roofline-min-time", "-1"), "--roofline-min-time must be a number of seconds >= 0, got '-1'"),
         (("--roofline-device", "tpu"), "--roofline-device must be one of auto, cpu, cuda"),
         (("--roofline-malloc", "jemalloc"), "--roofline-malloc must be one of tuned, default"),
         (("--roofline-machine", "nope.json"), "--roofline-machine: no such file 'nope.json'"),

@@ -97,6 +97,31 @@ def test_quiet_warmup_must_be_positive() -> None:
         TimingPolicy(quiet_warmup=0)
 
 
+def test_timed_calls_span_min_time_before_the_median_counts_as_settled() -> None:
+    # Constant 1 ms calls settle at the second check (10 rounds); with min_time_s=0.1 they go on until the
+    # timed calls have spanned 100 ms: batches of 5, 5, 5, 7, 11, 16, 24, 36 end at 109 calls.
+    quick = timed(FakeClock([0.001]), max_time_s=1.0)
+    assert quick.rounds == 10
+    clock = FakeClock([0.001])
+    stats = timed(clock, max_time_s=1.0, min_time_s=0.1)
+    assert stats.stable and stats.rounds == 109
+    assert clock.calls == stats.rounds + stats.warmup_rounds
+    # The budget still wins: 1 ms calls under a 50 ms budget stop before it, unsettled by min_time_s.
+    short = timed(FakeClock([0.001]), max_time_s=0.05, min_time_s=0.1)
+    assert not short.stable and short.measure_s <= 0.05 + 1e-9
+
+
+def test_a_long_run_exports_samples_spread_over_its_whole_span() -> None:
+    # 2,500 calls whose times count up: the export keeps 1,000 of them, evenly spaced, first to last.
+    stats = summarize([float(i) for i in range(1, 2501)], minor_faults=list(range(2500)),
+                      major_faults=[0] * 2500)
+    exported = stats.to_dict()
+    assert len(exported["samples_s"]) == len(exported["minor_faults"]) == 1000
+    assert exported["samples_s"][:3] == [1.0, 3.0, 6.0] and exported["samples_s"][-1] == 2498.0
+    assert exported["minor_faults"][:3] == [0, 2, 5]  # the same calls as the times
+    assert summarize([1.0, 2.0]).to_dict()["samples_s"] == [1.0, 2.0]
+
+
 def test_slow_calls_stop_at_min_rounds_when_the_budget_is_spent() -> None:
     clock = FakeClock([0.5])
     stats = timed(clock, max_time_s=1.0, min_rounds=3)
@@ -125,6 +150,8 @@ def test_bad_policy_is_rejected() -> None:
         TimingPolicy(min_rounds=10, max_rounds=5)
     with pytest.raises(ValueError, match="min_warmup"):
         TimingPolicy(min_warmup=0)
+    with pytest.raises(ValueError, match="min_time_s"):
+        TimingPolicy(min_time_s=-0.1)
 
 
 def test_setup_runs_before_every_call_outside_the_timed_interval() -> None:

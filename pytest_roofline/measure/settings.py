@@ -109,13 +109,14 @@ def parse_choice(value: str, choices: Sequence[str], where: str) -> str:
     return text
 
 
-def parse_seconds(value: Any, where: str) -> float:
+def parse_seconds(value: Any, where: str, *, allow_zero: bool = False) -> float:
+    accepted = "a number of seconds >= 0" if allow_zero else "a positive number of seconds"
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise SettingError(f"{where} must be a positive number of seconds, got {value!r}") from None
-    if not (math.isfinite(number) and number > 0):
-        raise SettingError(f"{where} must be a positive number of seconds, got {value!r}")
+        raise SettingError(f"{where} must be {accepted}, got {value!r}") from None
+    if not (math.isfinite(number) and (number > 0 or (allow_zero and number == 0))):
+        raise SettingError(f"{where} must be {accepted}, got {value!r}")
     return number
 
 

@@ -11,9 +11,12 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_roofline.output.results_dir import new_session_id, session_dir
+
+if TYPE_CHECKING:
+    from pytest_roofline.measure.timing import TimingPolicy
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,12 @@ class Settings:
     max_drop: float = 0.10  # the baseline gate fails a significant drop of more than this share
     baseline_any_machine: bool = False  # compare with other machines' sessions too
     warn_only: bool = False  # report every gate failure as a warning; fail no test on its performance
+    min_time_s: float = 0.25  # the timed calls of a call site span at least this long (within max_time_s)
+
+    def timing_policy(self) -> TimingPolicy:
+        from pytest_roofline.measure.timing import TimingPolicy
+
+        return TimingPolicy(max_time_s=self.max_time_s, min_time_s=min(self.min_time_s, self.max_time_s))
 
 
 @dataclass

@@ -21,7 +21,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-# Per-call samples kept in results.json; longer runs keep the first ones (the statistics use them all).
+# Per-call samples kept in results.json; longer runs keep this many spread evenly over the run (the statistics
+# use them all).
 MAX_EXPORTED_SAMPLES = 1000
 
 
@@ -31,7 +32,7 @@ class TimingPolicy:
 
     max_time_s: float = 1.0  # the whole measurement: warm-up and timed calls
     min_rounds: int = 3
-    max_rounds: int = 10_000
+    max_rounds: int = 100_000  # a 3 us call spans min_time_s = 0.25 s in about 80,000 calls
     first_batch: int = 5  # timed calls before the first stability check
     min_warmup: int = 2  # warm-up calls wanted; only 1 when the budget has no room for more
     max_warmup: int = 50
@@ -41,10 +42,16 @@ class TimingPolicy:
     quiet_warmup: int = 3
     warmup_share: float = 0.5  # warm-up stops before it uses more than this share of the budget
     rel_tolerance: float = 0.01  # stop when the median moves less than this between checks
+    # The timed calls span at least this long before the median may be called stable. Ten calls of a 0.5 ms
+    # LSTM or a 3 us add sample one instant of a shared host: their session medians varied with CV 17-22 % on
+    # the Zen 4 VM, against 1-3 % when the calls spanned 0.25 s (benchmarks/gate_stability.py --compare).
+    min_time_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not (self.max_time_s > 0 and math.isfinite(self.max_time_s)):
             raise ValueError(f"max_time_s must be a positive number of seconds, got {self.max_time_s!r}")
+        if not (self.min_time_s >= 0 and math.isfinite(self.min_time_s)):
+            raise ValueError(f"min_time_s must be a number of seconds >= 0, got {self.min_time_s!r}")
         if self.min_rounds < 1 or self.max_rounds < self.min_rounds:
             raise ValueError(f"need 1 <= min_rounds <= max_rounds, got {self.min_rounds}, {self.max_rounds}")
         if self.quiet_warmup < 1:
@@ -109,10 +116,18 @@ class TimingStats:
             "measure_s": self.measure_s,
             "budget_limited": self.budget_limited,
             "faults_per_call": self.faults_per_call,
-            "samples_s": list(self.samples_s[:MAX_EXPORTED_SAMPLES]),
-            "minor_faults": list(self.minor_faults[:MAX_EXPORTED_SAMPLES]),
-            "major_faults": list(self.major_faults[:MAX_EXPORTED_SAMPLES]),
+            "samples_s": _spread(self.samples_s),
+            "minor_faults": _spread(self.minor_faults),
+            "major_faults": _spread(self.major_faults),
         }
+
+
+def _spread(values: Sequence[Any], keep: int = MAX_EXPORTED_SAMPLES) -> list[Any]:
+    """At most ``keep`` of ``values``, evenly spaced over them and in order (all of them when they fit): a
+    long run's export then shows its whole span, not only its start."""
+    if len(values) <= keep:
+        return list(values)
+    return [values[(i * len(values)) // keep] for i in range(keep)]
 
 
 def summarize(samples: Sequence[float], warmup_rounds: int = 0, stable: bool = True, *,
@@ -224,8 +239,8 @@ def time_callable(
     Warm-up runs until first-touch page faults stop (fresh outputs fault for several calls; ``quiet_warmup``
     fault-free calls in a row count as stopped), at least
     ``min_warmup`` calls where the budget allows and always one, within ``warmup_share`` of the budget. Timed rounds then run in growing
-    batches until the median moves less than ``rel_tolerance`` between checks, or until the next call
-    would overrun the budget (after ``min_rounds`` calls, which always run). ``setup``, if given, runs
+    batches until the median moves less than ``rel_tolerance`` between checks and the timed calls have spanned
+    ``min_time_s``, or until ``max_rounds`` or until the next call would overrun the budget (after ``min_rounds`` calls, which always run). ``setup``, if given, runs
     before every call, outside its timed interval (see :func:`prepared_arguments`); ``before_timed_call``
     (given the previous timed call's seconds) before every timed call, outside it too: the live probes; when it
     returns True, one untimed call follows it (the probe evicted the data the timed calls keep in cache).
@@ -252,6 +267,7 @@ def time_callable(
             break
 
     previous_median: float | None = None
+    timed_from = elapsed()
     stable = False
     limited = False
     batch = max(policy.first_batch, policy.min_rounds)
@@ -264,7 +280,8 @@ def time_callable(
                 break
             calls.run_timed()
         median = statistics.median(calls.times)
-        if previous_median is not None and abs(median - previous_median) <= policy.rel_tolerance * median:
+        settled = previous_median is not None and abs(median - previous_median) <= policy.rel_tolerance * median
+        if settled and elapsed() - timed_from >= policy.min_time_s:
             stable = True
             break
         previous_median = median

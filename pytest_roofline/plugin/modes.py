@@ -58,11 +58,10 @@ class Passive:
     def roofline(self, request: pytest.FixtureRequest) -> RooflineFixture:
         """Measure a callable: ``y = roofline.measure(fn, *args, **kwargs)`` returns ``fn(*args, **kwargs)``."""
         from pytest_roofline.measure.regions import Recorder
-        from pytest_roofline.measure.timing import TimingPolicy
 
         state = self.state
         return Recorder(enabled=False, machine=state.machine, counter=state.counter,
-                        policy=TimingPolicy(max_time_s=state.settings.max_time_s))
+                        policy=state.settings.timing_policy())
 
 
 class ProfiledChild:
@@ -122,12 +121,11 @@ class MeasuringSession:
     def roofline(self, request: pytest.FixtureRequest) -> RooflineFixture:
         """Measure a callable: ``y = roofline.measure(fn, *args, **kwargs)`` returns ``fn(*args, **kwargs)``."""
         from pytest_roofline.measure.regions import Recorder
-        from pytest_roofline.measure.timing import TimingPolicy
 
         state = self.state
         options = marker_options(request.node) if isinstance(request.node, pytest.Item) else None
         recorder = Recorder(enabled=True, machine=state.machine, counter=state.counter,
-                            policy=TimingPolicy(max_time_s=state.settings.max_time_s))
+                            policy=state.settings.timing_policy())
         recorder.cores = state.core_planner()  # cores of its own, judged against roofs for that many cores
         recorder.machine_for_cores = lambda count: state.machine_for_cores(count, _core_roofs_progress(request))
         recorder.probe_mode = state.settings.probe

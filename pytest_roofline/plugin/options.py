@@ -37,6 +37,9 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
      f"device to characterize: {'|'.join(DEVICES)} (auto: cuda when torch sees a GPU)", "auto"),
     ("--roofline-max-time", "roofline_max_time",
      "time budget of a call site's whole measurement, warm-up included, in seconds", "1.0"),
+    ("--roofline-min-time", "roofline_min_time",
+     ("seconds a call site's timed calls span at least before their median counts as settled (within "
+      "--roofline-max-time): a short call timed a few times samples one instant of a shared host"), "0.25"),
     ("--roofline-malloc", "roofline_malloc",
      (f"{'|'.join(MALLOC_POLICIES)}: tuned fixes glibc's mmap/trim thresholds so large outputs do not "
      "page-fault in some calls and not others"), "tuned"),
@@ -112,6 +115,7 @@ def read_settings(config: pytest.Config) -> Settings:
         counter=parse_counter(setting(config, "roofline_counter")),
         device=parse_choice(setting(config, "roofline_device"), DEVICES, "--roofline-device"),
         max_time_s=parse_seconds(setting(config, "roofline_max_time"), "--roofline-max-time"),
+        min_time_s=parse_seconds(setting(config, "roofline_min_time"), "--roofline-min-time", allow_zero=True),
         recharacterize=bool(config.getoption("roofline_recharacterize")),
         malloc=parse_choice(setting(config, "roofline_malloc"), MALLOC_POLICIES, "--roofline-malloc"),
         cores=cores_setting(setting(config, "roofline_cores")),
