@@ -22,6 +22,7 @@ regressed (at 0 %: false alarms) and those whose drop was beyond max_drop but no
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -129,7 +130,9 @@ def baseline_mode(args: argparse.Namespace, pytest_args: list[str]) -> None:
             print(f"baseline session {index + 1}/{args.sessions} done", file=sys.stderr)
     names = sorted({n for by_name in seen.values() for n in by_name})
     header = " ".join(f"{f'{s:g}%':>11s}" for s in args.slowdowns)
-    print(f"\nbaseline gate, default max_drop: per test and slowdown, failed / regressed / noisy / runs "
+    given = [v for k, v in itertools.pairwise(pytest_args) if k == "--roofline-max-drop"]
+    drop = f"max_drop {given[-1]}" if given else "default max_drop"
+    print(f"\nbaseline gate, {drop}: per test and slowdown, failed / regressed / noisy / runs "
           f"(regressed but not failed: a contended measurement, reported), {args.history_sessions} clean "
           f"sessions in the history, {args.sessions} sessions per slowdown")
     print(f"{'test':28s} {header}")
