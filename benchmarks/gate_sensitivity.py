@@ -13,6 +13,12 @@ of sessions below it (at 0 %: false alarms, target 0; at 10 %: target >= 95 %).
 benchmarks/heldout/conftest.py); then sessions with every slowdown, under ``--roofline-confirm on`` and
 ``off`` alternately, count the tests that failed.
 
+``--history-thresholds``: the plugin's gate decides with the thresholds ``python -m pytest_roofline thresholds``
+suggests: ``--history-sessions`` clean sessions build a history, each test gets its suggested ``min_fraction``
+(``history/thresholds.py``), then ``--sessions`` sessions with every slowdown run under the default
+``--roofline-confirm on``; printed per test: its suggestion, the sessions' spread, the slowdown the suggestion
+should catch, and the share of runs failed at each slowdown (at 0 %: false alarms).
+
 ``--baseline``: the baseline gate decides. ``--history-sessions`` (5) clean sessions build a history; then
 ``--sessions`` sessions with every slowdown, interleaved, run against it (``--roofline-baseline``, default
 ``--roofline-max-drop``, writing no history of their own) and count, per slowdown, the tests failed as
@@ -63,7 +69,10 @@ def main() -> None:
                         help="let the plugin's gate decide, --roofline-confirm on and off side by side")
     parser.add_argument("--baseline", action="store_true",
                         help="let the baseline gate decide, against a history of clean sessions")
-    parser.add_argument("--history-sessions", type=int, default=5, help="clean sessions in the history (--baseline)")
+    parser.add_argument("--history-thresholds", action="store_true",
+                        help="let the plugin's gate decide with the thresholds the history suggests")
+    parser.add_argument("--history-sessions", type=int, default=5,
+                        help="clean sessions in the history (--baseline, --history-thresholds)")
     args, pytest_args = parser.parse_known_args()
     pytest_args = pytest_args or [HELDOUT]
     if args.baseline:
@@ -71,6 +80,9 @@ def main() -> None:
         return
     if args.gate:
         gate_mode(args, pytest_args)
+        return
+    if args.history_thresholds:
+        history_thresholds_mode(args, pytest_args)
         return
     if 0 not in args.slowdowns:
         parser.error("--slowdowns must include 0: the clean sessions set the thresholds")
@@ -109,6 +121,42 @@ def gate_mode(args: argparse.Namespace, pytest_args: list[str]) -> None:
     print(f"{'confirm':8s} " + " ".join(f"{f'{s:g}%':>7s}" for s in args.slowdowns))
     for confirm in ("on", "off"):
         print(f"{confirm:8s} " + " ".join(f"{statistics.fmean(failed[(confirm, s)]):7.0%}" for s in args.slowdowns))
+
+
+def history_thresholds_mode(args: argparse.Namespace, pytest_args: list[str]) -> None:
+    from pytest_roofline.history.reader import load
+    from pytest_roofline.history.thresholds import advise
+
+    with tempfile.TemporaryDirectory() as tmp:
+        history = Path(tmp) / "history"
+        for index in range(args.history_sessions):
+            run_session(Path(tmp) / f"clean-{index}", 0.0, [*pytest_args, "--roofline-history", str(history)])
+        advice = {a.nodeid.split("::")[-1]: a for a in advise(load(history).sessions, last=args.history_sessions)}
+        thresholds = {name: a.suggested for name, a in advice.items() if a.suggested is not None}
+        print(f"history: {args.history_sessions} clean sessions; thresholds: "
+              + ", ".join(f"{n} {t:.3f}" for n, t in sorted(thresholds.items())), file=sys.stderr)
+        failed: dict[float, dict[str, list[bool]]] = {s: {} for s in args.slowdowns}
+        for index in range(args.sessions):
+            for slowdown in args.slowdowns:
+                outcomes = run_session(Path(tmp) / f"{slowdown}-{index}", slowdown / 100,
+                                       [*pytest_args, "--roofline-history", "none"], thresholds, "outcome")
+                for name, outcome in outcomes.items():
+                    failed[slowdown].setdefault(name, []).append(outcome == "failed")
+            print(f"gated session {index + 1}/{args.sessions} done", file=sys.stderr)
+    header = " ".join(f"{f'{s:g}%':>6s}" for s in args.slowdowns)
+    print(f"\nthe gate with the suggested thresholds ({args.history_sessions} clean sessions, {args.sessions} "
+          "sessions per slowdown): share of runs failed")
+    print(f"{'test':28s} {'median':>7s} {'sd':>6s} {'min_frac':>8s} {'catches':>8s}  {header}")
+    for name in sorted(thresholds):
+        a = advice[name]
+        shares = " ".join(f"{statistics.fmean(failed[s][name]):6.0%}" if failed[s].get(name) else f"{'-':>6s}"
+                          for s in args.slowdowns)
+        print(f"{name[-28:]:28s} {a.median:7.3f} {a.log_sd:6.1%} {thresholds[name]:8.3f} {a.catches or 0:8.0%}  "
+              f"{shares}")
+    for slowdown in args.slowdowns:
+        runs = [f for name in thresholds for f in failed[slowdown].get(name, [])]
+        print(f"{slowdown:g}%: {sum(runs) / (len(runs) or 1):.0%} of {len(runs)} test runs failed"
+              + (" (false alarms)" if slowdown == 0 else ""))
 
 
 def baseline_mode(args: argparse.Namespace, pytest_args: list[str]) -> None:

@@ -1,0 +1,51 @@
+"""``python -m pytest_roofline thresholds HISTORY_DIR``: the min_fraction each test's history supports."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--last must be a whole number >= 1, got {text!r}")
+    return value
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("history", type=Path, metavar="HISTORY",
+                        help="a history directory (--roofline-history, default .roofline/history) or one file")
+    parser.add_argument("--machine", metavar="KEY", help="only this machine key (the folder names under HISTORY)")
+    parser.add_argument("--last", type=_count, default=10, metavar="N",
+                        help="each test's last N sessions on its machine (default 10); they should be clean runs")
+    parser.add_argument("--json", action="store_true", help="print the advice as JSON")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pytest_roofline.history.reader import load
+    from pytest_roofline.history.thresholds import advise, table
+
+    if not args.history.exists():
+        print(f"thresholds: {args.history}: no such file or directory", file=sys.stderr)
+        return 2
+    loaded = load(args.history)
+    for skipped in loaded.skipped:
+        print(f"thresholds: skipped {skipped}", file=sys.stderr)
+    sessions = [s for s in loaded.sessions if args.machine is None or s.machine_key == args.machine]
+    if not sessions:
+        where = f" of machine {args.machine}" if args.machine else ""
+        print(f"thresholds: no session{where} in {args.history}", file=sys.stderr)
+        return 1
+    advice = advise(sessions, last=args.last)
+    if args.json:
+        print(json.dumps([{**dataclasses.asdict(a), "warning": a.warning} for a in advice], indent=2))
+    else:
+        print(table(advice))
+    return 0
