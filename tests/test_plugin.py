@@ -247,6 +247,26 @@ def test_ini_keys_configure_the_session(pytester: pytest.Pytester, machine_file:
     assert doc["tests"][0]["bound"] == "memory:DRAM"
 
 
+def test_min_time_keeps_a_fast_call_timed_for_that_long(pytester: pytest.Pytester, machine_file: Path) -> None:
+    # A call of a microsecond or so settles its median within 10 calls; roofline_min_time keeps the loop going
+    # until the timed calls span that long (a lower bound the loop guarantees, not a speed), and the option
+    # overrides the ini key.
+    pytester.makeini(
+        f"""
+        [pytest]
+        roofline_machine = {machine_file}
+        roofline_dir = out
+        roofline_min_time = 0.2
+        """
+    )
+    pytester.makepyfile("import pytest\n@pytest.mark.roofline\ndef test_x(roofline):\n"
+                        "    roofline.declare(bytes=1e3).measure(len, 'abc')\n")
+    for args, span in (((), 0.2), (("--roofline-min-time", "0.3"), 0.3)):
+        pytester.runpytest("--roofline", "-p", "no:cacheprovider", *args).assert_outcomes(passed=1)
+        timing = json.loads((pytester.path / "out" / "results.json").read_text())["tests"][0]["regions"][0]["timing"]
+        assert timing["stable"] and timing["rounds"] > 10 and timing["measure_s"] >= span
+
+
 def test_bad_machine_file_is_a_clear_usage_error(pytester: pytest.Pytester) -> None:
     (pytester.path / "machine.json").write_text("{not json")
     pytester.makepyfile("import pytest\n@pytest.mark.roofline\ndef test_x(roofline):\n    pass\n")
