@@ -43,8 +43,9 @@ class TimingPolicy:
     warmup_share: float = 0.5  # warm-up stops before it uses more than this share of the budget
     rel_tolerance: float = 0.01  # stop when the median moves less than this between checks
     # The timed calls span at least this long before the median may be called stable. Ten calls of a 0.5 ms
-    # LSTM or a 3 us add sample one instant of a shared host: their session medians varied with CV 17-22 % on
-    # the Zen 4 VM, against 1-3 % when the calls spanned 0.25 s (benchmarks/gate_stability.py --compare).
+    # LSTM or a 3 us add sample one instant of a shared host: their session medians varied with CV 17 and 22 %
+    # on the Zen 4 VM, against 1.2 and 3.3 % when the calls spanned 0.25 s (benchmarks/gate_stability.py
+    # --compare).
     min_time_s: float = 0.0
 
     def __post_init__(self) -> None:
@@ -240,7 +241,8 @@ def time_callable(
     fault-free calls in a row count as stopped), at least
     ``min_warmup`` calls where the budget allows and always one, within ``warmup_share`` of the budget. Timed rounds then run in growing
     batches until the median moves less than ``rel_tolerance`` between checks and the timed calls have spanned
-    ``min_time_s``, or until ``max_rounds`` or until the next call would overrun the budget (after ``min_rounds`` calls, which always run). ``setup``, if given, runs
+    ``min_time_s``, or until ``max_rounds`` or until the next call would overrun the budget (after
+    ``min_rounds`` calls, which always run). ``setup``, if given, runs
     before every call, outside its timed interval (see :func:`prepared_arguments`); ``before_timed_call``
     (given the previous timed call's seconds) before every timed call, outside it too: the live probes; when it
     returns True, one untimed call follows it (the probe evicted the data the timed calls keep in cache).

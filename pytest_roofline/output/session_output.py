@@ -78,7 +78,7 @@ def timing_spread(regions: Sequence[Region]) -> str:
     widest = max(regions, key=lambda r: r.timing.iqr_rel)
     rounds = sum(r.timing.rounds for r in regions)
     return (f"IQR {widest.timing.iqr_rel:.1%} of the median ({widest.label}); {rounds} timed calls"
-            + ("" if all(r.timing.stable for r in regions) else ", median not settled within the time budget"))
+            + ("" if all(r.timing.stable for r in regions) else ", median not settled (or --roofline-min-time not spanned) within the time budget"))
 
 
 def counter_of(regions: Sequence[Region]) -> str | None:
