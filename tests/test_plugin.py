@@ -248,7 +248,7 @@ def test_ini_keys_configure_the_session(pytester: pytest.Pytester, machine_file:
 
 
 def test_min_time_keeps_a_fast_call_timed_for_that_long(pytester: pytest.Pytester, machine_file: Path) -> None:
-    # A call of a microsecond or so settles its median within 10 calls; roofline_min_time keeps the loop going
+    # A call of some microseconds settles its median within 10 calls; roofline_min_time keeps the loop going
     # until the timed calls span that long (a lower bound the loop guarantees, not a speed), and the option
     # overrides the ini key.
     pytester.makeini(
@@ -260,7 +260,7 @@ def test_min_time_keeps_a_fast_call_timed_for_that_long(pytester: pytest.Pyteste
         """
     )
     pytester.makepyfile("import pytest\n@pytest.mark.roofline\ndef test_x(roofline):\n"
-                        "    roofline.declare(bytes=1e3).measure(len, 'abc')\n")
+                        "    roofline.declare(bytes=1e3).measure(sum, range(2000))\n")
     for args, span in (((), 0.2), (("--roofline-min-time", "0.3"), 0.3)):
         pytester.runpytest("--roofline", "-p", "no:cacheprovider", *args).assert_outcomes(passed=1)
         timing = json.loads((pytester.path / "out" / "results.json").read_text())["tests"][0]["regions"][0]["timing"]

@@ -106,6 +106,9 @@ def test_timed_calls_span_min_time_before_the_median_counts_as_settled() -> None
     stats = timed(clock, max_time_s=1.0, min_time_s=0.1)
     assert stats.stable and stats.rounds == 109
     assert clock.calls == stats.rounds + stats.warmup_rounds
+    # max_rounds ends it too, settled: 1 ms calls capped at 40 rounds (batches 5, 5, 5, 7, 11, then 7).
+    capped = timed(FakeClock([0.001]), max_time_s=1.0, min_time_s=0.1, max_rounds=40)
+    assert capped.stable and capped.rounds == 40
     # The budget still wins: 1 ms calls under a 50 ms budget stop before it, unsettled by min_time_s.
     short = timed(FakeClock([0.001]), max_time_s=0.05, min_time_s=0.1)
     assert not short.stable and short.measure_s <= 0.05 + 1e-9

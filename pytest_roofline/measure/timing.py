@@ -283,7 +283,8 @@ def time_callable(
             calls.run_timed()
         median = statistics.median(calls.times)
         settled = previous_median is not None and abs(median - previous_median) <= policy.rel_tolerance * median
-        if settled and elapsed() - timed_from >= policy.min_time_s:
+        # max_rounds calls are enough samples even for a call too fast to span min_time_s with them
+        if settled and (elapsed() - timed_from >= policy.min_time_s or len(calls.times) >= policy.max_rounds):
             stable = True
             break
         previous_median = median
