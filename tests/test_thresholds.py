@@ -68,6 +68,18 @@ def test_advice_per_machine_from_each_tests_last_sessions() -> None:
     assert advice[("xeon", "a")].sessions == 1 and advice[("xeon", "a")].suggested is None
 
 
+def test_an_expected_failure_gets_no_warning() -> None:
+    # The example suite's row-by-row matmul is marked xfail with min_fraction 0.5 while it reads 0.03: that a
+    # clean session "fails" it is the point, so its row says xfail instead of warning.
+    sessions = [_session(i, "zen4", {"slow": 0.03}, min_fraction=0.5) for i in range(3)]
+    for session in sessions:
+        session.tests["slow"]["outcome"] = "xfailed"  # type: ignore[index]
+    (advice,) = advise(sessions)
+    assert advice.expected_failure and advice.warning == "" and advice.suggested == pytest.approx(0.029, abs=1e-9)
+    sessions[-1] = _session(2, "zen4", {"slow": 0.03}, min_fraction=0.5)  # no longer marked xfail
+    assert advise(sessions)[0].warning == "above the suggestion: clean sessions may fail it"
+
+
 def _results(directory: Path, index: int, fraction: float) -> None:
     document = {"schema": 1, "session": {"id": f"s{index}", "start": f"2026-11-25T10:0{index}:00"},
                 "machine": {"name": "test machine"},

@@ -62,11 +62,12 @@ class Advice:
     current: float | None  # the min_fraction of its latest session (None: not gated by a threshold)
     suggested: float | None  # None: fewer than MIN_SESSIONS sessions
     catches: float | None  # smallest slowdown (share of time) flagged in >= 95 % of sessions at ``suggested``
+    expected_failure: bool = False  # its latest session xfailed: a threshold above it is the point
 
     @property
     def warning(self) -> str:
         """Why the current threshold needs a look, or ''."""
-        if self.current is None or self.suggested is None:
+        if self.current is None or self.suggested is None or self.expected_failure:
             return ""
         if self.current > self.suggested:
             return "above the suggestion: clean sessions may fail it"
@@ -76,7 +77,8 @@ class Advice:
         return ""
 
 
-def advise_test(nodeid: str, machine_key: str, fractions: Sequence[float], current: float | None) -> Advice:
+def advise_test(nodeid: str, machine_key: str, fractions: Sequence[float], current: float | None,
+                expected_failure: bool = False) -> Advice:
     """The advice for one test from its sessions' fractions (oldest first)."""
     if not fractions or any(not (f > 0 and math.isfinite(f)) for f in fractions):
         raise ValueError(f"{nodeid}: fractions must be positive numbers, got {list(fractions)!r}")
@@ -89,7 +91,7 @@ def advise_test(nodeid: str, machine_key: str, fractions: Sequence[float], curre
         bound = median * math.exp(-t_999(k - 1) * log_sd * math.sqrt(1 + 1 / k))
         suggested = math.floor(min(bound, WORST_MARGIN * worst) * 1000) / 1000  # rounded down: never above
         catches = median / suggested * math.exp(Z_95 * log_sd) - 1 if suggested > 0 else None
-    return Advice(nodeid, machine_key, k, median, worst, log_sd, current, suggested, catches)
+    return Advice(nodeid, machine_key, k, median, worst, log_sd, current, suggested, catches, expected_failure)
 
 
 def advise(sessions: Sequence[Session], *, last: int = 10) -> list[Advice]:
@@ -105,7 +107,8 @@ def advise(sessions: Sequence[Session], *, last: int = 10) -> list[Advice]:
         chosen = records[-last:]
         current = chosen[-1].get("min_fraction")
         advice.append(advise_test(nodeid, key, [float(r["fraction"]) for r in chosen],
-                                  float(current) if isinstance(current, (int, float)) else None))
+                                  float(current) if isinstance(current, (int, float)) else None,
+                                  chosen[-1].get("outcome") == "xfailed"))
     return advice
 
 
@@ -124,7 +127,7 @@ def table(advice: Sequence[Advice]) -> str:
             catches = "-" if a.catches is None else f"{a.catches:.0%}"
             line = (f"  {a.nodeid:{width}s} {a.sessions:8d} {a.median:7.3f} {a.worst / a.median:9.3f} "
                     f"{a.log_sd:6.1%} {now:>6s} {suggested:>9s} {catches:>8s}")
-            lines.append(line + (f"  <- {a.warning}" if a.warning else ""))
+            lines.append(line + (f"  <- {a.warning}" if a.warning else "  (xfail)" if a.expected_failure else ""))
         if any(a.suggested is None for a in rows):
             lines.append(f"  (-: fewer than {MIN_SESSIONS} sessions; a threshold needs the spread between sessions)")
     return "\n".join(lines)
