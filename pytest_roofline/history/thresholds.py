@@ -49,6 +49,12 @@ def t_999(df: int) -> float:
     return _Z_999 + (_T_999[30] - _Z_999) * 30 / df  # the tail shrinks about like 1/df
 
 
+def caught_from(median: float, threshold: float, log_sd: float) -> float:
+    """The smallest slowdown (share of time) a ``threshold`` flags in >= 95 % of sessions of a test whose
+    sessions read ``median`` with spread ``log_sd``."""
+    return median / threshold * math.exp(Z_95 * log_sd) - 1
+
+
 @dataclass(frozen=True)
 class Advice:
     """What a test's history says about its threshold on one machine."""
@@ -72,7 +78,7 @@ class Advice:
         if self.current > self.suggested:
             return "above the suggestion: clean sessions may fail it"
         if self.current < self.suggested * 0.8:
-            slowdown = self.median / self.current * math.exp(Z_95 * self.log_sd) - 1
+            slowdown = caught_from(self.median, self.current, self.log_sd)
             return f"far below the suggestion: catches only slowdowns over {slowdown:.0%}"
         return ""
 
@@ -90,7 +96,7 @@ def advise_test(nodeid: str, machine_key: str, fractions: Sequence[float], curre
     if k >= MIN_SESSIONS:
         bound = median * math.exp(-t_999(k - 1) * log_sd * math.sqrt(1 + 1 / k))
         suggested = math.floor(min(bound, WORST_MARGIN * worst) * 1000) / 1000  # rounded down: never above
-        catches = median / suggested * math.exp(Z_95 * log_sd) - 1 if suggested > 0 else None
+        catches = caught_from(median, suggested, log_sd) if suggested > 0 else None
     return Advice(nodeid, machine_key, k, median, worst, log_sd, current, suggested, catches, expected_failure)
 
 
