@@ -100,6 +100,20 @@ def test_triad_runs_and_rejects_bad_sizes(library: cpu_ert.ErtLibrary) -> None:
         library.run("fp64", 16, 1, library.granularity_bytes() + 64, trials=1)
 
 
+def test_kernel_rates_are_single_clean_passes(library: cpu_ert.ErtLibrary, monkeypatch: pytest.MonkeyPatch) -> None:
+    rates = cpu_ert.KernelRates(library, 16)
+    size = 3 * library.granularity_bytes()
+    monkeypatch.setattr(library, "run", lambda *args: (0.002, 1.0))  # (seconds, smallest CPU-time share)
+    assert rates.update_rate(size) == pytest.approx(2 * size / 0.002)  # read + write of every element
+    monkeypatch.setattr(library, "run", lambda *args: (0.002, 0.5))  # a thread ran half the time
+    assert rates.update_rate(size) is None
+    monkeypatch.undo()
+    rate = rates.triad_rate(size)  # the real kernel: 3 words per element over the whole working set
+    assert rate is None or rate > 0
+    with pytest.raises(ValueError, match="triad working set"):
+        rates.triad_rate(size + 8)
+
+
 def test_sweep_point_counts_bytes_and_flops_by_hand() -> None:
     point = cpu_ert.SweepPoint("fp32", 512, 8, working_set_bytes=4096, trials=10, seconds=0.5)
     assert point.bytes_moved == 2 * 4096 * 10          # one read + one write per element and trial

@@ -35,6 +35,15 @@ def test_the_probe_is_the_smallest_plateau_size_calibrated_by_its_sweep_point(tm
     assert live.bandwidth["DRAM"] == pytest.approx(37.5e9) and live.bandwidth["L3"] == 200e9
 
 
+def test_a_sampled_dram_roof_calibrates_the_probe_by_its_samples(tmp_path: Path) -> None:
+    m = machine(tmp_path, dram=56e9)
+    m.info["levels"]["DRAM"]["samples"] = {"working_set_bytes": 192 * MiB, "update_bytes_per_s": 56e9}
+    spec = probes.ProbeSpec.from_machine(m)
+    assert spec is not None
+    assert (spec.working_set_bytes, spec.calibration_bytes_per_s, spec.roof_bytes_per_s) == (192 * MiB, 56e9, 56e9)
+    assert probes.live_machine(m, spec, 42e9).bandwidth["DRAM"] == pytest.approx(42e9)  # the probe's rate itself
+
+
 def test_no_probe_without_the_characterization_kernel(tmp_path: Path) -> None:
     pinned = Machine("pinned", {"fp32": 1e9}, {"DRAM": 1e9})
     assert probes.ProbeSpec.from_machine(pinned) is None

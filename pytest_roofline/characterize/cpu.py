@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pytest_roofline.characterize import arch, blas_probe, cpu_ert, plateaus
+from pytest_roofline.characterize import arch, blas_probe, cpu_ert, dram_samples, plateaus
 from pytest_roofline.characterize.build import BuildError, find_compiler
 from pytest_roofline.characterize.cache_sizes import os_cache_sharing, os_cache_sizes
 from pytest_roofline.model import Machine
@@ -130,14 +131,26 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
                       "arch_flags": list(arch_flags.flags), "vector_source": arch_flags.vector_source,
                       "huge_pages": library.huge_pages}
 
+    windows = plateaus.level_windows(capacities, sizes[0], sizes[-1])
+    dram_size = dram_samples.sample_size(sizes, windows.get("DRAM"), last_cache, 3 * granularity)
+    dram = (dram_samples.DramSampler(cpu_ert.KernelRates(library, widest), dram_size)
+            if dram_size is not None else None)
+
+    def sample_dram() -> None:  # a few DRAM samples at each of 8 moments spread over the whole run
+        if dram is not None:
+            dram.take()
+
     progress(f"bandwidth sweep: {len(sizes)} working sets, {sizes[0] // 1024} KiB .. "
              f"{sizes[-1] / 2**20:.0f} MiB, {threads} threads, {widest * 8}-bit vectors")
+    sample_dram()
     # Two passes of each bandwidth sweep, the FLOP sweep and half the GEMMs apart, each size's faster one kept: a
     # disturbance of the host lasting a second or so (seen here: every L1 triad point 25-45 % slow in one
     # characterization of ten, all of them "clean" by CPU time) then costs one pass, not the roof.
     update_pass = cpu_ert.bandwidth_sweep(library, sizes, widest, progress)
     checks = {"update sweep": library.check_fixed_point("fp64", library.max_bytes)}
+    sample_dram()
     triad_pass = cpu_ert.triad_sweep(library, sizes, widest, progress)
+    sample_dram()
     phase("update and triad sweeps, first pass")
     compute_size = max(granularity, (capacities.get(1, 32 * 1024) // 4) // granularity * granularity)
     progress(f"FLOP sweep at {compute_size // 1024} KiB: fp64/fp32 x {[w * 8 for w in widths]}-bit")
@@ -148,15 +161,18 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
             if width != widest:
                 flop_points += cpu_ert.flops_sweep(library, precision, width, compute_size, (PEAK_FLOPS,))
         checks[f"{precision} FLOP sweep"] = library.check_fixed_point(precision, compute_size)
+        sample_dram()
     phase("FLOP sweep")
     between()  # seconds of GEMM: the second pass sees the host some time after the first
     phase("GEMM, second half")
+    sample_dram()
     update_points = cpu_ert.faster_of(update_pass, cpu_ert.bandwidth_sweep(library, sizes, widest, progress))
     checks["update sweep, second pass"] = library.check_fixed_point("fp64", library.max_bytes)
+    sample_dram()
     triad_points = cpu_ert.faster_of(triad_pass, cpu_ert.triad_sweep(library, sizes, widest, progress))
+    sample_dram()
     phase("update and triad sweeps, second pass")
 
-    windows = plateaus.level_windows(capacities, sizes[0], sizes[-1])
     update_plateaus = plateaus.extract_plateaus([p.working_set_bytes for p in update_points],
                                                 [p.bandwidth for p in update_points], windows)
     triad_plateaus = plateaus.with_write_allocate(
@@ -169,6 +185,13 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
         if not candidates:
             continue
         best, kernel = max(candidates, key=lambda c: c[0].bytes_per_s)
+        extra: dict[str, Any] = {}
+        sampled = dram.roof() if dram is not None and level == "DRAM" else None
+        if sampled is not None and dram is not None:  # the median of samples spread over the run, not a plateau
+            extra = {"samples": dram.to_info(), "sweep_plateau_bytes_per_s": best.bytes_per_s}
+            best = replace(best, bytes_per_s=sampled[0], first_bytes=dram.working_set_bytes,
+                           last_bytes=dram.working_set_bytes)
+            kernel = sampled[1]
         bandwidth[level] = best.bytes_per_s
         sources[f"bandwidth.{level}"] = kernel
         levels[level] = {"kernel": kernel, "window_bytes": list(best.window), "points": best.points,
@@ -176,9 +199,10 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
                          "update_bytes_per_s": update_plateaus[level].bytes_per_s if level in update_plateaus
                          else None,
                          "triad_bytes_per_s": triad_plateaus[level].bytes_per_s if level in triad_plateaus
-                         else None}
-        progress(f"{level:>4}: {best.bytes_per_s / 1e9:7.1f} GB/s ({kernel}, "
-                 f"{best.first_bytes / 1024:.0f}-{best.last_bytes / 1024:.0f} KiB)")
+                         else None, **extra}
+        where = (f"median of {len(dram.update)} samples at {dram.working_set_bytes / 2**20:.0f} MiB spread over the run"
+                 if extra and dram is not None else f"{best.first_bytes / 1024:.0f}-{best.last_bytes / 1024:.0f} KiB")
+        progress(f"{level:>4}: {best.bytes_per_s / 1e9:7.1f} GB/s ({kernel}, {where})")
     disturbed = sum(not p.clean for p in update_points) + sum(not p.clean for p in triad_points) + sum(
         not p.clean for p in flop_points)
     if disturbed:

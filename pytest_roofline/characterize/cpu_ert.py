@@ -257,6 +257,23 @@ def measure_triad(library: ErtLibrary, vector_bytes: int, working_set_bytes: int
     return TriadPoint(vector_bytes * 8, working_set_bytes, timing.trials, timing.seconds, timing.clean > 0)
 
 
+@dataclass
+class KernelRates:
+    """Single passes of each bandwidth kernel at a DRAM-sized working set: a pass streams from memory whatever
+    ran before, so it needs no warm-up; None for a pass in which a thread was descheduled."""
+
+    library: ErtLibrary
+    vector_bytes: int
+
+    def update_rate(self, working_set_bytes: int) -> float | None:
+        seconds, share = self.library.run("fp64", self.vector_bytes, 1, working_set_bytes, 1)
+        return 2.0 * working_set_bytes / seconds if share >= CLEAN_SHARE else None
+
+    def triad_rate(self, working_set_bytes: int) -> float | None:
+        seconds, share = self.library.run_triad(self.vector_bytes, working_set_bytes, 1)
+        return working_set_bytes / seconds if share >= CLEAN_SHARE else None
+
+
 Point = TypeVar("Point", SweepPoint, TriadPoint)
 
 

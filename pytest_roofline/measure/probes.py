@@ -10,8 +10,9 @@ the DRAM window) runs once, and each call is judged against the DRAM bandwidth o
 
     live roof_i = characterized roof x probe rate_i / probe rate at characterization
 
-(the probe's working set is a size of the characterization's own sweep, so the calibration is that sweep
-point). Noise that slows the machine's memory slows the probe alike and cancels in the ratio (duet
+(the probe's working set is the one the characterization sampled DRAM at, and the calibration is the
+update kernel's median rate there; an older characterization without samples: the smallest size of its
+sweep's DRAM plateau, calibrated by that sweep point). Noise that slows the machine's memory slows the probe alike and cancels in the ratio (duet
 benchmarking, Bulej et al. 2020). Probes run outside the timed intervals, on the same cores with the same
 thread count (inside the call site's core placement), and only as often as the calls' own time allows: a
 probe waits until the calls since the last one took at least as long as it did, so probing at most doubles a
@@ -69,13 +70,20 @@ class ProbeSpec:
             return None
         if not all(Path(path).is_file() for path in libraries.values()):
             return None
-        low, high = level["plateau_bytes"]
+        chains, threads = int(kernel.get("chains") or 8), int(kernel["threads"])
+        samples = level.get("samples") or {}
+        if samples.get("update_bytes_per_s") and samples.get("working_set_bytes"):
+            # The roof is the median of DRAM samples spread over the characterization (characterize/
+            # dram_samples.py); the update kernel's median at that working set is the probe's calibration.
+            return cls(libraries, chains, threads, int(samples["working_set_bytes"]),
+                       float(samples["update_bytes_per_s"]), float(roof))
+        low, high = level["plateau_bytes"]  # a characterization from before the samples: its sweep's plateau
         inside = [r for r in rows if low <= r["working_set_bytes"] <= high]
         if not inside:
             return None
         point = inside[0]  # the smallest plateau size: the cheapest probe that still streams from DRAM
-        return cls(libraries, int(kernel.get("chains") or 8), int(kernel["threads"]), int(point["working_set_bytes"]),
-                   float(point["bytes_per_s"]), float(roof))
+        return cls(libraries, chains, threads, int(point["working_set_bytes"]), float(point["bytes_per_s"]),
+                   float(roof))
 
 
     @classmethod

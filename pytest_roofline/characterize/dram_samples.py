@@ -1,0 +1,90 @@
+"""The DRAM roof from samples spread over the whole characterization, at one working set.
+
+Why not the sweep's plateau, as for the caches. Main memory is shared with the host's other tenants, and its
+bandwidth moves from second to second: `benchmarks/dram_drift.py` (the 2-vCPU AMD EPYC Zen 4 VM, one core,
+five minutes, the update kernel at 192 MiB once a second) read single samples between 34 and 60 GB/s and the
+best of each 8 s window between 53.6 and 59.9, with no slower trend. A plateau is the highest value three
+sweep points corroborate, and the DRAM window's points differ in size (4x to 8x the last cache; the smaller
+ones still hit a little in a victim L3), so the roof jumped between about 55.5 and 59.3 GB/s from one cold
+characterization to the next (CV 4.1 % over ten). Here the same kernels are timed at one working set (the
+sweep size nearest 6x the last cache), a few samples at each of several moments between the phases of the
+characterization, and the roof is their median: a robust statistic over passes spread in time. The same five
+minutes, cut into 8 s spans of 8 samples, gave that median a CV of 2.0 % (16 samples: 1.6 %).
+
+The live DRAM probe (``measure/probes.py``) runs the update kernel at this working set and is calibrated by
+the same median, so a probe that reads the median judges a call against the characterized roof exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pytest_roofline.characterize.plateaus import WRITE_ALLOCATE_FACTOR
+
+SAMPLE_FACTOR = 6.0  # working set: the sweep size nearest this many times the last cache, inside the DRAM window
+SAMPLES_PER_MOMENT = 4  # single passes per kernel and moment; the characterization takes them at 8 moments
+
+
+class SampledLibrary(Protocol):
+    """What the sampler needs of ``cpu_ert.ErtLibrary``: one timed point of each kernel."""
+
+    def update_rate(self, working_set_bytes: int) -> float | None: ...  # None: the pass was disturbed
+
+    def triad_rate(self, working_set_bytes: int) -> float | None: ...
+
+
+def sample_size(sizes: Sequence[int], window: tuple[float, float] | None, last_cache: int,
+                granularity: int) -> int | None:
+    """The sweep size inside the DRAM window nearest ``SAMPLE_FACTOR`` x the last cache, rounded down to a
+    multiple of ``granularity`` (the triad's three arrays); None when the sweep does not reach DRAM."""
+    if window is None:
+        return None
+    inside = [s for s in sizes if window[0] <= s <= window[1]]
+    if not inside:
+        return None
+    target = SAMPLE_FACTOR * last_cache
+    size = min(inside, key=lambda s: abs(math.log(s / target)))
+    rounded = size // granularity * granularity
+    return rounded if rounded >= window[0] else None
+
+
+@dataclass
+class DramSampler:
+    """Samples of the update and the triad kernel at one DRAM working set, taken a few at a time."""
+
+    library: SampledLibrary
+    working_set_bytes: int
+    update: list[float] = field(default_factory=list)  # bytes/s, read + write of every element
+    triad: list[float] = field(default_factory=list)  # bytes/s as timed (3 words per element)
+    disturbed: int = 0  # passes left out
+
+    def take(self, count: int = SAMPLES_PER_MOMENT) -> None:
+        """``count`` passes of each kernel; passes a descheduled thread disturbed are left out."""
+        update = [self.library.update_rate(self.working_set_bytes) for _ in range(count)]
+        triad = [self.library.triad_rate(self.working_set_bytes) for _ in range(count)]
+        self.update += [rate for rate in update if rate is not None]
+        self.triad += [rate for rate in triad if rate is not None]
+        self.disturbed += sum(rate is None for rate in update + triad)
+
+    def update_roof(self) -> float | None:
+        return statistics.median(self.update) if self.update else None
+
+    def triad_roof(self) -> float | None:
+        """Counted as the analytic counter counts a triad's bytes: with the write-allocate read."""
+        return statistics.median(self.triad) * WRITE_ALLOCATE_FACTOR if self.triad else None
+
+    def roof(self) -> tuple[float, str] | None:
+        """The faster kernel's median, and that kernel's name."""
+        candidates = [(value, kernel) for value, kernel in ((self.update_roof(), "ert-update"),
+                                                            (self.triad_roof(), "ert-triad")) if value]
+        return max(candidates) if candidates else None
+
+    def to_info(self) -> dict[str, Any]:
+        return {"working_set_bytes": self.working_set_bytes, "statistic": "median",
+                "update_bytes_per_s": self.update_roof(), "triad_bytes_per_s": self.triad_roof(),
+                "update_samples": self.update, "triad_samples": self.triad,
+                "disturbed_samples": self.disturbed}
