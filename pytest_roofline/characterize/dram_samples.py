@@ -6,10 +6,12 @@ five minutes, the update kernel at 192 MiB once a second) read single samples be
 best of each 8 s window between 53.6 and 59.9, with no slower trend. A plateau is the highest value three
 sweep points corroborate, and the DRAM window's points differ in size (4x to 8x the last cache; the smaller
 ones still hit a little in a victim L3), so the roof jumped between about 55.5 and 59.3 GB/s from one cold
-characterization to the next (CV 4.1 % over ten). Here the same kernels are timed at one working set (the
-sweep size nearest 6x the last cache), a few samples at each of several moments between the phases of the
-characterization, and the roof is their median: a robust statistic over passes spread in time. The same five
-minutes, cut into 8 s spans of 8 samples, gave that median a CV of 2.0 % (16 samples: 1.6 %).
+characterization to the next (CV 4.1 % over ten). Here the same kernels run single passes over one working
+set (the sweep size nearest 6x the last cache), four per kernel at each of eight moments between the phases
+of the characterization, and the roof is the faster kernel's median: a robust statistic over passes spread
+in time. (The five minutes above, cut into 8 s spans of 8 samples, gave such a median a CV of 2.0 %.) What
+it cannot remove is the host drifting over minutes: ten cold characterizations read 49.4-55.2 GB/s over
+two minutes in which the previous two had read 52.6-55.4.
 
 The live DRAM probe (``measure/probes.py``) runs the update kernel at this working set and is calibrated by
 the same median, so a probe that reads the median judges a call against the characterized roof exactly.
