@@ -11,7 +11,7 @@ set (the sweep size nearest 6x the last cache), four per kernel at each of eight
 of the characterization, and the roof is the faster kernel's median: a robust statistic over passes spread
 in time. (The five minutes above, cut into 8 s spans of 8 samples, gave such a median a CV of 2.0 %.) What
 it cannot remove is the host drifting over minutes: ten cold characterizations read 49.4-55.2 GB/s over
-two minutes in which the previous two had read 52.6-55.4.
+two minutes, three minutes after ten others with the same code had read 52.6-55.4.
 
 The live DRAM probe (``measure/probes.py``) runs the update kernel at this working set and is calibrated by
 the same median, so a probe that reads the median judges a call against the characterized roof exactly.
