@@ -32,7 +32,7 @@ SAMPLES_PER_MOMENT = 4  # single passes per kernel and moment; the characterizat
 
 
 class SampledLibrary(Protocol):
-    """What the sampler needs of ``cpu_ert.ErtLibrary``: one timed point of each kernel."""
+    """What the sampler needs (``cpu_ert.KernelRates``): the rate of one timed pass of each kernel."""
 
     def update_rate(self, working_set_bytes: int) -> float | None: ...  # None: the pass was disturbed
 

@@ -12,8 +12,8 @@ the DRAM window) runs once, and each call is judged against the DRAM bandwidth o
 
 (the probe's working set is the one the characterization sampled DRAM at, and the calibration is the
 update kernel's median rate there; an older characterization without samples: the smallest size of its
-sweep's DRAM plateau, calibrated by that sweep point). Noise that slows the machine's memory slows the probe alike and cancels in the ratio (duet
-benchmarking, Bulej et al. 2020). Probes run outside the timed intervals, on the same cores with the same
+sweep's DRAM plateau, calibrated by that sweep point). Noise that slows the machine's memory slows the probe
+alike and cancels in the ratio (duet benchmarking, Bulej et al. 2020). Probes run outside the timed intervals, on the same cores with the same
 thread count (inside the call site's core placement), and only as often as the calls' own time allows: a
 probe waits until the calls since the last one took at least as long as it did, so probing at most doubles a
 call site's measurement time.
