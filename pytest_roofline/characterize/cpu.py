@@ -186,9 +186,11 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
             continue
         best, kernel = max(candidates, key=lambda c: c[0].bytes_per_s)
         extra: dict[str, Any] = {}
+        where = f"{best.first_bytes / 1024:.0f}-{best.last_bytes / 1024:.0f} KiB"
         sampled = dram.roof() if dram is not None and level == "DRAM" else None
         if sampled is not None and dram is not None:  # the median of samples spread over the run, not a plateau
             extra = {"samples": dram.to_info(), "sweep_plateau_bytes_per_s": best.bytes_per_s}
+            where = f"median of {len(dram.update)} samples at {dram.working_set_bytes / 2**20:.0f} MiB spread over the run"
             best = replace(best, bytes_per_s=sampled[0], first_bytes=dram.working_set_bytes,
                            last_bytes=dram.working_set_bytes)
             kernel = sampled[1]
@@ -200,8 +202,6 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
                          else None,
                          "triad_bytes_per_s": triad_plateaus[level].bytes_per_s if level in triad_plateaus
                          else None, **extra}
-        where = (f"median of {len(dram.update)} samples at {dram.working_set_bytes / 2**20:.0f} MiB spread over the run"
-                 if extra and dram is not None else f"{best.first_bytes / 1024:.0f}-{best.last_bytes / 1024:.0f} KiB")
         progress(f"{level:>4}: {best.bytes_per_s / 1e9:7.1f} GB/s ({kernel}, {where})")
     disturbed = sum(not p.clean for p in update_points) + sum(not p.clean for p in triad_points) + sum(
         not p.clean for p in flop_points)
