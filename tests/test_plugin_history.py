@@ -94,12 +94,14 @@ def test_a_regression_fails_with_one_message_and_a_chart(pytester: pytest.Pytest
     result = run_roofline(machine_file, "--roofline-baseline", "base")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
-        ("*roofline: regression against the baseline: fraction 0.4* now, 0.9 in the baseline (median of 3 "
-        "sessions: base-0 (000000000000), base-1 (000000000000), base-2 (000000000000)): a drop of *%, more "
-        "than max_drop 10%, and significant: ratio now/baseline 0.*, 95% CI [[]0.*"),
+        "*roofline: regression against the baseline: time ×1.9* since the baseline; fraction 0.90 → 0.4*",
+        ("  time 2.* ms now, 1.11 ms in the baseline; fraction 0.4* now, 0.9 in the baseline (median of 3 "
+         "sessions: base-0 (000000000000), base-1 (000000000000), base-2 (000000000000))"),
+        "  fails on: time per call rose more than max_slowdown 10%; fraction fell more than max_drop 10%",
+        "  statistic: time ratio now/baseline 1.9*, 95% CI [[]1.*]; fraction ratio now/baseline 0.5*, 95% CI*",
         "*measured again at once*",
         "*.png",
-        "*REGRESSED: test_history_glue.py::test_step[[]2]: 0.9 -> 0.4*",
+        "*REGRESSED: test_history_glue.py::test_step[[]2]: time ×1.9* since the baseline; fraction 0.90 → 0.4*",
     ])
     record = json.loads((pytester.path / ".roofline" / "results.json").read_text())["tests"][0]
     baseline = record["baseline"]
@@ -111,7 +113,8 @@ def test_a_regression_fails_with_one_message_and_a_chart(pytester: pytest.Pytest
 def test_warn_only_reports_and_fails_nothing(pytester: pytest.Pytester, machine_file: Path,
                                              run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(test_history_glue=TEST.format(marker="(min_fraction=0.95)"))
-    fake_session(pytester.path / "base", 0, 0.9)
+    for index in range(3):
+        fake_session(pytester.path / "base", index, 0.9)
     result = run_roofline(machine_file, "--roofline-baseline", "base", "--roofline-warn-only")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*RooflineWarning: roofline: attained fraction*below min_fraction 0.95*",
@@ -123,17 +126,19 @@ def test_warn_only_reports_and_fails_nothing(pytester: pytest.Pytester, machine_
 def test_clean_sessions_against_their_own_history_pass(pytester: pytest.Pytester, machine_file: Path,
                                                        run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(test_history_glue=TEST.format(marker="(max_drop=0.5)"))
-    for _ in range(2):
+    for _ in range(3):
         assert run_roofline(machine_file).ret == 0
     result = run_roofline(machine_file, "--roofline-baseline", ".roofline/history")
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["*passed (steady)*", "baseline .roofline/history: 2 session(s)*", "*1 steady"])
+    result.stdout.fnmatch_lines(["*passed (steady)*", "baseline .roofline/history: per test, its last 5*",
+                                 "*1 steady"])
 
 
 def test_other_machines_are_left_out_unless_asked(pytester: pytest.Pytester, machine_file: Path,
                                                   run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(test_history_glue=TEST.format(marker=""))
-    fake_session(pytester.path / "base", 0, 0.9, key="another-machine-00000000")
+    for index in range(3):
+        fake_session(pytester.path / "base", index, 0.9, key="another-machine-00000000")
     result = run_roofline(machine_file, "--roofline-baseline", "base")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*no session of this machine*every test is new*another-machine-00000000*"])
@@ -192,7 +197,8 @@ def test_a_contended_regression_is_reported_then_failed_when_free_at_the_end(
     from pytest_roofline.host import cores
 
     pytester.makepyfile(test_history_glue=TEST.format(marker=""))
-    fake_session(pytester.path / "base", 0, 0.9)
+    for index in range(3):
+        fake_session(pytester.path / "base", index, 0.9)
     busy = {c: 1.0 for c in cores.base_affinity()}
     fake_core_load(iter([busy] * 10))
     result = run_roofline(machine_file, "--roofline-baseline", "base")

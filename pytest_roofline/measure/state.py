@@ -39,6 +39,9 @@ class Settings:
     baseline: Path | None = None  # --roofline-baseline: a results.json, a history file or a history directory
     baseline_sessions: int = 5  # the last N sessions of a history directory
     max_drop: float = 0.10  # the baseline gate fails a significant drop of more than this share
+    max_slowdown: float = 0.10  # ... and a significant rise of the time per call by more than this share
+    fail_on: tuple[str, ...] = ("time", "fraction")  # the quantities a comparison fails a test on
+    history_keep: Any = None  # history.retention.Keep: what --roofline-history keeps (None: everything)
     baseline_any_machine: bool = False  # compare with other machines' sessions too
     warn_only: bool = False  # report every gate failure as a warning; fail no test on its performance
     min_time_s: float = 0.25  # the timed calls of a call site span at least this long (within max_time_s)

@@ -293,7 +293,7 @@ def _load_baseline(state: RooflineState, config: pytest.Config) -> None:
 
     from pytest_roofline.errors import RooflineWarning
     from pytest_roofline.history.baseline import load_baseline
-    from pytest_roofline.history.environment import git_state
+    from pytest_roofline.history.environment import git_state, versions
     from pytest_roofline.history.machine_key import machine_key
 
     settings = state.settings
@@ -303,7 +303,8 @@ def _load_baseline(state: RooflineState, config: pytest.Config) -> None:
     key = machine_key(state.machine().to_dict())
     branch = git_state(config.rootpath)["branch"]
     state.baseline = load_baseline(reference, key=key, branch=branch, count=settings.baseline_sessions,
-                                   any_machine=settings.baseline_any_machine)
+                                   any_machine=settings.baseline_any_machine,
+                                   environment={"torch": versions().get("torch")}, history=settings.history)
     skipped = state.baseline.skipped
     if skipped:
         warnings.warn(RooflineWarning(f"roofline baseline: skipped {len(skipped)} unreadable file(s) under "
