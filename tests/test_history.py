@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_roofline.history import environment, writer
-from pytest_roofline.history.baseline import for_test, same_environment, load_baseline, select
+from pytest_roofline.history.baseline import for_test, load_baseline, same_environment, select
 from pytest_roofline.history.machine_key import UNKNOWN_KEY, machine_key, readable_name
 from pytest_roofline.history.reader import Session, load
 

@@ -82,11 +82,17 @@ def for_test(sessions: Sequence[Session], nodeid: str, params: Any, environment:
     return chosen[-count:]
 
 
+def threads_of(regions: Any) -> int | None:
+    """The cores a test's calls ran on (the most of its regions' ``cores.count``), where recorded."""
+    counts = [r.get("cores", {}).get("count") for r in regions or [] if isinstance(r, Mapping)
+              and isinstance(r.get("cores"), Mapping)]
+    found = [c for c in counts if isinstance(c, int) and not isinstance(c, bool)]
+    return max(found) if found else None
+
+
 def _threads(record: Mapping[str, Any]) -> dict[str, Any]:
-    """The cores a recorded test's calls ran on (its regions' ``cores.count``), where recorded."""
-    counts = [(r.get("cores") or {}).get("count") for r in record.get("regions") or [] if isinstance(r, Mapping)]
-    counts = [c for c in counts if isinstance(c, int)]
-    return {"threads": max(counts)} if counts else {}
+    threads = threads_of(record.get("regions"))
+    return {} if threads is None else {"threads": threads}
 
 
 def select(sessions: Sequence[Session], *, key: str, any_machine: bool) -> tuple[list[Session], list[str]]:

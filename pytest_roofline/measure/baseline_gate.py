@@ -26,7 +26,7 @@ from pytest_roofline.measure.baseline_stats import (
 from pytest_roofline.measure.comparison import TestComparison, combine
 from pytest_roofline.measure.settings import MarkerOptions
 from pytest_roofline.measure.state import RooflineState, TestEntry
-from pytest_roofline.measure.work import work_change
+from pytest_roofline.measure.work import usual_work, work_change
 
 
 @dataclass(frozen=True)
@@ -56,13 +56,6 @@ def current_measurement(entry: TestEntry, regions: list[dict[str, Any]]) -> Meas
     return Measurement.from_record({**verdict.to_dict(), "regions": regions})
 
 
-def threads_of(regions: list[dict[str, Any]]) -> int | None:
-    """The threads a test's calls ran on (its regions' core count), for matching baseline sessions."""
-    counts = [(r.get("cores") or {}).get("count") for r in regions]
-    counts = [c for c in counts if isinstance(c, int)]
-    return max(counts) if counts else None
-
-
 def pooled(state: RooflineState, quantity: str) -> Any:
     """The session-to-session spread of ``quantity`` pooled over this machine's tests (baseline and history
     sessions): each test's values over its last N sessions. Computed once per session."""
@@ -85,6 +78,8 @@ def compare_entry(state: RooflineState, entry: TestEntry, tolerances: Tolerances
         return None
     record_base = {"max_drop": tolerances.max_drop, "max_slowdown": tolerances.max_slowdown,
                    "fail_on": list(tolerances.fail_on)}
+    from pytest_roofline.history.baseline import threads_of
+
     chosen = state.baseline.sessions_for(entry.nodeid, entry.extra.get("params"), threads_of(regions))
     found = [(s, m) for s, m in ((s, Measurement.from_record(s.tests[entry.nodeid])) for s in chosen)
              if m is not None]
@@ -98,9 +93,9 @@ def compare_entry(state: RooflineState, entry: TestEntry, tolerances: Tolerances
                             seed=seed)
     fraction = compare_quantity(current, measurements, "fraction", tolerances.max_drop,
                                 pooled=pooled(state, "fraction"), seed=seed)
-    latest = measurements[-1].work
-    work = None if current.work is None or latest is None else work_change(
-        current.work, latest, entry.recorder.verdict().bound)
+    usual = usual_work([m.work for m in measurements])
+    work = None if current.work is None or usual is None else work_change(
+        current.work, usual, entry.recorder.verdict().bound)
     result = combine("the baseline", time, fraction, work, tolerances.fail_on)
     statistic = (f"{describe_interval(time)}; {describe_interval(fraction)} ({describe_method(time)})"
                  if time.ci is not None else f"inconclusive: {needed_text(len(found))}")
@@ -157,15 +152,16 @@ def regression_report(state: RooflineState, entry: TestEntry, result: TestCompar
            "fraction": f"fraction fell more than max_drop {record['max_drop']:.0%}",
            "work": "the counted work changed (fail_on includes work)"}
     lines = [f"roofline: regression against the baseline: {result.explanation}",
-             f"  time {_ms(t.now)} now, {_ms(t.reference)} in the baseline; fraction {f.now:.3g} now, "
-             f"{f.reference:.3g} in the baseline ({'median of ' if count > 1 else ''}{count} "
-             f"session{'s' if count > 1 else ''}: {sessions})",
+             (f"  time {_ms(t.now)} now, {_ms(t.reference)} in the baseline; fraction {f.now:.3g} now, "
+              f"{f.reference:.3g} in the baseline ({'median of ' if count > 1 else ''}{count} "
+              f"session{'s' if count > 1 else ''}: {sessions})"),
              f"  fails on: {'; '.join(why[q] for q in result.failed_on)}"]
     if result.work is not None and result.work.verdict != "same":
         now, ref = result.work.now, result.work.reference
-        lines.append(f"  work: {now.total_flops:.4g} FLOPs now, {ref.total_flops:.4g} in the baseline; bytes "
-                     + ", ".join(f"{k} {now.bytes.get(k, 0):.4g} vs {ref.bytes.get(k, 0):.4g}"
-                                 for k in sorted(set(now.bytes) | set(ref.bytes))))
+        levels = sorted(set(now.bytes) | set(ref.bytes))
+        moved = "; bytes " + ", ".join(f"{k} {now.bytes.get(k, 0):.4g} vs {ref.bytes.get(k, 0):.4g}"
+                                       for k in levels) if levels else ""
+        lines.append(f"  work: {now.total_flops:.4g} FLOPs now, {ref.total_flops:.4g} in the baseline{moved}")
     lines.append(f"  statistic: {record['statistic']}")
     if "confirmed" in entry.extra:
         confirmed = entry.extra["confirmed"]

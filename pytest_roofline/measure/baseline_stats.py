@@ -17,7 +17,7 @@ import math
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -81,7 +81,7 @@ class Measurement:
         return self.time_s * factor if quantity == "time" else self.fraction / factor
 
 
-def _positive(value: Any) -> bool:
+def _positive(value: Any) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
@@ -115,7 +115,7 @@ class Spread:
         return f"session-to-session sd {self.sigma:.1%} ({where}, Student t with {self.df} df)"
 
 
-def own_spread(values: Sequence[float]) -> Spread | None:
+def own_spread(values: Sequence[float] | np.ndarray) -> Spread | None:
     """The spread of a test's baseline sessions when there are enough of them."""
     if len(values) < MIN_OWN_SESSIONS:
         return None

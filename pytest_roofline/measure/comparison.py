@@ -37,9 +37,9 @@ class TestComparison:
 
     def to_dict(self) -> dict[str, Any]:
         return {"verdict": self.verdict, "failed_on": list(self.failed_on), "fail_on": list(self.fail_on),
-                "explanation": self.explanation, "time": self.time.to_dict(),
-                "fraction": self.fraction.to_dict(),
-                "work": None if self.work is None else self.work.to_dict()}
+                "explanation": self.explanation,
+                "changes": {"time": self.time.to_dict(), "fraction": self.fraction.to_dict(),
+                            "work": None if self.work is None else self.work.to_dict()}}
 
 
 def combine(against: str, time: Change, fraction: Change, work: WorkChange | None,

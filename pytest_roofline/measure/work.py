@@ -7,7 +7,7 @@ the same ops the same way every run, so any difference is a change of the work, 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +46,19 @@ class Work:
 
     def to_dict(self) -> dict[str, Any]:
         return {"flops": dict(self.flops), "bytes": dict(self.bytes)}
+
+
+def usual_work(works: Sequence[Work | None]) -> Work | None:
+    """The work most of the baseline sessions counted (the latest among equals): one session with other work
+    (a change being judged, or accepted a session ago) does not become the reference until most have it."""
+    counted = [w for w in works if w is not None]
+    best: Work | None = None
+    best_count = 0
+    for work in reversed(counted):  # latest first, so a tie keeps the latest
+        count = sum(1 for w in counted if _same(w.flops, work.flops) and _same(w.bytes, work.bytes))
+        if count > best_count:
+            best, best_count = work, count
+    return best
 
 
 def _same(a: Mapping[str, float], b: Mapping[str, float]) -> bool:
