@@ -11,42 +11,32 @@ Every test compared gets ``entry.extra["baseline"]`` (into results.json and the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from pytest_roofline.measure.baseline_stats import (
     Measurement,
-    compare_quantity,
     describe_interval,
     describe_method,
     needed_text,
     pooled_spread,
     seed_for,
 )
-from pytest_roofline.measure.comparison import TestComparison, combine
+from pytest_roofline.measure.comparison import TestComparison, Tolerances, compare_test
 from pytest_roofline.measure.settings import MarkerOptions
 from pytest_roofline.measure.state import RooflineState, TestEntry
-from pytest_roofline.measure.work import usual_work, work_change
 
 
-@dataclass(frozen=True)
-class Tolerances:
-    max_drop: float  # of the fraction
-    max_slowdown: float  # of the time per call
-    fail_on: tuple[str, ...]
+def tolerances_of(state: RooflineState, options: MarkerOptions | None) -> Tolerances:
+    """The marker's arguments where given, else the session's options."""
+    s = state.settings
+    o = options or MarkerOptions()
+    return Tolerances(o.max_drop if o.max_drop is not None else s.max_drop,
+                      o.max_slowdown if o.max_slowdown is not None else s.max_slowdown,
+                      o.fail_on if o.fail_on is not None else s.fail_on)
 
-    @classmethod
-    def of(cls, state: RooflineState, options: MarkerOptions | None) -> Tolerances:
-        """The marker's arguments where given, else the session's options."""
-        s = state.settings
-        o = options or MarkerOptions()
-        return cls(o.max_drop if o.max_drop is not None else s.max_drop,
-                   o.max_slowdown if o.max_slowdown is not None else s.max_slowdown,
-                   o.fail_on if o.fail_on is not None else s.fail_on)
 
-    @classmethod
-    def from_record(cls, record: dict[str, Any]) -> Tolerances:
-        return cls(float(record["max_drop"]), float(record["max_slowdown"]), tuple(record["fail_on"]))
+def tolerances_from_record(record: dict[str, Any]) -> Tolerances:
+    return Tolerances(float(record["max_drop"]), float(record["max_slowdown"]), tuple(record["fail_on"]))
 
 
 def current_measurement(entry: TestEntry, regions: list[dict[str, Any]]) -> Measurement | None:
@@ -87,16 +77,9 @@ def compare_entry(state: RooflineState, entry: TestEntry, tolerances: Tolerances
         entry.extra["baseline"] = {"fraction": None, "drop": None, "verdict": "new", "sessions": [], "ci": None,
                                    "statistic": "no baseline session measured this test", **record_base}
         return None
-    measurements = [m for _, m in found]
-    seed = seed_for(entry.nodeid)
-    time = compare_quantity(current, measurements, "time", tolerances.max_slowdown, pooled=pooled(state, "time"),
-                            seed=seed)
-    fraction = compare_quantity(current, measurements, "fraction", tolerances.max_drop,
-                                pooled=pooled(state, "fraction"), seed=seed)
-    usual = usual_work([m.work for m in measurements])
-    work = None if current.work is None or usual is None else work_change(
-        current.work, usual, entry.recorder.verdict().bound)
-    result = combine("the baseline", time, fraction, work, tolerances.fail_on)
+    result = compare_test(current, [m for _, m in found], tolerances, bound=entry.recorder.verdict().bound,
+                          pooled={q: pooled(state, q) for q in ("time", "fraction")}, seed=seed_for(entry.nodeid))
+    time, fraction = result.time, result.fraction
     statistic = (f"{describe_interval(time)}; {describe_interval(fraction)} ({describe_method(time)})"
                  if time.ci is not None else f"inconclusive: {needed_text(len(found))}")
     entry.extra["baseline"] = {
@@ -117,7 +100,7 @@ def judge_baseline(state: RooflineState, entry: TestEntry, options: MarkerOption
     """
     if state.baseline is None:
         return None
-    tolerances = Tolerances.of(state, options)
+    tolerances = tolerances_of(state, options)
     result = compare_entry(state, entry, tolerances)
     if result is None or result.verdict != "regressed":
         return None

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_roofline.measure.baseline_stats import Change
-from pytest_roofline.measure.work import WorkChange
+from pytest_roofline.measure.baseline_stats import Change, Measurement, Spread, compare_quantity
+from pytest_roofline.measure.work import WorkChange, usual_work, work_change
 
 QUANTITIES = ("time", "fraction", "work")
 DEFAULT_FAIL_ON = ("time", "fraction")
@@ -40,6 +40,27 @@ class TestComparison:
                 "explanation": self.explanation,
                 "changes": {"time": self.time.to_dict(), "fraction": self.fraction.to_dict(),
                             "work": None if self.work is None else self.work.to_dict()}}
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    max_drop: float  # of the fraction
+    max_slowdown: float  # of the time per call
+    fail_on: tuple[str, ...]
+
+
+def compare_test(current: Measurement, baseline: Sequence[Measurement], tolerances: Tolerances, *,
+                 bound: str | None, pooled: dict[str, Spread | None], seed: int,
+                 against: str = "the baseline") -> TestComparison:
+    """A test measured now against its baseline sessions: time, fraction (baseline_stats) and work, combined.
+    ``pooled``: the machine's pooled spread per quantity, for a test with too few sessions of its own."""
+    time = compare_quantity(current, baseline, "time", tolerances.max_slowdown, pooled=pooled.get("time"),
+                            seed=seed)
+    fraction = compare_quantity(current, baseline, "fraction", tolerances.max_drop, pooled=pooled.get("fraction"),
+                                seed=seed)
+    usual = usual_work([m.work for m in baseline])
+    work = None if current.work is None or usual is None else work_change(current.work, usual, bound)
+    return combine(against, time, fraction, work, tolerances.fail_on)
 
 
 def combine(against: str, time: Change, fraction: Change, work: WorkChange | None,

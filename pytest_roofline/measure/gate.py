@@ -34,13 +34,13 @@ def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
 
 def _with_baseline(state: RooflineState, entry: TestEntry, options: MarkerOptions | None, xfail: bool,
                    outcome: Judgement) -> Judgement:
-    from pytest_roofline.measure.baseline_gate import Tolerances, compare_entry, judge_baseline
+    from pytest_roofline.measure.baseline_gate import compare_entry, judge_baseline, tolerances_of
 
     if outcome.failure is None:
         regression = judge_baseline(state, entry, options, xfail)
         outcome = Judgement(failure=regression)
     else:  # failed on its threshold: still compared, for the record
-        compare_entry(state, entry, Tolerances.of(state, options))
+        compare_entry(state, entry, tolerances_of(state, options))
     return outcome
 
 
@@ -113,10 +113,10 @@ def remeasure_contended(state: RooflineState) -> bool:
         below = entry.min_fraction is not None and verdict is not None and verdict.fraction < entry.min_fraction
         entry.extra["contended"] = {"remeasured": True, "still_contended": entry.recorder.is_contended()}
         if state.baseline is not None and verdict is not None and "baseline" in entry.extra:
-            from pytest_roofline.measure.baseline_gate import Tolerances, compare_entry
+            from pytest_roofline.measure.baseline_gate import compare_entry, tolerances_from_record
 
             # compared again on the new measurement; a regression fails like a fraction below its threshold
-            compared = compare_entry(state, entry, Tolerances.from_record(entry.extra["baseline"]))
+            compared = compare_entry(state, entry, tolerances_from_record(entry.extra["baseline"]))
             regressed = compared is not None and compared.verdict == "regressed"
             if regressed and entry.recorder.is_contended():
                 entry.extra["baseline"]["excused"] = "contended"
