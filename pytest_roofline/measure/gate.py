@@ -27,6 +27,8 @@ def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
         return outcome
     if state.baseline is not None:  # numpy is imported only when there is a baseline to compare with
         outcome = _with_baseline(state, entry, options, xfail, outcome)
+    if state.compare_ref is not None and outcome.failure is None:
+        outcome = Judgement(failure=judge_compare(state, entry, options))
     if outcome.failure is not None and state.settings.warn_only:
         return Judgement(warning=f"{outcome.failure}\n  (--roofline-warn-only: reported, not failed)")
     return outcome
@@ -42,6 +44,33 @@ def _with_baseline(state: RooflineState, entry: TestEntry, options: MarkerOption
     else:  # failed on its threshold: still compared, for the record
         compare_entry(state, entry, tolerances_of(state, options))
     return outcome
+
+
+def judge_compare(state: RooflineState, entry: TestEntry, options: MarkerOptions | None) -> str | None:
+    """The A/B gate (``--roofline-compare``): record the test's paired comparison with REF in
+    ``entry.extra["compare"]``; the failure message when it regressed."""
+    from pytest_roofline.compare.report import compare_regions, failure_message
+    from pytest_roofline.measure.baseline_gate import tolerances_of
+    from pytest_roofline.measure.comparison import Tolerances
+
+    base = tolerances_of(state, options)
+    given = options.max_slowdown if options is not None else None
+    tolerances = Tolerances(base.max_drop, given if given is not None else state.settings.compare_max_slowdown,
+                            base.fail_on)
+    regions = [r.to_dict() for r in entry.recorder.regions]
+    verdict = entry.recorder.verdict()
+    ref = state.compare_ref or {}
+    result = compare_regions(regions, tolerances, f"REF {ref.get('ref')} ({str(ref.get('commit'))[:12]})",
+                             None if verdict is None else verdict.bound)
+    if result is None:
+        return None
+    pairs = sum(int((r.get("compare") or {}).get("pairs") or 0) for r in regions)
+    entry.extra["compare"] = {**entry.extra.get("compare", {}), **result.to_dict(), "ref": ref.get("ref"),
+                              "commit": ref.get("commit"), "pairs": pairs, "max_drop": tolerances.max_drop,
+                              "max_slowdown": tolerances.max_slowdown}
+    if result.verdict != "regressed":
+        return None
+    return failure_message(entry.nodeid, result, entry.extra["compare"])
 
 
 def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,

@@ -80,6 +80,15 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
     ("--roofline-fail-on", "roofline_fail_on",
      ("what a comparison with the baseline fails a test on, comma-separated: time, fraction, work (a change of "
       "the counted FLOPs or bytes), or none (report only); the marker's fail_on= overrides it"), "time,fraction"),
+    ("--roofline-compare", "roofline_compare",
+     ("a git revision (branch, tag, commit, HEAD~1): measure the same tests at that revision in a twin process, "
+      "taking turns call by call, and fail a test significantly slower here than there"), ""),
+    ("--roofline-compare-python", "roofline_compare_python",
+     ("the Python interpreter REF's twin runs under (a venv holding REF's build of compiled code); empty: this "
+      "one"), ""),
+    ("--roofline-compare-max-slowdown", "roofline_compare_max_slowdown",
+     ("the A/B gate fails a test whose time per call is more than this share above REF's, when significant "
+      "(the marker's max_slowdown= overrides it)"), "0.03"),
     ("--roofline-history-keep", "roofline_history_keep",
      ("how much history each machine keeps: N (the newest N sessions), Nd (sessions of the last N days), or all; "
       "each test's newest baseline sessions are always kept"), "200"),
@@ -142,6 +151,10 @@ def read_settings(config: pytest.Config) -> Settings:
         max_slowdown=parse_max_slowdown(setting(config, "roofline_max_slowdown"), "--roofline-max-slowdown"),
         fail_on=parse_fail_on(setting(config, "roofline_fail_on"), "--roofline-fail-on"),
         history_keep=keep_setting(setting(config, "roofline_history_keep")),
+        compare=str(setting(config, "roofline_compare") or "").strip() or None,
+        compare_python=str(setting(config, "roofline_compare_python") or "").strip() or None,
+        compare_max_slowdown=parse_max_slowdown(setting(config, "roofline_compare_max_slowdown"),
+                                                "--roofline-compare-max-slowdown"),
         baseline_any_machine=parse_bool(setting(config, "roofline_baseline_any_machine"),
                                         "--roofline-baseline-any-machine"),
         warn_only=parse_bool(setting(config, "roofline_warn_only"), "--roofline-warn-only"),
