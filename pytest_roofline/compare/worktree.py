@@ -14,7 +14,7 @@ class CompareError(Exception):
     """``--roofline-compare`` cannot run: the message names the option, REF and what went wrong."""
 
 
-def _git(args: list[str], cwd: Path) -> str:
+def git(args: list[str], cwd: Path) -> str:
     try:
         done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=GIT_TIMEOUT_S,
                               check=False)
@@ -40,9 +40,9 @@ class Checkout:
 
 def resolve(ref: str, where: Path) -> tuple[Path, str]:
     """The repository's top and REF's commit; a clear error when ``where`` is no repository or REF no commit."""
-    top = Path(_git(["rev-parse", "--show-toplevel"], where))
+    top = Path(git(["rev-parse", "--show-toplevel"], where))
     try:
-        commit = _git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], top)
+        commit = git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], top)
     except CompareError:
         raise CompareError(f"--roofline-compare: {ref!r} is not a commit of the repository at {top} (give a "
                            "branch, tag, commit or an expression such as HEAD~1 or origin/main)") from None
@@ -57,14 +57,14 @@ def prepare(ref: str, where: Path, roofline_dir: Path, name: str = "worktree") -
     top, commit = resolve(ref, where)
     path = (roofline_dir if roofline_dir.is_absolute() else where / roofline_dir).resolve() / "compare" / name
     if path.is_dir() and (path / ".git").exists():
-        current = _git(["rev-parse", "HEAD"], path)
+        current = git(["rev-parse", "HEAD"], path)
         if current != commit:
-            _git(["checkout", "--quiet", "--force", "--detach", commit], path)
-        _git(["clean", "-fdq"], path)  # files a previous twin run left (caches) do not leak into this one
+            git(["checkout", "--quiet", "--force", "--detach", commit], path)
+        git(["clean", "-fdq"], path)  # files a previous twin run left (caches) do not leak into this one
     else:
         path.parent.mkdir(parents=True, exist_ok=True)
-        _git(["worktree", "prune"], top)  # a worktree folder deleted by hand is forgotten first
-        _git(["worktree", "add", "--force", "--detach", str(path), commit], top)
+        git(["worktree", "prune"], top)  # a worktree folder deleted by hand is forgotten first
+        git(["worktree", "add", "--force", "--detach", str(path), commit], top)
     try:
         subdir = where.relative_to(top)
     except ValueError:

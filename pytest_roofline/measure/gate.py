@@ -27,7 +27,9 @@ def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
         return outcome
     if state.baseline is not None:  # numpy is imported only when there is a baseline to compare with
         outcome = _with_baseline(state, entry, options, xfail, outcome)
-    if state.compare_ref is not None and outcome.failure is None:
+    if state.compare_error is not None and outcome.failure is None:  # the A/B gate could not run: never a pass
+        outcome = Judgement(failure=f"roofline: {state.compare_error}")
+    elif state.compare_ref is not None and outcome.failure is None:
         outcome = Judgement(failure=judge_compare(state, entry, options))
     if outcome.failure is not None and state.settings.warn_only:
         return Judgement(warning=f"{outcome.failure}\n  (--roofline-warn-only: reported, not failed)")

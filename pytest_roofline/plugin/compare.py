@@ -45,6 +45,15 @@ class CompareSession:
         self.started = False
         self.checkout: Any = None
 
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """A REF that is no commit is a usage error before any test runs."""
+        from pytest_roofline.compare.worktree import CompareError, resolve
+
+        try:
+            resolve(str(self.state.settings.compare), Path(str(self.config.invocation_params.dir)))
+        except CompareError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
     def _start(self) -> None:
         """REF's worktree and twin, once, before the first roofline test (the machine is known by then)."""
         self.started = True
