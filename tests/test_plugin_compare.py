@@ -78,8 +78,8 @@ def test_a_commit_that_runs_each_step_twice_fails_naming_the_base_and_the_ratio(
     result = run_roofline(write_machine(MACHINE), "--roofline-compare", "HEAD~1")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     result.stdout.fnmatch_lines([
-        "roofline: slower than REF HEAD~1 (*): time ×[12].* against REF HEAD~1 (*): work ×2.00 at the same "
-        "fraction (0.*)",
+        ("roofline: slower than REF HEAD~1 (*): time ×[12].* against REF HEAD~1 (*): work ×2.00 at the same "
+        "fraction (0.*)"),
         "  time per call 4.* ms here, 2.* ms at REF; paired ratio [12].*, 95% CI [[]*] over * pairs taken in turns*",
         "*compare: against HEAD~1 (*), call sites taken in turns with REF's twin",
         "test_perf.py::test_step *regressed",
@@ -133,7 +133,8 @@ def test_bisect_finds_the_commit_that_made_the_step_slow(repo: Path, capsys: pyt
     monkeypatch.chdir(repo)
     code = main(["bisect", "HEAD~3", "HEAD", "--", f"--roofline-machine={machine}", "--roofline-max-time=0.05"])
     out = capsys.readouterr().out
-    slow = subprocess.run(["git", "rev-parse", "HEAD~1"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    slow = subprocess.run(["git", "rev-parse", "HEAD~1"], cwd=repo, capture_output=True, text=True,
+                          check=True).stdout.strip()
     assert code == 0, out
     assert f"first slow commit: {slow} change" in out
     assert "test_perf.py::test_step: time ×" in out
