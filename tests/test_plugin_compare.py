@@ -84,6 +84,9 @@ def test_a_commit_that_runs_each_step_twice_fails_naming_the_base_and_the_ratio(
         "*compare: against HEAD~1 (*), call sites taken in turns with REF's twin",
         "test_perf.py::test_step *regressed",
     ])
+    result.stdout.fnmatch_lines([
+        "  .roofline/sessions/*/test_perf.py__test_step-*.png",
+    ])
     record = results(repo)["tests"][0]["compare"]
     assert record["verdict"] == "regressed" and record["failed_on"] == ["time"]
     assert record["changes"]["time"]["ratio"] == pytest.approx(2.0, rel=0.1)
