@@ -282,7 +282,9 @@ class Recorder:
             kept = new if second > first else old
             note = (f"below its threshold at first: measured again at once, fraction {first:.3g} then {second:.3g}; "
                     f"the {'second' if kept is new else 'first'} is kept (the faster of the two)")
-            self.regions[index] = replace(kept, notes=[*kept.notes, note], confirmed=(first, second))
+            # the pairs with REF stay: a confirmation times this side alone
+            self.regions[index] = replace(kept, notes=[*kept.notes, note], confirmed=(first, second),
+                                          compare=old.compare)
         return again
 
     def time_ops(self, indices: Sequence[int] | None = None) -> None:
