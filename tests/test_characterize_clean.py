@@ -246,7 +246,7 @@ def test_a_disturbed_record_is_not_cached(tmp_path: Path, measurements: list[Mac
         first = machine_api.characterize(cache_dir=tmp_path, progress=messages.append)
     assert "4 undisturbed update passes" in first.info["not_kept"]
     assert _cache_files(tmp_path) == []  # never written
-    assert any(m.startswith("not kept (not kept: DRAM: 4 undisturbed") for m in messages)
+    assert any(m.startswith("not kept, used by this session only (DRAM: 4 undisturbed") for m in messages)
     second = machine_api.characterize(cache_dir=tmp_path)  # the next session measures again: clean, kept
     assert second.bandwidth["DRAM"] == 41 * GB and "not_kept" not in second.info
     assert len(_cache_files(tmp_path)) == 1
@@ -347,3 +347,31 @@ def test_spot_check_plan_needs_the_records_kernel_library(tmp_path: Path) -> Non
     steps = spot_check.plan(dict(machine.info))
     assert steps is not None and steps["l1_bytes"] == 20 and steps["dram_bytes"] == 1500 and steps["width"] == 32
     assert spot_check.plan({"method": "fake"}) is None
+
+
+# --- the plugin: a session beside a neighbour uses its record, says it is not kept, caches nothing -----------
+
+def test_plugin_session_names_a_record_that_is_not_kept(pytester: pytest.Pytester, measurements: list[Machine],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = pytester.path / "cache"
+    monkeypatch.setenv("PYTEST_ROOFLINE_CACHE", str(cache))
+    busy = _ert_machine(36 * GB, QUIET_SAMPLES[:4])
+    busy.peak_flops["fp32"] = 100 * GB
+    measurements += [busy, busy]
+    pytester.makepyfile(
+        """
+        import pytest
+
+        @pytest.mark.roofline(min_fraction=1e-9)
+        def test_x(roofline):
+            assert roofline.declare(flops={"fp32": 1}).measure(lambda: 7) == 7
+        """
+    )
+    result = pytester.runpytest("--roofline", "--roofline-cores", "all", "--roofline-max-time", "0.05",
+                                "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning",
+                                "-W", "ignore::pytest_roofline.errors.DisturbedCharacterizationWarning")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["roofline: not kept, used by this session only (DRAM: 4 undisturbed update passes*",
+                                 "machine: fake (ert): *DRAM 36 GB/s* -- NOT KEPT (this session only, not cached): "
+                                 "DRAM: 4 undisturbed update passes*"])
+    assert _cache_files(cache) == []

@@ -120,7 +120,7 @@ def characterize(device: str = "cpu", *, fresh: bool = False, cache_dir: Path | 
         else:
             if run_path is not None:
                 _cache.write_cached(run_path, fields, machine)
-            report(f"not kept ({flag}): used by this session only, the next session measures again"
+            report(f"not kept, used by this session only ({flag}); the next session measures again"
                    + (f" (the other workers of this run read {run_path})" if run_path is not None else ""))
     if _flag_of(machine):
         warnings.warn(f"pytest-roofline: the characterization of {device} is not clean ({_flag_of(machine)}); "
@@ -264,7 +264,7 @@ def _flag_of(machine: Machine) -> str:
     """Why a record is not clean ('' when it is): not kept (clean.py's rules), disturbed, inconsistent or
     degraded."""
     info = machine.info
-    parts = [f"{key.replace('_', ' ')}: {info[key]}" for key in FLAG_KEYS if info.get(key)]
+    parts = [f"{key}: {info[key]}" if key != "not_kept" else str(info[key]) for key in FLAG_KEYS if info.get(key)]
     return "; ".join(str(p) for p in parts)
 
 
