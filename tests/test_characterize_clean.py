@@ -375,3 +375,13 @@ def test_plugin_session_names_a_record_that_is_not_kept(pytester: pytest.Pyteste
                                  "machine: fake (ert): *DRAM 36 GB/s* -- NOT KEPT (this session only, not cached): "
                                  "DRAM: 4 undisturbed update passes*"])
     assert _cache_files(cache) == []
+
+
+def test_a_neighbour_seen_in_more_than_a_tenth_of_the_spans_makes_a_record_not_clean() -> None:
+    info = _info(THREE_CLEAN, QUIET_SAMPLES)
+    info.update(watched_spans=28, disturbed_spans=["other processes used 37% of the cores measured on"] * 3)
+    assert clean.span_reasons(info) == []  # 3 of 28: within a tenth
+    info["disturbed_spans"] *= 3  # 9 of 28, the rest of them quiet-looking
+    reasons = clean.record_reasons({"L1": 337 * GB, "DRAM": 59 * GB}, info)
+    assert reasons == ["other work beside 9 of 28 watched spans (at most 10%; other processes used 37% of the "
+                       "cores measured on)"]

@@ -199,6 +199,8 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
             best = replace(best, bytes_per_s=sampled[0], first_bytes=dram.working_set_bytes,
                            last_bytes=dram.working_set_bytes)
             kernel = sampled[1]
+        if dram is not None and level == "DRAM" and sampled is None:  # every pass left out: say so
+            extra = {"samples": dram.to_info(), "sweep_plateau_bytes_per_s": best.bytes_per_s}
         bandwidth[level] = best.bytes_per_s
         sources[f"bandwidth.{level}"] = kernel
         levels[level] = {"kernel": kernel, "window_bytes": list(best.window), "points": best.points,
@@ -232,6 +234,7 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
     info["phase_seconds"] = phases
     info["disturbed_points"] = disturbed
     info["disturbed_spans"] = list(guard.reasons)
+    info["watched_spans"] = guard.spans
     total_points = len(update_points) + len(triad_points) + len(flop_points)
     if disturbed > DISTURBED_SHARE * total_points:
         info["disturbed"] = f"{disturbed} of {total_points} sweep points had no undisturbed call"

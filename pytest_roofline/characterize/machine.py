@@ -329,12 +329,14 @@ def _measure_checked(kind: str, index: int, fields: dict[str, Any], digest: str,
     if len(attempts) > 1 and not clean_attempt:  # the merged roofs are re-checked
         problems = validate.check_machine(merged, bounds)
     info = {**merged.info, "disturbed": None if clean_attempt else merged.info.get("disturbed")}
-    info["not_kept"] = None if clean_attempt else "; ".join(attempts[-1]["not_kept"]) or None
+    unkept = [] if clean_attempt else list(attempts[-1]["not_kept"])
+    info["not_kept"] = ("; ".join(unkept[:2]) + (f" (+{len(unkept) - 2} more)" if len(unkept) > 2 else "")) or None
+    info["not_kept_reasons"] = unkept or None
     info["attempts"] = attempts
     info["inconsistent"] = "; ".join(map(str, problems)) or None
     info["degraded"] = validate.degraded_reason(merged)
     info["run_id"] = _run_id()
-    for key in FLAG_KEYS:
+    for key in (*FLAG_KEYS, "not_kept_reasons"):
         if not info.get(key):
             info.pop(key, None)
     checked = Machine(name=merged.name, peak_flops=merged.peak_flops, bandwidth=merged.bandwidth, info=info)
