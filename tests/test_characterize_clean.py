@@ -8,7 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import matplotlib.pyplot  # noqa: F401 - pytester's in-process run must not be the first to import these:
 import pytest
+import torch  # noqa: F401 - it drops modules first imported during the run, and torch cannot load twice
 
 from pytest_roofline.characterize import clean, cpu_ert, dram_samples, spot_check
 from pytest_roofline.characterize import machine as machine_api
@@ -379,9 +381,9 @@ def test_plugin_session_names_a_record_that_is_not_kept(pytester: pytest.Pyteste
 
 def test_a_neighbour_seen_in_more_than_a_tenth_of_the_spans_makes_a_record_not_clean() -> None:
     info = _info(THREE_CLEAN, QUIET_SAMPLES)
-    info.update(watched_spans=28, disturbed_spans=["other processes used 37% of the cores measured on"] * 3)
-    assert clean.span_reasons(info) == []  # 3 of 28: within a tenth
-    info["disturbed_spans"] *= 3  # 9 of 28, the rest of them quiet-looking
+    info.update(watched_spans=28, disturbed_spans=["other processes used 37% of the cores measured on"] * 2)
+    assert clean.span_reasons(info) == []  # 2 of 28: within a tenth
+    info["disturbed_spans"] *= 4  # 8 of 28, the rest of them quiet-looking
     reasons = clean.record_reasons({"L1": 337 * GB, "DRAM": 59 * GB}, info)
-    assert reasons == ["other work beside 9 of 28 watched spans (at most 10%; other processes used 37% of the "
+    assert reasons == ["other work beside 8 of 28 watched spans (at most 10%; other processes used 37% of the "
                        "cores measured on)"]
