@@ -5,11 +5,13 @@ list when it is. ``characterize/machine.py`` keeps a record in the cache only wh
 where the other core count's record is cached, ``core_count_reasons``) are empty; otherwise the record is
 used by this session only and the next one measures again.
 
-Why these rules. On a 2-vCPU VM one busy Python loop beside a characterization gave all-core DRAM roofs of
-103-115 and 32-39 GB/s (quiet: 53-56), each cached, while the per-thread CPU-time check passed most passes:
-a thread that shares its core is not always descheduled inside the timed span, but the load is visible in
-/proc/stat. So a pass is judged by what ran beside it (``pass_reason``) as well as by its threads' CPU time,
-and a record by how many undisturbed passes set each roof and whether the roofs fit together.
+Why these rules. Beside other work the roofs move both ways: on a 2-vCPU AMD EPYC VM the issue saw all-core
+DRAM roofs of 103-115 and 32-39 GB/s (quiet: 53-56) kept in the cache; on the 2-vCPU Zen 3 VM here, runs
+beside other work read DRAM 55-67 GB/s (quiet: 41-45) and L1 337-373 (quiet update plateau: ~410). The
+per-thread CPU-time check alone lets much of that through: a pass in which no thread of ours was descheduled
+can still share the host with the neighbour. So a pass is also judged by what /proc/stat saw beside it
+(``pass_reason``: other processes' ticks on our cores, the hypervisor's steal), a record by how many of its
+watched spans were disturbed, how many undisturbed passes set each roof, and whether the roofs fit together.
 """
 
 from __future__ import annotations
