@@ -374,8 +374,8 @@ def test_plugin_session_names_a_record_that_is_not_kept(pytester: pytest.Pyteste
                                 "-W", "ignore::pytest_roofline.errors.DisturbedCharacterizationWarning")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["roofline: not kept, used by this session only (DRAM: 4 undisturbed update passes*",
-                                 "machine: fake (ert): *DRAM 36 GB/s* -- NOT KEPT (this session only, not cached): "
-                                 "DRAM: 4 undisturbed update passes*"])
+                                 ("machine: fake (ert): *DRAM 36 GB/s* -- NOT KEPT (this session only, not cached): "
+                                  "DRAM: 4 undisturbed update passes*")])
     assert _cache_files(cache) == []
 
 
@@ -385,5 +385,5 @@ def test_a_neighbour_seen_in_more_than_a_tenth_of_the_spans_makes_a_record_not_c
     assert clean.span_reasons(info) == []  # 2 of 28: within a tenth
     info["disturbed_spans"] *= 4  # 8 of 28, the rest of them quiet-looking
     reasons = clean.record_reasons({"L1": 337 * GB, "DRAM": 59 * GB}, info)
-    assert reasons == ["other work beside 8 of 28 watched spans (at most 10%; other processes used 37% of the "
-                       "cores measured on)"]
+    assert reasons == [("other work beside 8 of 28 watched spans (at most 10%; other processes used 37% of the "
+                        "cores measured on)")]

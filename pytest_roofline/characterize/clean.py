@@ -109,8 +109,8 @@ def span_reasons(info: Mapping[str, Any]) -> list[str]:
     watched = int(info.get("watched_spans") or 0)
     disturbed = list(info.get("disturbed_spans") or ())
     if watched and len(disturbed) > MAX_DISTURBED_SPANS * watched:
-        return [f"other work beside {len(disturbed)} of {watched} watched spans (at most "
-                f"{MAX_DISTURBED_SPANS:.0%}; {disturbed[0]})"]
+        return [(f"other work beside {len(disturbed)} of {watched} watched spans (at most "
+                 f"{MAX_DISTURBED_SPANS:.0%}; {disturbed[0]})")]
     return []
 
 

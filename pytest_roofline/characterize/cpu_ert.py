@@ -299,7 +299,12 @@ def guarded(sizes: Sequence[int], measure_one: Callable[[int], Point], guard: Pa
         end = index + 1
         while end < len(sizes) and segment_of is not None and segment_of(sizes[end]) == key:
             end += 1
-        group, reason = guard.run(lambda chunk=sizes[index:end]: [measure_one(size) for size in chunk])
+        chunk: Sequence[int] = sizes[index:end]
+
+        def measure_chunk(chunk: Sequence[int] = chunk) -> list[Point]:
+            return [measure_one(size) for size in chunk]
+
+        group, reason = guard.run(measure_chunk)
         points += [replace(p, quiet=False) for p in group] if reason is not None else group
         index = end
     return points

@@ -47,7 +47,7 @@ def parse_core_ticks(text: str) -> dict[int, CoreTicks]:
         if not name.startswith("cpu") or not name[3:].isdigit():
             continue
         ticks = [int(v) for v in values[:8]] + [0] * max(0, 8 - len(values))
-        user, nice, system, idle, iowait, irq, softirq, steal = ticks[:8]
+        user, nice, system, _idle, _iowait, irq, softirq, steal = ticks[:8]
         out[int(name[3:])] = CoreTicks(user + nice + system + irq + softirq, steal, sum(ticks[:8]))
     return out
 
