@@ -6,8 +6,8 @@ where the other core count's record is cached, ``core_count_reasons``) are empty
 used by this session only and the next one measures again.
 
 Why these rules. Beside other work the roofs move both ways: on a 2-vCPU AMD EPYC VM the issue saw all-core
-DRAM roofs of 103-115 and 32-39 GB/s (quiet: 53-56) kept in the cache; on the 2-vCPU Zen 3 VM here, runs
-beside other work read DRAM 55-67 GB/s (quiet: 41-45) and L1 337-373 (quiet update plateau: ~410). The
+DRAM roofs of 103-115 and 32-39 GB/s (quiet: 53-56) kept in the cache; on the 2-vCPU Zen 3 VM here, four runs
+beside other work read DRAM 55-67 GB/s and L1 337-373 (the one quiet run: DRAM 40.6, L1 update 413). The
 per-thread CPU-time check alone lets much of that through: a pass in which no thread of ours was descheduled
 can still share the host with the neighbour. So a pass is also judged by what /proc/stat saw beside it
 (``pass_reason``: other processes' ticks on our cores, the hypervisor's steal), a record by how many of its
