@@ -147,9 +147,11 @@ class TwinSession:
         return recorder
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when == "call" or report.outcome != "passed":
-            self.outcomes[report.nodeid] = report.outcome if report.when == "call" else f"{report.outcome} in " \
-                                                                                        f"{report.when}"
+        """REF's outcome of each test, for the comparing side's record ("failed in setup" when it never ran)."""
+        if report.when == "call":
+            self.outcomes[report.nodeid] = report.outcome
+        elif report.outcome != "passed":
+            self.outcomes[report.nodeid] = f"{report.outcome} in {report.when}"
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
