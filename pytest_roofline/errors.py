@@ -174,3 +174,13 @@ class HistoryFileWarning(UserWarning):
 
 class SiteError(RuntimeError):
     """The history site cannot be built (no readable session, a missing library)."""
+
+
+# --- raised by pytest_roofline.compare (--roofline-compare, bisect)
+
+class CompareError(Exception):
+    """``--roofline-compare`` cannot run: the message names the option, REF and what went wrong."""
+
+
+class ChannelClosed(Exception):
+    """The other side of a comparison went away (it exited or crashed)."""

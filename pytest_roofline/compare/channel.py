@@ -6,9 +6,9 @@ import json
 import socket
 from typing import Any
 
+from pytest_roofline.errors import ChannelClosed
 
-class ChannelClosed(Exception):
-    """The other side went away (it exited or crashed)."""
+__all__ = ["Channel", "ChannelClosed"]
 
 
 class Channel:

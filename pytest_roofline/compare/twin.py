@@ -106,7 +106,7 @@ class Twin:
         import pytest_roofline
 
         package_dir = str(Path(pytest_roofline.__file__).parent)
-        boot = str(Path(__file__).with_name("twin_boot.py"))
+        boot = str(Path(__file__).parent.parent / "plugin" / "twin_boot.py")
         cwd_on_path = "1" if ("" in sys.path or os.getcwd() in sys.path) else "0"
         ours, theirs = socket.socketpair()
         env = {**os.environ, FD_VARIABLE: str(theirs.fileno())}
