@@ -5,8 +5,8 @@ and fraction) got significantly worse by more than its tolerance. Plain Python; 
 
 Every test compared gets ``entry.extra["baseline"]`` (into results.json and the history): the shared
 :class:`~pytest_roofline.measure.comparison.TestComparison` record plus the fields older readers know
-(``fraction``, ``drop``, ``ci`` of the fraction, ``sessions``, ``commits``, ``statistic``); see README,
-"Baseline gate".
+(``fraction``, ``drop``, ``ci`` of the fraction, ``sessions``, ``commits``, ``statistic``); see docs/history.md
+and docs/comparison.md.
 """
 
 from __future__ import annotations

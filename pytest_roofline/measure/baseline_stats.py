@@ -1,5 +1,5 @@
 """Did a test get slower, or less efficient, than in its baseline sessions, beyond noise? A hierarchical
-bootstrap of the ratios now / baseline of its time per call and of its fraction (README, "Baseline gate").
+bootstrap of the ratios now / baseline of its time per call and of its fraction (docs/history.md).
 Plain Python and numpy; deterministic for a given seed.
 
 One session's rounds are correlated (same process, same heap, same neighbours on the host), so their spread

@@ -144,7 +144,7 @@ def _test_page(summary: TestSummary, rows: pd.DataFrame, latest: Session, artifa
     body.append("<h2>Change points</h2>")
     body.append(pages.table(["commits", "sessions", "median before", "median after", "change"], change_rows,
                             numeric=(2, 3, 4)) if change_rows else
-                '<p class="muted">None found (ruptures PELT on log fraction; see the README).</p>')
+                '<p class="muted">None found (ruptures PELT on log fraction; see docs/site.md).</p>')
     body.append(_roofline_section(rows, latest))
     body.append(_failing_section(rows, artifacts, root))
     return pages.page(summary.nodeid, root, "\n".join(body), [(f"{root}index.html", "index"),

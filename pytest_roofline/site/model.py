@@ -1,6 +1,6 @@
 """From sessions to what the pages show: one pandas row per (session, test), and per test its summary.
 
-Definitions the index and test pages use (also in the README):
+Definitions the index and test pages use (also in docs/site.md):
 
 - *now*: the median fraction of the test's last 3 sessions (one session's noise does not flip a column);
 - *last week*: now against the same median 7 days before the latest session (the 3 sessions up to then);
