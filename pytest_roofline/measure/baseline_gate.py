@@ -158,24 +158,10 @@ def regression_report(state: RooflineState, entry: TestEntry, result: TestCompar
 
 def regression_artifacts(state: RooflineState, entry: TestEntry, result: TestComparison) -> tuple[list[Any], list[str]]:
     """The roofline chart with the baseline's point beside the current one, and the kernel table."""
-    from pytest_roofline.output.artifacts import artifact_path, write_kernels_csv
-    from pytest_roofline.output.chart import draw_roofline
-    from pytest_roofline.output.session_output import all_kernels
+    from pytest_roofline.output.session_output import all_kernels, test_artifacts
 
-    machine = entry.recorder.judged_machine()  # the roofs of the cores it ran on, as its fraction
-    kernels = all_kernels(entry.recorder.regions)
-    verdict = entry.recorder.verdict()
-    directory = state.session_dir
-    writers = (
-        lambda: draw_roofline(artifact_path(directory, entry.nodeid, ".png"), machine, kernels, verdict,
-                              title=f"{entry.nodeid}: regression against the baseline",
-                              min_fraction=entry.min_fraction, baseline_fraction=result.fraction.reference),
-        lambda: write_kernels_csv(artifact_path(directory, entry.nodeid, ".kernels.csv"), kernels, machine),
-    )
-    paths, notes = [], []
-    for write in writers:
-        try:
-            paths.append(write())
-        except Exception as exc:  # noqa: BLE001 - a broken chart must not hide the regression
-            notes.append(f"could not write an artifact: {exc!r}")
-    return paths, notes
+    # the roofs of the cores it ran on, as its fraction
+    return test_artifacts(state.session_dir, entry.nodeid, entry.recorder.judged_machine(),
+                          all_kernels(entry.recorder.regions), entry.recorder.verdict(),
+                          title=f"{entry.nodeid}: regression against the baseline", min_fraction=entry.min_fraction,
+                          baseline_fraction=result.fraction.reference)
