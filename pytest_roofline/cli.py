@@ -20,6 +20,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "report": ("pytest_roofline.site.cli", "a static site of the roofline history: trends, change points, trajectories"),
     "thresholds": ("pytest_roofline.history.thresholds_cli",
                    "the min_fraction each test's history supports, and the smallest slowdown it catches"),
+    "compare": ("pytest_roofline.history.compare_cli",
+                "time, work and fraction of every test of session B against sessions A, as the baseline gate"),
 }
 
 
