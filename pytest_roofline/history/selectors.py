@@ -8,17 +8,16 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pytest_roofline.errors import SelectorError
 from pytest_roofline.history.reader import Session
+
+__all__ = ["ACCEPTED", "Selection", "SelectorError", "describe", "select_sessions", "what_exists"]
 
 MIN_COMMIT_PREFIX = 7
 ACCEPTED = (f"a session id, a commit (a hex prefix of >= {MIN_COMMIT_PREFIX} characters), a branch name, latest or "
             "latest~N (N sessions before the latest)")
 _LATEST = re.compile(r"latest(?:~(\d+))?")
 _HEX = re.compile(rf"[0-9a-fA-F]{{{MIN_COMMIT_PREFIX},40}}")
-
-
-class SelectorError(ValueError):
-    """A selector that names no session, or more than one commit; the message says what exists."""
 
 
 @dataclass(frozen=True)
