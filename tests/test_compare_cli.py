@@ -75,7 +75,7 @@ def test_latest_against_the_one_before_finds_twice_the_work(tmp_path: Path,
     assert lines[0] == "A latest~1: s4 (commit 444444444444, main, 2025-11-25T06:04:00)"
     assert lines[1] == "B latest: s5 (commit ffffffffffff, twice, 2025-11-25T06:05:00)"
     # One session in A: the spread pooled over the matmul's and axpy's 5 sessions and test_old's (12 df).
-    assert "sd 1.6% (pooled over this machine's tests, Student t with 12 df)" in lines[3]
+    assert lines[3].endswith("sd 1.6% (pooled over this machine's tests, Student t with 12 df); fraction sd 1.6%")
     rows = {line.split()[0]: line.split() for line in lines if line.startswith("t.py::")}
     # A's matmul took 0.99 ms: 2 / 0.99 = 2.02; the work is 2e8 / 1e8 FLOPs.
     assert rows["t.py::test_matmul"] == ["t.py::test_matmul", "990", "us", "2.00", "ms", "×2.02", "[1.94,", "2.09]",

@@ -57,7 +57,9 @@ def _spread_text(pooled: dict[str, Spread | None]) -> str:
     if time is None:
         return ("tests with fewer than 3 sessions in A are inconclusive: the history up to B holds too little "
                 "spread to pool")
-    return f"tests with fewer than 3 sessions in A use the spread pooled over this machine's tests: {time.describe()}"
+    fraction = pooled.get("fraction")
+    also = f"; fraction sd {fraction.sigma:.1%}" if fraction is not None else ""
+    return f"tests with fewer than 3 sessions in A use the time's {time.describe()}{also}"
 
 
 def table(plan: Plan, rows: Sequence[Row], pooled: dict[str, Spread | None]) -> str:
