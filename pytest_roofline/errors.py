@@ -136,6 +136,13 @@ class UnitError(ValueError):
     """A unit this module cannot convert."""
 
 
+# --- raised by pytest_roofline.history.selectors
+
+class SelectorError(ValueError):
+    """A session selector (``compare A B``) that names no session, or more than one commit; the message says
+    what exists."""
+
+
 # --- raised by pytest_roofline.host.cores
 
 class CoresSettingError(ValueError):

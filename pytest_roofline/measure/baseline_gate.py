@@ -18,7 +18,7 @@ from pytest_roofline.measure.baseline_stats import (
     describe_interval,
     describe_method,
     needed_text,
-    pooled_spread,
+    pooled_over,
     seed_for,
 )
 from pytest_roofline.measure.comparison import TestComparison, Tolerances, compare_test
@@ -51,11 +51,9 @@ def pooled(state: RooflineState, quantity: str) -> Any:
     sessions): each test's values over its last N sessions. Computed once per session."""
     baseline = state.baseline
     if quantity not in baseline.pooled:
-        groups = []
-        for nodeid, chosen in baseline.pool_by_test().items():
-            values = [m.value(quantity) for m in (Measurement.from_record(s.tests[nodeid]) for s in chosen) if m]
-            groups.append(values)
-        baseline.pooled[quantity] = pooled_spread(groups)
+        by_test = baseline.pool_by_test()
+        baseline.pooled[quantity] = pooled_over(([s.tests[n] for s in chosen] for n, chosen in by_test.items()),
+                                                quantity)
     return baseline.pooled[quantity]
 
 
