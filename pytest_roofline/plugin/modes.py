@@ -306,8 +306,8 @@ def _load_baseline(state: RooflineState, config: pytest.Config) -> None:
                                    any_machine=settings.baseline_any_machine)
     skipped = state.baseline.skipped
     if skipped:
-        warnings.warn(RooflineWarning(f"roofline baseline: skipped {len(skipped)} unreadable file(s) under "
-                                      f"{str(reference)!r}: {'; '.join(skipped)}"), stacklevel=1)
+        warnings.warn(RooflineWarning(f"roofline baseline: skipped {len(skipped)} unreadable file(s) or test "
+                                      f"records under {str(reference)!r}: {'; '.join(skipped)}"), stacklevel=1)
     if not state.baseline.sessions:
         warnings.warn(RooflineWarning(f"roofline baseline: no session of this machine in {str(reference)!r}: "
                                       f"every test is new. {' '.join(state.baseline.notes)}"), stacklevel=1)
