@@ -174,3 +174,7 @@ class HistoryFileWarning(UserWarning):
 
 class SiteError(RuntimeError):
     """The history site cannot be built (no readable session, a missing library)."""
+
+
+class SiteOutputError(SiteError):
+    """``report --out`` cannot take the site (a file, a folder that holds no site, unwritable); names it."""
