@@ -136,6 +136,10 @@ class UnitError(ValueError):
     """A unit this module cannot convert."""
 
 
+class NonFiniteNumber(ValueError):
+    """A report's number is infinite or too large for a float (``1e400``)."""
+
+
 # --- raised by pytest_roofline.host.cores
 
 class CoresSettingError(ValueError):
