@@ -75,3 +75,28 @@ def test_pid_zero_or_junk_names_are_not_taken_for_running_sessions(tmp_path: Pat
     stamp = time.time() - STALE_S * 2
     os.utime(odd, (stamp, stamp))
     assert is_abandoned(odd)
+
+
+def test_pinned_machine_files_are_read_bounded(tmp_path: Path) -> None:
+    from pytest_roofline.characterize.pinned import load_machine_file
+
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000)
+    with pytest.raises(ValueError, match=r"^machine file .*deep.json: nested deeper than 64 levels$"):
+        load_machine_file(deep)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    with pytest.raises(ValueError, match=r"fifo.json: cannot read it \(not a regular file\)$"):
+        load_machine_file(fifo)  # refused without opening it: no hang
+    nan = tmp_path / "nan.json"
+    nan.write_text('{"peak_flops": {"fp32": NaN}, "bandwidth": {"DRAM": 1e10}}')
+    with pytest.raises(ValueError, match=r"peak_flops.fp32: must be a positive finite number, got nan"):
+        load_machine_file(nan)
+
+
+def test_import_ncu_machine_roofs_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    roofs = tmp_path / "roofs.json"
+    roofs.write_text('{"name": "m", "peak_flops": {"fp32": Infinity}, "bandwidth": {"DRAM": 1e10}}')
+    assert main(["import-ncu", str(tmp_path / "any.csv"), "--machine", str(roofs)]) == 2
+    assert capsys.readouterr().err == (f"import-ncu: cannot read machine file {roofs}: machine.peak_flops.fp32: inf "
+                                       "is not a finite number in (0, inf)\n")

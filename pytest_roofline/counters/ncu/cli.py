@@ -11,6 +11,7 @@ import json
 import math
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 from pytest_roofline.counters.ncu.diagnostics import (
@@ -43,8 +44,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _load_machine(path: str) -> Machine:
-    with open(path, encoding="utf-8") as handle:
-        return Machine.from_dict(json.load(handle))
+    """Roofs from a JSON file, read bounded and checked (positive finite roofs) as every file read back."""
+    from pytest_roofline.history.validate import check_machine, read_json
+
+    data = read_json(Path(path))
+    check_machine(data)
+    return Machine.from_dict(data)
 
 
 def _judge(kernel: NcuKernel, machine: Machine) -> dict[str, Any]:
