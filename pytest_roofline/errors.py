@@ -140,6 +140,12 @@ class NonFiniteNumber(ValueError):
     """A report's number is infinite or too large for a float (``1e400``)."""
 
 
+# --- raised by pytest_roofline.history.validate
+
+class InvalidRecord(ValueError):
+    """A file or record read back cannot be trusted; the message starts with the field that failed."""
+
+
 # --- raised by pytest_roofline.host.cores
 
 class CoresSettingError(ValueError):

@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_roofline.errors import InvalidRecord as Invalid  # the name the readers catch
+
 MAX_FILE_BYTES = 32 * 2**20  # a 1000-test history file is about 8 MB
 MAX_DEPTH = 64  # the deepest record the plugin writes nests about 10 deep
 MAX_FRACTION = 1.2  # output.session_output.IMPOSSIBLE_FRACTION: above it the roof was wrong, not the code fast
@@ -25,10 +27,6 @@ HISTORY_FORMAT = "pytest-roofline-history"
 
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 _NOT_BRACKET = bytes(sorted(set(range(256)) - set(b"[]{}")))
-
-
-class Invalid(ValueError):
-    """A record that cannot be trusted; the message starts with the field that failed."""
 
 
 def nesting_depth_exceeds(data: bytes, limit: int = MAX_DEPTH) -> bool:
