@@ -18,6 +18,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("pytest_roofline.counters.ncu.doctor", "GPU runner preflight: will --roofline work here with the ncu counter?"),
     "audit-ops": ("pytest_roofline.counters.audit_cli", "which aten ops the analytic counter counts (OpInfo samples)"),
     "report": ("pytest_roofline.site.cli", "a static site of the roofline history: trends, change points, trajectories"),
+    "bisect": ("pytest_roofline.compare.bisect_cli",
+               "the first commit between GOOD and BAD whose tests are slower than at GOOD (A/B in lockstep)"),
     "thresholds": ("pytest_roofline.history.thresholds_cli",
                    "the min_fraction each test's history supports, and the smallest slowdown it catches"),
 }

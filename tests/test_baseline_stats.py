@@ -8,9 +8,19 @@ import math
 import numpy as np
 import pytest
 
-from pytest_roofline.measure.baseline_stats import SINGLE_SESSION_SIGMA, Measurement, compare
+from pytest_roofline.measure.baseline_stats import (
+    MIN_POOLED_DF,
+    Measurement,
+    Spread,
+    compare_quantity,
+    pooled_spread,
+)
 
 T_MIN = 1e-3
+
+
+def compare(current: Measurement, baseline: list[Measurement], max_drop: float, **kwargs: object):
+    return compare_quantity(current, baseline, "fraction", max_drop, **kwargs)  # type: ignore[arg-type]
 
 
 def session(fraction: float, rounds: int = 30, jitter: float = 0.0, seed: int = 0) -> Measurement:
@@ -19,7 +29,7 @@ def session(fraction: float, rounds: int = 30, jitter: float = 0.0, seed: int = 
     spread = np.linspace(-jitter, jitter, rounds)
     np.random.default_rng(seed).shuffle(spread)
     samples = base * (1 + spread)
-    record = {"fraction": T_MIN / float(np.median(samples)),
+    record = {"fraction": T_MIN / float(np.median(samples)), "time_s": float(np.median(samples)),
               "regions": [{"t_min_s": T_MIN, "timing": {"samples_s": samples.tolist()}}]}
     measured = Measurement.from_record(record)
     assert measured is not None
@@ -29,18 +39,18 @@ def session(fraction: float, rounds: int = 30, jitter: float = 0.0, seed: int = 
 def test_identical_samples_are_steady_with_a_point_interval() -> None:
     baseline = [session(0.5) for _ in range(3)]
     result = compare(session(0.5), baseline, 0.10)
-    assert result.verdict == "steady"
+    assert result.verdict == "same"
     assert result.ratio == pytest.approx(1.0)
     assert result.ci == pytest.approx((1.0, 1.0))
-    assert result.session_sigma == 0.0
+    assert result.spread is not None and result.spread.sigma == 0.0
 
 
 def test_a_25_percent_drop_with_tight_sessions_is_a_regression() -> None:
     baseline = [session(f, jitter=0.01, seed=i) for i, f in enumerate((0.500, 0.501, 0.499, 0.502, 0.498))]
     result = compare(session(0.375, jitter=0.01, seed=9), baseline, 0.10)
-    assert result.verdict == "regressed"
-    assert result.baseline_fraction == pytest.approx(0.500, abs=1e-3)
-    assert result.drop == pytest.approx(0.25, abs=2e-3)
+    assert result.verdict == "worse"
+    assert result.reference == pytest.approx(0.500, abs=1e-3)
+    assert 1 - result.ratio == pytest.approx(0.25, abs=2e-3)
     assert result.ci[1] < 0.8  # the interval is narrow: sessions agree to 0.2 %
 
 
@@ -51,8 +61,8 @@ def test_a_25_percent_drop_is_not_significant_when_sessions_spread_widely() -> N
     baseline = [session(f, jitter=0.005, seed=i) for i, f in enumerate(fractions)]
     result = compare(session(0.375, jitter=0.005), baseline, 0.10)
     sd = float(np.std(np.log(fractions), ddof=1))
-    assert result.session_sigma == pytest.approx(sd)
-    assert result.drop == pytest.approx(0.25, abs=2e-3)
+    assert result.spread is not None and result.spread.sigma == pytest.approx(sd)
+    assert 1 - result.ratio == pytest.approx(0.25, abs=2e-3)
     assert result.verdict == "noisy"
     assert result.ci[1] > 1.0
 
@@ -60,23 +70,61 @@ def test_a_25_percent_drop_is_not_significant_when_sessions_spread_widely() -> N
 def test_a_drop_smaller_than_max_drop_is_steady_however_significant() -> None:
     baseline = [session(0.5, jitter=0.01, seed=i) for i in range(5)]
     result = compare(session(0.47, jitter=0.01), baseline, 0.10)  # 6 % lower
-    assert result.verdict == "steady"
+    assert result.verdict == "same"
     assert result.ci[1] < 1.0  # significant, but within the allowed drop
 
 
-def test_one_baseline_session_assumes_the_documented_spread() -> None:
-    # ratio 0.75; with sd 0.05 of the log the interval's upper end is about 0.75 * exp(1.96 * 0.05) = 0.83
+def test_one_baseline_session_is_inconclusive_without_a_pooled_spread() -> None:
+    # no spread of its own (1 session) and none from other tests: never a failure from a guessed spread
     result = compare(session(0.375), [session(0.5)], 0.10)
-    assert result.session_sigma == SINGLE_SESSION_SIGMA
-    assert result.verdict == "regressed"
-    assert result.ci[1] == pytest.approx(0.75 * math.exp(1.96 * SINGLE_SESSION_SIGMA), abs=0.01)
+    assert result.verdict == "inconclusive" and result.ci is None
+    assert result.ratio == pytest.approx(0.75)
+
+
+def test_one_baseline_session_is_judged_with_the_pooled_spread() -> None:
+    # ratio 0.75; with sd 0.05 of the log and a t of 40 df the interval's upper end is about
+    # 0.75 * exp(2.02 * 0.05) = 0.83
+    spread = Spread(0.05, 40, "pooled")
+    result = compare(session(0.375), [session(0.5)], 0.10, pooled=spread)
+    assert result.verdict == "worse" and result.spread == spread
+    assert result.ci is not None and result.ci[1] == pytest.approx(0.75 * math.exp(2.02 * 0.05), abs=0.01)
+
+
+def test_two_sessions_use_the_pooled_spread_not_their_own() -> None:
+    wide = Spread(0.5, 40, "pooled")
+    result = compare(session(0.375), [session(0.5), session(0.5)], 0.10, pooled=wide)
+    assert result.spread == wide and result.verdict == "noisy"  # a 25 % drop inside a 50 % spread
+
+
+def test_pooled_spread_weights_each_test_by_its_degrees_of_freedom() -> None:
+    # test A: log values -d, +d (1 df, sum of squares 2 d^2); test B: -d, 0, +d (2 df, 2 d^2); test C: 3 values
+    d = 0.1
+    a = [math.exp(-d), math.exp(d)]
+    b = [math.exp(-d), 1.0, math.exp(d)]
+    spread = pooled_spread([a, b, b, [0.7]])
+    assert spread is not None and spread.df == 5
+    assert spread.sigma == pytest.approx(math.sqrt(6 * d * d / 5))
+    assert pooled_spread([a, b]) is None  # 3 df < MIN_POOLED_DF
+    assert MIN_POOLED_DF == 4
+
+
+def test_time_is_worse_when_it_rises_beyond_max_slowdown() -> None:
+    # the same fraction ratio read as time: rounds 2 ms -> 2.5 ms is time x1.25
+    baseline = [session(0.5, jitter=0.01, seed=i) for i in range(5)]
+    now = session(0.4, jitter=0.01, seed=9)
+    result = compare_quantity(now, baseline, "time", 0.10)
+    assert result.ratio == pytest.approx(1.25, abs=2e-3)
+    assert result.reference == pytest.approx(2e-3, rel=2e-3)
+    assert result.verdict == "worse" and result.ci is not None and result.ci[0] > 1.0
+    assert compare_quantity(now, baseline, "time", 0.30).verdict == "same"  # within a 30 % tolerance
+    assert compare_quantity(baseline[0], [now] * 3, "time", 0.10).verdict == "better"
 
 
 def test_a_clear_gain_is_an_improvement_and_the_result_is_reproducible() -> None:
     baseline = [session(0.4, jitter=0.01, seed=i) for i in range(4)]
     first = compare(session(0.6, jitter=0.01), baseline, 0.10, seed=7)
     again = compare(session(0.6, jitter=0.01), baseline, 0.10, seed=7)
-    assert first.verdict == "improved"
+    assert first.verdict == "better"
     assert first.ratio == pytest.approx(1.5, abs=0.01)
     assert first.ci == again.ci
 
@@ -91,7 +139,7 @@ def test_regions_and_parts_combine_like_the_verdict() -> None:
     ]}
     measured = Measurement.from_record(record)
     assert measured is not None
-    assert measured.medians_fraction() == pytest.approx(0.5)
+    assert measured.time_s == pytest.approx(6e-3)  # no time_s recorded: the sum of the medians
     assert len(measured.regions[1][1]) == 2
 
 
@@ -100,6 +148,7 @@ def test_a_record_without_rounds_keeps_its_time_and_one_without_fraction_is_none
                                                                      "timing": {}}]})
     assert fixed is not None
     assert fixed.resample(np.random.default_rng(0), 5).tolist() == pytest.approx([0.25] * 5)
+    assert fixed.resample(np.random.default_rng(0), 5, "time").tolist() == pytest.approx([4e-3] * 5)
     assert Measurement.from_record({"fraction": None, "regions": []}) is None
     assert Measurement.from_record({"fraction": float("nan")}) is None
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_roofline.history import environment, writer
-from pytest_roofline.history.baseline import load_baseline, select
+from pytest_roofline.history.baseline import for_test, load_baseline, same_environment, select
 from pytest_roofline.history.machine_key import UNKNOWN_KEY, machine_key, readable_name
 from pytest_roofline.history.reader import Session, load
 
@@ -88,20 +88,40 @@ def test_a_results_json_is_one_session_keyed_by_its_machine(tmp_path: Path) -> N
     assert session.tests["t.py::test_a"]["fraction"] == 0.4
 
 
-def make(index: int, key: str = "m-1", branch: str | None = "main") -> Session:
+def make(index: int, key: str = "m-1", branch: str | None = "main", tests: tuple[str, ...] = ("t",),
+         torch: str | None = None, threads: int | None = None, params: dict | None = None) -> Session:
+    regions = [{"cores": {"count": threads}}] if threads else []
     return Session(id=f"s{index}", start=f"2026-11-25T0{index}:00:00", machine_key=key, commit=None,
-                   branch=branch, source="", tests={})
+                   branch=branch, source="",
+                   tests={t: {"nodeid": t, "fraction": 0.5, "regions": regions, "params": params} for t in tests},
+                   environment={"torch": torch} if torch else {})
 
 
 def test_selection_keeps_this_machine_and_prefers_this_branch_when_it_has_enough() -> None:
     sessions = [make(0), make(1, key="other-2"), make(2, branch="dev"), make(3), make(4, branch="dev")]
-    chosen, notes = select(sessions, key="m-1", branch="main", count=2, any_machine=False)
-    assert [s.id for s in chosen] == ["s0", "s3"]  # the last two of main on this machine
-    assert "other-2" in notes[0]
-    chosen, _ = select(sessions, key="m-1", branch="main", count=3, any_machine=False)
-    assert [s.id for s in chosen] == ["s2", "s3", "s4"]  # main has only 2: the last 3 of any branch
-    chosen, notes = select(sessions, key="m-1", branch=None, count=5, any_machine=True)
-    assert [s.id for s in chosen] == ["s0", "s1", "s2", "s3", "s4"] and notes == []
+    mine, notes = select(sessions, key="m-1", any_machine=False)
+    assert [s.id for s in mine] == ["s0", "s2", "s3", "s4"] and "other-2" in notes[0]
+    assert [s.id for s in for_test(mine, "t", None, {}, "main", 2)] == ["s0", "s3"]  # the last two of main
+    # main has only 2: the last 3 of any branch
+    assert [s.id for s in for_test(mine, "t", None, {}, "main", 3)] == ["s2", "s3", "s4"]
+    everything, notes = select(sessions, key="m-1", any_machine=True)
+    assert [s.id for s in everything] == ["s0", "s1", "s2", "s3", "s4"] and notes == []
+
+
+def test_a_partial_run_does_not_hide_other_tests_baselines() -> None:
+    # three full runs, then four debugging runs of test a alone: b's baseline is still the full runs
+    sessions = [make(i, tests=("a", "b")) for i in range(3)] + [make(i, tests=("a",)) for i in range(3, 7)]
+    assert [s.id for s in for_test(sessions, "b", None, {}, "main", 5)] == ["s0", "s1", "s2"]
+    assert [s.id for s in for_test(sessions, "a", None, {}, "main", 5)] == ["s2", "s3", "s4", "s5", "s6"]
+
+
+def test_sessions_of_another_environment_or_other_params_are_not_a_baseline() -> None:
+    sessions = [make(0, torch="2.12.0", threads=1), make(1, torch="2.13.0", threads=1),
+                make(2, torch="2.13.0", threads=2), make(3), make(4, params={"n": 2})]
+    chosen = for_test(sessions, "t", {"n": 1}, {"torch": "2.13.0", "threads": 1}, None, 5)
+    # s0: other torch; s2: other thread count; s3 recorded neither (an older file): kept; s4: other params
+    assert [s.id for s in chosen] == ["s1", "s3"]
+    assert same_environment({"torch": "2.13.0"}, {"torch": "2.13.0", "threads": 4})
 
 
 def test_a_file_copied_into_the_wrong_folder_is_read_by_its_key(tmp_path: Path) -> None:
@@ -146,7 +166,8 @@ def test_session_files_take_ready_made_records_and_report_errors_as_text(tmp_pat
     from pytest_roofline.model import Machine
     from pytest_roofline.output.session_files import write_session_files
 
-    settings = SimpleNamespace(directory=tmp_path / "out", history=tmp_path / "hist")
+    settings = SimpleNamespace(directory=tmp_path / "out", history=tmp_path / "hist", history_keep=None,
+                               baseline_sessions=5)
     state = SimpleNamespace(settings=settings, session_id="20261125T063923.916Z-1", counter_label="analytic (auto)",
                             loaded_machine=Machine.from_dict(MACHINE), history_file=None)
     meta = {"id": state.session_id, "start": "2026-11-25T06:39:23.916956+00:00", "end": "x", "exit_status": 0}

@@ -94,12 +94,14 @@ def test_a_regression_fails_with_one_message_and_a_chart(pytester: pytest.Pytest
     result = run_roofline(machine_file, "--roofline-baseline", "base")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
-        ("*roofline: regression against the baseline: fraction 0.4* now, 0.9 in the baseline (median of 3 "
-        "sessions: base-0 (000000000000), base-1 (000000000000), base-2 (000000000000)): a drop of *%, more "
-        "than max_drop 10%, and significant: ratio now/baseline 0.*, 95% CI [[]0.*"),
+        "*roofline: regression against the baseline: time ×1.* since the baseline; fraction 0.90 → 0.4*",
+        ("  time 2.* ms now, 1.11 ms in the baseline; fraction 0.4* now, 0.9 in the baseline (median of 3 "
+         "sessions: base-0 (000000000000), base-1 (000000000000), base-2 (000000000000))"),
+        "  fails on: time per call rose more than max_slowdown 10%; fraction fell more than max_drop 10%",
+        "  statistic: time ratio now/baseline 1.*, 95% CI [[]1.*]; fraction ratio now/baseline 0.5*, 95% CI*",
         "*measured again at once*",
         "*.png",
-        "*REGRESSED: test_history_glue.py::test_step[[]2]: 0.9 -> 0.4*",
+        "*REGRESSED: test_history_glue.py::test_step[[]2]: time ×1.* since the baseline; fraction 0.90 → 0.4*",
     ])
     record = json.loads((pytester.path / ".roofline" / "results.json").read_text())["tests"][0]
     baseline = record["baseline"]
@@ -111,7 +113,8 @@ def test_a_regression_fails_with_one_message_and_a_chart(pytester: pytest.Pytest
 def test_warn_only_reports_and_fails_nothing(pytester: pytest.Pytester, machine_file: Path,
                                              run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(test_history_glue=TEST.format(marker="(min_fraction=0.95)"))
-    fake_session(pytester.path / "base", 0, 0.9)
+    for index in range(3):
+        fake_session(pytester.path / "base", index, 0.9)
     result = run_roofline(machine_file, "--roofline-baseline", "base", "--roofline-warn-only")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*RooflineWarning: roofline: attained fraction*below min_fraction 0.95*",
@@ -123,17 +126,19 @@ def test_warn_only_reports_and_fails_nothing(pytester: pytest.Pytester, machine_
 def test_clean_sessions_against_their_own_history_pass(pytester: pytest.Pytester, machine_file: Path,
                                                        run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(test_history_glue=TEST.format(marker="(max_drop=0.5)"))
-    for _ in range(2):
+    for _ in range(3):
         assert run_roofline(machine_file).ret == 0
     result = run_roofline(machine_file, "--roofline-baseline", ".roofline/history")
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["*passed (steady)*", "baseline .roofline/history: 2 session(s)*", "*1 steady"])
+    result.stdout.fnmatch_lines(["*passed (steady)*", "baseline .roofline/history: per test, its last 5*",
+                                 "*1 steady"])
 
 
 def test_other_machines_are_left_out_unless_asked(pytester: pytest.Pytester, machine_file: Path,
                                                   run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(test_history_glue=TEST.format(marker=""))
-    fake_session(pytester.path / "base", 0, 0.9, key="another-machine-00000000")
+    for index in range(3):
+        fake_session(pytester.path / "base", index, 0.9, key="another-machine-00000000")
     result = run_roofline(machine_file, "--roofline-baseline", "base")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*no session of this machine*every test is new*another-machine-00000000*"])
@@ -204,7 +209,8 @@ def test_a_contended_regression_is_reported_then_failed_when_free_at_the_end(
     from pytest_roofline.host import cores
 
     pytester.makepyfile(test_history_glue=TEST.format(marker=""))
-    fake_session(pytester.path / "base", 0, 0.9)
+    for index in range(3):
+        fake_session(pytester.path / "base", index, 0.9)
     busy = {c: 1.0 for c in cores.base_affinity()}
     fake_core_load(iter([busy] * 10))
     result = run_roofline(machine_file, "--roofline-baseline", "base")
@@ -216,3 +222,81 @@ def test_a_contended_regression_is_reported_then_failed_when_free_at_the_end(
     record = json.loads((pytester.path / ".roofline" / "results.json").read_text())["tests"][0]
     assert record["outcome"] == "failed" and record["contended"]["failed_when_remeasured"] is True
     assert record["baseline"]["verdict"] == "regressed" and "excused" not in record["baseline"]
+
+
+# The call does its work `k` times: declared FLOPs and sleep both scale with ROOFLINE_TEST_K, like a change
+# that runs every op twice. The sleep's own overhead makes the fraction a little under 0.5 at every k.
+TWICE = """
+import os, pytest, time
+
+@pytest.mark.roofline{marker}
+def test_step(roofline):
+    k = int(os.environ.get("ROOFLINE_TEST_K", "1"))
+    work = int(os.environ.get("ROOFLINE_TEST_WORK", str(k)))
+    roofline.declare(flops=1e8 * work).measure(time.sleep, 0.002 * k)
+"""
+
+
+def test_twice_the_work_at_the_same_fraction_fails_on_time(pytester: pytest.Pytester, machine_file: Path,
+                                                            monkeypatch: pytest.MonkeyPatch,
+                                                            run_roofline: Callable[..., pytest.RunResult]) -> None:
+    pytester.makepyfile(test_twice=TWICE.format(marker=""))
+    for _ in range(3):
+        assert run_roofline(machine_file).ret == 0
+    monkeypatch.setenv("ROOFLINE_TEST_K", "2")
+    result = run_roofline(machine_file, "--roofline-baseline", ".roofline/history")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([
+        ("*roofline: regression against the baseline: time ×[12].* since the baseline: work ×2.00 at the same "
+        "fraction (0.*)"),
+        "  time 4.* ms now, 2.* ms in the baseline; fraction 0.4* now, 0.4* in the baseline (median of 3 sessions*",
+        "  fails on: time per call rose more than max_slowdown 10%",
+        "  work: 2e+08 FLOPs now, 1e+08 in the baseline",
+    ])
+    record = json.loads((pytester.path / ".roofline" / "results.json").read_text())["tests"][0]["baseline"]
+    assert record["verdict"] == "regressed" and record["failed_on"] == ["time"]
+    changes = record["changes"]
+    assert changes["time"]["ratio"] == pytest.approx(2.0, rel=0.1) and changes["time"]["verdict"] == "worse"
+    assert changes["fraction"]["verdict"] == "same" and changes["work"]["ratio"] == 2.0
+    assert changes["work"]["verdict"] == "more"
+
+
+def test_a_change_of_work_alone_is_reported_and_fails_only_when_asked(
+        pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch,
+        run_roofline: Callable[..., pytest.RunResult]) -> None:
+    pytester.makepyfile(test_twice=TWICE.format(marker=""))
+    for _ in range(3):
+        assert run_roofline(machine_file).ret == 0
+    monkeypatch.setenv("ROOFLINE_TEST_WORK", "2")  # twice the counted FLOPs in the same time: a recount
+    result = run_roofline(machine_file, "--roofline-baseline", ".roofline/history")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*passed (changed)*", ("  changed, not gated: test_twice.py::test_step: time ×* "
+                                 "since the baseline: work ×2.00 and fraction 0.* → 0.9*")])
+    result = run_roofline(machine_file, "--roofline-baseline", ".roofline/history", "--roofline-fail-on", "work")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*fails on: the counted work changed (fail_on includes work)*"])
+
+
+def test_too_few_baseline_sessions_are_inconclusive_never_failed(
+        pytester: pytest.Pytester, machine_file: Path, run_roofline: Callable[..., pytest.RunResult]) -> None:
+    pytester.makepyfile(test_history_glue=TEST.format(marker=""))
+    fake_session(pytester.path / "base", 0, 0.9)  # one session at 0.9; now it runs at under 0.5
+    result = run_roofline(machine_file, "--roofline-baseline", "base")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*passed (inconclusive)*",
+                                 ("  inconclusive: test_history_glue.py::test_step[[]2]: inconclusive: too few "
+                                 "sessions to measure the spread: a test needs 3 baseline sessions (2 more of this "
+                                 "test)*")])
+
+
+def test_fail_on_and_max_slowdown_are_validated(pytester: pytest.Pytester, machine_file: Path,
+                                                run_roofline: Callable[..., pytest.RunResult]) -> None:
+    pytester.makepyfile(test_history_glue=TEST.format(marker=""))
+    result = run_roofline(machine_file, "--roofline-fail-on", "speed")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--roofline-fail-on must name one or more of time, fraction, work*'speed'*"])
+    result = run_roofline(machine_file, "--roofline-max-slowdown", "-1")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    pytester.makepyfile(test_history_glue=TEST.format(marker="(fail_on=['tim'])"))
+    result = run_roofline(machine_file)
+    result.stdout.fnmatch_lines(["*@pytest.mark.roofline(fail_on=...) must name one or more of time, fraction*"])

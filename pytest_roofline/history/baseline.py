@@ -1,40 +1,102 @@
-"""Choose the baseline sessions a session is compared with (``--roofline-baseline``).
+"""Choose the baseline sessions each test is compared with (``--roofline-baseline``).
 
-From a history directory: the last ``count`` sessions of this machine (its key), on this branch when it has
-that many, else on any branch. A single file (a history file or a ``results.json``) is its one session. Other
+Per test: the last ``count`` sessions that measured that test with the same parameters, on this machine (its
+key) and, where both sessions recorded it, the same environment (torch version, the threads the calls ran on);
+on this branch when it has that many, else on any branch. A partial run (``-k``, a node id) therefore never
+hides other tests' baselines. A single file (a history file or a ``results.json``) is its one session. Other
 machines' sessions are left out unless ``any_machine``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pytest_roofline.history.reader import Loaded, Session, load
+
+# Environment fields a baseline session must share with the current one when both recorded them.
+ENVIRONMENT_KEYS = ("torch", "threads")
 
 
 @dataclass
 class Baseline:
     reference: str
-    sessions: list[Session] = field(default_factory=list)
+    sessions: list[Session] = field(default_factory=list)  # this machine's sessions, oldest first
     skipped: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what the selection left out, for the summary
+    count: int = 5
+    branch: str | None = None
+    environment: Mapping[str, Any] = field(default_factory=dict)
+    spread_pool: list[Session] = field(default_factory=list)  # sessions the pooled spread is measured over
+    pooled: dict[str, Any] = field(default_factory=dict)  # quantity -> baseline_stats.Spread, once computed
 
     def describe(self) -> str:
         if not self.sessions:
             return f"baseline {self.reference}: no session to compare with"
-        ids = ", ".join(session_label(s) for s in self.sessions)
-        return f"baseline {self.reference}: {len(self.sessions)} session(s): {ids}"
+        return (f"baseline {self.reference}: per test, its last {self.count} session(s) of this machine "
+                f"({len(self.sessions)} session(s) to choose from)")
+
+    def sessions_for(self, nodeid: str, params: Any = None, threads: int | None = None) -> list[Session]:
+        """The baseline sessions of one test (oldest first); ``threads``: the cores its calls ran on now."""
+        environment = {**self.environment, "threads": threads}
+        return for_test(self.sessions, nodeid, params, environment, self.branch, self.count)
+
+    def pool_by_test(self) -> dict[str, list[Session]]:
+        """Each test of the spread pool with its last N sessions there (for the pooled spread)."""
+        nodeids = sorted({n for s in self.spread_pool for n in s.tests})
+        return {n: for_test(self.spread_pool, n, None, {}, None, self.count) for n in nodeids}
 
 
 def session_label(session: Session) -> str:
     return f"{session.id} ({session.commit[:12]})" if session.commit else session.id
 
 
-def select(sessions: Sequence[Session], *, key: str, branch: str | None, count: int,
-           any_machine: bool) -> tuple[list[Session], list[str]]:
-    """The sessions to compare with (oldest first) and notes on what was left out."""
+def _measured(record: Mapping[str, Any]) -> bool:
+    fraction = record.get("fraction")
+    return isinstance(fraction, (int, float)) and not isinstance(fraction, bool) and fraction > 0
+
+
+def same_environment(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+    """Equal on every :data:`ENVIRONMENT_KEYS` field both recorded (an older file lacking one still counts)."""
+    return all(recorded.get(k) is None or current.get(k) is None or recorded.get(k) == current.get(k)
+               for k in ENVIRONMENT_KEYS)
+
+
+def for_test(sessions: Sequence[Session], nodeid: str, params: Any, environment: Mapping[str, Any],
+             branch: str | None, count: int) -> list[Session]:
+    """The last ``count`` sessions that measured ``nodeid`` with these ``params`` in this environment."""
+    found = []
+    for session in sessions:
+        record = session.tests.get(nodeid)
+        if record is None or not _measured(record):
+            continue
+        if params is not None and record.get("params") is not None and record.get("params") != params:
+            continue
+        if not same_environment({**session.environment, **_threads(record)}, environment):
+            continue
+        found.append(session)
+    same_branch = [s for s in found if branch is not None and s.branch == branch]
+    chosen = same_branch if len(same_branch) >= count else found
+    return chosen[-count:]
+
+
+def threads_of(regions: Any) -> int | None:
+    """The cores a test's calls ran on (the most of its regions' ``cores.count``), where recorded."""
+    counts = [r.get("cores", {}).get("count") for r in regions or [] if isinstance(r, Mapping)
+              and isinstance(r.get("cores"), Mapping)]
+    found = [c for c in counts if isinstance(c, int) and not isinstance(c, bool)]
+    return max(found) if found else None
+
+
+def _threads(record: Mapping[str, Any]) -> dict[str, Any]:
+    threads = threads_of(record.get("regions"))
+    return {} if threads is None else {"threads": threads}
+
+
+def select(sessions: Sequence[Session], *, key: str, any_machine: bool) -> tuple[list[Session], list[str]]:
+    """This machine's sessions (oldest first) and notes on what was left out."""
     notes: list[str] = []
     mine = list(sessions) if any_machine else [s for s in sessions if s.machine_key == key]
     others = len(sessions) - len(mine)
@@ -42,12 +104,20 @@ def select(sessions: Sequence[Session], *, key: str, branch: str | None, count: 
         keys = sorted({s.machine_key for s in sessions if s.machine_key != key})
         notes.append(f"{others} session(s) of other machines ({', '.join(keys)}) left out; this machine is {key} "
                      "(--roofline-baseline-any-machine compares them)")
-    same_branch = [s for s in mine if branch is not None and s.branch == branch]
-    chosen = same_branch if len(same_branch) >= count else mine
-    return chosen[-count:], notes
+    return mine, notes
 
 
-def load_baseline(reference: Path, *, key: str, branch: str | None, count: int, any_machine: bool) -> Baseline:
+def load_baseline(reference: Path, *, key: str, branch: str | None, count: int, any_machine: bool,
+                  environment: Mapping[str, Any] | None = None, history: Path | None = None) -> Baseline:
+    """The baseline, and the sessions the pooled spread is measured over: the baseline's own and, when the
+    baseline is a single file, this machine's ``history`` directory too (a one-session baseline has no spread
+    of its own)."""
     loaded: Loaded = load(reference)
-    chosen, notes = select(loaded.sessions, key=key, branch=branch, count=count, any_machine=any_machine)
-    return Baseline(str(reference), chosen, loaded.skipped, notes)
+    chosen, notes = select(loaded.sessions, key=key, any_machine=any_machine)
+    pool = list(chosen)
+    if not reference.is_dir() and history is not None and history.is_dir():
+        extra = load(history)
+        seen = {(s.id, s.start) for s in pool}
+        pool += [s for s in select(extra.sessions, key=key, any_machine=any_machine)[0]
+                 if (s.id, s.start) not in seen]
+    return Baseline(str(reference), chosen, loaded.skipped, notes, count, branch, dict(environment or {}), pool)

@@ -31,6 +31,7 @@ class Session:
     source: str  # the file it was read from
     tests: Mapping[str, Mapping[str, Any]]
     machine: Mapping[str, Any] | None = None
+    environment: Mapping[str, Any] = field(default_factory=dict)  # {"torch": version} where recorded
 
 
 @dataclass
@@ -61,7 +62,14 @@ def session_from(document: Any, source: str, skipped: list[str] | None = None) -
         skipped.append(describe_skipped(source, problems))
     return Session(id=str(session.get("id") or Path(source).stem), start=str(session.get("start") or ""),
                    machine_key=key, commit=git.get("commit"), branch=git.get("branch"), source=source,
-                   tests={str(t["nodeid"]): t for t in tests}, machine=machine or None)
+                   tests={str(t["nodeid"]): t for t in tests}, machine=machine or None,
+                   environment=_environment(session))
+
+
+def _environment(session: Any) -> dict[str, Any]:
+    versions = session.get("versions") if isinstance(session, dict) else None
+    torch = versions.get("torch") if isinstance(versions, dict) else None
+    return {"torch": str(torch)} if torch else {}
 
 
 def read_file(path: Path, loaded: Loaded) -> None:

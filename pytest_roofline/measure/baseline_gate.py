@@ -1,51 +1,92 @@
-"""The baseline gate (``--roofline-baseline``): fail a test whose fraction fell, significantly, by more than
-``max_drop`` since its baseline sessions. Plain Python; called from :func:`measure.gate.judge`.
+"""The baseline gate (``--roofline-baseline``): compare a test's time per call, counted work and fraction with
+its own baseline sessions, and fail it when a quantity it is failed on (``--roofline-fail-on``, default time
+and fraction) got significantly worse by more than its tolerance. Plain Python; called from
+:func:`measure.gate.judge`.
 
-Every test compared gets ``entry.extra["baseline"]`` (into results.json and the history):
-``{"fraction", "drop", "verdict", "sessions", "ci", "statistic"}``; see README, "Baseline gate".
+Every test compared gets ``entry.extra["baseline"]`` (into results.json and the history): the shared
+:class:`~pytest_roofline.measure.comparison.TestComparison` record plus the fields older readers know
+(``fraction``, ``drop``, ``ci`` of the fraction, ``sessions``, ``commits``, ``statistic``); see README,
+"Baseline gate".
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from pytest_roofline.measure.baseline_stats import Comparison, Measurement, compare, seed_for
+from pytest_roofline.measure.baseline_stats import (
+    Measurement,
+    describe_interval,
+    describe_method,
+    needed_text,
+    pooled_spread,
+    seed_for,
+)
+from pytest_roofline.measure.comparison import TestComparison, Tolerances, compare_test
 from pytest_roofline.measure.settings import MarkerOptions
 from pytest_roofline.measure.state import RooflineState, TestEntry
 
 
-def max_drop_for(state: RooflineState, options: MarkerOptions | None) -> float:
-    """The marker's ``max_drop=`` if given, else ``--roofline-max-drop``."""
-    return options.max_drop if options is not None and options.max_drop is not None else state.settings.max_drop
+def tolerances_of(state: RooflineState, options: MarkerOptions | None) -> Tolerances:
+    """The marker's arguments where given, else the session's options."""
+    s = state.settings
+    o = options or MarkerOptions()
+    return Tolerances(o.max_drop if o.max_drop is not None else s.max_drop,
+                      o.max_slowdown if o.max_slowdown is not None else s.max_slowdown,
+                      o.fail_on if o.fail_on is not None else s.fail_on)
 
 
-def current_measurement(entry: TestEntry) -> Measurement | None:
+def tolerances_from_record(record: dict[str, Any]) -> Tolerances:
+    return Tolerances(float(record["max_drop"]), float(record["max_slowdown"]), tuple(record["fail_on"]))
+
+
+def current_measurement(entry: TestEntry, regions: list[dict[str, Any]]) -> Measurement | None:
     verdict = entry.recorder.verdict()
     if verdict is None:
         return None
-    return Measurement.from_record({"fraction": verdict.fraction,
-                                    "regions": [r.to_dict() for r in entry.recorder.regions]})
+    return Measurement.from_record({**verdict.to_dict(), "regions": regions})
 
 
-def compare_entry(state: RooflineState, entry: TestEntry, max_drop: float) -> Comparison | None:
+def pooled(state: RooflineState, quantity: str) -> Any:
+    """The session-to-session spread of ``quantity`` pooled over this machine's tests (baseline and history
+    sessions): each test's values over its last N sessions. Computed once per session."""
+    baseline = state.baseline
+    if quantity not in baseline.pooled:
+        groups = []
+        for nodeid, chosen in baseline.pool_by_test().items():
+            values = [m.value(quantity) for m in (Measurement.from_record(s.tests[nodeid]) for s in chosen) if m]
+            groups.append(values)
+        baseline.pooled[quantity] = pooled_spread(groups)
+    return baseline.pooled[quantity]
+
+
+def compare_entry(state: RooflineState, entry: TestEntry, tolerances: Tolerances) -> TestComparison | None:
     """Compare the test with its baseline sessions and record the result in ``entry.extra["baseline"]``;
     None when there is nothing to compare (no measurement, or a new test)."""
-    baseline = state.baseline
-    measured = [(session, Measurement.from_record(session.tests[entry.nodeid])) for session in baseline.sessions
-                if entry.nodeid in session.tests]
-    found = [(session, m) for session, m in measured if m is not None]
-    current = current_measurement(entry)
+    regions = [r.to_dict() for r in entry.recorder.regions]
+    current = current_measurement(entry, regions)
     if current is None:
         return None
+    record_base = {"max_drop": tolerances.max_drop, "max_slowdown": tolerances.max_slowdown,
+                   "fail_on": list(tolerances.fail_on)}
+    from pytest_roofline.history.baseline import threads_of
+
+    chosen = state.baseline.sessions_for(entry.nodeid, entry.extra.get("params"), threads_of(regions))
+    found = [(s, m) for s, m in ((s, Measurement.from_record(s.tests[entry.nodeid])) for s in chosen)
+             if m is not None]
     if not found:
         entry.extra["baseline"] = {"fraction": None, "drop": None, "verdict": "new", "sessions": [], "ci": None,
-                                   "statistic": "no baseline session measured this test", "max_drop": max_drop}
+                                   "statistic": "no baseline session measured this test", **record_base}
         return None
-    result = compare(current, [m for _, m in found], max_drop, seed=seed_for(entry.nodeid))
-    entry.extra["baseline"] = {"fraction": result.baseline_fraction, "drop": result.drop, "verdict": result.verdict,
-                               "sessions": [s.id for s, _ in found], "ci": list(result.ci),
-                               "statistic": result.statistic, "max_drop": max_drop,
-                               "commits": [s.commit for s, _ in found]}
+    result = compare_test(current, [m for _, m in found], tolerances, bound=entry.recorder.verdict().bound,
+                          pooled={q: pooled(state, q) for q in ("time", "fraction")}, seed=seed_for(entry.nodeid))
+    time, fraction = result.time, result.fraction
+    statistic = (f"{describe_interval(time)}; {describe_interval(fraction)} ({describe_method(time)})"
+                 if time.ci is not None else f"inconclusive: {needed_text(len(found))}")
+    entry.extra["baseline"] = {
+        **result.to_dict(), **record_base,
+        "fraction": fraction.reference, "drop": 1.0 - fraction.ratio,
+        "ci": None if fraction.ci is None else list(fraction.ci), "statistic": statistic,
+        "sessions": [s.id for s, _ in found], "commits": [s.commit for s, _ in found]}
     return result
 
 
@@ -59,35 +100,52 @@ def judge_baseline(state: RooflineState, entry: TestEntry, options: MarkerOption
     """
     if state.baseline is None:
         return None
-    max_drop = max_drop_for(state, options)
-    result = compare_entry(state, entry, max_drop)
+    tolerances = tolerances_of(state, options)
+    result = compare_entry(state, entry, tolerances)
     if result is None or result.verdict != "regressed":
         return None
     if not state.settings.strict and not xfail and entry.recorder.is_contended():
         entry.extra["baseline"]["excused"] = "contended"  # measured again at the end of the session
         return None
     if state.settings.confirm == "on" and not xfail and "confirmed" not in entry.extra:
-        first = result.fraction
-        if entry.recorder.confirm():
-            result = compare_entry(state, entry, max_drop) or result
-            entry.extra["confirmed"] = {"first": first, "second": result.fraction}
+        first = result.fraction.now
+        if entry.recorder.confirm() and result.failed_on != ("work",):
+            result = compare_entry(state, entry, tolerances) or result
+            entry.extra["confirmed"] = {"first": first, "second": result.fraction.now}
             if result.verdict != "regressed":
                 return None
-    return regression_report(state, entry, result, max_drop)
+    return regression_report(state, entry, result)
 
 
-def regression_report(state: RooflineState, entry: TestEntry, result: Comparison, max_drop: float) -> str:
-    """One message: the baseline's fraction and sessions, now, the drop, the statistic, the chart's path."""
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3g} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.3g} us"
+
+
+def regression_report(state: RooflineState, entry: TestEntry, result: TestComparison) -> str:
+    """One message: what got worse and why (the explanation), the figures now and in the baseline, the
+    sessions, the statistic, the tolerances, and the chart's path."""
     from pytest_roofline.history.baseline import session_label
 
     record = entry.extra["baseline"]
     by_id = {s.id: s for s in state.baseline.sessions}
     sessions = ", ".join(session_label(by_id[i]) for i in record["sessions"] if i in by_id)
     count = len(record["sessions"])
-    lines = [(f"roofline: regression against the baseline: fraction {result.fraction:.3g} now, "
-              f"{result.baseline_fraction:.3g} in the baseline ({'median of ' if count > 1 else ''}{count} "
-              f"session{'s' if count > 1 else ''}: {sessions}): a drop of {result.drop:.1%}, more than max_drop "
-              f"{max_drop:.0%}, and significant: {result.statistic}")]
+    t, f = result.time, result.fraction
+    why = {"time": f"time per call rose more than max_slowdown {record['max_slowdown']:.0%}",
+           "fraction": f"fraction fell more than max_drop {record['max_drop']:.0%}",
+           "work": "the counted work changed (fail_on includes work)"}
+    lines = [f"roofline: regression against the baseline: {result.explanation}",
+             (f"  time {_ms(t.now)} now, {_ms(t.reference)} in the baseline; fraction {f.now:.3g} now, "
+              f"{f.reference:.3g} in the baseline ({'median of ' if count > 1 else ''}{count} "
+              f"session{'s' if count > 1 else ''}: {sessions})"),
+             f"  fails on: {'; '.join(why[q] for q in result.failed_on)}"]
+    if result.work is not None and result.work.verdict != "same":
+        now, ref = result.work.now, result.work.reference
+        levels = sorted(set(now.bytes) | set(ref.bytes))
+        moved = "; bytes " + ", ".join(f"{k} {now.bytes.get(k, 0):.4g} vs {ref.bytes.get(k, 0):.4g}"
+                                       for k in levels) if levels else ""
+        lines.append(f"  work: {now.total_flops:.4g} FLOPs now, {ref.total_flops:.4g} in the baseline{moved}")
+    lines.append(f"  statistic: {record['statistic']}")
     if "confirmed" in entry.extra:
         confirmed = entry.extra["confirmed"]
         lines.append(f"  measured again at once: fraction {confirmed['first']:.3g} then {confirmed['second']:.3g}; "
@@ -98,7 +156,7 @@ def regression_report(state: RooflineState, entry: TestEntry, result: Comparison
     return "\n".join(lines)
 
 
-def regression_artifacts(state: RooflineState, entry: TestEntry, result: Comparison) -> tuple[list[Any], list[str]]:
+def regression_artifacts(state: RooflineState, entry: TestEntry, result: TestComparison) -> tuple[list[Any], list[str]]:
     """The roofline chart with the baseline's point beside the current one, and the kernel table."""
     from pytest_roofline.output.artifacts import artifact_path, write_kernels_csv
     from pytest_roofline.output.chart import draw_roofline
@@ -111,7 +169,7 @@ def regression_artifacts(state: RooflineState, entry: TestEntry, result: Compari
     writers = (
         lambda: draw_roofline(artifact_path(directory, entry.nodeid, ".png"), machine, kernels, verdict,
                               title=f"{entry.nodeid}: regression against the baseline",
-                              min_fraction=entry.min_fraction, baseline_fraction=result.baseline_fraction),
+                              min_fraction=entry.min_fraction, baseline_fraction=result.fraction.reference),
         lambda: write_kernels_csv(artifact_path(directory, entry.nodeid, ".kernels.csv"), kernels, machine),
     )
     paths, notes = [], []

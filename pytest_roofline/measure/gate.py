@@ -27,6 +27,10 @@ def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
         return outcome
     if state.baseline is not None:  # numpy is imported only when there is a baseline to compare with
         outcome = _with_baseline(state, entry, options, xfail, outcome)
+    if state.compare_error is not None and outcome.failure is None:  # the A/B gate could not run: never a pass
+        outcome = Judgement(failure=f"roofline: {state.compare_error}")
+    elif state.compare_ref is not None and outcome.failure is None:
+        outcome = Judgement(failure=judge_compare(state, entry, options))
     if outcome.failure is not None and state.settings.warn_only:
         return Judgement(warning=f"{outcome.failure}\n  (--roofline-warn-only: reported, not failed)")
     return outcome
@@ -34,14 +38,80 @@ def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
 
 def _with_baseline(state: RooflineState, entry: TestEntry, options: MarkerOptions | None, xfail: bool,
                    outcome: Judgement) -> Judgement:
-    from pytest_roofline.measure.baseline_gate import compare_entry, judge_baseline, max_drop_for
+    from pytest_roofline.measure.baseline_gate import compare_entry, judge_baseline, tolerances_of
 
     if outcome.failure is None:
         regression = judge_baseline(state, entry, options, xfail)
         outcome = Judgement(failure=regression)
     else:  # failed on its threshold: still compared, for the record
-        compare_entry(state, entry, max_drop_for(state, options))
+        compare_entry(state, entry, tolerances_of(state, options))
     return outcome
+
+
+def judge_compare(state: RooflineState, entry: TestEntry, options: MarkerOptions | None) -> str | None:
+    """The A/B gate (``--roofline-compare``): record the test's paired comparison with REF in
+    ``entry.extra["compare"]``; the failure message when it regressed."""
+    from pytest_roofline.compare.report import compare_regions, failure_message
+    from pytest_roofline.measure.baseline_gate import tolerances_of
+    from pytest_roofline.measure.comparison import Tolerances
+
+    base = tolerances_of(state, options)
+    given = options.max_slowdown if options is not None else None
+    tolerances = Tolerances(base.max_drop, given if given is not None else state.settings.compare_max_slowdown,
+                            base.fail_on)
+    regions = [r.to_dict() for r in entry.recorder.regions]
+    verdict = entry.recorder.verdict()
+    ref = state.compare_ref or {}
+    result = compare_regions(regions, tolerances, f"REF {ref.get('ref')} ({str(ref.get('commit'))[:12]})",
+                             None if verdict is None else verdict.bound)
+    if result is None:
+        return None
+    pairs = sum(int((r.get("compare") or {}).get("pairs") or 0) for r in regions)
+    entry.extra["compare"] = {**entry.extra.get("compare", {}), **result.to_dict(), "ref": ref.get("ref"),
+                              "commit": ref.get("commit"), "pairs": pairs, "max_drop": tolerances.max_drop,
+                              "max_slowdown": tolerances.max_slowdown}
+    if result.verdict != "regressed":
+        return None
+    message = failure_message(entry.nodeid, result, entry.extra["compare"])
+    paths, notes = compare_artifacts(state, entry, result, regions)
+    entry.artifacts.extend(str(p) for p in paths)
+    return "\n".join([message, *(f"  {p}" for p in paths), *(f"  note: {n}" for n in notes)])
+
+
+def compare_artifacts(state: RooflineState, entry: TestEntry, result: Any,
+                      regions: list[dict[str, Any]]) -> tuple[list[Any], list[str]]:
+    """The roofline chart with REF's point joined to this one by an arrow, and the kernel table."""
+    from pytest_roofline.model.roofline import arithmetic_intensity
+    from pytest_roofline.output.artifacts import artifact_path, write_kernels_csv
+    from pytest_roofline.output.chart import draw_roofline
+    from pytest_roofline.output.session_output import all_kernels
+
+    machine = entry.recorder.judged_machine()
+    kernels = all_kernels(entry.recorder.regions)
+    verdict = entry.recorder.verdict()
+    refs = [r["compare"]["ref"] for r in regions if (r.get("compare") or {}).get("ref")]
+    ref_flops = sum(sum((r.get("flops_by_precision") or {}).values()) for r in refs)
+    ref_bytes: dict[str, float] = {}
+    for r in refs:
+        for level, count in (r.get("bytes") or {}).items():
+            ref_bytes[level] = ref_bytes.get(level, 0.0) + float(count)
+    ref_time = result.time.reference
+    reference = (arithmetic_intensity(ref_flops, ref_bytes), ref_flops / ref_time if ref_time > 0 else 0.0,
+                 f"REF: fraction {result.fraction.reference:.2f}")
+    directory = state.session_dir
+    writers = (
+        lambda: draw_roofline(artifact_path(directory, entry.nodeid, ".png"), machine, kernels, verdict,
+                              title=f"{entry.nodeid}\n{result.explanation}", min_fraction=entry.min_fraction,
+                              reference=reference),
+        lambda: write_kernels_csv(artifact_path(directory, entry.nodeid, ".kernels.csv"), kernels, machine),
+    )
+    paths, notes = [], []
+    for write in writers:
+        try:
+            paths.append(write())
+        except Exception as exc:  # noqa: BLE001 - a broken chart must not hide the regression
+            notes.append(f"could not write an artifact: {exc!r}")
+    return paths, notes
 
 
 def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
@@ -113,10 +183,10 @@ def remeasure_contended(state: RooflineState) -> bool:
         below = entry.min_fraction is not None and verdict is not None and verdict.fraction < entry.min_fraction
         entry.extra["contended"] = {"remeasured": True, "still_contended": entry.recorder.is_contended()}
         if state.baseline is not None and verdict is not None and "baseline" in entry.extra:
-            from pytest_roofline.measure.baseline_gate import compare_entry
+            from pytest_roofline.measure.baseline_gate import compare_entry, tolerances_from_record
 
             # compared again on the new measurement; a regression fails like a fraction below its threshold
-            compared = compare_entry(state, entry, float(entry.extra["baseline"]["max_drop"]))
+            compared = compare_entry(state, entry, tolerances_from_record(entry.extra["baseline"]))
             regressed = compared is not None and compared.verdict == "regressed"
             if regressed and entry.recorder.is_contended():
                 entry.extra["baseline"]["excused"] = "contended"

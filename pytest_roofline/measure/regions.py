@@ -48,6 +48,7 @@ class Region:
     probe: dict[str, Any] | None = None  # the live DRAM probe beside its timed calls (probes.summary)
     confirmed: tuple[float, float] | None = None  # fractions of a first and a confirming measurement
     ops: Any = None  # op_times.OpReport: the per-op timing pass (--roofline-ops), None when not run
+    compare: dict[str, Any] | None = None  # --roofline-compare: the pairs with REF's twin and REF's region
 
     def kernel_dicts(self) -> list[dict[str, Any]]:
         """Each kernel's record; with per-op times, also its t_min, bound, own fraction and lost time."""
@@ -81,6 +82,8 @@ class Region:
             out["confirmed"] = {"first": self.confirmed[0], "second": self.confirmed[1]}
         if self.ops is not None:
             out["ops"] = self.ops.to_dict()
+        if self.compare is not None:
+            out["compare"] = dict(self.compare)
         return out
 
 
@@ -176,6 +179,10 @@ class Recorder:
         self.probe_cache: dict[Any, Any] = {}
         # index of each region measured here -> (counter, fn, args, kwargs, setup): what confirm() times again
         self.calls: dict[int, tuple[Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any], Setup | None]] = {}
+        self.lockstep: Any = None  # compare.twin.TestLink: call sites take turns with REF's twin
+        self.follower: Any = None  # compare.follower.Follower: this process is the twin, answering turns
+        self.compare_tolerance = 0.03  # --roofline-compare-max-slowdown: when the lockstep may stop early
+        self.roofs_override: Machine | None = None  # the twin judges with the roofs the comparing side used
 
     def measure(self, fn: Callable[..., Any], /, *args: Any, setup: Setup | None = None, **kwargs: Any) -> Any:
         """Count and time ``fn(*args, **kwargs)``; return the result of its counted call.
@@ -208,7 +215,12 @@ class Recorder:
         self, counter: Counter, label: str, fn: Callable[..., Any], args: tuple[Any, ...],
         kwargs: Mapping[str, Any], setup: Setup | None = None,
     ) -> Any:
+        if self.follower is not None:
+            return self.follower.follow(self, counter, label, fn, args, kwargs, setup)
         result, kernels = counter.count(fn, *prepared_arguments(setup, args, kwargs))
+        if self.lockstep is not None and not counter.deferred:
+            self._measure_paired(counter, label, kernels, fn, args, kwargs, setup)
+            return result
         with self.cores.scope() if self.cores is not None else nullcontext() as placed:
             probe = None if counter.deferred else self._probe_for(counter, kernels, placed)
             timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(), setup=setup,
@@ -223,6 +235,34 @@ class Recorder:
             if placed is not None and placed.contended:  # measured again at the end of the session
                 self.contended.append((len(self.regions) - 1, counter, fn, args, dict(kwargs), setup))
         return result
+
+    def _measure_paired(self, counter: Counter, label: str, kernels: list[KernelSample], fn: Callable[..., Any],
+                        args: tuple[Any, ...], kwargs: Mapping[str, Any], setup: Setup | None) -> None:
+        """Time the call site in turns with REF's twin (``--roofline-compare``); both sides on the cores
+        chosen here. No live probe: both sides see the same roofs, and the pairing cancels the host's drift."""
+        from pytest_roofline.compare.lockstep import side_stats, time_pairs
+        from pytest_roofline.measure.timing import calls_for
+
+        link = self.lockstep
+        with self.cores.scope() if self.cores is not None else nullcontext() as placed:
+            cores = list(placed.used) if placed is not None else None
+            roofs = self._machine_for(placed)
+            if not link.open_site(label, cores, roofs.to_dict()):
+                timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(), setup=setup)
+                region = self._region(counter, label, kernels, timing, placed)
+                region = replace(region, compare={"compared": False},
+                                 notes=[*region.notes, "not compared: REF's test has no call site here"])
+            else:
+                calls = calls_for(fn, args, kwargs, setup=setup, synchronize=synchronizer())
+                pairs = time_pairs(calls, link.turn, self.policy, self.compare_tolerance,
+                                   seed=len(self.regions) + link.seed)
+                ref_region = link.close_site()
+                timing = side_stats(pairs.this, not pairs.budget_limited, pairs.measure_s)
+                region = self._region(counter, label, kernels, timing, placed)
+                region = replace(region, compare={"compared": True, **pairs.summary(), "ref": ref_region,
+                                                  "ref_timing": side_stats(pairs.ref, True, 0.0).to_dict()})
+        self.regions.append(region)
+        self.calls[len(self.regions) - 1] = (counter, fn, args, dict(kwargs), setup)
 
     def confirm(self) -> bool:
         """Time every region measured here once more and keep, per region, the faster of its two measurements;
@@ -242,7 +282,9 @@ class Recorder:
             kept = new if second > first else old
             note = (f"below its threshold at first: measured again at once, fraction {first:.3g} then {second:.3g}; "
                     f"the {'second' if kept is new else 'first'} is kept (the faster of the two)")
-            self.regions[index] = replace(kept, notes=[*kept.notes, note], confirmed=(first, second))
+            # the pairs with REF stay: a confirmation times this side alone
+            self.regions[index] = replace(kept, notes=[*kept.notes, note], confirmed=(first, second),
+                                          compare=old.compare)
         return again
 
     def time_ops(self, indices: Sequence[int] | None = None) -> None:
@@ -384,6 +426,8 @@ class Recorder:
         return self._machine_for(placements[0] if placements else None)
 
     def _machine_for(self, placed: Any) -> Machine:
+        if self.roofs_override is not None:
+            return self.roofs_override
         if placed is None or self.machine_for_cores is None:
             return self._machine()
         return self.machine_for_cores(placed.count)

@@ -21,7 +21,8 @@ UNCOUNTED_POLICIES = ("warn", "fail")
 PROBE_MODES = ("live", "off")
 OPS_MODES = ("always", "failed", "off")  # the per-op timing pass (measure/op_times.py): every test, failing ones, none
 CONFIRM_MODES = ("on", "off")  # mirrors probes.PROBE_MODES without importing it (numpy) at plugin import
-MARKER_ARGUMENTS = ("min_fraction", "uncounted", "max_drop")
+MARKER_ARGUMENTS = ("min_fraction", "uncounted", "max_drop", "max_slowdown", "fail_on")
+FAIL_ON_QUANTITIES = ("time", "fraction", "work")  # measure.comparison.QUANTITIES, without its import
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,8 @@ class MarkerOptions:
     min_fraction: float | None = None
     uncounted: str | None = None  # warn|fail: FLOP-bearing ops without a rule (None: the session's setting)
     max_drop: float | None = None  # the baseline gate's allowed drop for this test (None: --roofline-max-drop)
+    max_slowdown: float | None = None  # the allowed rise of its time per call (None: --roofline-max-slowdown)
+    fail_on: tuple[str, ...] | None = None  # the quantities a comparison fails it on (None: --roofline-fail-on)
 
     @classmethod
     def from_marker(cls, args: Sequence[Any], kwargs: Mapping[str, Any]) -> MarkerOptions:
@@ -48,12 +51,17 @@ class MarkerOptions:
         value = kwargs.get("min_fraction")
         uncounted = kwargs.get("uncounted")
         max_drop = kwargs.get("max_drop")
+        max_slowdown = kwargs.get("max_slowdown")
+        fail_on = kwargs.get("fail_on")
         return cls(
             min_fraction=None if value is None else parse_fraction(value, "@pytest.mark.roofline(min_fraction=...)"),
             uncounted=None if uncounted is None else parse_choice(uncounted, UNCOUNTED_POLICIES,
                                                                   "@pytest.mark.roofline(uncounted=...)"),
             max_drop=None if max_drop is None else parse_max_drop(max_drop, "@pytest.mark.roofline(max_drop=...)",
                                                                   text=False),
+            max_slowdown=None if max_slowdown is None else parse_max_slowdown(
+                max_slowdown, "@pytest.mark.roofline(max_slowdown=...)", text=False),
+            fail_on=None if fail_on is None else parse_fail_on(fail_on, "@pytest.mark.roofline(fail_on=...)"),
         )
 
 
@@ -81,6 +89,39 @@ def parse_max_drop(value: Any, where: str, *, text: bool = True) -> float:
     if not (math.isfinite(number) and 0 < number < 1):
         raise SettingError(f"{where} must be a number in (0, 1) such as 0.1 (a drop of 10 %), got {value!r}")
     return number
+
+
+def parse_max_slowdown(value: Any, where: str, *, text: bool = True) -> float:
+    """The allowed rise of a test's time per call, a share > 0: 0.1 fails a test more than 10 % slower (when
+    significant). ``text``: accept a string (an option or ini value)."""
+    accepted = "a number > 0 such as 0.1 (10 % slower)"
+    if isinstance(value, str) and text:
+        try:
+            value = float(value)
+        except ValueError:
+            raise SettingError(f"{where} must be {accepted}, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise SettingError(f"{where} must be {accepted}, got {value!r} ({type(value).__name__})")
+    number = float(value)
+    if not (math.isfinite(number) and 0 < number <= 10):
+        raise SettingError(f"{where} must be {accepted} (at most 10), got {value!r}")
+    return number
+
+
+def parse_fail_on(value: Any, where: str) -> tuple[str, ...]:
+    """What a comparison fails a test on: a comma-separated string or a sequence of ``time``, ``fraction``,
+    ``work`` (``none``: nothing, report only)."""
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple, set, frozenset)):
+        raise SettingError(f"{where} must be a list of {', '.join(FAIL_ON_QUANTITIES)} (or none), got {value!r}")
+    names = [str(i).strip().lower() for i in items if str(i).strip()]
+    if names == ["none"]:
+        return ()
+    unknown = sorted(set(names) - set(FAIL_ON_QUANTITIES))
+    if unknown or not names:
+        raise SettingError(f"{where} must name one or more of {', '.join(FAIL_ON_QUANTITIES)} (comma-separated; "
+                           f"none: report only), got {value!r}")
+    return tuple(q for q in FAIL_ON_QUANTITIES if q in names)
 
 
 def parse_count(value: Any, where: str) -> int:

@@ -39,6 +39,12 @@ class Settings:
     baseline: Path | None = None  # --roofline-baseline: a results.json, a history file or a history directory
     baseline_sessions: int = 5  # the last N sessions of a history directory
     max_drop: float = 0.10  # the baseline gate fails a significant drop of more than this share
+    max_slowdown: float = 0.10  # ... and a significant rise of the time per call by more than this share
+    fail_on: tuple[str, ...] = ("time", "fraction")  # the quantities a comparison fails a test on
+    history_keep: Any = None  # history.retention.Keep: what --roofline-history keeps (None: everything)
+    compare: str | None = None  # --roofline-compare REF: measure REF's twin in lockstep (None: off)
+    compare_python: str | None = None  # the interpreter REF's twin runs under (None: this one)
+    compare_max_slowdown: float = 0.03  # the A/B gate fails a test slower than this share, when significant
     baseline_any_machine: bool = False  # compare with other machines' sessions too
     warn_only: bool = False  # report every gate failure as a warning; fail no test on its performance
     min_time_s: float = 0.25  # the timed calls of a call site span at least this long (within max_time_s)
@@ -83,6 +89,9 @@ class RooflineState:
         self._worker_pin: Any = None  # an xdist worker's pinning to its share, held for the whole session
         self.history_file: str | None = None  # this session's history entry, once written
         self.baseline: Any = None  # history.baseline.Baseline, loaded before the first test (--roofline-baseline)
+        self.compare_link: Any = None  # compare.twin.TestLink of the test running now (--roofline-compare)
+        self.compare_ref: dict[str, Any] | None = None  # {"ref", "commit", "worktree"} once the twin started
+        self.compare_error: str | None = None  # why --roofline-compare could not run; said in the summary
 
     @property
     def session_dir(self) -> Path:

@@ -223,6 +223,16 @@ class _Calls:
         return elapsed
 
 
+def calls_for(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any] | None, *,
+              setup: Setup | None = None, synchronize: Callable[[], None] | None = None,
+              clock: Callable[[], float] = time.perf_counter) -> _Calls:
+    """Single timed calls of ``fn`` (each after its untimed ``setup``), for loops other than
+    :func:`time_callable`'s (the lockstep of ``--roofline-compare``)."""
+    fixed = dict(kwargs or {})
+    return _Calls(fn, lambda: prepared_arguments(setup, args, fixed), synchronize or (lambda: None), clock,
+                  page_faults)
+
+
 def time_callable(
     fn: Callable[..., Any],
     args: tuple[Any, ...] = (),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -151,11 +151,14 @@ def draw_roofline(
     title: str = "",
     min_fraction: float | None = None,
     baseline_fraction: float | None = None,
+    reference: tuple[Mapping[str, float], float, str] | None = None,
 ) -> Path:
     """Draw every ceiling of ``machine``, the kernels sized by time, the measured point and the threshold.
 
     ``baseline_fraction``: the baseline's point too, at the same arithmetic intensity (the same work), its
-    performance scaled from the measured one by the ratio of the fractions (the roof is the same)."""
+    performance scaled from the measured one by the ratio of the fractions (the roof is the same).
+    ``reference``: another measurement's point, ``(AI per level, FLOP/s, label)`` (REF's, under
+    ``--roofline-compare``: its own work, so its own intensity), joined to the measured one by an arrow."""
     import numpy as np
 
     points, edge, no_flop_time = chart_points(kernels, machine)
@@ -191,6 +194,14 @@ def draw_roofline(
             if not region_ai:
                 ax.axhline(baseline_rate, color="tab:green", ls=":", lw=1.5,
                            label=f"baseline {si(baseline_rate, 'FLOP/s')}: fraction {baseline_fraction:.2g}")
+        if reference is not None:
+            ref_ai, ref_rate, ref_label = reference
+            for level, x in region_ai.items():
+                if ref_ai.get(level):
+                    ax.scatter([ref_ai[level]], [ref_rate], marker="P", s=200, color="tab:green", zorder=4,
+                               label=f"{ref_label} ({level} AI)")
+                    ax.annotate("", xy=(x, verdict.achieved_flops_per_s), xytext=(ref_ai[level], ref_rate),
+                                arrowprops={"arrowstyle": "->", "color": "tab:gray", "lw": 1.5}, zorder=3)
         if not region_ai:  # no bytes counted: the AI is unknown, so show the rate alone
             ax.axhline(verdict.achieved_flops_per_s, color="tab:red", ls=":", lw=1.5,
                        label=f"measured {si(verdict.achieved_flops_per_s, 'FLOP/s')} (no bytes counted): "

@@ -20,7 +20,10 @@ def number(value: Any) -> str:
 def junit_properties(result: Mapping[str, Any]) -> list[tuple[str, str]]:
     """``(name, value)`` pairs from a test's ``results.json`` record (or any mapping with its keys):
     ``roofline_fraction``, ``roofline_min_fraction``, ``roofline_bound``, and from the baseline gate's
-    ``baseline`` record ``roofline_baseline_fraction``, ``roofline_drop`` and ``roofline_verdict``."""
+    ``baseline`` record ``roofline_baseline_fraction``, ``roofline_drop``, ``roofline_verdict`` and
+    ``roofline_time_ratio``; from ``--roofline-compare``'s ``compare`` record ``roofline_compare_ref`` (REF's
+    commit), ``roofline_compare_ratio`` (time here / at REF), ``roofline_compare_ci_low``/``_high`` and
+    ``roofline_compare_verdict``."""
     pairs: list[tuple[str, str]] = []
     if result.get("fraction") is not None:
         pairs.append((f"{PREFIX}fraction", number(result["fraction"])))
@@ -36,4 +39,16 @@ def junit_properties(result: Mapping[str, Any]) -> list[tuple[str, str]]:
             pairs.append((f"{PREFIX}drop", number(baseline["drop"])))
         if baseline.get("verdict"):
             pairs.append((f"{PREFIX}verdict", str(baseline["verdict"])))
+        time = (baseline.get("changes") or {}).get("time") or {}
+        if time.get("ratio") is not None:
+            pairs.append((f"{PREFIX}time_ratio", number(time["ratio"])))
+    compare = result.get("compare")
+    if isinstance(compare, Mapping) and isinstance(compare.get("changes"), Mapping):
+        time = compare["changes"].get("time") or {}
+        pairs.append((f"{PREFIX}compare_ref", str(compare.get("commit") or compare.get("ref"))))
+        pairs.append((f"{PREFIX}compare_ratio", number(time["ratio"])))
+        if time.get("ci"):
+            pairs.append((f"{PREFIX}compare_ci_low", number(time["ci"][0])))
+            pairs.append((f"{PREFIX}compare_ci_high", number(time["ci"][1])))
+        pairs.append((f"{PREFIX}compare_verdict", str(compare.get("verdict"))))
     return pairs

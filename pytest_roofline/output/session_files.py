@@ -47,6 +47,10 @@ def write_session_files(state: Any, records: Iterable[TestRecord | Mapping[str, 
             path = write_history_entry(settings.history, document, meta, pytest_args, counter,
                                        machine_info=None if machine is None else dict(machine.info), root=root)
             state.history_file = str(path)
+            from pytest_roofline.history.retention import prune
+
+            # the folder stays within --roofline-history-keep; each test keeps its baseline's sessions
+            prune(settings.history, settings.history_keep, protect=settings.baseline_sessions)
         except Exception as exc:  # noqa: BLE001 - the history is a record, never a reason to lose the verdicts
             errors.append(f"roofline: could not write the history under {str(settings.history)!r}: "
                           f"{getattr(exc, 'strerror', None) or exc}")

@@ -179,20 +179,25 @@ def summary_lines(machine: Machine | None, records: Iterable[TestRecord], direct
     return lines
 
 
+BASELINE_WORDS = {"regressed": "REGRESSED", "noisy": "worse, not significant", "changed": "changed, not gated",
+                  "improved": "improved", "inconclusive": "inconclusive"}
+
+
 def baseline_lines(description: str, records: Iterable[Any]) -> list[str]:
     """The baseline gate in the summary: which sessions, then every test that moved (regressions first, then
-    drops that were not significant, then improvements) and a count per verdict."""
+    changes that were not significant or not gated, then improvements and tests too new to judge), each with
+    its explanation, and a count per verdict."""
     lines = [description]
-    order = {"regressed": 0, "noisy": 1, "improved": 2}
     found = [(r.nodeid, (getattr(r, "extra", None) or {}).get("baseline")) for r in records]
     compared = [(nodeid, b) for nodeid, b in found if b]
-    for nodeid, b in sorted((x for x in compared if x[1]["verdict"] in order), key=lambda x: order[x[1]["verdict"]]):
-        lo, hi = b["ci"]
-        word = {"regressed": "REGRESSED", "noisy": "dropped, not significant", "improved": "improved"}[b["verdict"]]
+    order = list(BASELINE_WORDS)
+    for nodeid, b in sorted((x for x in compared if x[1]["verdict"] in BASELINE_WORDS),
+                            key=lambda x: order.index(x[1]["verdict"])):
+        word = BASELINE_WORDS[b["verdict"]]
         if b.get("excused"):
             word += f" ({b['excused']}: not failed)"
-        lines.append(f"  {word}: {nodeid}: {b['fraction']:.3g} -> {b['fraction'] * (1 - b['drop']):.3g} "
-                     f"({-b['drop']:+.1%}; ratio CI [{lo:.3f}, {hi:.3f}])")
+        detail = b["statistic"] if b["verdict"] == "inconclusive" else b.get("explanation", "")
+        lines.append(f"  {word}: {nodeid}: {detail}")
     counts: dict[str, int] = {}
     for _, b in compared:
         counts[b["verdict"]] = counts.get(b["verdict"], 0) + 1

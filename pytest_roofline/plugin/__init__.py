@@ -73,6 +73,14 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(BuiltinCounters(), "roofline-builtin-counters")
     if not config.pluginmanager.has_plugin(name):
         config.pluginmanager.register(mode, name)
+    if settings.enabled and settings.compare and name != "roofline-twin":
+        if name != "roofline-session":
+            raise pytest.UsageError("--roofline-compare runs the tests serially beside REF's twin on the same cores; "
+                                    "it does not run under pytest-xdist (drop -n) or inside an ncu-profiled child")
+        from pytest_roofline.plugin.compare import CompareSession
+
+        if not config.pluginmanager.has_plugin("roofline-compare"):
+            config.pluginmanager.register(CompareSession(state, config), "roofline-compare")
     state.make_counter = lambda counter: config.hook.pytest_roofline_make_counter(name=counter, config=config)
     if settings.enabled and settings.malloc == "tuned":
         from pytest_roofline.host.allocator import enable_torch_thp, tune_malloc

@@ -27,7 +27,7 @@ def add_junit_properties(item: pytest.Item, entry: TestEntry) -> None:
     if verdict is None:
         return
     figures = {"fraction": verdict.fraction, "min_fraction": entry.min_fraction, "bound": verdict.bound,
-               "baseline": entry.extra.get("baseline")}
+               "baseline": entry.extra.get("baseline"), "compare": entry.extra.get("compare")}
     kept: list[tuple[str, object]] = [(name, value) for name, value in item.user_properties
                                       if not str(name).startswith(PREFIX)]
     item.user_properties[:] = [*kept, *junit_properties(figures)]  # a confirmation re-run replaces, never repeats

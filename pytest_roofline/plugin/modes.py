@@ -35,6 +35,12 @@ def select_mode(config: pytest.Config, state: RooflineState) -> tuple[str, objec
 
     if is_profiled_child():
         return "roofline-profiled-child", ProfiledChild()
+    from pytest_roofline.plugin.compare import is_twin
+
+    if is_twin():
+        from pytest_roofline.plugin.compare import TwinSession
+
+        return "roofline-twin", TwinSession(state)
     if not state.settings.enabled:
         return "roofline-passive", Passive(state)
     if hasattr(config, "workerinput"):
@@ -131,6 +137,9 @@ class MeasuringSession:
         recorder.probe_mode = state.settings.probe
         recorder.probe_cache = state.probe_cache
         recorder.ops_mode = state.settings.ops
+        recorder.lockstep = state.compare_link  # --roofline-compare: each call site takes turns with REF's twin
+        if recorder.lockstep is not None:
+            recorder.compare_tolerance = tolerances_of_compare(state, options)
         entry = TestEntry(request.node.nodeid, options.min_fraction if options else None, recorder)
         entry.extra.update(_identity(request.node))
         request.node.stash[ENTRY] = entry
@@ -281,6 +290,12 @@ class MeasuringSession:
             terminalreporter.write_line(state.write_error, red=True, bold=True)
 
 
+def tolerances_of_compare(state: RooflineState, options: Any) -> float:
+    """The A/B tolerance of a test: the marker's ``max_slowdown=`` or ``--roofline-compare-max-slowdown``."""
+    given = getattr(options, "max_slowdown", None)
+    return float(given) if given is not None else state.settings.compare_max_slowdown
+
+
 def _identity(node: Any) -> dict[str, Any]:
     """``params`` (the parametrize arguments, JSON-safe) and ``function`` (the node id without ``[...]``), which
     join the variants of one parametrized test in the history."""
@@ -297,7 +312,7 @@ def _load_baseline(state: RooflineState, config: pytest.Config) -> None:
 
     from pytest_roofline.errors import RooflineWarning
     from pytest_roofline.history.baseline import load_baseline
-    from pytest_roofline.history.environment import git_state
+    from pytest_roofline.history.environment import git_state, versions
     from pytest_roofline.history.machine_key import machine_key
 
     settings = state.settings
@@ -307,7 +322,8 @@ def _load_baseline(state: RooflineState, config: pytest.Config) -> None:
     key = machine_key(state.machine().to_dict())
     branch = git_state(config.rootpath)["branch"]
     state.baseline = load_baseline(reference, key=key, branch=branch, count=settings.baseline_sessions,
-                                   any_machine=settings.baseline_any_machine)
+                                   any_machine=settings.baseline_any_machine,
+                                   environment={"torch": versions().get("torch")}, history=settings.history)
     skipped = state.baseline.skipped
     if skipped:
         warnings.warn(RooflineWarning(f"roofline baseline: skipped {len(skipped)} unreadable file(s) or test "
@@ -333,4 +349,5 @@ def session_meta(state: RooflineState, session: pytest.Session, malloc: str) -> 
     status = int(session.exitstatus)
     return {"id": state.session_id, "directory": str(state.session_dir), "start": state.started.isoformat(),
             "end": _dt.datetime.now(_dt.timezone.utc).isoformat(), "exit_status": status,
-            "interrupted": status == pytest.ExitCode.INTERRUPTED, "malloc": malloc}
+            "interrupted": status == pytest.ExitCode.INTERRUPTED, "malloc": malloc,
+            **({"compare": dict(state.compare_ref)} if state.compare_ref else {})}

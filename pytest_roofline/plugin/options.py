@@ -20,7 +20,9 @@ from pytest_roofline.measure.settings import (
     parse_choice,
     parse_count,
     parse_counter,
+    parse_fail_on,
     parse_max_drop,
+    parse_max_slowdown,
     parse_seconds,
 )
 from pytest_roofline.measure.state import Settings
@@ -72,6 +74,24 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
     ("--roofline-max-drop", "roofline_max_drop",
      ("the baseline gate fails a test whose fraction fell by more than this share of the baseline's, when the "
       "drop is significant (the marker's max_drop= overrides it)"), "0.10"),
+    ("--roofline-max-slowdown", "roofline_max_slowdown",
+     ("the baseline gate fails a test whose time per call rose by more than this share of the baseline's, when "
+      "the rise is significant (the marker's max_slowdown= overrides it)"), "0.10"),
+    ("--roofline-fail-on", "roofline_fail_on",
+     ("what a comparison with the baseline fails a test on, comma-separated: time, fraction, work (a change of "
+      "the counted FLOPs or bytes), or none (report only); the marker's fail_on= overrides it"), "time,fraction"),
+    ("--roofline-compare", "roofline_compare",
+     ("a git revision (branch, tag, commit, HEAD~1): measure the same tests at that revision in a twin process, "
+      "taking turns call by call, and fail a test significantly slower here than there"), ""),
+    ("--roofline-compare-python", "roofline_compare_python",
+     ("the Python interpreter REF's twin runs under (a venv holding REF's build of compiled code); empty: this "
+      "one"), ""),
+    ("--roofline-compare-max-slowdown", "roofline_compare_max_slowdown",
+     ("the A/B gate fails a test whose time per call is more than this share above REF's, when significant "
+      "(the marker's max_slowdown= overrides it)"), "0.03"),
+    ("--roofline-history-keep", "roofline_history_keep",
+     ("how much history each machine keeps: N (the newest N sessions), Nd (sessions of the last N days), or all; "
+      "each test's newest baseline sessions are always kept"), "200"),
 )
 
 
@@ -128,6 +148,13 @@ def read_settings(config: pytest.Config) -> Settings:
         baseline=optional_path(setting(config, "roofline_baseline")),
         baseline_sessions=parse_count(setting(config, "roofline_baseline_sessions"), "--roofline-baseline-sessions"),
         max_drop=parse_max_drop(setting(config, "roofline_max_drop"), "--roofline-max-drop"),
+        max_slowdown=parse_max_slowdown(setting(config, "roofline_max_slowdown"), "--roofline-max-slowdown"),
+        fail_on=parse_fail_on(setting(config, "roofline_fail_on"), "--roofline-fail-on"),
+        history_keep=keep_setting(setting(config, "roofline_history_keep")),
+        compare=str(setting(config, "roofline_compare") or "").strip() or None,
+        compare_python=str(setting(config, "roofline_compare_python") or "").strip() or None,
+        compare_max_slowdown=parse_max_slowdown(setting(config, "roofline_compare_max_slowdown"),
+                                                "--roofline-compare-max-slowdown"),
         baseline_any_machine=parse_bool(setting(config, "roofline_baseline_any_machine"),
                                         "--roofline-baseline-any-machine"),
         warn_only=parse_bool(setting(config, "roofline_warn_only"), "--roofline-warn-only"),
@@ -140,6 +167,12 @@ def history_setting(value: Any, directory: Path) -> Path | None:
     if text.lower() == "none":
         return None
     return Path(text) if text else directory / "history"
+
+
+def keep_setting(value: Any) -> Any:
+    from pytest_roofline.history.retention import parse_keep
+
+    return parse_keep(value, "--roofline-history-keep / ini roofline_history_keep")
 
 
 def optional_path(value: Any) -> Path | None:

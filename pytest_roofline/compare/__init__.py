@@ -1,0 +1,8 @@
+"""A/B in one job (``--roofline-compare REF``): the base commit measured beside this one, in lockstep.
+
+- :mod:`.worktree`: REF checked out in a worktree under the roofline dir, kept and reused.
+- :mod:`.twin`: the twin pytest process in that worktree, and the pipe both sides talk over.
+- :mod:`.lockstep`: the two sides take turns, one call (or one short batch) each, the order in each pair random.
+- :mod:`.paired_stats`: the paired ratio time(this) / time(REF) with its Wilcoxon interval, and its verdict.
+- :mod:`.report`: the comparison record of each test (the shared ``measure.comparison.TestComparison``).
+"""

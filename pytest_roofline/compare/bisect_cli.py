@@ -1,0 +1,116 @@
+"""``pytest-roofline bisect GOOD BAD [-- PYTEST_ARGS]``: the first commit between GOOD and BAD whose tests are
+slower than at GOOD, by ``--roofline-compare GOOD`` at each step (the A/B gate: lockstep with GOOD's twin).
+
+Each step checks the commit out in a worktree of its own (``<roofline dir>/compare/bisect``) and runs pytest
+there with this pytest-roofline (the measuring code stays the same at every step; only the code under test
+moves). A step is slow when the gate failed a test as slower than GOOD.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_roofline.compare.worktree import CompareError, git, prepare, resolve
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("good", help="a revision whose tests are fast (the base every step is compared with)")
+    parser.add_argument("bad", help="a later revision whose tests are slower")
+    parser.add_argument("pytest_args", nargs="*", help="pytest's arguments after --, e.g. -- tests -k conv")
+    parser.add_argument("--roofline-dir", default=".roofline", help="where the worktrees live (default .roofline)")
+    parser.add_argument("--python", default=None, help="the interpreter each step runs under (default: this one)")
+
+
+@dataclass(frozen=True)
+class Step:
+    commit: str
+    slow: bool
+    regressed: list[tuple[str, float, Any]]  # (test, ratio, interval) of each test failed as slower
+    exit_code: int
+
+
+def run_step(commit: str, good: str, where: Path, roofline_dir: Path, pytest_args: list[str],
+             python: str | None) -> Step:
+    """Check ``commit`` out and run the A/B gate there against ``good``."""
+    checkout = prepare(commit, where, roofline_dir, name="bisect")
+    boot = str(Path(__file__).with_name("twin_boot.py"))
+    import pytest_roofline
+
+    package = str(Path(pytest_roofline.__file__).parent)
+    with tempfile.TemporaryDirectory(prefix="roofline-bisect-") as out:
+        command = [python or sys.executable, boot, package, "1", "--", *pytest_args, "--roofline",
+                   f"--roofline-compare={good}", f"--roofline-dir={out}", "--roofline-history=none", "-q",
+                   "-p", "no:cacheprovider"]
+        done = subprocess.run(command, cwd=checkout.cwd, capture_output=True, text=True, check=False)
+        try:
+            tests = json.loads((Path(out) / "results.json").read_text())["tests"]
+        except (OSError, ValueError, KeyError):
+            raise CompareError(f"bisect: the step at {commit[:12]} wrote no results (exit {done.returncode}):\n"
+                               + "\n".join(done.stdout.splitlines()[-15:])) from None
+    regressed = []
+    for test in tests:
+        record = test.get("compare") or {}
+        if record.get("verdict") == "regressed":
+            time = record["changes"]["time"]
+            regressed.append((test["nodeid"], float(time["ratio"]), time.get("ci")))
+    return Step(commit, bool(regressed), regressed, done.returncode)
+
+
+def describe(step: Step) -> str:
+    if not step.regressed:
+        return f"{step.commit[:12]}: not slower"
+    worst = max(step.regressed, key=lambda r: r[1])
+    interval = f" [{worst[2][0]:.3f}, {worst[2][1]:.3f}]" if worst[2] else ""
+    return (f"{step.commit[:12]}: slower: {len(step.regressed)} test(s), worst {worst[0]} time ×{worst[1]:.3f}"
+            f"{interval}")
+
+
+def bisect(good: str, bad: str, where: Path, roofline_dir: Path, pytest_args: list[str],
+           python: str | None = None, say: Any = print) -> Step | None:
+    """The first slow commit after GOOD up to BAD (None when BAD is not slower than GOOD)."""
+    top, good_commit = resolve(good, where)
+    _, bad_commit = resolve(bad, where)
+    commits = git(["rev-list", "--reverse", "--ancestry-path", f"{good_commit}..{bad_commit}"], top).split()
+    if not commits:
+        raise CompareError(f"bisect: no commits between {good} and {bad} ({bad} must descend from {good})")
+    say(f"bisect: {len(commits)} commit(s) after {good} ({good_commit[:12]}) up to {bad} ({bad_commit[:12]}); "
+        f"each compared with {good} in lockstep")
+    last = run_step(commits[-1], good_commit, where, roofline_dir, pytest_args, python)
+    say(f"  {describe(last)}")
+    if not last.slow:
+        return None
+    lo, hi, found = -1, len(commits) - 1, last  # commits[lo] fast (GOOD itself at -1), commits[hi] slow
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        step = run_step(commits[mid], good_commit, where, roofline_dir, pytest_args, python)
+        say(f"  {describe(step)}")
+        if step.slow:
+            hi, found = mid, step
+        else:
+            lo = mid
+    return found
+
+
+def run(args: argparse.Namespace) -> int:
+    where = Path.cwd()
+    try:
+        found = bisect(args.good, args.bad, where, Path(args.roofline_dir), list(args.pytest_args), args.python)
+    except CompareError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    if found is None:
+        print(f"bisect: {args.bad} is not slower than {args.good}: nothing to find")
+        return 1
+    subject = git(["log", "-1", "--format=%s", found.commit], where)
+    print(f"first slow commit: {found.commit} {subject}")
+    for nodeid, ratio, interval in found.regressed:
+        span = f", 95% CI [{interval[0]:.3f}, {interval[1]:.3f}]" if interval else ""
+        print(f"  {nodeid}: time ×{ratio:.3f} against {args.good}{span}")
+    return 0

@@ -1,0 +1,42 @@
+"""One JSON message per line over a socket between the two sides of a comparison."""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+
+
+class ChannelClosed(Exception):
+    """The other side went away (it exited or crashed)."""
+
+
+class Channel:
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._reader = sock.makefile("r", encoding="utf-8", newline="\n")
+
+    def send(self, **message: Any) -> None:
+        try:
+            self.sock.sendall((json.dumps(message) + "\n").encode("utf-8"))
+        except OSError as exc:
+            raise ChannelClosed(str(exc)) from None
+
+    def receive(self) -> dict[str, Any]:
+        try:
+            line = self._reader.readline()
+        except OSError as exc:
+            raise ChannelClosed(str(exc)) from None
+        if not line:
+            raise ChannelClosed("the other side closed the connection")
+        message = json.loads(line)
+        if not isinstance(message, dict) or "op" not in message:
+            raise ChannelClosed(f"not a message: {line[:200]!r}")
+        return message
+
+    def close(self) -> None:
+        for closing in (self._reader.close, self.sock.close):
+            try:
+                closing()
+            except OSError:
+                pass

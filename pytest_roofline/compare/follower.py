@@ -1,0 +1,47 @@
+"""The twin's side of a call site: count the call as usual, then answer this side's turns (:func:`.lockstep.follow`)
+and send back its own region (time, work, fraction judged on the roofs the comparing side used)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pytest_roofline.compare.channel import Channel
+from pytest_roofline.compare.lockstep import follow
+from pytest_roofline.measure.timing import Setup, TimingStats, calls_for, prepared_arguments
+
+
+class Follower:
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.site = 0
+        self.following = True  # False once the comparing side ended this test's comparison
+
+    def start_test(self) -> None:
+        self.site = 0
+        self.following = True
+
+    def follow(self, recorder: Any, counter: Any, label: str, fn: Callable[..., Any], args: tuple[Any, ...],
+               kwargs: Mapping[str, Any], setup: Setup | None) -> Any:
+        from pytest_roofline.host.devices import synchronizer
+        from pytest_roofline.model import Machine
+
+        result, kernels = counter.count(fn, *prepared_arguments(setup, args, kwargs))
+        if not self.following:
+            return result
+        site = self.site
+        self.site += 1
+
+        def judge(timing: TimingStats, roofs: dict[str, Any] | None) -> dict[str, Any]:
+            recorder.roofs_override = Machine.from_dict(roofs) if roofs else None
+            try:
+                region = recorder._region(counter, label, kernels, timing)
+            finally:
+                recorder.roofs_override = None
+            record = region.to_dict()
+            record.pop("kernels", None)  # the comparing side needs the sums, not every op
+            return record
+
+        calls = calls_for(fn, args, kwargs, setup=setup, synchronize=synchronizer())
+        self.following = follow(self.channel, calls, site, label, judge)
+        return result

@@ -1,0 +1,124 @@
+"""The A/B verdict of a test: its call sites' paired ratios combined into the shared comparison record
+(``measure.comparison.TestComparison``), explained in roofline terms, and the lines the summary prints."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from pytest_roofline.compare.paired_stats import PairedRatio, verdict
+from pytest_roofline.measure.baseline_stats import Change
+from pytest_roofline.measure.comparison import TestComparison, Tolerances, combine
+from pytest_roofline.measure.work import Work, work_change
+
+_TIME_VERDICT = {"slower": "worse", "faster": "better", "unchanged": "same", "inconclusive": "noisy"}
+
+
+def _sum_counts(maps: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for counts in maps:
+        for key, value in (counts or {}).items():
+            if isinstance(value, (int, float)):
+                total[key] = total.get(key, 0.0) + float(value)
+    return total
+
+
+def combined_ratio(sites: Sequence[tuple[float, PairedRatio]]) -> PairedRatio:
+    """The test's ratio from its call sites' (REF's time, paired ratio): each weighted by its share of REF's
+    time, on the log scale; the interval's ends combine the same way (as wide as the widest share allows)."""
+    if len(sites) == 1:
+        return sites[0][1]
+    total = sum(t for t, _ in sites)
+    if total <= 0 or any(r.ci is None for _, r in sites):
+        return PairedRatio(math.exp(sum(math.log(r.ratio) * t for t, r in sites) / total) if total > 0 else
+                           math.nan, None, sum(r.pairs for _, r in sites))
+    log_ratio = sum(math.log(r.ratio) * t for t, r in sites) / total
+    lo = sum(math.log(r.ci[0]) * t for t, r in sites if r.ci) / total
+    hi = sum(math.log(r.ci[1]) * t for t, r in sites if r.ci) / total
+    return PairedRatio(math.exp(log_ratio), (math.exp(lo), math.exp(hi)), sum(r.pairs for _, r in sites))
+
+
+def compare_regions(regions: Sequence[Mapping[str, Any]], tolerances: Tolerances, against: str,
+                    bound: str | None) -> TestComparison | None:
+    """The test's record from its regions (results.json dicts); None when no call site was compared."""
+    compared = [r for r in regions if (r.get("compare") or {}).get("compared") and (r["compare"].get("ref"))]
+    if not compared:
+        return None
+    sites, this_time, ref_time, this_tmin, ref_tmin = [], 0.0, 0.0, 0.0, 0.0
+    for region in compared:
+        pair, ref = region["compare"], region["compare"]["ref"]
+        ci = pair.get("ci")
+        ratio = PairedRatio(float(pair["ratio"]), (float(ci[0]), float(ci[1])) if ci else None, int(pair["pairs"]))
+        sites.append((float(ref["time_s"]), ratio))
+        this_time += float(region["time_s"])
+        ref_time += float(ref["time_s"])
+        this_tmin += float(region["t_min_s"])
+        ref_tmin += float(ref["t_min_s"])
+    paired = combined_ratio(sites)
+    time_verdict = _TIME_VERDICT[verdict(paired, tolerances.max_slowdown)]
+    time = Change("time", this_time, ref_time, paired.ratio, paired.ci, None, time_verdict)
+    # fraction = t_min / time on both sides (the same roofs): its ratio is the t_min ratio over the time ratio
+    scale = this_tmin / ref_tmin if ref_tmin > 0 else 1.0
+    f_ci = None if paired.ci is None else (scale / paired.ci[1], scale / paired.ci[0])
+    f_ratio = scale / paired.ratio
+    this_f, ref_f = this_tmin / this_time, ref_tmin / ref_time
+    f_paired = PairedRatio(1 / f_ratio, None if f_ci is None else (1 / f_ci[1], 1 / f_ci[0]), paired.pairs)
+    f_verdict = _TIME_VERDICT[verdict(f_paired, 1 / (1 - tolerances.max_drop) - 1)]
+    fraction = Change("fraction", this_f, ref_f, f_ratio, f_ci, None, f_verdict)
+    now = Work.from_record({"flops_by_precision": _sum_counts(r.get("flops_by_precision") or {} for r in compared),
+                            "bytes": _sum_counts(r.get("bytes") or {} for r in compared)})
+    ref_work = Work.from_record({"flops_by_precision": _sum_counts((r["compare"]["ref"].get("flops_by_precision")
+                                                                    or {}) for r in compared),
+                                 "bytes": _sum_counts((r["compare"]["ref"].get("bytes") or {}) for r in compared)})
+    work = None if now is None or ref_work is None else work_change(now, ref_work, bound)
+    return combine(against, time, fraction, work, tolerances.fail_on)
+
+
+def failure_message(nodeid: str, result: TestComparison, record: Mapping[str, Any]) -> str:
+    """One message: the explanation, both sides' times and fractions, the ratio and its interval, the base."""
+    t, f = result.time, result.fraction
+    ci = "" if t.ci is None else f", {int(100 * 0.95)}% CI [{t.ci[0]:.3f}, {t.ci[1]:.3f}]"
+    why = {"time": f"time rose more than max_slowdown {record['max_slowdown']:.0%}",
+           "fraction": f"fraction fell more than max_drop {record['max_drop']:.0%}",
+           "work": "the counted work changed (fail_on includes work)"}
+    lines = [f"roofline: slower than {result.against}: {result.explanation}",
+             (f"  time per call {_ms(t.now)} here, {_ms(t.reference)} at REF; paired ratio {t.ratio:.3f}{ci} over "
+             f"{record['pairs']} pairs taken in turns (Hodges-Lehmann, Wilcoxon signed-rank interval)"),
+             f"  fraction {f.now:.3g} here, {f.reference:.3g} at REF",
+             f"  fails on: {'; '.join(why[q] for q in result.failed_on)}"]
+    if result.work is not None and result.work.verdict != "same":
+        lines.append(f"  work: {result.work.now.total_flops:.4g} FLOPs here, {result.work.reference.total_flops:.4g}"
+                     " at REF")
+    return "\n".join(lines)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.4g} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.4g} us"
+
+
+def summary_lines(ref: str, commit: str, records: Iterable[tuple[str, Mapping[str, Any] | None]]) -> list[str]:
+    """The A/B table: test, REF time, this time, ratio [interval], fractions, verdict; then explanations."""
+    rows = [(nodeid, r) for nodeid, r in records]
+    lines = [f"compare: against {ref} ({commit[:12]}), call sites taken in turns with REF's twin"]
+    head = f"{'test':<40} {'REF':>9} {'this':>9} {'ratio [95% CI]':>24}  {'fraction':>11}  verdict"
+    lines.append(head)
+    counts: dict[str, int] = {}
+    for nodeid, record in rows:
+        name = nodeid if len(nodeid) <= 40 else "..." + nodeid[-37:]
+        if record is None:
+            lines.append(f"{name:<40} {'-':>9} {'-':>9} {'-':>24}  {'-':>11}  new (not in REF)")
+            counts["new"] = counts.get("new", 0) + 1
+            continue
+        changes = record["changes"]
+        t, f = changes["time"], changes["fraction"]
+        ci = t.get("ci")
+        interval = f"{t['ratio']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else f"{t['ratio']:.3f} [-]"
+        lines.append(f"{name:<40} {_ms(t['reference']):>9} {_ms(t['now']):>9} {interval:>24}  "
+                     f"{f['reference']:.3f}→{f['now']:.3f}  {record['verdict']}")
+        counts[record["verdict"]] = counts.get(record["verdict"], 0) + 1
+    for nodeid, record in rows:
+        if record is not None and record["verdict"] not in ("steady",):
+            lines.append(f"  {record['verdict']}: {nodeid}: {record['explanation']}")
+    lines.append("  " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
+    return lines

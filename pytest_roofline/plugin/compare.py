@@ -1,0 +1,171 @@
+"""pytest glue of ``--roofline-compare REF``: :class:`CompareSession` (this side: starts REF's twin, pairs each
+roofline test with it, gates on the paired ratio) and :class:`TwinSession` (the mode of the twin process, which
+runs tests only when told and answers turns). The logic lives in :mod:`pytest_roofline.compare`."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_roofline.fixture_types import RooflineFixture
+from pytest_roofline.measure.state import RooflineState
+from pytest_roofline.plugin.markers import wants_roofline
+
+FD_VARIABLE = "PYTEST_ROOFLINE_TWIN_FD"  # compare.twin.FD_VARIABLE, without importing it at plugin import
+
+
+def is_twin() -> bool:
+    return FD_VARIABLE in os.environ
+
+
+def twin_roofline_args(state: RooflineState, machine_file: Path, directory: Path) -> list[str]:
+    """The twin's own settings: this session's roofs (no second characterization), no history, no gates of
+    its own; the same counter, malloc policy and time budget."""
+    s = state.settings
+    # NAME=VALUE, one word each: pytest looks for its rootdir among words that are not options, and a path
+    # given as a separate word (this session's folder) would move the twin's rootdir out of REF's worktree
+    return ["--roofline", f"--roofline-machine={machine_file}", f"--roofline-dir={directory}",
+            "--roofline-history=none", f"--roofline-counter={s.counter}", f"--roofline-malloc={s.malloc}",
+            f"--roofline-max-time={s.max_time_s}", f"--roofline-min-time={s.min_time_s}", "-p", "no:cacheprovider",
+            "-q"]
+
+
+class CompareSession:
+    """This side of ``--roofline-compare``: registered beside the measuring session's mode."""
+
+    def __init__(self, state: RooflineState, config: pytest.Config) -> None:
+        self.state = state
+        self.config = config
+        self.twin: Any = None
+        self.started = False
+        self.checkout: Any = None
+
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        """A REF that is no commit is a usage error before any test runs."""
+        from pytest_roofline.compare.worktree import CompareError, resolve
+
+        try:
+            resolve(str(self.state.settings.compare), Path(str(self.config.invocation_params.dir)))
+        except CompareError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
+    def _start(self) -> None:
+        """REF's worktree and twin, once, before the first roofline test (the machine is known by then)."""
+        self.started = True
+        from pytest_roofline._atomic import write_json_atomic
+        from pytest_roofline.compare.twin import Twin
+        from pytest_roofline.compare.worktree import CompareError, prepare
+
+        state = self.state
+        s = state.settings
+        assert s.compare is not None
+        try:
+            self.checkout = prepare(s.compare, Path(str(self.config.invocation_params.dir)), s.directory)
+            folder = state.session_dir / "compare"
+            machine_file = write_json_atomic(folder / "machine.json", state.machine().to_dict())
+            self.twin = Twin.start(self.checkout, self.config.invocation_params.args,
+                                   twin_roofline_args(state, machine_file.resolve(), (folder / "twin").resolve()),
+                                   folder / "twin.log", python=s.compare_python)
+        except CompareError as exc:
+            state.compare_error = str(exc)
+        state.compare_ref = None if self.checkout is None else {"ref": s.compare, "commit": self.checkout.commit,
+                                                                 "worktree": str(self.checkout.path)}
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
+        if not wants_roofline(item):
+            return (yield)
+        if not self.started:
+            self._start()
+        link = None if self.twin is None else self.twin.begin_test(item.nodeid)
+        self.state.compare_link = link
+        try:
+            return (yield)
+        finally:
+            self.state.compare_link = None
+            entry = self.state.tests.get(item.nodeid)
+            if link is not None:
+                done = self.twin.end_test(link)
+                if entry is not None and done is not None:
+                    entry.extra.setdefault("compare", {})["ref_outcome"] = done.get("outcome")
+            elif entry is not None and self.twin is not None:
+                entry.extra["compare"] = {"verdict": "new", "explanation": "not in REF (new test)"}
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.twin is not None:
+            self.twin.stop()
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        try:
+            state = self.state
+            if state.compare_error:
+                terminalreporter.write_line(f"roofline: {state.compare_error}", red=True)
+            if state.compare_ref is None:
+                return
+            from pytest_roofline.compare.report import summary_lines
+
+            records = [(e.nodeid, e.extra.get("compare")) for e in state.tests.values() if e.recorder is not None]
+            records = [(n, r if r and "changes" in r else None) for n, r in records]
+            for line in summary_lines(state.compare_ref["ref"], state.compare_ref["commit"], records):
+                terminalreporter.write_line(line)
+            if self.twin is not None and self.twin.error:
+                terminalreporter.write_line(f"roofline: compare: {self.twin.error}", red=True)
+        except Exception as exc:  # noqa: BLE001 - the summary must never turn a finished run into an error
+            terminalreporter.write_line(f"roofline: could not write the compare summary: {exc!r}")
+
+
+class TwinSession:
+    """The twin process: collect, tell the comparing side which tests exist, then run each test it names."""
+
+    def __init__(self, state: RooflineState) -> None:
+        from pytest_roofline.compare.channel import Channel
+        from pytest_roofline.compare.follower import Follower
+
+        self.state = state
+        sock = socket.socket(fileno=int(os.environ.pop(FD_VARIABLE)))
+        self.channel = Channel(sock)
+        self.follower = Follower(self.channel)
+        self.outcomes: dict[str, str] = {}
+
+    @pytest.fixture
+    def roofline(self, request: pytest.FixtureRequest) -> RooflineFixture:
+        """Measure a callable: ``y = roofline.measure(fn, *args, **kwargs)`` returns ``fn(*args, **kwargs)``."""
+        from pytest_roofline.measure.regions import Recorder
+
+        state = self.state
+        recorder = Recorder(enabled=True, machine=state.machine, counter=state.counter,
+                            policy=state.settings.timing_policy())
+        recorder.follower = self.follower
+        self.follower.start_test()
+        return recorder
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call" or report.outcome != "passed":
+            self.outcomes[report.nodeid] = report.outcome if report.when == "call" else f"{report.outcome} in " \
+                                                                                        f"{report.when}"
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtestloop(self, session: pytest.Session) -> bool:
+        from pytest_roofline.compare.channel import ChannelClosed
+
+        items = {item.nodeid: item for item in session.items}
+        self.state.machine()  # the pinned roofs, loaded before the first turn
+        try:
+            self.channel.send(op="collected", nodeids=sorted(items))
+            while True:
+                message = self.channel.receive()
+                if message["op"] == "exit":
+                    break
+                if message["op"] != "run" or message.get("nodeid") not in items:
+                    continue  # a late end_test of a test that ended on its own
+                item = items[message["nodeid"]]
+                item.config.hook.pytest_runtest_protocol(item=item, nextitem=None)
+                self.channel.send(op="test_done", nodeid=item.nodeid, outcome=self.outcomes.get(item.nodeid))
+        except ChannelClosed:
+            pass  # the comparing session ended or died: nothing left to do
+        return True
