@@ -11,6 +11,15 @@ numbers with code that shares nothing with the characterization kernels:
   accumulator count; reference = the best;
 - GEMM: the best of numpy.matmul and torch.mm over sizes 512 .. 3072 (4096 for bf16) per precision.
 
+With ``--likwid`` (where ``likwid-bench`` is installed: ``apt-get install likwid``) the references are
+likwid-bench's assembly kernels instead, per memory level and thread count (1 and all cores; ``--cores``):
+its ``update`` kernel (1 load + 1 store per element, as ERT's update) against the record's update plateau, and
+its ``stream`` triad (counted by likwid as 3 words, so x 4/3 beyond L1 for the write-allocate read the
+record counts) against the record's triad plateau, each at the middle of the level's window, the best of
+``--likwid-repeats`` runs. The kernel variant follows the CPU's flags (``_avx512``, ``_avx``/``_avx_fma``,
+``_sse``), never assumed. A 1-core record is ``characterize(cores=1)``; each thread count is characterized
+fresh in a scratch cache just before its likwid runs.
+
 It prints roof / reference per ceiling and round, and the median over rounds (target >= 0.95). A ratio
 above 1 means the roof is higher than the simple reference (the in-place update kernel beats the triad
 from L1, L3 and DRAM on this machine). The host is shared and noisy, so every round repeats both the
@@ -267,6 +276,107 @@ def one_round(lib: ctypes.CDLL, cache_dir: Path) -> tuple[Machine, float, list[t
     return machine, seconds, rows
 
 
+# --- likwid-bench ---------------------------------------------------------------------------------------------
+
+def likwid_kernels() -> dict[str, str] | None:
+    """likwid-bench's update and stream kernels for this CPU's widest vectors; None without likwid-bench."""
+    import shutil
+
+    if shutil.which("likwid-bench") is None:
+        return None
+    listed = subprocess.run(["likwid-bench", "-a"], capture_output=True, text=True, check=False).stdout
+    names = {line.split(" - ", 1)[0].strip() for line in listed.splitlines() if " - " in line}
+    flags = set()
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    suffixes = (["_avx512"] if "avx512f" in flags else []) + (["_avx"] if "avx" in flags else []) + ["_sse", ""]
+    chosen: dict[str, str] = {}
+    for kernel, variants in (("update", ("{s}",)), ("stream", ("{s}_fma", "{s}"))):
+        for suffix in suffixes:
+            found = next((kernel + v.format(s=suffix) for v in variants if kernel + v.format(s=suffix) in names), None)
+            if found is not None:
+                chosen[kernel] = found
+                break
+    return chosen if len(chosen) == 2 else None
+
+
+def likwid_rate(kernel: str, size_bytes: int, threads: int, repeats: int) -> float | None:
+    """Best MByte/s of ``repeats`` runs of ``likwid-bench -t kernel -w N:size:threads``, in bytes/s."""
+    best = None
+    for _ in range(repeats):
+        result = subprocess.run(["likwid-bench", "-t", kernel, "-w", f"N:{max(1, size_bytes // 1024)}kB:{threads}"],
+                                capture_output=True, text=True, check=False)
+        for line in result.stdout.splitlines():
+            if line.startswith("MByte/s:"):
+                rate = float(line.split()[1]) * 1e6
+                best = rate if best is None else max(best, rate)
+    return best
+
+
+def likwid_round(kernels: dict[str, str], threads: int, machine_cores: int, cache_dir: Path,
+                 repeats: int) -> list[tuple[str, float, float, str]]:
+    """A fresh record for ``threads`` cores, then likwid-bench per level; rows of (name, roof, likwid, how)."""
+    cores = None if threads == machine_cores else threads
+    machine = characterize("cpu", fresh=True, cache_dir=cache_dir, cores=cores,
+                           progress=lambda m: print(f"[characterize] {m}", file=sys.stderr))
+    if machine.info.get("not_kept"):
+        print(f"[likwid] note: the {threads}-thread record was not kept ({machine.info['not_kept']})",
+              file=sys.stderr)
+    rows = []
+    for level, entry in (machine.info.get("levels") or {}).items():
+        low, high = entry["window_bytes"]
+        size = int(math.sqrt(low * high)) if level != "DRAM" else int((entry.get("samples") or {}).get(
+            "working_set_bytes") or math.sqrt(low * high))
+        for kernel, key, factor in (("update", "update_bytes_per_s", 1.0),
+                                    ("stream", "triad_bytes_per_s", 1.0 if level == "L1" else 4 / 3)):
+            roof = entry.get(key)
+            if level == "DRAM":
+                roof = (entry.get("samples") or {}).get(key) or roof
+            rate = likwid_rate(kernels[kernel], size, threads, repeats)
+            if roof and rate:
+                rows.append((f"{level} {kernel} {threads}t", float(roof), rate * factor,
+                             f"{kernels[kernel]} at {size / 2**20:.2f} MiB"))
+    return rows
+
+
+def likwid_main(args: argparse.Namespace) -> int:
+    kernels = likwid_kernels()
+    if kernels is None:
+        print("likwid-bench not installed (apt-get install likwid) or its update/stream kernels missing",
+              file=sys.stderr)
+        return 2
+    machine_cores = len(os.sched_getaffinity(0))
+    counts = [int(c) for c in args.cores.split(",")] if args.cores else sorted({1, machine_cores})
+    print(wait_for_quiet(args.wait_quiet), file=sys.stderr)
+    rounds: list[list[tuple[str, float, float, str]]] = []
+    with tempfile.TemporaryDirectory(prefix="roofline-likwid-") as scratch:
+        for _ in range(args.rounds):
+            rows: list[tuple[str, float, float, str]] = []
+            for threads in counts:
+                rows += likwid_round(kernels, threads, machine_cores, Path(scratch) / "cache", args.likwid_repeats)
+            rounds.append(rows)
+    print(f"\nlikwid-bench kernels: {kernels}; CPU: {cpu_name()}; threads {counts}")
+    print(f"{'level kernel threads':<22} {'roof GB/s':>9} {'likwid GB/s':>11}  {'ratio per round':<22} {'median':>6}  "
+          "likwid kernel, working set")
+    for index, (name, *_rest) in enumerate(rounds[0]):
+        per_round = [r[index] for r in rounds if len(r) > index and r[index][0] == name]
+        ratios = [roof / ref for _, roof, ref, _ in per_round]
+        print(f"{name:<22} {statistics.median(r[1] for r in per_round) / 1e9:>9.1f} "
+              f"{statistics.median(r[2] for r in per_round) / 1e9:>11.1f}  {' '.join(f'{x:.3f}' for x in ratios):<22} "
+              f"{statistics.median(ratios):>6.3f}  {per_round[0][3]}")
+    print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    return 0
+
+
+def cpu_name() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return "?"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3,
@@ -274,7 +384,13 @@ def main() -> int:
                              "and as the median (default 3)")
     parser.add_argument("--wait-quiet", type=float, default=120.0,
                         help="seconds to wait for other work on the machine to stop first (default 120)")
+    parser.add_argument("--likwid", action="store_true",
+                        help="compare bandwidth roofs with likwid-bench's update and stream kernels instead")
+    parser.add_argument("--cores", default="", help="with --likwid: thread counts, e.g. 1,2 (default: 1 and all)")
+    parser.add_argument("--likwid-repeats", type=int, default=3, help="with --likwid: best of this many runs")
     args = parser.parse_args()
+    if args.likwid:
+        return likwid_main(args)
     quiet_before = wait_for_quiet(args.wait_quiet)
     print(quiet_before, file=sys.stderr)
 

@@ -188,3 +188,11 @@ class SiteError(RuntimeError):
 
 class SiteOutputError(SiteError):
     """``report --out`` cannot take the site (a file, a folder that holds no site, unwritable); names it."""
+
+
+class CompareError(Exception):
+    """``--roofline-compare`` cannot run: the message names the option, REF and what went wrong."""
+
+
+class ChannelClosed(Exception):
+    """The other side of a comparison went away (it exited or crashed)."""

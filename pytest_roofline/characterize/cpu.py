@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pytest_roofline.characterize import arch, blas_probe, cpu_ert, dram_samples, plateaus
+from pytest_roofline.characterize import arch, blas_probe, clean, cpu_ert, dram_samples, plateaus
 from pytest_roofline.characterize.build import BuildError, find_compiler
 from pytest_roofline.characterize.cache_sizes import os_cache_sharing, os_cache_sizes
 from pytest_roofline.model import Machine
@@ -132,8 +132,14 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
                       "huge_pages": library.huge_pages}
 
     windows = plateaus.level_windows(capacities, sizes[0], sizes[-1])
+    # What ran beside each level's part of a sweep pass, and beside each moment of DRAM samples (clean.py).
+    guard = clean.PassGuard.for_cores()
+
+    def segment_of(size: int) -> str:
+        return next((level for level, (low, high) in windows.items() if low <= size <= high), "between")
+
     dram_size = dram_samples.sample_size(sizes, windows.get("DRAM"), last_cache, 3 * granularity)
-    dram = (dram_samples.DramSampler(cpu_ert.KernelRates(library, widest), dram_size)
+    dram = (dram_samples.DramSampler(cpu_ert.KernelRates(library, widest), dram_size, guard=guard)
             if dram_size is not None else None)
 
     def sample_dram() -> None:  # a few DRAM samples at each of 8 moments spread over the whole run
@@ -146,10 +152,10 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
     # Two passes of each bandwidth sweep, the FLOP sweep and half the GEMMs apart, each size's faster one kept: a
     # disturbance of the host lasting a second or so (seen here: every L1 triad point 25-45 % slow in one
     # characterization of ten, all of them "clean" by CPU time) then costs one pass, not the roof.
-    update_pass = cpu_ert.bandwidth_sweep(library, sizes, widest, progress)
+    update_pass = cpu_ert.bandwidth_sweep(library, sizes, widest, progress, guard=guard, segment_of=segment_of)
     checks = {"update sweep": library.check_fixed_point("fp64", library.max_bytes)}
     sample_dram()
-    triad_pass = cpu_ert.triad_sweep(library, sizes, widest, progress)
+    triad_pass = cpu_ert.triad_sweep(library, sizes, widest, progress, guard=guard, segment_of=segment_of)
     sample_dram()
     phase("update and triad sweeps, first pass")
     compute_size = max(granularity, (capacities.get(1, 32 * 1024) // 4) // granularity * granularity)
@@ -166,18 +172,17 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
     between()  # seconds of GEMM: the second pass sees the host some time after the first
     phase("GEMM, second half")
     sample_dram()
-    update_points = cpu_ert.faster_of(update_pass, cpu_ert.bandwidth_sweep(library, sizes, widest, progress))
+    update_points = cpu_ert.faster_of(update_pass, cpu_ert.bandwidth_sweep(
+        library, sizes, widest, progress, guard=guard, segment_of=segment_of))
     checks["update sweep, second pass"] = library.check_fixed_point("fp64", library.max_bytes)
     sample_dram()
-    triad_points = cpu_ert.faster_of(triad_pass, cpu_ert.triad_sweep(library, sizes, widest, progress))
+    triad_points = cpu_ert.faster_of(triad_pass, cpu_ert.triad_sweep(
+        library, sizes, widest, progress, guard=guard, segment_of=segment_of))
     sample_dram()
     phase("update and triad sweeps, second pass")
 
-    update_plateaus = plateaus.extract_plateaus([p.working_set_bytes for p in update_points],
-                                                [p.bandwidth for p in update_points], windows)
-    triad_plateaus = plateaus.with_write_allocate(
-        plateaus.extract_plateaus([p.working_set_bytes for p in triad_points],
-                                  [p.bandwidth for p in triad_points], windows))
+    update_plateaus = _plateaus(update_points, windows)
+    triad_plateaus = plateaus.with_write_allocate(_plateaus(triad_points, windows))
     levels: dict[str, Any] = {}
     for level in windows:
         candidates = [(p, kernel) for p, kernel in ((update_plateaus.get(level), "ert-update"),
@@ -194,6 +199,8 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
             best = replace(best, bytes_per_s=sampled[0], first_bytes=dram.working_set_bytes,
                            last_bytes=dram.working_set_bytes)
             kernel = sampled[1]
+        if dram is not None and level == "DRAM" and sampled is None:  # every pass left out: say so
+            extra = {"samples": dram.to_info(), "sweep_plateau_bytes_per_s": best.bytes_per_s}
         bandwidth[level] = best.bytes_per_s
         sources[f"bandwidth.{level}"] = kernel
         levels[level] = {"kernel": kernel, "window_bytes": list(best.window), "points": best.points,
@@ -207,6 +214,9 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
         not p.clean for p in flop_points)
     if disturbed:
         progress(f"warning: {disturbed} sweep points never got a call free of other work on this machine")
+    if guard.reasons:
+        progress(f"warning: other work ran beside {len(guard.reasons)} watched spans of the sweeps and DRAM "
+                 f"samples ({guard.reasons[0]})")
 
     isa_peaks: dict[str, dict[str, float]] = {}
     for point in flop_points:
@@ -223,6 +233,8 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
     info["levels"] = levels
     info["phase_seconds"] = phases
     info["disturbed_points"] = disturbed
+    info["disturbed_spans"] = list(guard.reasons)
+    info["watched_spans"] = guard.spans
     total_points = len(update_points) + len(triad_points) + len(flop_points)
     if disturbed > DISTURBED_SHARE * total_points:
         info["disturbed"] = f"{disturbed} of {total_points} sweep points had no undisturbed call"
@@ -233,6 +245,20 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
     info["kernel_check"] = "ok" if not failed else f"values left the fixed point x = 1 in: {', '.join(failed)}"
     info["sweep"] = {"update": [p.to_row() for p in update_points], "triad": [p.to_row() for p in triad_points],
                      "flops": [p.to_row() for p in flop_points]}
+
+
+def _plateaus(points: Sequence[cpu_ert.SweepPoint] | Sequence[cpu_ert.TriadPoint],
+              windows: dict[str, tuple[float, float]]) -> dict[str, plateaus.Plateau]:
+    """Each level's plateau from its undisturbed points when it has enough of them (clean.MIN_WINDOW_POINTS),
+    else from all its points (the record is then not kept: clean.window_reasons)."""
+    found: dict[str, plateaus.Plateau] = {}
+    for level, (low, high) in windows.items():
+        inside = [p for p in points if low <= p.working_set_bytes <= high]
+        calm = [p for p in inside if cpu_ert.undisturbed(p)]
+        use = calm if len(calm) >= clean.MIN_WINDOW_POINTS else inside
+        found.update(plateaus.extract_plateaus([p.working_set_bytes for p in use], [p.bandwidth for p in use],
+                                               {level: (low, high)}))
+    return found
 
 
 def _arch_flags(fields: dict[str, Any]) -> arch.ArchFlags:

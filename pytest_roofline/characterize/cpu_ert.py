@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import ctypes
 import math
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from pytest_roofline.characterize.build import build_shared_libraries
 from pytest_roofline.host.allocator import HUGE_PAGE_BYTES, advise_huge_pages
+
+if TYPE_CHECKING:
+    from pytest_roofline.characterize.clean import PassGuard
 
 KERNEL_SOURCE = Path(__file__).resolve().parent / "ert_kernel.c"
 ERT_FLOPS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # FLOPs per element compiled for the widest width
@@ -32,6 +35,7 @@ class SweepPoint:
     trials: int
     seconds: float
     clean: bool = True  # False: every call was disturbed by other work, the number is a lower bound
+    quiet: bool = True  # False: /proc/stat saw other work (or steal) on our cores during this point's pass
 
     @property
     def bytes_moved(self) -> float:
@@ -241,6 +245,7 @@ class TriadPoint:
     trials: int
     seconds: float
     clean: bool = True
+    quiet: bool = True
 
     @property
     def bandwidth(self) -> float:
@@ -277,12 +282,42 @@ class KernelRates:
 Point = TypeVar("Point", SweepPoint, TriadPoint)
 
 
+def undisturbed(point: SweepPoint | TriadPoint) -> bool:
+    return point.clean and point.quiet
+
+
+def guarded(sizes: Sequence[int], measure_one: Callable[[int], Point], guard: PassGuard | None,
+            segment_of: Callable[[int], object] | None) -> list[Point]:
+    """``measure_one`` for every size; under a ``guard``, consecutive sizes of one segment (a level's window)
+    are watched together (a tick is 10 ms, longer than one point) and marked not quiet when disturbed."""
+    if guard is None:
+        return [measure_one(size) for size in sizes]
+    points: list[Point] = []
+    index = 0
+    while index < len(sizes):
+        key = segment_of(sizes[index]) if segment_of is not None else None
+        end = index + 1
+        while end < len(sizes) and segment_of is not None and segment_of(sizes[end]) == key:
+            end += 1
+        chunk: Sequence[int] = sizes[index:end]
+
+        def measure_chunk(chunk: Sequence[int] = chunk) -> list[Point]:
+            return [measure_one(size) for size in chunk]
+
+        group, reason = guard.run(measure_chunk)
+        points += [replace(p, quiet=False) for p in group] if reason is not None else group
+        index = end
+    return points
+
+
 def faster_of(first: list[Point], second: list[Point]) -> list[Point]:
-    """Per working set, the faster of two passes (noise only slows a pass down); sizes in one pass only stay."""
+    """Per working set, the faster of two passes (noise mostly slows a pass down), an undisturbed one over a
+    disturbed one whatever their speed (a neighbour can also make a pass read fast); sizes in one pass only
+    stay."""
     best: dict[int, Point] = {p.working_set_bytes: p for p in first}
     for point in second:
         known = best.get(point.working_set_bytes)
-        if known is None or point.bandwidth > known.bandwidth:
+        if known is None or (undisturbed(point), point.bandwidth) > (undisturbed(known), known.bandwidth):
             best[point.working_set_bytes] = point
     return [best[size] for size in sorted(best)]
 
@@ -300,32 +335,41 @@ def working_set_sizes(smallest: int, largest: int, per_octave: int, granularity:
 
 
 def bandwidth_sweep(library: ErtLibrary, sizes: list[int], vector_bytes: int, progress: Callable[[str], None],
-                    *, target_seconds: float = 0.001, repeats: int = 3) -> list[SweepPoint]:
+                    *, target_seconds: float = 0.001, repeats: int = 3, guard: PassGuard | None = None,
+                    segment_of: Callable[[int], object] | None = None) -> list[SweepPoint]:
     """ERT's in-place update at 1 FLOP per element (fp64) for every working-set size."""
-    points = []
-    for index, size in enumerate(sizes):
-        points.append(measure(library, "fp64", vector_bytes, 1, size, target_seconds=target_seconds,
-                              repeats=repeats))
-        if index % 16 == 15 or index == len(sizes) - 1:
-            progress(f"  update sweep {index + 1}/{len(sizes)}: {size / 2**20:8.2f} MiB "
-                     f"-> {points[-1].bandwidth / 1e9:6.1f} GB/s")
-    return points
+    done = 0
+
+    def one(size: int) -> SweepPoint:
+        nonlocal done
+        point = measure(library, "fp64", vector_bytes, 1, size, target_seconds=target_seconds, repeats=repeats)
+        done += 1
+        if done % 16 == 0 or done == len(sizes):
+            progress(f"  update sweep {done}/{len(sizes)}: {size / 2**20:8.2f} MiB "
+                     f"-> {point.bandwidth / 1e9:6.1f} GB/s")
+        return point
+
+    return guarded(sizes, one, guard, segment_of)
 
 
 def triad_sweep(library: ErtLibrary, sizes: list[int], vector_bytes: int, progress: Callable[[str], None],
-                *, target_seconds: float = 0.001, repeats: int = 3) -> list[TriadPoint]:
-    points = []
+                *, target_seconds: float = 0.001, repeats: int = 3, guard: PassGuard | None = None,
+                segment_of: Callable[[int], object] | None = None) -> list[TriadPoint]:
     granularity = 3 * library.granularity_bytes()
-    rounded = sorted({max(granularity, round(size / granularity) * granularity) for size in sizes})
-    for index, size in enumerate(rounded):
-        if size > library.max_bytes:
-            break
-        points.append(measure_triad(library, vector_bytes, size, target_seconds=target_seconds,
-                                    repeats=repeats))
-        if index % 16 == 15 or index == len(rounded) - 1:
-            progress(f"  triad sweep {index + 1}/{len(rounded)}: {size / 2**20:8.2f} MiB "
-                     f"-> {points[-1].bandwidth / 1e9:6.1f} GB/s")
-    return points
+    rounded = [size for size in sorted({max(granularity, round(size / granularity) * granularity)
+                                        for size in sizes}) if size <= library.max_bytes]
+    done = 0
+
+    def one(size: int) -> TriadPoint:
+        nonlocal done
+        point = measure_triad(library, vector_bytes, size, target_seconds=target_seconds, repeats=repeats)
+        done += 1
+        if done % 16 == 0 or done == len(rounded):
+            progress(f"  triad sweep {done}/{len(rounded)}: {size / 2**20:8.2f} MiB "
+                     f"-> {point.bandwidth / 1e9:6.1f} GB/s")
+        return point
+
+    return guarded(rounded, one, guard, segment_of)
 
 
 def flops_sweep(library: ErtLibrary, precision: str, vector_bytes: int, working_set_bytes: int,

@@ -23,9 +23,12 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_roofline.characterize.plateaus import WRITE_ALLOCATE_FACTOR
+
+if TYPE_CHECKING:
+    from pytest_roofline.characterize.clean import PassGuard
 
 SAMPLE_FACTOR = 6.0  # working set: the sweep size nearest this many times the last cache, inside the DRAM window
 SAMPLES_PER_MOMENT = 4  # single passes per kernel and moment; the characterization takes them at 8 moments
@@ -63,11 +66,23 @@ class DramSampler:
     update: list[float] = field(default_factory=list)  # bytes/s, read + write of every element
     triad: list[float] = field(default_factory=list)  # bytes/s as timed (3 words per element)
     disturbed: int = 0  # passes left out
+    guard: PassGuard | None = None  # watches each moment's passes for other work on our cores
+    moments_disturbed: list[str] = field(default_factory=list)
 
     def take(self, count: int = SAMPLES_PER_MOMENT) -> None:
-        """``count`` passes of each kernel; passes a descheduled thread disturbed are left out."""
-        update = [self.library.update_rate(self.working_set_bytes) for _ in range(count)]
-        triad = [self.library.triad_rate(self.working_set_bytes) for _ in range(count)]
+        """``count`` passes of each kernel; passes a descheduled thread disturbed are left out, and every pass
+        of a moment in which other work or the hypervisor took our cores (``guard``)."""
+        def passes() -> tuple[list[float | None], list[float | None]]:
+            return ([self.library.update_rate(self.working_set_bytes) for _ in range(count)],
+                    [self.library.triad_rate(self.working_set_bytes) for _ in range(count)])
+
+        if self.guard is None:
+            update, triad = passes()
+        else:
+            (update, triad), reason = self.guard.run(passes)
+            if reason is not None:
+                self.moments_disturbed.append(reason)
+                update, triad = [None] * len(update), [None] * len(triad)
         self.update += [rate for rate in update if rate is not None]
         self.triad += [rate for rate in triad if rate is not None]
         self.disturbed += sum(rate is None for rate in update + triad)
@@ -89,4 +104,4 @@ class DramSampler:
         return {"working_set_bytes": self.working_set_bytes, "statistic": "median",
                 "update_bytes_per_s": self.update_roof(), "triad_bytes_per_s": self.triad_roof(),
                 "update_samples": self.update, "triad_samples": self.triad,
-                "disturbed_samples": self.disturbed}
+                "disturbed_samples": self.disturbed, "moments_disturbed": self.moments_disturbed}

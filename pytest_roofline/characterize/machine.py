@@ -84,30 +84,133 @@ def characterize(device: str = "cpu", *, fresh: bool = False, cache_dir: Path | 
     digest = fingerprint_hash(fields)
     path = _cache.cache_path(Path(cache_dir) if cache_dir else default_cache_dir(), kind, digest)
 
-    state_before = _cache.file_state(path)
+    run_path = _run_path(path)  # where this test run's record goes when it is not clean (xdist workers share it)
+    state_before = (_cache.file_state(path), _cache.file_state(run_path) if run_path is not None else None)
     _cache.remove_stale_temp_files(path.parent)
-    if not fresh:
-        cached = _checked_cached(path, fields, report)
-        if cached is not None and _still_usable(cached, report):
-            return cached
+    _remove_old_run_records(path.parent)
+    if run_path is not None:
+        mine = _checked_cached(run_path, fields, report, quiet=True)
+        if mine is not None and _still_usable(mine, report):
+            return mine
+    cached = None if fresh else _checked_cached(path, fields, report)
+    if cached is not None and _still_usable(cached, report) and not _wants_spot_check(cached, kind):
+        return cached
     with _cache.exclusive_lock(path.with_suffix(".lock")):
-        state_now = _cache.file_state(path)
-        if state_now is not None and state_now != state_before:
+        state_now = (_cache.file_state(path), _cache.file_state(run_path) if run_path is not None else None)
+        if state_now != state_before:
             # Another process wrote a result while we waited for the lock: use it.
-            cached = _checked_cached(path, fields, report)
-            if cached is not None and _still_usable(cached, report):
-                report(f"using the characterization another process just wrote to {path}")
+            for written in (run_path, path):
+                found = _checked_cached(written, fields, report, quiet=True) if written is not None else None
+                if found is not None and _still_usable(found, report):
+                    report(f"using the characterization another process just wrote to {written}")
+                    return found
+        elif cached is not None and _still_usable(cached, report):
+            # Spot-checked under the lock: xdist workers doing it at once would only see each other.
+            with _on_cores(cores if kind == "cpu" else None):
+                holds = _spot_check_holds(cached, report)
+            if holds:
                 return cached
         with _on_cores(cores if kind == "cpu" else None):
-            machine = _measure_checked(kind, index, fields, digest, report, path.parent)
-        _cache.write_cached(path, fields, machine)
-        report(f"cached in {path}" if not _flag_of(machine) else
-                f"kept in {path} for this test run only ({_flag_of(machine)}): the next session measures again")
+            machine = _measure_checked(kind, index, fields, digest, report, path.parent,
+                                       _sibling(fields, cores, cache_dir) if kind == "cpu" else None)
+        flag = _flag_of(machine)
+        if not flag:
+            _cache.write_cached(path, fields, machine)
+            report(f"cached in {path}")
+        else:
+            if run_path is not None:
+                _cache.write_cached(run_path, fields, machine)
+            report(f"not kept, used by this session only ({flag}); the next session measures again"
+                   + (f" (the other workers of this run read {run_path})" if run_path is not None else ""))
     if _flag_of(machine):
         warnings.warn(f"pytest-roofline: the characterization of {device} is not clean ({_flag_of(machine)}); "
-                      "its roofs may be wrong. It is not reused by later sessions.", DisturbedCharacterizationWarning,
-                      stacklevel=2)
+                      "its roofs may be wrong. It is not kept: later sessions measure again.",
+                      DisturbedCharacterizationWarning, stacklevel=2)
     return machine
+
+
+# --- not kept, spot-checked, checked against the other core count (see characterize/clean.py) -------------
+
+def _run_path(path: Path) -> Path | None:
+    """The file this xdist test run keeps a record that is not clean in; None outside xdist (kept in memory)."""
+    run_id = _run_id()
+    if run_id is None:
+        return None
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in run_id)[:64]
+    return path.with_name(f"{path.stem}.run-{safe}.json")
+
+
+def _remove_old_run_records(cache_dir: Path) -> None:
+    """A run's record outlives its run by ``DISTURBED_REUSE_SECONDS`` at most."""
+    now = time.time()
+    try:
+        candidates = list(cache_dir.glob("machine-*.run-*.json"))
+    except OSError:
+        return
+    for candidate in candidates:
+        try:
+            if now - candidate.stat().st_mtime > DISTURBED_REUSE_SECONDS:
+                candidate.unlink()
+        except OSError:
+            continue
+
+
+def _wants_spot_check(machine: Machine, kind: str) -> bool:
+    from pytest_roofline.characterize import spot_check
+
+    return (kind == "cpu" and not _flag_of(machine) and spot_check.enabled()
+            and spot_check.plan(dict(machine.info)) is not None)
+
+
+def _spot_check_holds(machine: Machine, report: Callable[[str], None]) -> bool:
+    """False when a quiet spot pass disagrees with the record by more than clean.SPOT_MARGIN."""
+    from pytest_roofline.characterize import clean, spot_check
+
+    try:
+        spots, done = spot_check.run(dict(machine.info))
+    except (OSError, ValueError, AttributeError) as error:  # a library that no longer loads: measure again
+        report(f"spot check of the cached roofs failed ({type(error).__name__}: {error}); measuring again")
+        return False
+    if spots is None:
+        report(f"spot check of the cached roofs {done}; using them")
+        return True
+    reasons = clean.spot_reasons(spots)
+    summary = ", ".join(f"{name} {spot / 1e9:.4g}/{cached / 1e9:.4g} GB/s" for name, (spot, cached) in spots.items())
+    if reasons:
+        report(f"spot check: the cached roofs disagree with this machine now ({'; '.join(reasons)}); "
+               "measuring again")
+        return False
+    report(f"spot check agrees with the cached roofs ({summary}, spot/cached)")
+    return True
+
+
+def _sibling(fields: dict[str, Any], cores: int | None, cache_dir: Path | None) -> tuple[Machine, int, bool] | None:
+    """The cached clean record of the other core count this record is checked against: (record, machine
+    cores, True when the sibling is the all-core one); None where there is none."""
+    from pytest_roofline.host.cores import base_affinity, core_count_fingerprint
+
+    machine_cores = len(base_affinity())
+    if machine_cores < 2 or cores not in (None, 1, machine_cores):
+        return None
+    base = {k: v for k, v in fields.items()}
+    if cores in (None, machine_cores) and "measured_on_cores" not in fields:
+        other = core_count_fingerprint(base, 1, base_affinity())
+        sibling_is_all = False
+    elif cores == 1:
+        other = fingerprint(str(fields.get("device") or "cpu"))
+        sibling_is_all = True
+    else:
+        return None
+    path = _cache.cache_path(Path(cache_dir) if cache_dir else default_cache_dir(), "cpu", fingerprint_hash(other))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            found = _cache.read_cached(path, other)
+    except Exception:  # noqa: BLE001 - a sibling that cannot be read is simply not compared
+        return None
+    if found is None or _flag_of(found):
+        return None
+    return found, machine_cores, sibling_is_all
 
 
 def _on_cores(count: int | None) -> Any:
@@ -154,17 +257,25 @@ def _run_id() -> str | None:
     return os.environ.get("PYTEST_XDIST_TESTRUNUID") or None
 
 
+FLAG_KEYS = ("not_kept", "disturbed", "inconsistent", "degraded")
+
+
 def _flag_of(machine: Machine) -> str:
-    """Why a record is not clean ('' when it is): disturbed, inconsistent or degraded."""
+    """Why a record is not clean ('' when it is): not kept (clean.py's rules), disturbed, inconsistent or
+    degraded."""
     info = machine.info
-    parts = [f"{key}: {info[key]}" for key in ("disturbed", "inconsistent", "degraded") if info.get(key)]
+    parts = [f"{key}: {info[key]}" if key != "not_kept" else str(info[key]) for key in FLAG_KEYS if info.get(key)]
     return "; ".join(str(p) for p in parts)
 
 
-def _checked_cached(path: Path, fields: dict[str, Any], report: Callable[[str], None]) -> Machine | None:
-    """The cached record if it reads and passes the roof checks; else None, with a warning naming file and key."""
+def _checked_cached(path: Path, fields: dict[str, Any], report: Callable[[str], None],
+                    quiet: bool = False) -> Machine | None:
+    """The cached record if it reads and passes the roof checks; else None, with a warning naming file and key
+    (``quiet``: a missing file is simply None)."""
     from pytest_roofline.characterize import validate
 
+    if quiet and not path.exists():
+        return None
     cached = _cache.read_cached(path, fields)
     if cached is None or _flag_of(cached):
         return cached  # a flagged record is reused by its own test run only (_still_usable), never checked clean
@@ -178,7 +289,8 @@ def _checked_cached(path: Path, fields: dict[str, Any], report: Callable[[str], 
 
 
 def _measure_checked(kind: str, index: int, fields: dict[str, Any], digest: str,
-                     report: Callable[[str], None], cache_dir: Path) -> Machine:
+                     report: Callable[[str], None], cache_dir: Path,
+                     sibling: tuple[Machine, int, bool] | None = None) -> Machine:
     """Measure, check, and measure once more when the result is disturbed or inconsistent.
 
     Attempts are merged roof by roof (the highest value wins: other work only ever slows a kernel down, and the
@@ -198,32 +310,64 @@ def _measure_checked(kind: str, index: int, fields: dict[str, Any], digest: str,
         problems = validate.check_machine(raw, bounds)
         degraded = validate.degraded_reason(raw)
         disturbed = raw.info.get("disturbed")
+        unkept = _keep_reasons(raw, kind, sibling)
         attempts.append({"problems": [str(p) for p in problems], "disturbed": disturbed, "degraded": degraded,
-                         "seconds": raw.info.get("seconds")})
+                         "not_kept": unkept, "seconds": raw.info.get("seconds")})
+        if not problems and not disturbed and not degraded and not unkept:
+            merged, attempts[-1]["used_alone"] = raw, True  # a clean attempt stands alone: no merged roof from
+            break                                            # a disturbed one (a neighbour can make one read high)
         merged = raw if merged is None else _merge(merged, raw, attempt)
-        if not problems and not disturbed and not degraded:
-            break
         seen = "; ".join([*map(str, problems), *([f"disturbed: {disturbed}"] if disturbed else []),
-                          *([f"degraded: {degraded}"] if degraded else [])])
+                          *([f"degraded: {degraded}"] if degraded else []), *unkept])
         report(f"attempt {attempt} of {MAX_ATTEMPTS} is not clean: {seen}")
-        if degraded and not problems and not disturbed:
+        if degraded and not problems and not disturbed and not unkept:
             break  # a failed build or a missing level does not come back within seconds
+        if attempt < MAX_ATTEMPTS and unkept and _neighbour_still_there(report):
+            break  # measured again beside the same work, it would be disturbed again: leave it for a quiet moment
     assert merged is not None
-    if len(attempts) > 1:  # the merged roofs are re-checked; a clean attempt makes the merge clean
+    clean_attempt = bool(attempts[-1].get("used_alone"))
+    if len(attempts) > 1 and not clean_attempt:  # the merged roofs are re-checked
         problems = validate.check_machine(merged, bounds)
-        clean_attempt = any(not a["disturbed"] for a in attempts)
-        info = {**merged.info, "disturbed": None if clean_attempt else merged.info.get("disturbed")}
-    else:
-        info = dict(merged.info)
+    info = {**merged.info, "disturbed": None if clean_attempt else merged.info.get("disturbed")}
+    unkept = [] if clean_attempt else list(attempts[-1]["not_kept"])
+    info["not_kept"] = ("; ".join(unkept[:2]) + (f" (+{len(unkept) - 2} more)" if len(unkept) > 2 else "")) or None
+    info["not_kept_reasons"] = unkept or None
     info["attempts"] = attempts
     info["inconsistent"] = "; ".join(map(str, problems)) or None
     info["degraded"] = validate.degraded_reason(merged)
     info["run_id"] = _run_id()
-    for key in ("disturbed", "inconsistent", "degraded"):
+    for key in (*FLAG_KEYS, "not_kept_reasons"):
         if not info.get(key):
             info.pop(key, None)
     checked = Machine(name=merged.name, peak_flops=merged.peak_flops, bandwidth=merged.bandwidth, info=info)
     return validate.reconcile(checked, native)
+
+
+def _keep_reasons(machine: Machine, kind: str, sibling: tuple[Machine, int, bool] | None) -> list[str]:
+    """clean.py's rules for a fresh CPU record, against the cached record of the other core count if any."""
+    if kind != "cpu":
+        return []
+    from pytest_roofline.characterize import clean
+
+    reasons = clean.record_reasons(machine.bandwidth, machine.info)
+    if sibling is not None:
+        other, cores, other_is_all = sibling
+        mine = {"bandwidth": machine.bandwidth, "peak_flops": machine.peak_flops}
+        theirs = {"bandwidth": other.bandwidth, "peak_flops": other.peak_flops}
+        reasons += clean.core_count_reasons(theirs if other_is_all else mine, mine if other_is_all else theirs,
+                                            cores)
+    return reasons
+
+
+def _neighbour_still_there(report: Callable[[str], None], seconds: float = 0.3) -> bool:
+    """Other work on our cores right now (watched for ``seconds``)."""
+    from pytest_roofline.characterize import clean
+
+    guard = clean.PassGuard.for_cores()
+    _, reason = guard.run(lambda: time.sleep(seconds))
+    if reason is not None:
+        report(f"not measured again now: {reason}")
+    return reason is not None
 
 
 def _merge(first: Machine, second: Machine, attempt: int) -> Machine:

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_roofline.compare.worktree import CompareError, git, prepare, resolve
+from pytest_roofline.compare.worktree import git, prepare, resolve
+from pytest_roofline.errors import CompareError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -40,7 +41,7 @@ def run_step(commit: str, good: str, where: Path, roofline_dir: Path, pytest_arg
              python: str | None) -> Step:
     """Check ``commit`` out and run the A/B gate there against ``good``."""
     checkout = prepare(commit, where, roofline_dir, name="bisect")
-    boot = str(Path(__file__).with_name("twin_boot.py"))
+    boot = str(Path(__file__).parent.parent / "plugin" / "twin_boot.py")  # pytest glue: lives with the plugin
     import pytest_roofline
 
     package = str(Path(pytest_roofline.__file__).parent)

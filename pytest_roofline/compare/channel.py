@@ -6,9 +6,7 @@ import json
 import socket
 from typing import Any
 
-
-class ChannelClosed(Exception):
-    """The other side went away (it exited or crashed)."""
+from pytest_roofline.errors import ChannelClosed
 
 
 class Channel:

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_roofline.compare.channel import Channel, ChannelClosed
-from pytest_roofline.compare.worktree import Checkout, CompareError
+from pytest_roofline.compare.channel import Channel
+from pytest_roofline.compare.worktree import Checkout
+from pytest_roofline.errors import ChannelClosed, CompareError
 
 FD_VARIABLE = "PYTEST_ROOFLINE_TWIN_FD"
 START_TIMEOUT_S = 600.0  # collection in the twin (imports, conftests) may take long on a cold machine
@@ -106,7 +107,7 @@ class Twin:
         import pytest_roofline
 
         package_dir = str(Path(pytest_roofline.__file__).parent)
-        boot = str(Path(__file__).with_name("twin_boot.py"))
+        boot = str(Path(__file__).parent.parent / "plugin" / "twin_boot.py")  # pytest glue: lives with the plugin
         cwd_on_path = "1" if ("" in sys.path or os.getcwd() in sys.path) else "0"
         ours, theirs = socket.socketpair()
         env = {**os.environ, FD_VARIABLE: str(theirs.fileno())}

@@ -7,11 +7,9 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_roofline.errors import CompareError
+
 GIT_TIMEOUT_S = 120.0
-
-
-class CompareError(Exception):
-    """``--roofline-compare`` cannot run: the message names the option, REF and what went wrong."""
 
 
 def git(args: list[str], cwd: Path) -> str:

@@ -277,8 +277,9 @@ def machine_line(machine: Machine) -> str:
     parts += [f"{level} {value / 1e9:.4g} GB/s [{source(f'bandwidth.{level}')}]"
               for level, value in machine.bandwidth.items()]
     method = info.get("method") or info.get("source") or "?"
-    flags = [f"{key}: {info[key]}" for key in ("disturbed", "inconsistent", "degraded") if info.get(key)]
+    flags = [f"{key}: {info[key]}" if key != "not_kept" else str(info[key])
+             for key in ("not_kept", "disturbed", "inconsistent", "degraded") if info.get(key)]
     if info.get("fallback_reason"):
         flags.append(f"fallback: {str(info['fallback_reason']).splitlines()[0][:120]}")
     return (f"machine: {machine.name} ({method}): {', '.join(parts)}"
-            + (f" -- NOT CLEAN: {'; '.join(flags)}" if flags else ""))
+            + (f" -- NOT KEPT (this session only, not cached): {'; '.join(flags)}" if flags else ""))

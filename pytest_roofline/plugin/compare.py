@@ -47,7 +47,8 @@ class CompareSession:
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """A REF that is no commit is a usage error before any test runs."""
-        from pytest_roofline.compare.worktree import CompareError, resolve
+        from pytest_roofline.compare.worktree import resolve
+        from pytest_roofline.errors import CompareError
 
         try:
             resolve(str(self.state.settings.compare), Path(str(self.config.invocation_params.dir)))
@@ -59,7 +60,8 @@ class CompareSession:
         self.started = True
         from pytest_roofline._atomic import write_json_atomic
         from pytest_roofline.compare.twin import Twin
-        from pytest_roofline.compare.worktree import CompareError, prepare
+        from pytest_roofline.compare.worktree import prepare
+        from pytest_roofline.errors import CompareError
 
         state = self.state
         s = state.settings
@@ -145,13 +147,15 @@ class TwinSession:
         return recorder
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when == "call" or report.outcome != "passed":
-            self.outcomes[report.nodeid] = report.outcome if report.when == "call" else f"{report.outcome} in " \
-                                                                                        f"{report.when}"
+        """REF's outcome of each test, for the comparing side's record ("failed in setup" when it never ran)."""
+        if report.when == "call":
+            self.outcomes[report.nodeid] = report.outcome
+        elif report.outcome != "passed":
+            self.outcomes[report.nodeid] = f"{report.outcome} in {report.when}"
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
-        from pytest_roofline.compare.channel import ChannelClosed
+        from pytest_roofline.errors import ChannelClosed
 
         items = {item.nodeid: item for item in session.items}
         self.state.machine()  # the pinned roofs, loaded before the first turn
