@@ -167,6 +167,7 @@ def baseline_mode(args: argparse.Namespace, pytest_args: list[str]) -> None:
         print(f"history: {args.history_sessions} clean sessions", file=sys.stderr)
         # per slowdown and test: (baseline verdict, the test failed)
         seen: dict[float, dict[str, list[tuple[str, bool]]]] = {s: {} for s in args.slowdowns}
+        on_time: dict[float, int] = dict.fromkeys(args.slowdowns, 0)  # regressions the time gate caught
         for index in range(args.sessions):
             for slowdown in args.slowdowns:
                 records = run_session(Path(tmp) / f"{slowdown}-{index}", slowdown / 100,
@@ -175,6 +176,7 @@ def baseline_mode(args: argparse.Namespace, pytest_args: list[str]) -> None:
                 for name, record in records.items():
                     verdict = (record.get("baseline") or {}).get("verdict", "none")
                     seen[slowdown].setdefault(name, []).append((verdict, record["outcome"] == "failed"))
+                    on_time[slowdown] += "time" in ((record.get("baseline") or {}).get("failed_on") or [])
             print(f"baseline session {index + 1}/{args.sessions} done", file=sys.stderr)
     names = sorted({n for by_name in seen.values() for n in by_name})
     header = " ".join(f"{f'{s:g}%':>11s}" for s in args.slowdowns)
@@ -196,7 +198,8 @@ def baseline_mode(args: argparse.Namespace, pytest_args: list[str]) -> None:
         count = len(runs) or 1
         print(f"{slowdown:g}%: {sum(f for _, f in runs) / count:.0%} failed, "
               f"{sum(v == 'regressed' for v, _ in runs) / count:.0%} regressed, "
-              f"{sum(v == 'noisy' for v, _ in runs) / count:.0%} noisy of {len(runs)} test runs"
+              f"{sum(v == 'noisy' for v, _ in runs) / count:.0%} noisy of {len(runs)} test runs; "
+              f"{on_time[slowdown] / count:.0%} regressed on time"
               + (" (at 0 %: false alarms)" if slowdown == 0 else ""))
 
 

@@ -7,7 +7,7 @@ Runs ``pytest --roofline <paths> --roofline-ops always -p no:cacheprovider`` in 
 prints per measured region: the timed loop's median, the median bare call made beside the profiled ones, how
 many ops got a time, how many counted op calls matched a profiler event, the coverage (sum of the op times /
 the bare call), the same against the timed median, and the profiler's overhead (profiled / bare call - 1),
-with the CPU model. No assertion: these are measured numbers for the README.
+with the CPU model. No assertion: these are measured numbers for docs/counters.md.
 """
 
 from __future__ import annotations

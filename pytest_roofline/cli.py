@@ -22,6 +22,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "the first commit between GOOD and BAD whose tests are slower than at GOOD (A/B in lockstep)"),
     "thresholds": ("pytest_roofline.history.thresholds_cli",
                    "the min_fraction each test's history supports, and the smallest slowdown it catches"),
+    "compare": ("pytest_roofline.history.compare_cli",
+                "time, work and fraction of every test of session B against sessions A, as the baseline gate"),
 }
 
 

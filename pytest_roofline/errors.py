@@ -146,6 +146,13 @@ class InvalidRecord(ValueError):
     """A file or record read back cannot be trusted; the message starts with the field that failed."""
 
 
+# --- raised by pytest_roofline.history.selectors
+
+class SelectorError(ValueError):
+    """A session selector (``compare A B``) that names no session, or more than one commit; the message says
+    what exists."""
+
+
 # --- raised by pytest_roofline.host.cores
 
 class CoresSettingError(ValueError):

@@ -1,4 +1,4 @@
-"""The paired ratio of two commits' times, from pairs of calls that took turns (README, "A/B in one job").
+"""The paired ratio of two commits' times, from pairs of calls that took turns (docs/ab-compare.md).
 
 Each pair is one call of this commit and one of REF, back to back on the same cores, so whatever the host did in
 that moment (a neighbour, a frequency change, the L3's other tenants) hit both. The statistic works on the log

@@ -11,17 +11,9 @@ from pytest_roofline.compare.paired_stats import PairedRatio, verdict
 from pytest_roofline.measure.baseline_stats import Change
 from pytest_roofline.measure.comparison import TestComparison, Tolerances, combine
 from pytest_roofline.measure.work import Work, work_change
+from pytest_roofline.model import sum_maps
 
 _TIME_VERDICT = {"slower": "worse", "faster": "better", "unchanged": "same", "inconclusive": "noisy"}
-
-
-def _sum_counts(maps: Iterable[Mapping[str, Any]]) -> dict[str, float]:
-    total: dict[str, float] = {}
-    for counts in maps:
-        for key, value in (counts or {}).items():
-            if isinstance(value, (int, float)):
-                total[key] = total.get(key, 0.0) + float(value)
-    return total
 
 
 def combined_ratio(sites: Sequence[tuple[float, PairedRatio]]) -> PairedRatio:
@@ -66,11 +58,11 @@ def compare_regions(regions: Sequence[Mapping[str, Any]], tolerances: Tolerances
     f_paired = PairedRatio(1 / f_ratio, None if f_ci is None else (1 / f_ci[1], 1 / f_ci[0]), paired.pairs)
     f_verdict = _TIME_VERDICT[verdict(f_paired, 1 / (1 - tolerances.max_drop) - 1)]
     fraction = Change("fraction", this_f, ref_f, f_ratio, f_ci, None, f_verdict)
-    now = Work.from_record({"flops_by_precision": _sum_counts(r.get("flops_by_precision") or {} for r in compared),
-                            "bytes": _sum_counts(r.get("bytes") or {} for r in compared)})
-    ref_work = Work.from_record({"flops_by_precision": _sum_counts((r["compare"]["ref"].get("flops_by_precision")
+    now = Work.from_record({"flops_by_precision": sum_maps(r.get("flops_by_precision") or {} for r in compared),
+                            "bytes": sum_maps(r.get("bytes") or {} for r in compared)})
+    ref_work = Work.from_record({"flops_by_precision": sum_maps((r["compare"]["ref"].get("flops_by_precision")
                                                                     or {}) for r in compared),
-                                 "bytes": _sum_counts((r["compare"]["ref"].get("bytes") or {}) for r in compared)})
+                                 "bytes": sum_maps((r["compare"]["ref"].get("bytes") or {}) for r in compared)})
     work = None if now is None or ref_work is None else work_change(now, ref_work, bound)
     return combine(against, time, fraction, work, tolerances.fail_on)
 

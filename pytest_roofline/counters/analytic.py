@@ -30,7 +30,7 @@ FLOPs
     ====================================  =================================================================
 
     Conventions for everything else (one table; :data:`FLOP_CONVENTIONS` holds it, and
-    :func:`conventions_markdown` renders it for the README):
+    :func:`conventions_markdown` renders it for docs/counters.md):
 
     ====================================  =================================================================
     ops                                   FLOPs

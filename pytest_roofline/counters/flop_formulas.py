@@ -66,7 +66,7 @@ FLOP_CONVENTIONS: tuple[tuple[str, str], ...] = (
 
 
 def conventions_markdown() -> str:
-    """The FLOP convention table as Markdown, for the README and reports."""
+    """The FLOP convention table as Markdown, for docs/counters.md and reports."""
     rows = ["| ops | FLOPs |", "|---|---|"]
     rows += [f"| {ops} | {rule} |" for ops, rule in FLOP_CONVENTIONS]
     return "\n".join(rows)

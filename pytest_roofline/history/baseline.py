@@ -45,8 +45,14 @@ class Baseline:
 
     def pool_by_test(self) -> dict[str, list[Session]]:
         """Each test of the spread pool with its last N sessions there (for the pooled spread)."""
-        nodeids = sorted({n for s in self.spread_pool for n in s.tests})
-        return {n: for_test(self.spread_pool, n, None, {}, None, self.count) for n in nodeids}
+        return pool_by_test(self.spread_pool, self.count)
+
+
+def pool_by_test(sessions: Sequence[Session], count: int) -> dict[str, list[Session]]:
+    """Each test of ``sessions`` with its last ``count`` sessions there, whatever their parameters or
+    environment: the groups the machine's pooled spread is measured over (the gate and ``compare``)."""
+    nodeids = sorted({n for s in sessions for n in s.tests})
+    return {n: for_test(sessions, n, None, {}, None, count) for n in nodeids}
 
 
 def session_label(session: Session) -> str:

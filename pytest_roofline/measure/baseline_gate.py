@@ -5,8 +5,8 @@ and fraction) got significantly worse by more than its tolerance. Plain Python; 
 
 Every test compared gets ``entry.extra["baseline"]`` (into results.json and the history): the shared
 :class:`~pytest_roofline.measure.comparison.TestComparison` record plus the fields older readers know
-(``fraction``, ``drop``, ``ci`` of the fraction, ``sessions``, ``commits``, ``statistic``); see README,
-"Baseline gate".
+(``fraction``, ``drop``, ``ci`` of the fraction, ``sessions``, ``commits``, ``statistic``); see docs/history.md
+and docs/comparison.md.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pytest_roofline.measure.baseline_stats import (
     describe_interval,
     describe_method,
     needed_text,
-    pooled_spread,
+    pooled_over,
     seed_for,
 )
 from pytest_roofline.measure.comparison import TestComparison, Tolerances, compare_test
@@ -51,11 +51,9 @@ def pooled(state: RooflineState, quantity: str) -> Any:
     sessions): each test's values over its last N sessions. Computed once per session."""
     baseline = state.baseline
     if quantity not in baseline.pooled:
-        groups = []
-        for nodeid, chosen in baseline.pool_by_test().items():
-            values = [m.value(quantity) for m in (Measurement.from_record(s.tests[nodeid]) for s in chosen) if m]
-            groups.append(values)
-        baseline.pooled[quantity] = pooled_spread(groups)
+        by_test = baseline.pool_by_test()
+        baseline.pooled[quantity] = pooled_over(([s.tests[n] for s in chosen] for n, chosen in by_test.items()),
+                                                quantity)
     return baseline.pooled[quantity]
 
 
@@ -158,24 +156,10 @@ def regression_report(state: RooflineState, entry: TestEntry, result: TestCompar
 
 def regression_artifacts(state: RooflineState, entry: TestEntry, result: TestComparison) -> tuple[list[Any], list[str]]:
     """The roofline chart with the baseline's point beside the current one, and the kernel table."""
-    from pytest_roofline.output.artifacts import artifact_path, write_kernels_csv
-    from pytest_roofline.output.chart import draw_roofline
-    from pytest_roofline.output.session_output import all_kernels
+    from pytest_roofline.output.session_output import all_kernels, test_artifacts
 
-    machine = entry.recorder.judged_machine()  # the roofs of the cores it ran on, as its fraction
-    kernels = all_kernels(entry.recorder.regions)
-    verdict = entry.recorder.verdict()
-    directory = state.session_dir
-    writers = (
-        lambda: draw_roofline(artifact_path(directory, entry.nodeid, ".png"), machine, kernels, verdict,
-                              title=f"{entry.nodeid}: regression against the baseline",
-                              min_fraction=entry.min_fraction, baseline_fraction=result.fraction.reference),
-        lambda: write_kernels_csv(artifact_path(directory, entry.nodeid, ".kernels.csv"), kernels, machine),
-    )
-    paths, notes = [], []
-    for write in writers:
-        try:
-            paths.append(write())
-        except Exception as exc:  # noqa: BLE001 - a broken chart must not hide the regression
-            notes.append(f"could not write an artifact: {exc!r}")
-    return paths, notes
+    # the roofs of the cores it ran on, as its fraction
+    return test_artifacts(state.session_dir, entry.nodeid, entry.recorder.judged_machine(),
+                          all_kernels(entry.recorder.regions), entry.recorder.verdict(),
+                          title=f"{entry.nodeid}: regression against the baseline", min_fraction=entry.min_fraction,
+                          baseline_fraction=result.fraction.reference)

@@ -1,5 +1,5 @@
 """Did a test get slower, or less efficient, than in its baseline sessions, beyond noise? A hierarchical
-bootstrap of the ratios now / baseline of its time per call and of its fraction (README, "Baseline gate").
+bootstrap of the ratios now / baseline of its time per call and of its fraction (docs/history.md).
 Plain Python and numpy; deterministic for a given seed.
 
 One session's rounds are correlated (same process, same heap, same neighbours on the host), so their spread
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
@@ -134,6 +134,13 @@ def pooled_spread(groups: Sequence[Sequence[float]]) -> Spread | None:
     if df < MIN_POOLED_DF:
         return None
     return Spread(math.sqrt(sums / df), df, "pooled")
+
+
+def pooled_over(records_by_test: Iterable[Iterable[Mapping[str, Any]]], quantity: str) -> Spread | None:
+    """:func:`pooled_spread` of ``quantity`` over each test's records (its sessions' test records)."""
+    groups = [[m.value(quantity) for m in map(Measurement.from_record, records) if m is not None]
+              for records in records_by_test]
+    return pooled_spread(groups)
 
 
 @dataclass(frozen=True)

@@ -81,37 +81,20 @@ def judge_compare(state: RooflineState, entry: TestEntry, options: MarkerOptions
 def compare_artifacts(state: RooflineState, entry: TestEntry, result: Any,
                       regions: list[dict[str, Any]]) -> tuple[list[Any], list[str]]:
     """The roofline chart with REF's point joined to this one by an arrow, and the kernel table."""
+    from pytest_roofline.model import sum_maps
     from pytest_roofline.model.roofline import arithmetic_intensity
-    from pytest_roofline.output.artifacts import artifact_path, write_kernels_csv
-    from pytest_roofline.output.chart import draw_roofline
-    from pytest_roofline.output.session_output import all_kernels
+    from pytest_roofline.output.session_output import all_kernels, test_artifacts
 
-    machine = entry.recorder.judged_machine()
-    kernels = all_kernels(entry.recorder.regions)
-    verdict = entry.recorder.verdict()
     refs = [r["compare"]["ref"] for r in regions if (r.get("compare") or {}).get("ref")]
     ref_flops = sum(sum((r.get("flops_by_precision") or {}).values()) for r in refs)
-    ref_bytes: dict[str, float] = {}
-    for r in refs:
-        for level, count in (r.get("bytes") or {}).items():
-            ref_bytes[level] = ref_bytes.get(level, 0.0) + float(count)
+    ref_bytes = sum_maps(r.get("bytes") or {} for r in refs)
     ref_time = result.time.reference
     reference = (arithmetic_intensity(ref_flops, ref_bytes), ref_flops / ref_time if ref_time > 0 else 0.0,
                  f"REF: fraction {result.fraction.reference:.2f}")
-    directory = state.session_dir
-    writers = (
-        lambda: draw_roofline(artifact_path(directory, entry.nodeid, ".png"), machine, kernels, verdict,
-                              title=f"{entry.nodeid}\n{result.explanation}", min_fraction=entry.min_fraction,
-                              reference=reference),
-        lambda: write_kernels_csv(artifact_path(directory, entry.nodeid, ".kernels.csv"), kernels, machine),
-    )
-    paths, notes = [], []
-    for write in writers:
-        try:
-            paths.append(write())
-        except Exception as exc:  # noqa: BLE001 - a broken chart must not hide the regression
-            notes.append(f"could not write an artifact: {exc!r}")
-    return paths, notes
+    return test_artifacts(state.session_dir, entry.nodeid, entry.recorder.judged_machine(),
+                          all_kernels(entry.recorder.regions), entry.recorder.verdict(),
+                          title=f"{entry.nodeid}\n{result.explanation}", min_fraction=entry.min_fraction,
+                          reference=reference)
 
 
 def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,

@@ -50,27 +50,35 @@ def failure_report(directory: Path, nodeid: str, machine: Machine, regions: Sequ
 
     ``details`` are extra lines for the message (the ncu diagnostics), indented under the notes.
     """
-    from pytest_roofline.output.chart import draw_roofline
-
-    kernels = all_kernels(regions)
     notes = [note for region in regions for note in region.notes] + roof_notes(machine, verdict.flops)
-    paths: list[Path] = []
-    # A broken chart must not hide the verdict: the gate still fails, with the reason in a note.
-    writers = (
-        lambda: draw_roofline(artifact_path(directory, nodeid, ".png"), machine, kernels, verdict,
-                              title=nodeid, min_fraction=min_fraction),
-        lambda: write_kernels_csv(artifact_path(directory, nodeid, ".kernels.csv"), kernels, machine),
-    )
-    for write in writers:
-        try:
-            paths.append(write())
-        except Exception as exc:  # noqa: BLE001 - any failure becomes a note
-            notes.append(f"could not write an artifact: {exc!r}")
+    paths, problems = test_artifacts(directory, nodeid, machine, all_kernels(regions), verdict, title=nodeid,
+                                     min_fraction=min_fraction)
+    notes += problems
     message = failure_message(verdict, min_fraction, paths, notes, timing_spread(regions))
     details = [*op_lines(regions), *details]
     if details:
         message += "\n" + "\n".join(f"  {line}" for line in details)
     return message, paths
+
+
+def test_artifacts(directory: Path, nodeid: str, machine: Machine, kernels: Sequence[KernelSample],
+                   verdict: Verdict | None, **chart: Any) -> tuple[list[Path], list[str]]:
+    """A failing test's roofline chart (``chart``: ``draw_roofline``'s keywords) and kernel table; their paths,
+    and a note for each that could not be written: a broken chart must not hide the verdict."""
+    from pytest_roofline.output.chart import draw_roofline
+
+    writers = (
+        lambda: draw_roofline(artifact_path(directory, nodeid, ".png"), machine, kernels, verdict, **chart),
+        lambda: write_kernels_csv(artifact_path(directory, nodeid, ".kernels.csv"), kernels, machine),
+    )
+    paths: list[Path] = []
+    notes: list[str] = []
+    for write in writers:
+        try:
+            paths.append(write())
+        except Exception as exc:  # noqa: BLE001 - any failure becomes a note
+            notes.append(f"could not write an artifact: {exc!r}")
+    return paths, notes
 
 
 def timing_spread(regions: Sequence[Region]) -> str:

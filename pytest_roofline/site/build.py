@@ -137,7 +137,7 @@ def _test_page(summary: TestSummary, rows: pd.DataFrame, latest: Session, artifa
     measured = rows.dropna(subset=["fraction"])
     points = [charts.FractionPoint(_time(r.start), r.commit, float(r.fraction),
                                    number(r.min_fraction), number(r.time_s),
-                                   r.bound if isinstance(r.bound, str) else None, r.outcome)
+                                   r.bound if isinstance(r.bound, str) else None, r.outcome, _gate_verdict(r.record))
               for r in measured.itertuples()]
     found = change_points(summary.fractions)
     markers, change_rows = [], []
@@ -159,18 +159,37 @@ def _test_page(summary: TestSummary, rows: pd.DataFrame, latest: Session, artifa
                          ("last week", pages.percent(summary.week_change)),
                          ("since baseline", pages.percent(summary.baseline_change)),
                          ("verdict", pages.verdict_badge(summary))]),
-            (f'<p class="note">Verdict: {pages.esc(summary.comparison.describe())}, last 5 sessions against the 5 '
-            'before. Baseline: the first 5 sessions shown (median and range, green band).</p>')]
+            _verdict_note(summary)]
     if points:
         body.append(pages.chart("fraction", charts.fraction_figure(points, summary.baseline, markers)))
     body.append("<h2>Change points</h2>")
     body.append(pages.table(["commits", "sessions", "median before", "median after", "change"], change_rows,
                             numeric=(2, 3, 4)) if change_rows else
-                '<p class="muted">None found (ruptures PELT on log fraction; see the README).</p>')
+                '<p class="muted">None found (ruptures PELT on log fraction; see docs/site.md).</p>')
     body.append(_roofline_section(rows, latest))
     body.append(_failing_section(rows, artifacts, root))
     return pages.page(summary.nodeid, root, "\n".join(body), [(f"{root}index.html", "index"),
                                                                ("../machine.html", "machine")])
+
+
+def _gate_verdict(record: Any) -> str | None:
+    block = record.get("baseline") if isinstance(record, Mapping) else None
+    verdict = block.get("verdict") if isinstance(block, Mapping) else None
+    return verdict if isinstance(verdict, str) else None
+
+
+def _verdict_note(summary: TestSummary) -> str:
+    """Where the verdict comes from: the baseline gate of the latest session (its one statistic), else the trend."""
+    band = "Baseline band: the first 5 sessions shown (median and range, green band)."
+    gate = summary.gate
+    if gate is None:
+        return (f'<p class="note">Verdict: the trend (this test\'s latest session ran no baseline gate): '
+                f"{pages.esc(summary.comparison.describe())}, last 5 sessions against the 5 before. {band}</p>")
+    statistic = (f" Statistic: {pages.esc(gate.statistic.rstrip('.'))}."
+                 if gate.statistic and gate.statistic != gate.explanation else "")
+    return (f'<p class="note">Verdict of the baseline gate in this test\'s latest session '
+            f"({pages.esc(gate.session_id)}, commit <code>{pages.esc(gate.commit)}</code>): "
+            f"<b>{pages.esc(gate.verdict)}</b>: {pages.esc(gate.explanation.rstrip('.'))}.{statistic} {band}</p>")
 
 
 def _roofline_section(rows: pd.DataFrame, latest: Session) -> str:
@@ -428,7 +447,7 @@ def _write_site(history: Path, out: Path, by_machine: Mapping[str, list[Session]
             trajectory = trajectories.get(summary.function)
             _write(folder / "t" / summary.page, _test_page(summary, groups[summary.nodeid], sessions[-1], artifacts,
                                                            f"../traj/{trajectory}" if trajectory else None))
-            colour = pages.VERDICT_COLOURS.get(summary.comparison.verdict, "#555")
+            colour = pages.VERDICT_COLOURS.get(summary.verdict, "#555")
             index_rows.append((summary, f"m/{slug(key)}/t/{summary.page}",
                                charts.sparkline(summary.fractions[-SPARK_SESSIONS:], summary.threshold, colour),
                                f"m/{slug(key)}/traj/{trajectory}" if trajectory else None))
@@ -442,15 +461,16 @@ def _write_site(history: Path, out: Path, by_machine: Mapping[str, list[Session]
         f"<h1>Roofline history</h1><p class=\"muted\">{session_count} sessions on {len(by_machine)} "
         f"machine{'s' if len(by_machine) > 1 else ''}, read from <code>{pages.esc(history)}</code>. "
         "Fraction: the latest session; last week and since baseline compare the median of the last 3 sessions; "
-        "verdict: last 5 sessions against the 5 before (Mann-Whitney U, a change of 5 % or more at p &lt; 0.05). "
-        "Worst first.</p>" + pages.filters(bounds) + "".join(sections))))
+        "verdict: the baseline gate's in the latest session where it ran (time, work and fraction against the "
+        "test's baseline sessions; its explanation below), else the <i>trend</i>: last 5 sessions against the 5 "
+        "before (Mann-Whitney U, a change of 5 % or more at p &lt; 0.05). Worst first.</p>" + pages.filters(bounds) + "".join(sections))))
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     return session_count, test_count, page_count, size
 
 
 def _index_section(key: str, sessions: Sequence[Session], summaries: Sequence[TestSummary],
                    trajectories: Mapping[str, str], rows: Sequence[tuple[TestSummary, str, str, str | None]]) -> str:
-    counts = {v: sum(s.comparison.verdict == v for s in summaries) for v in pages.VERDICT_COLOURS}
+    counts = {v: sum(s.verdict == v for s in summaries) for v in pages.VERDICT_COLOURS}
     traj = ", ".join(f'<a href="m/{slug(key)}/traj/{pages.esc(page)}">{pages.esc(function.split("::")[-1])}</a>'
                      for function, page in trajectories.items())
     latest = sessions[-1]

@@ -56,6 +56,7 @@ class FractionPoint:
     time_s: float | None
     bound: str | None
     outcome: str
+    gate: str | None = None  # the baseline gate's verdict in that session, where it ran
 
 
 @dataclass(frozen=True)
@@ -70,15 +71,17 @@ class Marker:
 
 def fraction_figure(points: Sequence[FractionPoint], baseline: tuple[float, float, float] | None,
                     markers: Sequence[Marker]) -> dict[str, Any]:
-    """Fraction over time with hover details, the threshold, the baseline band and change points."""
+    """Fraction over time with hover details, the threshold, the baseline band and change points; the time per
+    call on a second axis (at the same fraction, more work reads as more time only there)."""
     failed = [p.outcome in ("failed", "error") for p in points]
     data: list[dict[str, Any]] = [{
         "type": "scatter", "mode": "lines+markers", "name": "fraction",
         "x": [p.time for p in points], "y": [sig(p.fraction) for p in points],
-        "customdata": [[p.commit, si(p.time_s, "s"), p.bound or "—", p.outcome] for p in points],
+        "customdata": [[p.commit, si(p.time_s, "s"), p.bound or "—", p.outcome, p.gate or "not run"]
+                       for p in points],
         "hovertemplate": ("%{x|%Y-%m-%d %H:%M} UTC<br>commit %{customdata[0]}<br>fraction %{y:.3f}"
                           "<br>time per call %{customdata[1]}<br>bound %{customdata[2]}"
-                          "<br>%{customdata[3]}<extra></extra>"),
+                          "<br>%{customdata[3]}<br>baseline gate: %{customdata[4]}<extra></extra>"),
         "line": {"color": POINT, "width": 1},
         # a year of nightly sessions stays readable: smaller dots as the series grows
         "marker": {"size": 5 if len(points) <= 150 else 3, "color": [FAIL if f else POINT for f in failed]},
@@ -106,9 +109,19 @@ def fraction_figure(points: Sequence[FractionPoint], baseline: tuple[float, floa
         annotations.append({"x": marker.end, "yref": "paper", "y": 1, "yanchor": "bottom", "text": marker.label,
                             "hovertext": marker.hover, "showarrow": False,
                             "font": {"color": "#9a6a00", "size": 11}})
+    timed = [p for p in points if p.time_s is not None]
+    if timed:
+        data.append({"type": "scatter", "mode": "lines+markers", "name": "time per call", "yaxis": "y2",
+                     "x": [p.time for p in timed], "y": [sig(p.time_s) for p in timed],
+                     "hovertemplate": "time per call %{y:.3s}s<extra></extra>",
+                     "line": {"color": "#E69F00", "width": 1, "dash": "dot"},
+                     "marker": {"size": 4 if len(timed) <= 150 else 2, "symbol": "square", "color": "#E69F00"}})
     return {"data": data, "layout": _layout(
-        "Fraction of the roofline per session", shapes=shapes, annotations=annotations,
-        xaxis=_axis("session start (UTC)", type="date"), yaxis=_axis("fraction", rangemode="tozero"))}
+        "Fraction of the roofline and time per call per session", shapes=shapes, annotations=annotations,
+        margin={"l": 60, "r": 70, "t": 40, "b": 50},
+        xaxis=_axis("session start (UTC)", type="date"), yaxis=_axis("fraction", rangemode="tozero"),
+        yaxis2=_axis("time per call", overlaying="y", side="right", rangemode="tozero", tickformat=".3s",
+                     ticksuffix="s", showgrid=False))}
 
 
 @dataclass(frozen=True)

@@ -1,14 +1,16 @@
 """From sessions to what the pages show: one pandas row per (session, test), and per test its summary.
 
-Definitions the index and test pages use (also in the README):
+Definitions the index and test pages use (also in docs/site.md):
 
 - *now*: the median fraction of the test's last 3 sessions (one session's noise does not flip a column);
 - *last week*: now against the same median 7 days before the latest session (the 3 sessions up to then);
 - *baseline*: the first 5 sessions shown (from ``--since``, else the oldest kept), their median and range
   drawn as the band, once more sessions follow them; *since baseline* is now against that median;
-- *verdict*: ``verdicts.trend`` on the fractions (last 5 sessions against the 5 before);
-- *worst first*: regressed, then steady, new, improved; within each, tests under their threshold first, then the
-  largest loss since the baseline, then the smallest share of the threshold.
+- *verdict*: the baseline gate's, where the test's latest session ran it (``tests[].baseline``: time, work and
+  fraction against its baseline sessions, the statistic the gate failed or passed it on); else the *trend*,
+  ``verdicts.trend`` on the fractions (last 5 sessions against the 5 before);
+- *worst first*: regressed, then changed or noisy, steady, new, improved; within each, tests under their
+  threshold first, then the largest loss since the baseline, then the smallest share of the threshold.
 """
 
 from __future__ import annotations
@@ -29,7 +31,29 @@ from .history_reader import Session
 from .verdicts import WINDOW, Comparison, trend
 
 NOW_SESSIONS = 3
-VERDICT_ORDER = {"regressed": 0, "steady": 1, "new": 2, "improved": 3}
+VERDICT_ORDER = {"regressed": 0, "changed": 1, "noisy": 1, "steady": 2, "inconclusive": 2, "new": 3, "improved": 4}
+
+
+@dataclass(frozen=True)
+class GateVerdict:
+    """What the baseline gate wrote for a test in one session (``tests[].baseline``)."""
+
+    verdict: str
+    explanation: str  # the gate's sentence ("time ×1.95 since the baseline: ..."), else its statistic
+    statistic: str
+    session_id: str
+    commit: str
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], session_id: str, commit: str) -> GateVerdict | None:
+        block = record.get("baseline")
+        if not isinstance(block, Mapping) or not isinstance(block.get("verdict"), str):
+            return None
+        statistic = str(block.get("statistic") or "")
+        explanation = str(block.get("explanation") or statistic)
+        if block.get("excused") == "contended":
+            explanation += " (contended: not failed)"
+        return cls(block["verdict"], explanation, statistic, session_id, commit)
 
 
 def number(value: Any) -> float | None:
@@ -91,7 +115,13 @@ class TestSummary:
     week_change: float | None
     baseline: tuple[float, float, float] | None  # median, low, high
     baseline_change: float | None
-    comparison: Comparison
+    comparison: Comparison  # the trend of the fractions
+    gate: GateVerdict | None = None  # the baseline gate's, where the latest session ran it
+
+    @property
+    def verdict(self) -> str:
+        """The gate's verdict in the latest session where it ran there, else the trend's."""
+        return self.gate.verdict if self.gate is not None else self.comparison.verdict
 
     @property
     def page(self) -> str:
@@ -104,7 +134,7 @@ class TestSummary:
         change = self.baseline_change if self.baseline_change is not None else 0.0
         margin = (self.latest / self.threshold if self.latest is not None and self.threshold else
                   float("inf"))
-        return VERDICT_ORDER.get(self.comparison.verdict, 1), 0 if margin < 1 else 1, change, margin, self.nodeid
+        return VERDICT_ORDER.get(self.verdict, 2), 0 if margin < 1 else 1, change, margin, self.nodeid
 
 
 def _median_or_none(values: list[float]) -> float | None:
@@ -136,7 +166,8 @@ def summarize(machine: str, nodeid: str, rows: pd.DataFrame) -> TestSummary:
         bound=last["bound"] if isinstance(last["bound"], str) else None, outcome=str(last["outcome"]),
         week_change=week_change, baseline=baseline,
         baseline_change=_change(now, baseline[0]) if baseline else None,
-        comparison=trend(fractions))
+        comparison=trend(fractions), gate=GateVerdict.from_record(last["record"], str(last["session_id"]),
+                                                                  str(last["commit"])))
 
 
 def parametrized(summaries: list[TestSummary]) -> dict[str, list[TestSummary]]:

@@ -11,7 +11,8 @@ from .charts import FAIL
 from .model import TestSummary, params_label
 from .verdicts import MIN_CHANGE
 
-VERDICT_COLOURS = {"regressed": FAIL, "improved": "#009E73", "steady": "#555", "new": "#E69F00"}
+VERDICT_COLOURS = {"regressed": FAIL, "changed": "#CC79A7", "noisy": "#56B4E9", "improved": "#009E73",
+                   "steady": "#555", "inconclusive": "#999", "new": "#E69F00"}
 
 
 def esc(value: object) -> str:
@@ -67,9 +68,21 @@ def fraction_text(value: float | None, threshold: float | None = None) -> str:
 
 
 def verdict_badge(summary: TestSummary) -> str:
+    """The gate's verdict, its explanation on hover; without a gate record, the trend's, labelled so."""
+    if summary.gate is not None:
+        return (f'<span class="verdict {esc(summary.gate.verdict)}" title="{esc(summary.gate.explanation)}">'
+                f"{esc(summary.gate.verdict)}</span>")
     comparison = summary.comparison
-    return (f'<span class="verdict {esc(comparison.verdict)}" title="{esc(comparison.describe())}">'
-            f'{esc(comparison.verdict)}</span>')
+    return (f'<span class="verdict {esc(comparison.verdict)}" title="trend: {esc(comparison.describe())}">'
+            f'{esc(comparison.verdict)}</span> <span class="muted">trend</span>')
+
+
+def why(summary: TestSummary) -> str:
+    """The gate's explanation under its verdict on the index, for every test it did not find steady."""
+    gate = summary.gate
+    if gate is None or gate.verdict == "steady":
+        return ""
+    return f'<div class="why">{esc(gate.explanation)}</div>'
 
 
 def index_table(rows: Iterable[tuple[TestSummary, str, str, str | None]]) -> str:
@@ -80,13 +93,13 @@ def index_table(rows: Iterable[tuple[TestSummary, str, str, str | None]]) -> str
             if trajectory else ""
         body.append(
             f'<tr data-test="{esc(summary.nodeid)}" data-bound="{esc(summary.bound or "")}" '
-            f'data-verdict="{esc(summary.comparison.verdict)}">'
+            f'data-verdict="{esc(summary.verdict)}">'
             f'<td class="test"><a href="{esc(href)}">{test_name(summary.nodeid)}</a></td>'
             f'<td class="num">{fraction_text(summary.latest, summary.threshold)}</td>'
             f'<td class="num">{fraction_text(summary.threshold)}</td>'
             f'<td>{esc(summary.bound or "—")}</td><td>{spark}</td>'
             f'<td class="num">{percent(summary.week_change)}</td><td class="num">{percent(summary.baseline_change)}</td>'
-            f'<td>{verdict_badge(summary)}</td><td>{traj}</td></tr>')
+            f'<td>{verdict_badge(summary)}{why(summary)}</td><td>{traj}</td></tr>')
     return ('<div class="scroll"><table class="tests"><thead><tr><th>test</th><th class="num">fraction</th>'
             '<th class="num">threshold</th><th>bound</th><th>trend</th><th class="num">last week</th>'
             '<th class="num">since baseline</th><th>verdict</th><th></th></tr></thead><tbody>'

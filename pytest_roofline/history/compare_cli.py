@@ -1,0 +1,82 @@
+"""``python -m pytest_roofline compare A B``: the tests of session B against the sessions A names, with the
+baseline gate's statistic. Exit 1 when a test regressed, 2 on bad input."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pytest_roofline.errors import SettingError
+from pytest_roofline.measure.settings import parse_fail_on, parse_max_drop, parse_max_slowdown
+
+
+def _checked(parse: Callable[[Any, str], Any], option: str) -> Callable[[str], Any]:
+    def convert(text: str) -> Any:
+        try:
+            return parse(text, option)
+        except SettingError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return convert
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    selectors = ("a session id, a commit (hex prefix, >= 7 characters), a branch, latest or latest~N (N sessions "
+                 "before the latest)")
+    parser.add_argument("a", metavar="A", help=f"the reference: {selectors}; several sessions (a commit or branch) "
+                        "give each test up to its last 5 as the reference")
+    parser.add_argument("b", metavar="B", help="the sessions judged, named as A; of several, the latest")
+    parser.add_argument("--history", type=Path, default=Path(".roofline/history"),
+                        help="the history directory (default .roofline/history)")
+    parser.add_argument("--json", action="store_true", help="print one record per test as JSON")
+    parser.add_argument("--max-drop", type=_checked(parse_max_drop, "--max-drop"), default=0.10,
+                        help="allowed drop of the fraction, as the gate's --roofline-max-drop (default 0.10)")
+    parser.add_argument("--max-slowdown", type=_checked(parse_max_slowdown, "--max-slowdown"), default=0.10,
+                        help="allowed rise of the time per call, as --roofline-max-slowdown (default 0.10)")
+    parser.add_argument("--fail-on", type=_checked(parse_fail_on, "--fail-on"), default=("time", "fraction"),
+                        help="what makes a test regressed: time, fraction, work, comma-separated, or none "
+                             "(default time,fraction)")
+    parser.add_argument("--machine-key", metavar="KEY",
+                        help="compare this machine's sessions (default: B's machine; the folder names under --history)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from pytest_roofline.history.compare import compare_plan, plan, pooled_spreads
+    from pytest_roofline.history.compare_table import table
+    from pytest_roofline.history.reader import load
+    from pytest_roofline.history.selectors import SelectorError
+    from pytest_roofline.measure.comparison import Tolerances
+
+    if not args.history.is_dir():
+        print(f"compare: --history {args.history}: not a directory (the history folder, default "
+              ".roofline/history)", file=sys.stderr)
+        return 2
+    loaded = load(args.history)
+    for skipped in loaded.skipped:
+        print(f"compare: skipped {skipped}", file=sys.stderr)
+    try:
+        chosen = plan(loaded.sessions, args.a, args.b, args.machine_key)
+    except SelectorError as exc:
+        print(f"compare: {exc}", file=sys.stderr)
+        return 2
+    pooled = pooled_spreads(chosen.pool)
+    rows = compare_plan(chosen, Tolerances(args.max_drop, args.max_slowdown, tuple(args.fail_on)), pooled)
+    code = 1 if any(r.verdict == "regressed" for r in rows) else 0
+    text = json.dumps([r.to_dict() for r in rows], indent=2) if args.json else table(chosen, rows, pooled)
+    return _print(text, code)
+
+
+def _print(text: str, code: int) -> int:
+    """Print; a reader that closed the pipe early (``| head``) gets no traceback, and the exit code stays."""
+    try:
+        print(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at /dev/null so that flush cannot fail.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return code

@@ -1,0 +1,83 @@
+"""The text ``compare A B`` prints: which sessions, one row per test, the explanation of every test that is not
+steady, and the count per verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pytest_roofline.history.compare import Plan, Row
+from pytest_roofline.history.selectors import describe
+from pytest_roofline.measure.baseline_stats import Spread
+from pytest_roofline.measure.comparison import VERDICTS
+
+HEAD = ("test", "A time", "B time", "time ratio [95% CI]", "fraction A → B", "work", "verdict")
+ORDER = (*VERDICTS, "removed")
+
+
+def seconds(value: float | None) -> str:
+    """Three significant digits, trailing zeros kept (2.00 ms beside 1.98 ms)."""
+    if value is None:
+        return "—"
+    scaled, unit = (value, "s") if value >= 1 else (value * 1e3, "ms") if value >= 1e-3 else (value * 1e6, "us")
+    return f"{f'{scaled:#.3g}'.rstrip('.')} {unit}"
+
+
+def _cells(row: Row) -> list[str]:
+    c = row.comparison
+    if c is None:  # new or removed: the side that measured it
+        now, then = row.now, row.reference
+        return [row.nodeid, seconds(then.time_s if then else None), seconds(now.time_s if now else None), "—",
+                f"{then.fraction:.3f} → —" if then else f"— → {now.fraction:.3f}" if now else "—", "—", row.verdict]
+    ratio = f"×{c.time.ratio:.2f}"
+    ratio += f" [{c.time.ci[0]:.2f}, {c.time.ci[1]:.2f}]" if c.time.ci is not None else " [no spread]"
+    if c.work is None:
+        work = "not counted"
+    elif c.work.verdict == "same":
+        work = "same"
+    else:
+        scale = "" if c.work.ratio is None else f" ×{c.work.ratio:.2f}"
+        work = f"{c.work.verdict}{scale}"
+    return [row.nodeid, seconds(c.time.reference), seconds(c.time.now), ratio,
+            f"{c.fraction.reference:.3f} → {c.fraction.now:.3f}", work, row.verdict]
+
+
+def _sides(plan: Plan) -> list[str]:
+    a, b = plan.a, plan.b
+    count = len(plan.reference)
+    a_text = describe(plan.reference[0]) if count == 1 else (
+        f"{count} sessions, {describe(plan.reference[0])} to {describe(plan.reference[-1])} "
+        f"(per test its last 5 that measured it)")
+    return [f"A {a.selector}: {a_text}", f"B {b.selector}: {describe(plan.current)}",
+            f"machine {plan.machine}" + (f" ({plan.other_machines} session(s) of other machines left out; "
+                                         "--machine-key picks)" if plan.other_machines else "")]
+
+
+def _spread_text(pooled: dict[str, Spread | None]) -> str:
+    time = pooled.get("time")
+    if time is None:
+        return ("tests with fewer than 3 sessions in A are inconclusive: the history up to B holds too little "
+                "spread to pool")
+    fraction = pooled.get("fraction")
+    also = f"; fraction sd {fraction.sigma:.1%}" if fraction is not None else ""
+    return f"tests with fewer than 3 sessions in A use the time's {time.describe()}{also}"
+
+
+def table(plan: Plan, rows: Sequence[Row], pooled: dict[str, Spread | None]) -> str:
+    """The sessions compared, the table, each explanation under its row, the counts."""
+    cells = [_cells(r) for r in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(HEAD)]
+    numeric = {1, 2, 3}
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(v.rjust(w) if i in numeric else v.ljust(w)
+                         for i, (v, w) in enumerate(zip(values, widths))).rstrip()
+
+    out = [*_sides(plan), _spread_text(pooled), "", line(HEAD)]
+    for row, values in zip(rows, cells):
+        out.append(line(values))
+        if row.comparison is not None and row.verdict != "steady":
+            out.append(f"    {row.comparison.explanation}")
+    counts = {v: sum(r.verdict == v for r in rows) for v in ORDER}
+    summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
+    out += ["", f"{len(rows)} test(s): {summary or 'none measured'}"]
+    return "\n".join(out)

@@ -1,0 +1,102 @@
+"""The documentation: the README stays a door whose first block CI runs, the options reference is generated from
+the option definitions (and its committed copy is current), and the MkDocs site builds with --strict."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_roofline.plugin.options_doc import END, fill, options_markdown, registered_options
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+README = ROOT / "README.md"
+OPTION = re.compile(r"^  (--roofline(?:-[a-z]+)*)\b", re.MULTILINE)  # the flag column of pytest --help
+
+
+def registered_by_pytest(pytester: pytest.Pytester) -> set[str]:
+    """Every ``--roofline*`` flag ``pytest --help`` lists: what the plugin really registers."""
+    result = pytester.runpytest("--help")
+    assert result.ret == 0
+    return set(OPTION.findall(result.stdout.str()))
+
+
+def test_the_generated_options_table_holds_every_registered_option(pytester: pytest.Pytester) -> None:
+    registered = registered_by_pytest(pytester)
+    assert "--roofline" in registered and "--roofline-recharacterize" in registered  # the help was read
+    table = options_markdown()
+    assert {flag for flag in registered if f"| `{flag}` |" not in table} == set()
+    assert {o.flag for o in registered_options()} == registered
+
+
+def test_the_committed_options_page_is_current() -> None:
+    page = (DOCS / "options.md").read_text()
+    assert page == fill(page), (
+        "docs/options.md is stale: python -m pytest_roofline.plugin.options_doc --write docs/options.md")
+    assert END in page
+
+
+def test_options_table_rows_carry_ini_keys_and_defaults() -> None:
+    rows = {line.split("|")[1].strip(" `"): line for line in options_markdown().splitlines()[2:]}
+    assert "`roofline_max_time` | `1.0` |" in rows["--roofline-max-time"]
+    assert "`roofline_strict` (bool) | off |" in rows["--roofline-strict"]
+    assert "| – | off |" in rows["--roofline-recharacterize"]
+    assert "(ini:" not in options_markdown()
+
+
+def test_the_readme_is_a_door_whose_first_block_ci_runs() -> None:
+    text = README.read_text()
+    lines = text.splitlines()
+    assert len(lines) <= 200
+    assert lines[2:6] == [
+        "```bash",
+        "pip install -e '.[torch,dev,site]' 'torch==2.13.0' && pytest --roofline example_suite",
+        "pytest",
+        "```",
+    ]
+    for needed in ("pip install 'pytest-roofline[torch]'", "min_fraction", "--roofline-baseline",
+                   "--roofline-compare origin/main", ".roofline/", "-m roofline"):
+        assert needed in text, needed
+
+
+def test_every_relative_link_of_the_readme_resolves() -> None:
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", README.read_text())
+    local = [link for link in links if not link.startswith(("http://", "https://"))]
+    assert local and all((ROOT / link).exists() for link in local), [l for l in local if not (ROOT / l).exists()]
+    linked = {Path(link).name for link in local}
+    assert {"getting-started.md", "writing-tests.md", "thresholds.md", "options.md", "ci.md", "history.md",
+            "ab-compare.md"} <= linked
+
+
+def test_the_site_builds_strict(tmp_path: Path, record_property, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = [m for m in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python")
+               if importlib.util.find_spec(m.split(".")[0]) is None
+               or (m == "mkdocstrings_handlers.python" and importlib.util.find_spec(m) is None)]
+    if missing:
+        pytest.skip(f"the docs tools are not installed ({', '.join(missing)}): pip install -e '.[docs]'")
+    site = tmp_path / "site"
+    start = time.perf_counter()
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(ROOT / "mkdocs.yml"),
+         "--site-dir", str(site)],
+        check=False, cwd=ROOT, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+    )
+    elapsed = time.perf_counter() - start
+    record_property("docs_build_s", round(elapsed, 2))
+    with capsys.disabled():
+        print(f"\nmkdocs build --strict: {elapsed:.1f} s")
+    assert result.returncode == 0, result.stdout + result.stderr
+    options_page = (site / "options" / "index.html").read_text()
+    assert {f for f in (o.flag for o in registered_options()) if f"<code>{f}</code>" not in options_page} == set()
+    api = (site / "api" / "index.html").read_text()
+    assert "RooflineFixture" in api and "declare" in api
+    # Every page under docs/ is in the nav (mkdocs.yml's validation makes an omitted page fail --strict).
+    assert {p.stem for p in DOCS.glob("*.md")} <= {p.parent.name for p in site.glob("*/index.html")} | {"index"}
