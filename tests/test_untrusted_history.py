@@ -189,3 +189,12 @@ def test_check_reference_accepts_histories_and_results_only(tmp_path: Path) -> N
         check_reference(Path("/dev/zero"))
     with pytest.raises(FileNotFoundError):
         check_reference(tmp_path / "nowhere")
+
+
+def test_thresholds_escapes_control_characters_of_test_ids(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    folder = tmp_path / "history"
+    write(folder, "a.json", history(1, [test_record("t.py::test_\x1b[2Jwipe")]))
+    assert main(["thresholds", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "t.py::test_\\x1b[2Jwipe" in out
