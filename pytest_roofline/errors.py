@@ -136,6 +136,16 @@ class UnitError(ValueError):
     """A unit this module cannot convert."""
 
 
+class NonFiniteNumber(ValueError):
+    """A report's number is infinite or too large for a float (``1e400``)."""
+
+
+# --- raised by pytest_roofline.history.validate
+
+class InvalidRecord(ValueError):
+    """A file or record read back cannot be trusted; the message starts with the field that failed."""
+
+
 # --- raised by pytest_roofline.history.selectors
 
 class SelectorError(ValueError):
@@ -181,6 +191,10 @@ class HistoryFileWarning(UserWarning):
 
 class SiteError(RuntimeError):
     """The history site cannot be built (no readable session, a missing library)."""
+
+
+class SiteOutputError(SiteError):
+    """``report --out`` cannot take the site (a file, a folder that holds no site, unwritable); names it."""
 
 
 class CompareError(Exception):

@@ -180,15 +180,27 @@ def test_max_drop_marker_argument_is_validated(pytester: pytest.Pytester, machin
     result.stdout.fnmatch_lines(["*@pytest.mark.roofline(max_drop=...) must be a number in (0, 1)*got 10*"])
 
 
-def test_an_unwritable_history_is_said_in_the_summary(pytester: pytest.Pytester, machine_file: Path,
-                                                      run_roofline: Callable[..., pytest.RunResult]) -> None:
+def test_an_unwritable_history_is_a_usage_error_at_start(pytester: pytest.Pytester, machine_file: Path,
+                                                         run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(test_history_glue=TEST.format(marker=""))
     (pytester.path / "blocked").write_text("a file where the history folder should be")
+    result = run_roofline(machine_file, "--roofline-history", "blocked/deeper")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --roofline-history: 'blocked' is not a directory"])
+    assert not (pytester.path / ".roofline" / "results.json").exists()  # refused before any test ran
+
+
+def test_a_history_blocked_during_the_session_is_said_in_the_summary(
+        pytester: pytest.Pytester, machine_file: Path, run_roofline: Callable[..., pytest.RunResult]) -> None:
+    # A file put where the history goes after the check at start: the write fails, the summary says so.
+    pytester.makepyfile(test_history_glue=TEST.format(marker="") + """
+def test_blocks_the_history():
+    open("blocked", "w").write("a file where the history folder should be")
+""")
     result = run_roofline(machine_file, "--roofline-history", "blocked")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*roofline: could not write the history under 'blocked'*"])
     assert (pytester.path / ".roofline" / "results.json").is_file()
-
 
 
 def test_a_contended_regression_is_reported_then_failed_when_free_at_the_end(

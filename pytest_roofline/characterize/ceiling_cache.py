@@ -16,6 +16,7 @@ from typing import Any
 
 from pytest_roofline._atomic import write_json_atomic
 from pytest_roofline.errors import CacheWarning
+from pytest_roofline.history.validate import check_machine, read_json
 from pytest_roofline.model import Machine
 
 CACHE_FORMAT = "pytest-roofline-machine/1"
@@ -99,9 +100,10 @@ def read_cached(path: Path, expected_fingerprint: dict[str, Any]) -> Machine | N
         return None
     problem = None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = read_json(path)  # bounded in size and depth, as every file read back
         problem = _problem_with(data, expected_fingerprint)
         if problem is None:
+            check_machine(data["machine"])  # roofs positive and finite, before anything divides by them
             return Machine.from_dict(data["machine"])
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         problem = f"unreadable ({type(error).__name__}: {error})"

@@ -57,6 +57,22 @@ def _table(machine: Machine) -> str:
     return "\n".join(lines)
 
 
+def cores_problem(cores: int | None) -> str | None:
+    """``--cores N`` bounded as ``--roofline-cores N`` is: at least 1, at most the cores this process may run
+    on (the same check, ``host.cores.choose``); None when it is fine."""
+    if cores is None:
+        return None
+    if cores < 1:
+        return f"--cores must be a number of cores >= 1, got {cores}"
+    from pytest_roofline.host.cores import CoresSettingError, base_affinity, choose, parse_cores
+
+    try:
+        choose(parse_cores(str(cores), "--cores"), base_affinity(), None, where="--cores")
+    except CoresSettingError as error:
+        return str(error)
+    return None
+
+
 def fingerprint_only(args: argparse.Namespace) -> int:
     """The fingerprint without measuring: CI keys its cache of characterizations by it."""
     from pytest_roofline.characterize.machine import cache_file_for, fingerprint, fingerprint_hash
@@ -83,6 +99,10 @@ def fingerprint_only(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     from pytest_roofline.characterize.machine import characterize
 
+    problem = cores_problem(args.cores)
+    if problem:
+        print(f"characterize: {problem}", file=sys.stderr)
+        return 2
     if args.fingerprint:
         return fingerprint_only(args)
 

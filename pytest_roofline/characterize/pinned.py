@@ -29,6 +29,7 @@ from typing import Any
 
 from pytest_roofline.characterize import validate
 from pytest_roofline.characterize.precision import cpuinfo_flags, native_precisions
+from pytest_roofline.history.validate import MAX_DEPTH, Invalid, nesting_depth_exceeds, read_bytes
 from pytest_roofline.model import Machine
 
 LEVEL_PATTERN = re.compile(r"^(L[1-4]|DRAM|HBM)$")
@@ -57,9 +58,12 @@ def load_machine_file(path: str | Path) -> Machine:
 
 def _parse(file: Path) -> Any:
     try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
+        data = read_bytes(file)  # a regular file of bounded size, as every file read back
+        text = data.decode("utf-8")
+    except (OSError, UnicodeDecodeError, Invalid) as error:
         raise _Problem(f"cannot read it ({error})") from None
+    if nesting_depth_exceeds(data):
+        raise _Problem(f"nested deeper than {MAX_DEPTH} levels")
     suffix = file.suffix.lower()
     if suffix == ".json":
         return _parse_json(text)

@@ -50,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
     from pytest_roofline.history.reader import load
     from pytest_roofline.history.selectors import SelectorError
     from pytest_roofline.measure.comparison import Tolerances
+    from pytest_roofline.output.safe_text import printable
 
     if not args.history.is_dir():
         print(f"compare: --history {args.history}: not a directory (the history folder, default "
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     loaded = load(args.history)
     for skipped in loaded.skipped:
-        print(f"compare: skipped {skipped}", file=sys.stderr)
+        print(f"compare: skipped {printable(skipped)}", file=sys.stderr)
     try:
         chosen = plan(loaded.sessions, args.a, args.b, args.machine_key)
     except SelectorError as exc:
@@ -72,8 +73,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _print(text: str, code: int) -> int:
     """Print; a reader that closed the pipe early (``| head``) gets no traceback, and the exit code stays."""
+    from pytest_roofline.output.safe_text import printable  # test ids from the history: no escape sequences
+
     try:
-        print(text)
+        print(printable(text))
         sys.stdout.flush()
     except BrokenPipeError:
         # Python flushes stdout again at exit: point it at /dev/null so that flush cannot fail.

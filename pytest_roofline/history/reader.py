@@ -1,19 +1,20 @@
 """Read history files and ``results.json`` files back, skipping what cannot be trusted (docs/history-format.md).
 
-A file that does not parse, is not a history file, or has a newer schema is skipped and named in
-``Loaded.skipped``; the caller says so in one warning. Nothing here raises for a bad file.
+A file that does not parse, is not a history file, has a newer schema or a header that fails
+``history.validate`` is skipped and named in ``Loaded.skipped``; so is each test record that fails it (one line
+per file, naming the field). The caller says so in one warning. Nothing here raises for a bad file.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_roofline.history.machine_key import machine_key
-from pytest_roofline.history.writer import FORMAT, SCHEMA
+from pytest_roofline.history.validate import check_header, describe_skipped, read_json, valid_tests
+from pytest_roofline.history.writer import SCHEMA
 
 RESULTS_SCHEMA = 1  # output.artifacts.SCHEMA_VERSION, the newest results.json this reader knows
 
@@ -39,28 +40,26 @@ class Loaded:
     skipped: list[str] = field(default_factory=list)  # "<path>: <why>"
 
 
-def session_from(document: Any, source: str) -> Session:
-    """A :class:`Session` from a history document or a ``results.json`` document; ValueError when neither."""
-    if not isinstance(document, dict):
-        raise ValueError("not a JSON object")  # noqa: TRY004 - a bad file, like any other parse failure
-    if document.get("format") == FORMAT:
-        schema = document.get("schema")
-        if not isinstance(schema, int) or schema > SCHEMA:
+def session_from(document: Any, source: str, skipped: list[str] | None = None) -> Session:
+    """A :class:`Session` from a history document or a ``results.json`` document; ValueError (naming the
+    field) when neither or when its header cannot be trusted. Test records that fail ``validate.check_test``
+    are left out, one line for them all appended to ``skipped``."""
+    kind = check_header(document)
+    schema = document["schema"]
+    if kind == "history":
+        if schema > SCHEMA:
             raise ValueError(f"schema {schema!r} is newer than this reader's {SCHEMA}")
         session, machine = document.get("session") or {}, document.get("machine") or {}
         git = session.get("git") or {}
         key = str(machine.get("key") or machine_key(machine))
-    elif "tests" in document and "schema" in document and "format" not in document:  # a results.json
-        schema = document.get("schema")
-        if not isinstance(schema, int) or schema > RESULTS_SCHEMA:
+    else:  # a results.json
+        if schema > RESULTS_SCHEMA:
             raise ValueError(f"results schema {schema!r} is newer than this reader's {RESULTS_SCHEMA}")
         session, machine, git = document.get("session") or {}, document.get("machine") or {}, {}
         key = machine_key(machine)
-    else:
-        raise ValueError(f"format is {document.get('format')!r}, not {FORMAT!r}")
-    tests = document.get("tests")
-    if not isinstance(tests, list) or not all(isinstance(t, dict) and "nodeid" in t for t in tests):
-        raise ValueError("its tests are not a list of test records")
+    tests, problems = valid_tests(document["tests"])
+    if problems and skipped is not None:
+        skipped.append(describe_skipped(source, problems))
     return Session(id=str(session.get("id") or Path(source).stem), start=str(session.get("start") or ""),
                    machine_key=key, commit=git.get("commit"), branch=git.get("branch"), source=source,
                    tests={str(t["nodeid"]): t for t in tests}, machine=machine or None,
@@ -75,10 +74,19 @@ def _environment(session: Any) -> dict[str, Any]:
 
 def read_file(path: Path, loaded: Loaded) -> None:
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-        loaded.sessions.append(session_from(document, str(path)))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        loaded.sessions.append(session_from(read_json(path), str(path), loaded.skipped))
+    except (OSError, ValueError) as exc:  # Invalid, JSONDecodeError and UnicodeDecodeError are ValueErrors
         loaded.skipped.append(f"{path}: {exc}")
+
+
+def check_reference(reference: Path) -> None:
+    """Raise ValueError (or OSError) saying why ``reference`` is neither a history directory nor a history
+    file or a ``results.json``; a file is read as the gate would read it, bounded in size and depth."""
+    if reference.is_dir():
+        return
+    if not reference.exists():
+        raise FileNotFoundError("no such file or directory")
+    session_from(read_json(reference), str(reference))
 
 
 def history_files(directory: Path) -> Iterable[Path]:

@@ -31,13 +31,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pytest_roofline.history.reader import load
     from pytest_roofline.history.thresholds import advise, table
+    from pytest_roofline.output.safe_text import printable
 
     if not args.history.exists():
         print(f"thresholds: {args.history}: no such file or directory", file=sys.stderr)
         return 2
     loaded = load(args.history)
     for skipped in loaded.skipped:
-        print(f"thresholds: skipped {skipped}", file=sys.stderr)
+        print(f"thresholds: skipped {printable(skipped)}", file=sys.stderr)
     sessions = [s for s in loaded.sessions if args.machine is None or s.machine_key == args.machine]
     if not sessions:
         where = f" of machine {args.machine}" if args.machine else ""
@@ -47,5 +48,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([{**dataclasses.asdict(a), "warning": a.warning} for a in advice], indent=2))
     else:
-        print(table(advice))
+        print(printable(table(advice)))  # test ids from the history: no escape sequences
     return 0

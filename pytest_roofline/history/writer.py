@@ -49,6 +49,18 @@ def history_path(directory: Path, document: Mapping[str, Any]) -> Path:
     return directory / str(document["machine"]["key"]) / name
 
 
+def check_writable(directory: Path) -> None:
+    """Raise ValueError naming the path when no history file could be written under ``directory`` at the end
+    of the session: a file in its way, or a folder that cannot be written. Creates nothing (a session that runs
+    no roofline test writes no history)."""
+    existing = next((p for p in (directory, *directory.parents) if p.exists() or p.is_symlink()), None)
+    blocker = next((p for p in (directory, *directory.parents) if p.exists() and not p.is_dir()), None)
+    if blocker is not None or (existing is not None and not existing.exists()):  # a file, or a dangling link
+        raise ValueError(f"{str(blocker or existing)!r} is not a directory")
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        raise ValueError(f"cannot write in {str(existing)!r}: permission denied")
+
+
 def write_history(directory: Path, document: Mapping[str, Any]) -> Path:
     """Write the file (a temp file in the same folder, then a rename); a new random suffix never overwrites."""
     path = history_path(directory, document)

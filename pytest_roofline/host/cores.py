@@ -264,7 +264,8 @@ def auto_count(machine_cores: int, allowed: int) -> int:
 
 
 def choose(setting: CoresSetting, allowed: Sequence[int], load: Mapping[int, float] | None,
-           free_below: float = FREE_BELOW, machine_cores: int | None = None) -> Placement:
+           free_below: float = FREE_BELOW, machine_cores: int | None = None,
+           where: str = "--roofline-cores") -> Placement:
     """The cores to measure on. ``auto``: the ``auto_count`` least loaded of ``allowed`` (``machine_cores``
     defaults to ``len(allowed)``), *contended* when one of them is busy; ``all``: every allowed core; ``N``:
     the N least loaded; a list: exactly those (must be allowed). Only ``auto`` marks a measurement contended:
@@ -278,14 +279,14 @@ def choose(setting: CoresSetting, allowed: Sequence[int], load: Mapping[int, flo
     if setting.mode == "list":
         missing = [c for c in setting.cores if c not in allowed]
         if missing:
-            raise CoresSettingError(f"--roofline-cores: core(s) {','.join(map(str, missing))} are not available "
+            raise CoresSettingError(f"{where}: core(s) {','.join(map(str, missing))} are not available "
                                     f"to this process (it may run on {','.join(map(str, allowed))})")
         used = list(setting.cores)
     elif setting.mode in ("count", "auto"):
         count = setting.count if setting.mode == "count" else auto_count(machine_cores or len(allowed),
                                                                            len(allowed))
         if count is not None and count > len(allowed):
-            raise CoresSettingError(f"--roofline-cores: {count} cores asked for, this process may run on "
+            raise CoresSettingError(f"{where}: {count} cores asked for, this process may run on "
                                     f"{len(allowed)} ({','.join(map(str, allowed))})")
         # least loaded first; among equals the highest ids, which the OS fills last (core 0 takes interrupts)
         used = sorted(sorted(allowed, key=lambda c: (busy(c), -c))[:count])

@@ -16,6 +16,7 @@ from typing import Any
 
 from pytest_roofline._atomic import write_json_atomic, write_text_atomic
 from pytest_roofline.model import KernelSample, Machine, lower_bound
+from pytest_roofline.output.safe_text import csv_row
 
 SCHEMA_VERSION = 1
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -66,9 +67,10 @@ def write_kernels_csv(path: Path, kernels: Sequence[KernelSample], machine: Mach
     rows = kernel_rows(kernels, machine)
     buffer = io.StringIO()
     if rows:
-        writer = csv.DictWriter(buffer, fieldnames=list(rows[0]))
+        safe = [csv_row(row) for row in rows]  # kernel names are untrusted: no cell may run as a formula
+        writer = csv.DictWriter(buffer, fieldnames=list(safe[0]))
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows(safe)
     return write_text_atomic(path, buffer.getvalue())
 
 

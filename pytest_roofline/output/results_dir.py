@@ -5,7 +5,8 @@
 
 Each session writes only inside its own folder, then replaces the top-level ``results.json`` with a copy
 of its record, so concurrent sessions on one directory each keep a complete record, and no record points
-at another session's files. Finished sessions beyond the newest ``KEEP_SESSIONS`` are removed.
+at another session's files. Finished sessions beyond the newest ``KEEP_SESSIONS`` are removed, and so are
+the folders of killed sessions (no results.json, their process gone) once they are old enough.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import datetime as _dt
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,8 @@ from pytest_roofline.errors import ResultsDirError
 RESULTS_FILE = "results.json"
 SESSIONS = "sessions"
 KEEP_SESSIONS = 20
+STALE_S = 3600.0  # a killed session's folder, its process gone, untouched this long: pruned with the rest
+ABANDONED_S = 7 * 86400.0  # untouched this long, whatever its pid says (another host's, or a reused pid)
 
 
 def new_session_id(now: _dt.datetime | None = None, pid: int | None = None) -> str:
@@ -61,16 +65,44 @@ def write_session(directory: Path, session_id: str, document: Mapping[str, Any])
     return top
 
 
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:  # 0 and negative numbers signal process groups, not one session
+        return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return True  # another user's process
+    except (ProcessLookupError, OverflowError):
+        return False
+    return True
+
+
+def is_abandoned(folder: Path, now: float | None = None) -> bool:
+    """A session folder without a results.json that no session will finish: untouched for ``STALE_S`` and its
+    process (the pid in its name) gone on this host, or untouched for ``ABANDONED_S`` (another host's, or a
+    reused pid). A running session is never abandoned: it is alive, and it writes its folder."""
+    if (folder / RESULTS_FILE).is_file():
+        return False
+    try:
+        idle = (time.time() if now is None else now) - folder.stat().st_mtime
+    except OSError:
+        return False
+    _, _, pid = folder.name.rpartition("-")
+    gone = not pid.isdigit() or not _pid_alive(int(pid))
+    return idle > ABANDONED_S or (idle > STALE_S and gone)
+
+
 def prune_sessions(directory: Path, *, keep: int, current: str) -> list[Path]:
-    """Remove finished sessions (those with a results.json) beyond the newest ``keep``; never a running one."""
+    """Remove finished sessions (those with a results.json) and abandoned ones (killed: see
+    :func:`is_abandoned`) beyond the newest ``keep``; never a running one, never ``current``."""
     root = directory / SESSIONS
     try:
-        finished = sorted((p for p in root.iterdir() if p.is_dir() and (p / RESULTS_FILE).is_file()),
-                          key=lambda p: p.name)
+        done = sorted((p for p in root.iterdir() if p.is_dir() and not p.is_symlink()
+                       and ((p / RESULTS_FILE).is_file() or is_abandoned(p))), key=lambda p: p.name)
     except OSError:
         return []
     removed = []
-    for old in finished[:-keep] if keep > 0 else finished:
+    for old in done[:-keep] if keep > 0 else done:
         if old.name != current:
             shutil.rmtree(old, ignore_errors=True)
             removed.append(old)

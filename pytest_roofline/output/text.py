@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_roofline.model import Machine, Verdict
+from pytest_roofline.output.safe_text import printable
 
 
 def format_ai(verdict: Verdict) -> str:
@@ -181,7 +182,7 @@ def op_lines(regions: Sequence[Any]) -> list[str]:
                      + (f"; {label}" if len(reports) > 1 else "") + ")")
     rows = sorted((row for _, report in reports for row in report.top_lost()), key=lambda r: -(r.lost_s or 0.0))
     for i, row in enumerate(rows[:3]):
-        lines.append(f"{'lost most:' if i == 0 else '':<12}{row.name}: {row.lost_s * 1e3:.3g} ms lost of "
+        lines.append(f"{'lost most:' if i == 0 else '':<12}{printable(row.name)}: {row.lost_s * 1e3:.3g} ms lost of "
                      f"{row.time_s * 1e3:.3g} ms (fraction {row.fraction:.3g}, {row.bound})")
     lines.extend(f"op note:    {line}" for _, report in reports for line in report.diagnostics)
     return lines

@@ -68,6 +68,7 @@ def pytest_configure(config: pytest.Config) -> None:
             check_writable(settings.directory)
         except ResultsDirError as exc:
             raise pytest.UsageError(f"--roofline-dir: {exc}") from None
+        check_history_paths(settings)
     if not config.pluginmanager.has_plugin("roofline-builtin-counters"):
         config.pluginmanager.register(BuiltinCounters(), "roofline-builtin-counters")
     if not config.pluginmanager.has_plugin(name):
@@ -86,6 +87,28 @@ def pytest_configure(config: pytest.Config) -> None:
 
         pages = config.stash.get(THP_NOTE, None) or enable_torch_thp()
         state.malloc = f"{tune_malloc() or 'default (not glibc)'}; {pages}"
+
+
+def check_history_paths(settings: Any) -> None:
+    """``--roofline-history`` must be writable and ``--roofline-baseline`` a history directory, a history file
+    or a results.json (read bounded, as the gate reads it): usage errors before any test, as --roofline-dir."""
+    from pytest_roofline.history import reader, writer
+
+    if settings.history is not None:
+        try:
+            writer.check_writable(settings.history)
+        except ValueError as exc:
+            raise pytest.UsageError(f"--roofline-history: {exc}") from None
+    reference = settings.baseline
+    if reference is None:
+        return
+    try:
+        reader.check_reference(reference)
+    except FileNotFoundError:
+        raise pytest.UsageError(f"--roofline-baseline: no such file or directory {str(reference)!r}") from None
+    except (OSError, ValueError) as exc:
+        raise pytest.UsageError(f"--roofline-baseline: {str(reference)!r} is not a history directory, a history "
+                                f"file or a results.json: {exc}") from None
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -266,20 +266,24 @@ class MeasuringSession:
         state = self.state
         if not state.tests:
             return
+        from pytest_roofline.output.safe_text import (
+            printable,  # test ids and kernel names: no escape sequences
+        )
+
         try:
             from pytest_roofline.output.session_output import summary_lines
 
             terminalreporter.write_sep("=", "roofline")
             for line in summary_lines(state.loaded_machine, state.tests.values(), state.settings.directory,
                                       terminalreporter._tw.fullwidth, state.counter_label, state.machines_by_cores):
-                terminalreporter.write_line(line)
+                terminalreporter.write_line(printable(line))
         except Exception as exc:  # noqa: BLE001 - the summary must never turn a finished run into an internal error
             terminalreporter.write_line(f"roofline: could not write the summary: {exc!r}")
         if state.baseline is not None:
             from pytest_roofline.output.session_output import baseline_lines
 
             for line in baseline_lines(state.baseline.describe(), state.tests.values()):
-                terminalreporter.write_line(line)
+                terminalreporter.write_line(printable(line))
         if state.history_file:
             terminalreporter.write_line(f"history: {state.history_file}")
         if state.write_error:
@@ -322,8 +326,8 @@ def _load_baseline(state: RooflineState, config: pytest.Config) -> None:
                                    environment={"torch": versions().get("torch")}, history=settings.history)
     skipped = state.baseline.skipped
     if skipped:
-        warnings.warn(RooflineWarning(f"roofline baseline: skipped {len(skipped)} unreadable file(s) under "
-                                      f"{str(reference)!r}: {'; '.join(skipped)}"), stacklevel=1)
+        warnings.warn(RooflineWarning(f"roofline baseline: skipped {len(skipped)} unreadable file(s) or test "
+                                      f"records under {str(reference)!r}: {'; '.join(skipped)}"), stacklevel=1)
     if not state.baseline.sessions:
         warnings.warn(RooflineWarning(f"roofline baseline: no session of this machine in {str(reference)!r}: "
                                       f"every test is new. {' '.join(state.baseline.notes)}"), stacklevel=1)

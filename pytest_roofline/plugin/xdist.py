@@ -133,16 +133,17 @@ class XdistController:
         try:
             from pytest_roofline.model import Machine
             from pytest_roofline.output.results_dir import RESULTS_FILE
+            from pytest_roofline.output.safe_text import printable
             from pytest_roofline.output.session_output import machine_line
             from pytest_roofline.output.text import summary_table
             from pytest_roofline.output.worker_records import row_from_result
 
             terminalreporter.write_sep("=", "roofline")
             for machine in merged["machines"]:
-                terminalreporter.write_line(machine_line(Machine.from_dict(machine)))
+                terminalreporter.write_line(printable(machine_line(Machine.from_dict(machine))))
             rows = [row_from_result(result) for result in merged["tests"]]
             for line in summary_table(rows, terminalreporter._tw.fullwidth):
-                terminalreporter.write_line(line)
+                terminalreporter.write_line(printable(line))
             workers = ", ".join(f"{name} {info['tests']}" for name, info in merged["workers"].items())
             terminalreporter.write_line(f"xdist: tests measured per worker: {workers}")
             terminalreporter.write_line(f"results: {state.settings.directory / RESULTS_FILE}")

@@ -12,9 +12,12 @@ Layout of ``out``::
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import tempfile
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import resources
@@ -23,7 +26,8 @@ from typing import Any
 
 import pandas as pd
 
-from pytest_roofline.errors import SiteError
+from pytest_roofline._atomic import current_umask
+from pytest_roofline.errors import SiteError, SiteOutputError
 
 from . import charts, pages
 from .changepoints import change_points
@@ -89,24 +93,42 @@ def _flops_per_s(record: Mapping[str, Any]) -> float | None:
 
 class _Artifacts:
     """Copies artifacts that still exist into the site; a path is tried as given, then under the folders a
-    session's relative paths start from (the history at ``<root>/.roofline/history`` points at ``<root>``)."""
+    session's relative paths start from (the history at ``<root>/.roofline/history`` points at ``<root>``).
+
+    A record's paths are untrusted (a history is merged from many jobs, forks included): a file is copied only
+    when it resolves, symlinks followed, inside the history or the ``sessions`` folder beside it (where the
+    roofline dir keeps a session's charts), and is a regular file of an artifact's kind."""
+
+    SUFFIXES = (".png", ".csv", ".ncu-rep", ".json")
+    OUTSIDE = "not copied: outside the history"
+    NOT_ARTIFACT = "not copied: not a regular .png, .csv, .ncu-rep or .json file"
 
     def __init__(self, history: Path, out: Path) -> None:
         self.roots = [history.parent.parent, history.parent, history, Path.cwd()]
+        self.allowed = [history.resolve(), (history.parent / "sessions").resolve()]
         self.out = out
 
-    def link(self, session_id: str, path: str) -> str | None:
+    def _inside(self, path: Path) -> bool:
+        return any(path.is_relative_to(root) for root in self.allowed)
+
+    def link(self, session_id: str, path: str) -> tuple[str | None, str]:
+        """The site-relative link of the copy, or None and why it is not there."""
         source = Path(path)
         candidates = [source] if source.is_absolute() else [root / source for root in self.roots]
-        found = next((c for c in candidates if c.is_file()), None)
+        existing = [c.resolve() for c in candidates if c.exists()]
+        if not existing:
+            return None, "not kept"
+        found = next((c for c in existing if self._inside(c)), None)
         if found is None:
-            return None
+            return None, self.OUTSIDE
+        if not found.is_file() or not found.name.endswith(self.SUFFIXES):  # is_file: stat, not a FIFO or device
+            return None, self.NOT_ARTIFACT
         relative = Path("artifacts") / slug(session_id) / found.name
         target = self.out / relative
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(found, target)
-        return relative.as_posix()
+        return relative.as_posix(), ""
 
 
 def _test_page(summary: TestSummary, rows: pd.DataFrame, latest: Session, artifacts: _Artifacts,
@@ -222,10 +244,10 @@ def _failing_section(rows: pd.DataFrame, artifacts: _Artifacts, root: str) -> st
     for r in list(failing.itertuples())[::-1][:FAILING_LISTED]:
         links = []
         for path in r.record.get("artifacts") or []:
-            href = artifacts.link(r.session_id, str(path))
+            href, why = artifacts.link(r.session_id, str(path))
             name = Path(str(path)).name
             links.append(f'<a href="{pages.esc(root + href)}">{pages.esc(name)}</a>' if href else
-                         f'<span class="muted" title="{pages.esc(path)}">{pages.esc(name)} (not kept)</span>')
+                         f'<span class="muted" title="{pages.esc(path)}">{pages.esc(name)} ({pages.esc(why)})</span>')
         table_rows.append([pages.esc(_time(r.start)[:16]), f"<code>{pages.esc(r.commit)}</code>",
                            pages.fraction_text(number(r.fraction), number(r.min_fraction)), pages.esc(r.outcome),
                            "<br>".join(links) or '<span class="muted">none</span>'])
@@ -333,8 +355,62 @@ def _copy_assets(out: Path) -> None:
         _write(out / name, (resources.files(__package__) / "assets" / name).read_text(encoding="utf-8"))
 
 
+def _check_out(out: Path, history: Path) -> None:
+    """A bad ``--out`` is refused before anything is written: a file, a folder that holds no site (the site
+    replaces it whole), the history itself or a folder holding it."""
+    if out.is_symlink():
+        return  # the link itself is replaced, never written through
+    if out.exists() and not out.is_dir():
+        raise SiteOutputError(f"--out {str(out)!r} is a file, not a folder")
+    if history.resolve().is_relative_to(out.resolve()):
+        raise SiteOutputError(f"--out {str(out)!r} holds the history {str(history)!r}; the site replaces its folder")
+    if out.is_dir() and any(out.iterdir()) and not (out / "index.html").is_file():
+        raise SiteOutputError(f"--out {str(out)!r} is a folder that holds no site (no index.html); the site "
+                              "replaces its folder whole: name a new or empty one")
+
+
+@contextlib.contextmanager
+def staged(out: Path, history: Path) -> Iterator[Path]:
+    """A fresh folder beside ``out`` to write the site into, moved into place when every page is written: a
+    failed build (a full disk) leaves the old site whole, and no write can follow a symlink planted in
+    ``out``. Any OSError is a :class:`SiteOutputError` naming ``out``."""
+    _check_out(out, history)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    except OSError as exc:
+        raise SiteOutputError(f"cannot write the site to {str(out)!r}: {exc.strerror or exc}") from None
+    try:
+        yield work
+        os.chmod(work, 0o777 & ~current_umask())  # mkdtemp makes it 0700; a site is for others to read
+        _replace(work, out)
+    except OSError as exc:
+        raise SiteOutputError(f"cannot write the site to {str(out)!r}: {exc.strerror or exc}") from None
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # gone already when it was moved into place
+
+
+def _replace(work: Path, out: Path) -> None:
+    """``work`` becomes ``out``; the old ``out`` (a site, or a symlink: the link, not its target) is removed."""
+    if not (out.exists() or out.is_symlink()):
+        os.rename(work, out)
+        return
+    old = out.parent / f".{out.name}.old-{os.getpid()}-{os.urandom(3).hex()}"
+    os.rename(out, old)
+    try:
+        os.rename(work, out)
+    except OSError:
+        os.rename(old, out)
+        raise
+    if old.is_symlink():
+        old.unlink()
+    else:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def build_site(history: Path, out: Path, machine: str | None = None, since: datetime | None = None) -> BuildResult:
     began = time.perf_counter()
+    _check_out(out, history)  # before the history is read: a bad --out is said at once
     try:
         import ruptures  # noqa: F401
     except ImportError:
@@ -343,6 +419,13 @@ def build_site(history: Path, out: Path, machine: str | None = None, since: date
     if not by_machine:
         raise SiteError(f"no readable history session in {history}"
                         + (f" for machine {machine!r}" if machine else "") + (f" since {since:%Y-%m-%d}" if since else ""))
+    with staged(out, history) as work:
+        result = _write_site(history, work, by_machine)
+    return BuildResult(out, *result, time.perf_counter() - began)
+
+
+def _write_site(history: Path, out: Path, by_machine: Mapping[str, list[Session]]) -> tuple[int, int, int, int]:
+    """Every page into ``out`` (a fresh folder); sessions, tests, pages and bytes written."""
     _copy_assets(out)
     frame = history_frame(by_machine)
     artifacts = _Artifacts(history, out)
@@ -382,7 +465,7 @@ def build_site(history: Path, out: Path, machine: str | None = None, since: date
         "test's baseline sessions; its explanation below), else the <i>trend</i>: last 5 sessions against the 5 "
         "before (Mann-Whitney U, a change of 5 % or more at p &lt; 0.05). Worst first.</p>" + pages.filters(bounds) + "".join(sections))))
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-    return BuildResult(out, session_count, test_count, page_count, size, time.perf_counter() - began)
+    return session_count, test_count, page_count, size
 
 
 def _index_section(key: str, sessions: Sequence[Session], summaries: Sequence[TestSummary],

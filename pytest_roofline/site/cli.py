@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_roofline.errors import SiteError
+    from pytest_roofline.errors import SiteError, SiteOutputError
 
     from .build import build_site
 
@@ -36,6 +36,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         result = build_site(args.history, args.out, args.machine, args.since)
+    except SiteOutputError as exc:
+        print(f"report: {exc}", file=sys.stderr)
+        return 2
     except SiteError as exc:
         print(f"report: {exc}", file=sys.stderr)
         return 1

@@ -1,12 +1,13 @@
 """Read a history directory (docs/history-format.md, schema 1): one session per file, grouped by machine.
 
-A file that does not parse, is not a history file, or has a newer schema is skipped with one warning
-naming it; it never stops the reader.
+Every file goes through ``history.validate`` (the reader the gate and ``thresholds`` use as well): a file that
+does not parse, is not a history file, has a newer schema or a header that cannot be trusted is skipped with
+one warning naming it and the field; a test record that cannot be trusted is left out, one warning per file
+naming them. Nothing here stops the reader.
 """
 
 from __future__ import annotations
 
-import json
 import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_roofline.errors import HistoryFileWarning
+from pytest_roofline.history.validate import Invalid, check_header, describe_skipped, read_json, valid_tests
 
 __all__ = ["FORMAT", "SCHEMA", "HistoryFileWarning", "Session", "parse_time", "read_history", "read_session"]
 
@@ -50,16 +52,18 @@ def parse_time(text: str) -> datetime:
 
 
 def _session(path: Path, document: Any) -> Session:
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
+    try:
+        kind = check_header(document)
+    except Invalid as exc:
+        raise _Skip(str(exc)) from None
+    if kind != "history":
         raise _Skip(f"not a {FORMAT} file")
-    schema = document.get("schema")
-    if not isinstance(schema, int) or isinstance(schema, bool):
-        raise _Skip("no integer 'schema'")
+    schema = document["schema"]
     if schema > SCHEMA:
         raise _Skip(f"schema {schema} is newer than this reader's {SCHEMA}")
-    session, machine, tests = document.get("session"), document.get("machine"), document.get("tests")
-    if not isinstance(session, dict) or not isinstance(machine, dict) or not isinstance(tests, list):
-        raise _Skip("'session', 'machine' or 'tests' missing")
+    session, machine = document.get("session"), document.get("machine")
+    if not isinstance(session, dict) or not isinstance(machine, dict):
+        raise _Skip("'session' or 'machine' missing")
     if not isinstance(machine.get("key"), str) or not machine["key"]:
         raise _Skip("no 'machine.key'")
     try:
@@ -68,18 +72,23 @@ def _session(path: Path, document: Any) -> Session:
         raise _Skip("no valid 'session.start'") from None
     raw_git = session.get("git")
     git: dict[str, Any] = raw_git if isinstance(raw_git, dict) else {}
+    tests, problems = valid_tests(document["tests"])
+    if problems:
+        warnings.warn(describe_skipped(path, problems), HistoryFileWarning, stacklevel=3)
+    exit_status = session.get("exit_status")
     return Session(path=path, id=str(session.get("id", path.stem)), start=start,
-                   exit_status=session.get("exit_status"), commit=git.get("commit"), branch=git.get("branch"),
-                   dirty=bool(git.get("dirty")), machine_key=machine["key"], machine=machine,
-                   tests=[t for t in tests if isinstance(t, dict) and isinstance(t.get("nodeid"), str)])
+                   exit_status=exit_status if isinstance(exit_status, int) else None, commit=git.get("commit"),
+                   branch=git.get("branch"), dirty=bool(git.get("dirty")), machine_key=machine["key"],
+                   machine=machine, tests=tests)
 
 
 def read_session(path: Path) -> Session | None:
-    """One history file, or None (with one HistoryFileWarning naming it) when it cannot be used."""
+    """One history file, or None (with one HistoryFileWarning naming it) when it cannot be used; test records
+    that cannot be trusted are left out with one HistoryFileWarning naming the file and their fields."""
     try:
-        return _session(path, json.loads(path.read_bytes()))
-    except (OSError, ValueError, _Skip) as exc:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
-        reason = str(exc) if isinstance(exc, _Skip) else f"{type(exc).__name__}: {exc}"
+        return _session(path, read_json(path))
+    except (OSError, ValueError, _Skip) as exc:  # Invalid, JSONDecodeError and UnicodeDecodeError: ValueErrors
+        reason = str(exc) if isinstance(exc, (_Skip, Invalid)) else f"{type(exc).__name__}: {exc}"
         warnings.warn(f"skipped history file {path}: {reason}", HistoryFileWarning, stacklevel=2)
         return None
 

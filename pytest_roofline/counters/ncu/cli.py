@@ -11,6 +11,7 @@ import json
 import math
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 from pytest_roofline.counters.ncu.diagnostics import (
@@ -25,6 +26,7 @@ from pytest_roofline.counters.ncu.parse import NcuParseError
 from pytest_roofline.counters.ncu.rep import ReportReaderMissing, ReportReadError
 from pytest_roofline.model import Machine, MissingCeilingError, evaluate, lower_bound, sum_maps
 from pytest_roofline.model.units import si
+from pytest_roofline.output.safe_text import printable
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,8 +44,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _load_machine(path: str) -> Machine:
-    with open(path, encoding="utf-8") as handle:
-        return Machine.from_dict(json.load(handle))
+    """Roofs from a JSON file, read bounded and checked (positive finite roofs) as every file read back."""
+    from pytest_roofline.history.validate import check_machine, read_json
+
+    data = read_json(Path(path))
+    check_machine(data)
+    return Machine.from_dict(data)
 
 
 def _judge(kernel: NcuKernel, machine: Machine) -> dict[str, Any]:
@@ -134,8 +140,12 @@ def run(args: argparse.Namespace) -> int:
     except FileNotFoundError:
         print(f"import-ncu: no such file: {args.report}", file=sys.stderr)
         return 2
-    except (NcuParseError, ReportReaderMissing, ReportReadError, ValueError) as error:
-        print(f"import-ncu: {error}", file=sys.stderr)
+    except (NcuParseError, ReportReaderMissing, ReportReadError, ValueError, OSError) as error:
+        print(printable(f"import-ncu: {error}"), file=sys.stderr)
+        return 2
+    refused = _refusal(report)
+    if refused:
+        print(printable(refused), file=sys.stderr)
         return 2
     entries = _kernel_entries(report, machine)
     if args.plot:
@@ -164,5 +174,16 @@ def run(args: argparse.Namespace) -> int:
         out += ["", "warnings:"] + [f"  {w}" for w in warnings]
     if args.plot:
         out += ["", f"roofline chart: {args.plot}"]
-    print("\n".join(out))
+    print(printable("\n".join(out)))
     return 0
+
+
+def _refusal(report: NcuReport, shown: int = 10) -> str | None:
+    """Why nothing is imported: malformed rows or cells (by line and column), or a table without launches."""
+    if report.problems:
+        more = f"\n  and {len(report.problems) - shown} more" if len(report.problems) > shown else ""
+        return (f"import-ncu: {report.source}: {len(report.problems)} malformed row(s) or cell(s); nothing "
+                "imported:\n" + "\n".join(f"  {p}" for p in report.problems[:shown]) + more)
+    if not report.kernels:
+        return f"import-ncu: {report.source}: the table holds no kernel launch"
+    return None

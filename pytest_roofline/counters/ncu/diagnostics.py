@@ -37,7 +37,10 @@ def format_seconds(seconds: float | None) -> str:
 
 
 def short_name(name: str, width: int = 70) -> str:
-    text = name.removeprefix("void ")
+    """A kernel name for the terminal: no control characters (a report's names are untrusted), bounded."""
+    from pytest_roofline.output.safe_text import printable
+
+    text = printable(name.removeprefix("void "))
     return text if len(text) <= width else text[: width - 1] + "\u2026"
 
 

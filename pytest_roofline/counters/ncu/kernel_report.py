@@ -92,6 +92,7 @@ class NcuReport:
     device_max_clock_hz: float | None
     clock_control: str | None = None  # the policy ncu ran with, when the caller knows it (the ncu backend)
     skipped_lines: int = 0
+    problems: list[str] = field(default_factory=list)  # malformed rows and cells (ParsedLaunches.problems)
 
     def samples(self) -> list[KernelSample]:
         return [kernel.to_sample() for kernel in self.kernels]
@@ -233,6 +234,7 @@ def build_report(
         device_max_clock_hz=None if device_max_khz is None else device_max_khz * 1e3,
         clock_control=clock_control,
         skipped_lines=parsed.skipped_lines,
+        problems=list(parsed.problems),
     )
 
 

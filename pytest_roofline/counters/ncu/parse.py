@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pytest_roofline.counters.ncu.metrics import parse_cc
-from pytest_roofline.counters.ncu.units import to_si
+from pytest_roofline.counters.ncu.units import NonFiniteNumber, is_known_unit, to_si
 from pytest_roofline.errors import NcuParseError
 
 FORMAT_DETAILS = "details"
@@ -62,6 +62,7 @@ class ParsedLaunches:
     messages: list[str]
     skipped_lines: int
     rule_rows: int = 0
+    problems: list[str] = field(default_factory=list)  # malformed rows and cells, by line and column
 
 
 def is_metric_name(name: str) -> bool:
@@ -76,8 +77,10 @@ def _is_header(fields: list[str]) -> bool:
     return bool(fields) and fields[0].strip() == "ID" and "Kernel Name" in fields
 
 
-def _records(lines: list[str], messages: list[str]) -> Iterator[str | None]:
-    """Logical CSV records after the header; ``None`` for each line skipped as not CSV.
+def _records(lines: list[str], messages: list[str]) -> Iterator[tuple[int, str | None, str]]:
+    """Logical CSV records after the header, each with the index of its first line: ``(index, record, "")``,
+    or ``(index, None, why)`` for a line skipped as not CSV (``why`` empty for application output, the
+    reason for a line that starts as a row of the table but is not one).
 
     A record may span lines when a quoted field holds a newline, so lines are joined until quotes balance.
     """
@@ -92,7 +95,7 @@ def _records(lines: list[str], messages: list[str]) -> Iterator[str | None]:
             index += 1
             continue
         if not (first.startswith(('"', ",")) or first[0].isdigit()):
-            yield None  # application output among the rows
+            yield index, None, ""  # application output among the rows
             index += 1
             continue
         end = index
@@ -101,10 +104,10 @@ def _records(lines: list[str], messages: list[str]) -> Iterator[str | None]:
             end += 1
             joined += "\n" + lines[end]
         if joined.count('"') % 2:
-            yield None  # unbalanced quotes: the first line was not part of the table
+            yield index, None, "unbalanced quotes" if first.startswith('"') else ""
             index += 1
             continue
-        yield joined
+        yield index, joined, ""
         index = end + 1
 
 
@@ -116,11 +119,31 @@ def _launch_key(fields: list[str], columns: dict[str, int]) -> str | None:
     return f"{process}:{launch_id}" if process else launch_id
 
 
-def _store(record: LaunchRecord, name: str, value: str, unit: str) -> None:
+def _store(record: LaunchRecord, name: str, value: str, unit: str, where: str, problems: list[str]) -> None:
+    """One metric in SI units; text where it is no number. An unknown unit or an infinite number is named in
+    ``problems`` (``where``: the line and column) and the metric left out: never read as seconds or bytes."""
+    if not is_known_unit(unit):
+        problems.append(f"{where}: unknown unit {unit.strip()!r} (metric {name})")
+        return
     try:
         record.metrics[name] = to_si(value, unit)
+    except NonFiniteNumber as exc:
+        problems.append(f"{where}: {exc} (metric {name})")
     except ValueError:
         record.text[name] = value.strip()
+
+
+def _store_label(record: LaunchRecord, label: str, value: str, unit: str, where: str, problems: list[str]) -> None:
+    """A section row (``Section/Label``), as :func:`_store` stores a metric."""
+    if not is_known_unit(unit):
+        problems.append(f"{where}: unknown unit {unit.strip()!r} ({label})")
+        return
+    try:
+        record.labels[label] = to_si(value, unit)
+    except NonFiniteNumber as exc:
+        problems.append(f"{where}: {exc} ({label})")
+    except ValueError:
+        record.text[label] = value.strip()
 
 
 def _new_launch(key: str, fields: list[str], columns: dict[str, int]) -> LaunchRecord:
@@ -158,11 +181,24 @@ def parse_csv_text(text: str) -> ParsedLaunches:
     skipped = 0
     rule_rows = 0
     units: list[str] | None = None
-    for record in _records(lines[header_index + 1:], messages):
+    problems: list[str] = []
+    metric_columns = [i for i, name in enumerate(header) if is_metric_name(name)]
+    needed = max([columns["Metric Value"]] if long_format else metric_columns or [columns["ID"]])
+    for offset, record, why in _records(lines[header_index + 1:], messages):
+        lineno = header_index + offset + 2  # 1-based, in the whole text
         if record is None:
             skipped += 1
+            if why:
+                problems.append(f"line {lineno}: {why}")
             continue
         fields = _fields(record)
+        quoted = record.lstrip().startswith('"')  # ncu quotes every field; anything else may be program output
+        if quoted and len(fields) > len(header):
+            problems.append(f"line {lineno}: {len(fields)} fields, the header has {len(header)}")
+            continue
+        if quoted and len(fields) <= needed:
+            problems.append(f"line {lineno}: {len(fields)} fields, no column {header[needed]!r} (field {needed + 1})")
+            continue
         if len(fields) < len(header):
             fields += [""] * (len(header) - len(fields))  # ragged rows: the rule columns are left off
         if not long_format and units is None and not fields[columns["ID"]].strip():
@@ -171,6 +207,8 @@ def parse_csv_text(text: str) -> ParsedLaunches:
         key = _launch_key(fields, columns)
         if key is None:
             skipped += 1
+            if quoted:
+                problems.append(f"line {lineno}, column 'ID': {fields[columns['ID']].strip()!r} is not a launch id")
             continue
         launch = launches.get(key)
         if launch is None:
@@ -182,19 +220,18 @@ def parse_csv_text(text: str) -> ParsedLaunches:
                 continue
             unit = fields[columns["Metric Unit"]] if "Metric Unit" in columns else ""
             value = fields[columns["Metric Value"]]
+            where = f"line {lineno}, column {'Metric Value' if is_known_unit(unit) else 'Metric Unit'!r}"
             if is_metric_name(name):
-                _store(launch, name, value, unit)
+                _store(launch, name, value, unit, where, problems)
             else:
                 section = fields[columns["Section Name"]].strip() if "Section Name" in columns else ""
-                try:
-                    launch.labels[f"{section}/{name}"] = to_si(value, unit)
-                except ValueError:
-                    launch.text[f"{section}/{name}"] = value.strip()
+                _store_label(launch, f"{section}/{name}", value, unit, where, problems)
         else:
-            for index, name in enumerate(header):
-                if is_metric_name(name):
-                    _store(launch, name, fields[index], units[index] if units and index < len(units) else "")
+            for index in metric_columns:
+                unit = units[index] if units and index < len(units) else ""
+                _store(launch, header[index], fields[index], unit, f"line {lineno}, column {header[index]!r}",
+                       problems)
     for launch in launches.values():
         launch.finish()
     return ParsedLaunches(FORMAT_DETAILS if long_format else FORMAT_RAW, list(launches.values()), messages, skipped,
-                     rule_rows)
+                          rule_rows, problems)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from pytest_roofline.errors import UnitError  # noqa: F401 (re-exported under its old name)
+from pytest_roofline.errors import NonFiniteNumber, UnitError  # noqa: F401 (re-exported under its old name)
 
 _PREFIX: dict[str, float] = {
     "": 1.0,
@@ -46,6 +46,17 @@ _SCALABLE_BASES: dict[str, str] = {
 
 NOT_AVAILABLE = frozenset({"n/a", "na", "nan", "-", "--"})
 
+# Units ncu prints that count things (no prefix to scale): a unit that is neither one of these nor a
+# (prefixed) base unit above is refused by import-ncu, rather than read as seconds or bytes.
+COUNTING_UNITS = frozenset({
+    "", "%", "(!)", "warp", "warps", "block", "blocks", "thread", "threads", "register", "registers", "sector",
+    "sectors", "request", "requests", "wavefront", "wavefronts", "transaction", "transactions", "pass",
+    "passes", "sm", "sms", "instruction", "instructions", "lane", "lanes", "cta", "ctas", "grid", "kernel",
+    "launch", "launches", "context", "stream", "bank", "banks", "conflict", "conflicts", "op", "ops", "flop",
+    "flops", "fma", "hit", "hits", "miss", "misses", "tag", "tags", "wave", "waves", "cluster", "clusters",
+    "count", "counts", "value", "element", "elements", "percent", "ratio",
+})
+
 
 def _split_prefix(part: str) -> tuple[float, str]:
     """``"Mbyte"`` -> (1e6, "byte"); ``"us"`` -> (1e-6, "second"); ``"warp"`` -> (1.0, "warp")."""
@@ -61,6 +72,18 @@ def _split_prefix(part: str) -> tuple[float, str]:
             return _PREFIX[text[0]], rest
     # Counting units (warp, block, thread, register, sector, pass, SM, %) are kept as they are.
     return 1.0, text
+
+
+def is_known_unit(unit: str) -> bool:
+    """Whether every part of ``unit`` (``Gbyte/s``: ``Gbyte`` and ``s``) is a base unit, with or without a
+    prefix, or a counting unit ncu prints; ``fortnight`` is not."""
+    for part in (unit or "").strip().split("/"):
+        _, base = _split_prefix(part)
+        counted = base.lower() in COUNTING_UNITS or (len(base) > 1 and base[0] in _PREFIX
+                                                     and base[1:].lower() in COUNTING_UNITS)  # Msector
+        if base not in _SCALABLE_BASES.values() and not counted:
+            return False
+    return True
 
 
 def unit_factor(unit: str) -> tuple[float, str]:
@@ -85,7 +108,8 @@ def parse_number(text: str) -> float | None:
     """A number as ncu prints it; ``None`` for ``n/a`` and empty cells (absent, not zero).
 
     Thousands separators are removed (the commas sit inside quoted fields, so CSV parsing is unaffected).
-    Raises ``ValueError`` for text that is not a number (``"(128, 1, 1)"``, ``"SIMT"``).
+    Raises ``ValueError`` for text that is not a number (``"(128, 1, 1)"``, ``"SIMT"``), and
+    :class:`NonFiniteNumber` (a ValueError) for ``inf`` or a number too large for a float (``1e400``).
     """
     cleaned = (text or "").strip().replace(",", "").replace("\u202f", "").replace("\u00a0", "")
     if cleaned.lower() in NOT_AVAILABLE or not cleaned:
@@ -93,6 +117,8 @@ def parse_number(text: str) -> float | None:
     value = float(cleaned)
     if math.isnan(value):
         return None
+    if math.isinf(value):
+        raise NonFiniteNumber(f"{text.strip()!r} is not a finite number")
     return value
 
 

@@ -1,0 +1,280 @@
+"""What a record read back must look like before anything uses it (docs/untrusted-history.md).
+
+History directories are merged from many CI jobs, forks included: every file read back (a history file, a
+``results.json``, a baseline) is untrusted. :func:`read_json` bounds what is read (a regular file, at most
+``MAX_FILE_BYTES``, nested at most ``MAX_DEPTH`` deep, checked before ``json.loads`` recurses);
+:func:`check_header` and :func:`check_test` check types and ranges, naming the field that fails. A file whose
+header fails is skipped; a test record that fails is skipped alone. Plain Python: no pytest, no numpy.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import stat
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_roofline.errors import InvalidRecord as Invalid  # the name the readers catch
+
+MAX_FILE_BYTES = 32 * 2**20  # a 1000-test history file is about 8 MB
+MAX_DEPTH = 64  # the deepest record the plugin writes nests about 10 deep
+MAX_FRACTION = 1.2  # output.session_output.IMPOSSIBLE_FRACTION: above it the roof was wrong, not the code fast
+HISTORY_FORMAT = "pytest-roofline-history"
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_NOT_BRACKET = bytes(sorted(set(range(256)) - set(b"[]{}")))
+
+
+def nesting_depth_exceeds(data: bytes, limit: int = MAX_DEPTH) -> bool:
+    """Whether the JSON text nests deeper than ``limit``, found without parsing it (strings left out), so that
+    ``[`` × 100,000 is refused before ``json.loads`` recurses; stops at the first level too deep."""
+    brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKET)
+    depth = 0
+    for byte in brackets:
+        depth += 1 if byte in b"[{" else -1
+        if depth > limit:
+            return True
+    return False
+
+
+def read_bytes(path: Path, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes``; Invalid for anything else (a FIFO, /dev/zero, a
+    folder, a file too large), OSError when it cannot be opened. Never blocks on a FIFO: it is not opened."""
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise Invalid("not a regular file")
+    if info.st_size > max_bytes:
+        raise Invalid(f"{info.st_size} bytes, more than the {max_bytes} a record file may have")
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):  # replaced between stat and open
+            raise Invalid("not a regular file")
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:  # grew after the stat
+        raise Invalid(f"more than the {max_bytes} bytes a record file may have")
+    return data
+
+
+def read_json(path: Path, max_bytes: int = MAX_FILE_BYTES) -> Any:
+    """A JSON document from a file, bounded in size and depth. Raises Invalid (a ValueError, as are
+    UnicodeDecodeError and JSONDecodeError) or OSError. NaN and Infinity parse as floats, for
+    :func:`check_test` to name the field that holds them."""
+    data = read_bytes(path, max_bytes)
+    if nesting_depth_exceeds(data):
+        raise Invalid(f"nested deeper than {MAX_DEPTH} levels")
+    try:
+        return json.loads(data.decode("utf-8"))
+    except RecursionError:  # belt and braces: the scan above already refused it
+        raise Invalid(f"nested deeper than {MAX_DEPTH} levels") from None
+
+
+# --- values ------------------------------------------------------------------------------------------------
+
+def _finite(value: Any) -> float | None:
+    """The value as a finite float, or None for a non-number (a bool, a string), NaN, ±Infinity or 1e400."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        number = float(value)
+    except OverflowError:  # an integer of 400 digits
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _text(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
+
+
+def _check_number(value: Any, field: str, low: float, high: float, *, low_open: bool = True,
+                  optional: bool = True) -> None:
+    if value is None and optional:
+        return
+    number = _finite(value)
+    inside = number is not None and (number > low if low_open else number >= low) and number <= high
+    if not inside:
+        bounds = f"{'(' if low_open else '['}{low:g}, {'inf)' if high == math.inf else f'{high:g}]'}"
+        raise Invalid(f"{field}: {_text(value)} is not a finite number in {bounds}")
+
+
+def _positive(value: Any, field: str) -> None:
+    _check_number(value, field, 0.0, math.inf)
+
+
+def _non_negative(value: Any, field: str) -> None:
+    _check_number(value, field, 0.0, math.inf, low_open=False)
+
+
+def _fraction(value: Any, field: str, high: float = MAX_FRACTION) -> None:
+    _check_number(value, field, 0.0, high)
+
+
+def _string(value: Any, field: str, *, optional: bool = True) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        raise Invalid(f"{field}: {_text(value)} is not a string")
+
+
+def _mapping(value: Any, field: str) -> Mapping[str, Any]:
+    """A JSON object (absent: empty)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise Invalid(f"{field}: {_text(value)} is not an object")
+    return value
+
+
+def _list(value: Any, field: str) -> Sequence[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise Invalid(f"{field}: {_text(value)} is not a list")
+    return value
+
+
+def _number_map(value: Any, field: str, *, positive: bool = False) -> None:
+    """``{name: number}`` (FLOPs, bytes, intensities, roofs): numbers finite, not negative (roofs positive)."""
+    for key, number in _mapping(value, field).items():
+        if number is not None or positive:
+            (_positive if positive else _non_negative)(number, f"{field}.{key}")
+
+
+def _roofs(value: Any, field: str) -> None:
+    roofs = _mapping(value, field)
+    _string(roofs.get("name"), f"{field}.name")
+    _number_map(roofs.get("peak_flops"), f"{field}.peak_flops", positive=True)
+    _number_map(roofs.get("bandwidth"), f"{field}.bandwidth", positive=True)
+
+
+def _samples(value: Any, field: str) -> None:
+    for i, sample in enumerate(_list(value, field)):
+        _check_number(sample, f"{field}[{i}]", 0.0, math.inf, optional=False)
+
+
+def _timing(value: Any, field: str) -> None:
+    timing = _mapping(value, field)
+    _samples(timing.get("samples_s"), f"{field}.samples_s")
+    for key in ("median_s", "min_s", "max_s"):
+        _positive(timing.get(key), f"{field}.{key}")
+    rounds = timing.get("rounds")
+    if rounds is not None and (isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 0):
+        raise Invalid(f"{field}.rounds: {_text(rounds)} is not a whole number >= 0")
+
+
+def _kernels(value: Any, field: str) -> None:
+    for i, kernel in enumerate(_list(value, field)):
+        where = f"{field}[{i}]"
+        kernel = _mapping(kernel, where)
+        _string(kernel.get("name"), f"{where}.name")
+        _positive(kernel.get("time_s"), f"{where}.time_s")
+        _number_map(kernel.get("flops"), f"{where}.flops")
+        _number_map(kernel.get("bytes"), f"{where}.bytes")
+
+
+def _measured(record: Mapping[str, Any], field: str) -> None:
+    """What a test record and each of its regions share: times, work, intensity, kernels."""
+    _fraction(record.get("fraction"), f"{field}fraction")
+    for key in ("time_s", "t_min_s"):
+        _positive(record.get(key), f"{field}{key}")
+    _non_negative(record.get("flops"), f"{field}flops")
+    for key in ("flops_by_precision", "bytes", "ai"):
+        _number_map(record.get(key), f"{field}{key}")
+    _string(record.get("bound"), f"{field}bound")
+    _kernels(record.get("kernels"), f"{field}kernels")
+
+
+def check_test(record: Any) -> None:
+    """Raise Invalid naming the first field of a ``results.json`` / history test record that cannot be
+    trusted: fractions finite in (0, 1.2] (``min_fraction`` in (0, 1]), times positive and finite, work finite
+    and not negative, names strings, ``params`` an object of plain values, ``artifacts`` a list of strings."""
+    if not isinstance(record, dict):
+        raise Invalid(f"{_text(record)} is not an object")
+    nodeid = record.get("nodeid")
+    if not isinstance(nodeid, str) or not nodeid:
+        raise Invalid(f"nodeid: {_text(nodeid)} is not a non-empty string")
+    for key in ("outcome", "function"):
+        _string(record.get(key), key)
+    _fraction(record.get("min_fraction"), "min_fraction", 1.0)
+    _measured(record, "")
+    for key, value in _mapping(record.get("params"), "params").items():
+        if value is not None and not isinstance(value, (str, bool)) and _finite(value) is None:
+            raise Invalid(f"params.{key}: {_text(value)} is not a string, a finite number, a bool or null")
+    for i, path in enumerate(_list(record.get("artifacts"), "artifacts")):
+        _string(path, f"artifacts[{i}]", optional=False)
+    if record.get("judged_roofs") is not None:
+        _roofs(record.get("judged_roofs"), "judged_roofs")
+    baseline = _mapping(record.get("baseline"), "baseline")
+    _fraction(baseline.get("fraction"), "baseline.fraction")
+    _string(baseline.get("verdict"), "baseline.verdict")
+    for i, region in enumerate(_list(record.get("regions"), "regions")):
+        where = f"regions[{i}]"
+        region = _mapping(region, where)
+        _measured(region, f"{where}.")
+        _timing(region.get("timing"), f"{where}.timing")
+        for j, part in enumerate(_list(region.get("parts"), f"{where}.parts")):
+            part = _mapping(part, f"{where}.parts[{j}]")
+            _positive(part.get("t_min_s"), f"{where}.parts[{j}].t_min_s")
+            _timing(part.get("timing"), f"{where}.parts[{j}].timing")
+
+
+def check_machine(machine: Any, field: str = "machine") -> None:
+    """A machine block: an object (or null) whose roofs are positive finite numbers and name a string."""
+    if machine is None:
+        return
+    _roofs(machine, field)
+    _string(_mapping(machine, field).get("key"), f"{field}.key")
+
+
+def check_header(document: Any) -> str:
+    """``"history"`` or ``"results"``: which record the document is, its session and machine blocks checked;
+    Invalid naming the field otherwise (newer schemas are refused by the readers, which know theirs)."""
+    if not isinstance(document, dict):
+        raise Invalid("not a JSON object")
+    if document.get("format") == HISTORY_FORMAT:
+        kind = "history"
+    elif "tests" in document and "schema" in document and "format" not in document:
+        kind = "results"
+    else:
+        raise Invalid(f"format: {_text(document.get('format'))}, not {HISTORY_FORMAT!r} (nor a results.json)")
+    schema = document.get("schema")
+    if isinstance(schema, bool) or not isinstance(schema, int):
+        raise Invalid(f"schema: {_text(schema)} is not an integer")
+    session = _mapping(document.get("session"), "session")
+    for key in ("id", "start"):
+        _string(session.get(key), f"session.{key}")
+    git = _mapping(session.get("git"), "session.git")
+    for key in ("commit", "branch"):
+        _string(git.get(key), f"session.git.{key}")
+    check_machine(document.get("machine"))
+    if not isinstance(document.get("tests"), list):
+        raise Invalid(f"tests: {_text(document.get('tests'))} is not a list")
+    return kind
+
+
+def valid_tests(tests: Sequence[Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The test records that pass :func:`check_test`, and one line per record skipped: ``tests[3]
+    ('a.py::t'): fraction: nan is not a finite number in (0, 1.2]``."""
+    kept: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for i, record in enumerate(tests):
+        try:
+            check_test(record)
+        except Invalid as exc:
+            nodeid = record.get("nodeid") if isinstance(record, dict) else None
+            name = f" ({_text(nodeid)})" if isinstance(nodeid, str) else ""
+            problems.append(f"tests[{i}]{name}: {exc}")
+        else:
+            kept.append(record)
+    return kept, problems
+
+
+def describe_skipped(path: object, problems: Sequence[str], shown: int = 3) -> str:
+    """One line for a file's skipped test records, the first few named with their field."""
+    more = f"; and {len(problems) - shown} more" if len(problems) > shown else ""
+    return (f"{path}: skipped {len(problems)} test record(s) that cannot be trusted: "
+            + "; ".join(problems[:shown]) + more)
