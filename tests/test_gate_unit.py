@@ -148,14 +148,36 @@ def test_remeasured_contended_test_fails_the_session_only_when_still_below(tmp_p
     state = make_state(tmp_path)
     slow = entry_for(state, 0.5, [T_MIN / 0.25, T_MIN / 0.3], contended=True)
     slow.outcome = "passed"
-    assert remeasure_contended(state) is True
+    (done,) = remeasure_contended(state)
+    assert done.entry is slow and done.failure is not None
+    assert done.failure.startswith("roofline: attained fraction 0.300 is below min_fraction 0.5")
     assert slow.outcome == "failed" and slow.extra["contended"]["failed_when_remeasured"] is True
-    assert slow.recorder.remeasured == 1 and not slow.recorder.contended
+    assert slow.recorder.remeasured == 1 and not slow.recorder.contended and "not_gated" not in slow.extra
 
     state = make_state(tmp_path)
     fine = entry_for(state, 0.5, [T_MIN / 0.25, T_MIN / 0.9], contended=True)
     fine.outcome = "passed"
-    assert remeasure_contended(state) is False and fine.outcome == "passed"
+    (done,) = remeasure_contended(state)
+    assert done.failure is None and fine.outcome == "passed"
+
+
+def test_contended_below_threshold_is_recorded_as_not_gated(tmp_path: Path) -> None:
+    state = make_state(tmp_path)
+    entry = entry_for(state, 0.5, [T_MIN / 0.25], contended=True)
+    assert judge(state, entry, None, xfail=False).failure is None
+    assert entry.extra["not_gated"] == "contended"
+
+
+def test_a_failed_or_strictly_gated_contended_test_is_not_measured_again(tmp_path: Path) -> None:
+    state = make_state(tmp_path)
+    failed = entry_for(state, 0.5, [T_MIN / 0.25, T_MIN / 0.9], contended=True)
+    failed.outcome = "failed"  # its message quoted this measurement: the table must quote it too
+    assert remeasure_contended(state) == [] and failed.recorder.remeasured == 0 and not failed.recorder.contended
+
+    state = make_state(tmp_path, strict=True)
+    strict = entry_for(state, 0.5, [T_MIN / 0.25, T_MIN / 0.9], contended=True)
+    strict.outcome = "passed"
+    assert remeasure_contended(state) == [] and strict.recorder.remeasured == 0
 
 
 # -- the ncu fallback policy ----------------------------------------------------------------------------------

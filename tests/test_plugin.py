@@ -78,7 +78,7 @@ def test_ok(roofline):
     result = run_roofline(machine_file)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
-        ["*= roofline =*", "machine: pinned-test-machine (pinned): fp32 100 GFLOP/s*DRAM 10 GB/s*",
+        ["*= roofline =*", "machine: pinned-test-machine (pinned): fp32 100*GFLOP/s; DRAM 10 GB/s",
          "test*fraction*min*bound*AI (F/B)*GFLOP/s*GB/s*verdict",
          "*::test_ok*0.05*compute:fp32*DRAM 1e+03*passed",
          "results: .roofline*results.json"]
@@ -174,7 +174,7 @@ def test_report_only(roofline):
         ("min_fraction=True", "got True (bool)"),
         ("min_fraction=float('nan')", "got nan"),
         ("min_frac=0.5", "unknown argument(s) min_frac; accepted: min_fraction, uncounted, max_drop"),
-        ("0.6", "keyword arguments only (min_fraction, uncounted, max_drop); got positional (0.6,)"),
+        ("0.6", "keyword arguments only (min_fraction, uncounted, max_drop, max_slowdown, fail_on); got positional (0.6,)"),
         ("uncounted='ignore'", "uncounted=...) must be one of warn, fail; got 'ignore'"),
     ],
 )

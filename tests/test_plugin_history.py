@@ -32,6 +32,12 @@ def test_step(roofline, size):
 NODEID = "test_history_glue.py::test_step[2]"
 
 
+@pytest.fixture(autouse=True)
+def _wide_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The baseline lines are matched whole here; at 80 columns the summary wraps them."""
+    monkeypatch.setenv("COLUMNS", "250")
+
+
 @pytest.fixture
 def machine_file(pytester: pytest.Pytester, write_machine: Callable[..., Path]) -> Path:
     return write_machine(MACHINE)
@@ -235,8 +241,8 @@ def test_twice_the_work_at_the_same_fraction_fails_on_time(pytester: pytest.Pyte
     result = run_roofline(machine_file, "--roofline-baseline", ".roofline/history")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines([
-        "*roofline: regression against the baseline: time ×[12].* since the baseline: work ×2.00 at the same "
-        "fraction (0.*)",
+        ("*roofline: regression against the baseline: time ×[12].* since the baseline: work ×2.00 at the same "
+        "fraction (0.*)"),
         "  time 4.* ms now, 2.* ms in the baseline; fraction 0.4* now, 0.4* in the baseline (median of 3 sessions*",
         "  fails on: time per call rose more than max_slowdown 10%",
         "  work: 2e+08 FLOPs now, 1e+08 in the baseline",
@@ -258,8 +264,8 @@ def test_a_change_of_work_alone_is_reported_and_fails_only_when_asked(
     monkeypatch.setenv("ROOFLINE_TEST_WORK", "2")  # twice the counted FLOPs in the same time: a recount
     result = run_roofline(machine_file, "--roofline-baseline", ".roofline/history")
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["*passed (changed)*", "  changed, not gated: test_twice.py::test_step: time ×* "
-                                 "since the baseline: work ×2.00 and fraction 0.* → 0.9*"])
+    result.stdout.fnmatch_lines(["*passed (changed)*", ("  changed, not gated: test_twice.py::test_step: time ×* "
+                                 "since the baseline: work ×2.00 and fraction 0.* → 0.9*")])
     result = run_roofline(machine_file, "--roofline-baseline", ".roofline/history", "--roofline-fail-on", "work")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*fails on: the counted work changed (fail_on includes work)*"])
@@ -272,9 +278,9 @@ def test_too_few_baseline_sessions_are_inconclusive_never_failed(
     result = run_roofline(machine_file, "--roofline-baseline", "base")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*passed (inconclusive)*",
-                                 "  inconclusive: test_history_glue.py::test_step[[]2]: inconclusive: too few "
+                                 ("  inconclusive: test_history_glue.py::test_step[[]2]: inconclusive: too few "
                                  "sessions to measure the spread: a test needs 3 baseline sessions (2 more of this "
-                                 "test)*"])
+                                 "test)*")])
 
 
 def test_fail_on_and_max_slowdown_are_validated(pytester: pytest.Pytester, machine_file: Path,

@@ -72,6 +72,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(BuiltinCounters(), "roofline-builtin-counters")
     if not config.pluginmanager.has_plugin(name):
         config.pluginmanager.register(mode, name)
+        if name in ("roofline-session", "roofline-xdist-controller"):  # the processes pytest reports from
+            from pytest_roofline.plugin.rereport import Rereports
+
+            mode.rereports = Rereports(config)  # type: ignore[attr-defined]
+            config.pluginmanager.register(mode.rereports, "roofline-rereports")  # type: ignore[attr-defined]
     state.make_counter = lambda counter: config.hook.pytest_roofline_make_counter(name=counter, config=config)
     if settings.enabled and settings.malloc == "tuned":
         from pytest_roofline.host.allocator import enable_torch_thp, tune_malloc
