@@ -99,9 +99,12 @@ def test_result(record: TestRecord | Mapping[str, Any]) -> dict[str, Any]:
         return {**base, "fraction": None, "bound": None, "time_s": None, "flops": None, "bytes": {},
                 "kernels": [], "regions": []}
     judged = record.recorder.judged_machine()
+    # no counted work: a time, but no fraction or bound (none to chart, gate or compare with later sessions)
+    nothing = {"fraction": None, "bound": None, "headroom": None} if "no_work" in extra else {}
     return {
         **base,
         **verdict.to_dict(),
+        **nothing,
         # the roofs the fraction was judged against (those of the cores it ran on), for charts drawn later
         "judged_roofs": {"name": judged.name, "peak_flops": dict(judged.peak_flops),
                          "bandwidth": dict(judged.bandwidth)},

@@ -178,7 +178,9 @@ def summary_lines(records: Iterable[Mapping[str, Any]], context: SummaryContext)
             tail.append(f"uncounted FLOPs in {record.get('nodeid')}: {missing}: their FLOPs are missing from its "
                         "fraction")
         if record.get("no_work") is not None:
-            tail.append(f"no work counted in {record.get('nodeid')}: {record['no_work'].get('message', '')}")
+            saw = str(record["no_work"].get("message", "")).partition("\n")[2].strip()
+            tail.append(f"no work counted in {record.get('nodeid')}: declare it with roofline.declare(flops=..., "
+                        f"bytes=...); {saw}")
     if context.counter:
         tail.append(f"counter: {context.counter}")
     cores_line = auto_cores_line([p for r in records for p in placements(r)])
@@ -204,3 +206,11 @@ def wrap(lines: Iterable[str], width: int) -> list[str]:
         out += textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False,
                              break_long_words=False) or [""]
     return out
+
+
+MESSAGE_WIDTH = 120  # a failure message does not know the terminal's width; it fits a wide one
+
+
+def fit_message(text: str, width: int = MESSAGE_WIDTH) -> str:
+    """A failure message with every line within ``width`` columns (paths stay whole)."""
+    return "\n".join(wrap(text.splitlines(), width))

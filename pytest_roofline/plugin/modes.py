@@ -169,10 +169,12 @@ class MeasuringSession:
             from pytest_roofline.errors import RooflineWarning
 
             item.warn(RooflineWarning(outcome.warning))
+        from pytest_roofline.output.summary import fit_message
+
         if outcome.error is not None:
-            item.stash[TEARDOWN_ERROR] = outcome.error  # raised in teardown: an error of the test, never a pass
+            item.stash[TEARDOWN_ERROR] = fit_message(outcome.error)  # raised in teardown: an error, never a pass
         elif outcome.failure is not None:
-            pytest.fail(outcome.failure, pytrace=False)
+            pytest.fail(fit_message(outcome.failure), pytrace=False)
         return result
 
     def _settle_pending(self, item: pytest.Item, entry: TestEntry) -> bool:
@@ -211,6 +213,10 @@ class MeasuringSession:
 
             add_junit_properties(item, entry)  # before the report is made: it copies item.user_properties
         report = yield
+        if call.when == "call" and item.stash.get(TEARDOWN_ERROR, None) is not None:
+            from pytest_roofline.plugin.rereport import ERROR_PENDING
+
+            setattr(report, ERROR_PENDING, True)  # counted once, as the error its teardown reports
         if entry is not None and (report.when == "call" or report.failed):
             if hasattr(report, "wasxfail"):
                 entry.outcome = "xfailed" if report.skipped else "xpassed"
@@ -233,9 +239,11 @@ class MeasuringSession:
         remeasured = remeasure_contended(state)
         if any(r.failure for r in remeasured):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        from pytest_roofline.output.summary import fit_message
+
         for done in remeasured:
-            if done.failure:
-                done.entry.extra["contended"]["message"] = done.failure  # for the xdist controller to report
+            if done.failure:  # kept for the xdist controller to report
+                done.entry.extra["contended"]["message"] = fit_message(done.failure)
         try:
             self.records = [test_result(entry) for entry in state.tests.values()]
         except Exception as exc:  # noqa: BLE001 - never raise at the end of a run: said in the summary

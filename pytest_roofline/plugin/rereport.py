@@ -1,4 +1,9 @@
-"""Report a test again when its record changed after pytest reported it: a contended test measured again at the
+"""Keep pytest's counts equal to results.json's outcomes.
+
+A test whose gate found an error (a fraction no roof allows, nothing counted under a threshold) raises it in
+its teardown; its passing call report is then not counted as a pass (:data:`ERROR_PENDING`).
+
+Report a test again when its record changed after pytest reported it: a contended test measured again at the
 end of the session (and perhaps failed then). pytest's counts, its failure list and ``--junitxml`` then agree
 with ``results.json``.
 
@@ -18,6 +23,7 @@ import pytest
 from pytest_roofline.output.ci_report import PREFIX, junit_properties
 
 REREPORT = "roofline_rereport"  # attribute of a re-sent report (it travels through xdist's serialization too)
+ERROR_PENDING = "roofline_error_pending"  # a call report whose test is an error, raised in its teardown
 
 
 class Rereports:
@@ -45,6 +51,8 @@ class Rereports:
         failure is listed with the others; the summary says the test was measured again)."""
         if getattr(report, REREPORT, False):
             return (report.outcome if report.when == "call" else "", "", "")
+        if getattr(report, ERROR_PENDING, False) and report.when == "call" and report.passed:
+            return ("", "", "")  # its teardown reports the error: one test, one error, not "1 passed, 1 error"
         return None
 
     def rereport(self, record: Mapping[str, Any], failure: str | None) -> bool:
