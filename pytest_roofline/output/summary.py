@@ -195,11 +195,14 @@ def summary_lines(records: Iterable[Mapping[str, Any]], context: SummaryContext)
     return [*wrap(lines, context.width), *table, *wrap(tail, context.width)]
 
 
+LONG_WORD = 40  # a line with a word this long (a path, a node id) is left whole: split, it reads worse
+
+
 def wrap(lines: Iterable[str], width: int) -> list[str]:
     """Each line within ``width`` columns (0: as it is), continued with an indent of four."""
     out: list[str] = []
     for line in lines:
-        if not width or len(line) <= width or " " not in line.strip().partition(" ")[2]:  # a path stays whole
+        if not width or len(line) <= width or max(map(len, line.split())) > LONG_WORD:  # a path stays whole
             out.append(line)
             continue
         indent = " " * (len(line) - len(line.lstrip()) + 4)
