@@ -195,14 +195,23 @@ def summary_lines(records: Iterable[Mapping[str, Any]], context: SummaryContext)
     return [*wrap(lines, context.width), *table, *wrap(tail, context.width)]
 
 
-LONG_WORD = 40  # a line with a word this long (a path, a node id) is left whole: split, it reads worse
+LONG_WORD = 40  # a path or a node id: never split, and never parted from the label before it
+
+
+def _labelled_path(line: str) -> bool:
+    """``artifact:   /a/long/path``: a label and a long word after it read worse wrapped; left whole."""
+    long_words = [word for word in line.split() if len(word) > LONG_WORD]
+    if not long_words:
+        return False
+    before = line[:line.index(long_words[0])].strip()
+    return not before or before.endswith(":")
 
 
 def wrap(lines: Iterable[str], width: int) -> list[str]:
     """Each line within ``width`` columns (0: as it is), continued with an indent of four."""
     out: list[str] = []
     for line in lines:
-        if not width or len(line) <= width or max(map(len, line.split())) > LONG_WORD:  # a path stays whole
+        if not width or len(line) <= width or _labelled_path(line):
             out.append(line)
             continue
         indent = " " * (len(line) - len(line.lstrip()) + 4)

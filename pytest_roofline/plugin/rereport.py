@@ -49,8 +49,8 @@ class Rereports:
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
         """A re-sent report is counted under its outcome but prints no second letter on the progress line (its
         failure is listed with the others; the summary says the test was measured again)."""
-        if getattr(report, REREPORT, False):
-            return (report.outcome if report.when == "call" else "", "", "")
+        if getattr(report, REREPORT, False):  # under -v its word is printed again, which says it was re-reported
+            return (report.outcome, "", report.outcome.upper()) if report.when == "call" else ("", "", "")
         if getattr(report, ERROR_PENDING, False) and report.when == "call" and report.passed:
             return ("", "", "")  # its teardown reports the error: one test, one error, not "1 passed, 1 error"
         return None
