@@ -36,7 +36,7 @@ def calls(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 
 
 def test_json_output_has_the_documented_keys(calls: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]) -> None:
-    assert cli.main(["characterize", "--json", "--fresh", "--device", "cpu"]) == 0
+    assert cli.main(["characterize", "--json", "--recharacterize", "--device", "cpu"]) == 0
     captured = capsys.readouterr()
     document = json.loads(captured.out)
     assert document["device"] == "cpu" and document["fingerprint"] == "abc123" and document["seconds"] == 9.5

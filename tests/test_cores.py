@@ -297,11 +297,11 @@ def test_gpu_processes_without_a_driver_is_empty() -> None:
 
 
 def test_the_summary_shows_the_roofs_of_fewer_cores_that_were_used(tmp_path: Path) -> None:
-    from pytest_roofline.output.session_output import summary_lines
+    from pytest_roofline.output.summary import SummaryContext, summary_lines
 
     full = Machine("box (2 cores)", {"fp32": 200e9}, {"DRAM": 100e9}, info={"method": "ert"})
     one = Machine("box (1 cores)", {"fp32": 100e9}, {"DRAM": 55e9}, info={"method": "ert"})
-    lines = summary_lines(full, [], tmp_path, fewer_cores={1: one})
+    lines = summary_lines([], SummaryContext([full], {1: one}, tmp_path, verbose=True))
     assert lines[0].startswith("machine: box (2 cores) (ert): fp32 200 GFLOP/s")
     assert lines[1].startswith("1-core roofs, used by call sites on 1 core: machine: box (1 cores) (ert): "
                                "fp32 100 GFLOP/s")

@@ -11,7 +11,7 @@ import pytest
 
 from pytest_roofline.errors import CountersNotPermitted, NcuNotFound
 from pytest_roofline.measure import settle
-from pytest_roofline.measure.gate import judge, remeasure_contended
+from pytest_roofline.measure.gate import Judgement, judge, remeasure_contended
 from pytest_roofline.measure.regions import Region
 from pytest_roofline.measure.settings import MarkerOptions
 from pytest_roofline.measure.state import RooflineState, Settings, TestEntry
@@ -35,6 +35,7 @@ class FakeRecorder:
         self.busy_now = contended  # whether the latest measurement had no free core
         self.confirm_calls = 0
         self.remeasured = 0
+        self.calls: dict[int, Any] = {}  # index -> (counter, fn, args, kwargs, setup) of each call site
 
     def _region(self, seconds: float) -> Region:
         timing = summarize([seconds] * 5)
@@ -148,14 +149,36 @@ def test_remeasured_contended_test_fails_the_session_only_when_still_below(tmp_p
     state = make_state(tmp_path)
     slow = entry_for(state, 0.5, [T_MIN / 0.25, T_MIN / 0.3], contended=True)
     slow.outcome = "passed"
-    assert remeasure_contended(state) is True
+    (done,) = remeasure_contended(state)
+    assert done.entry is slow and done.failure is not None
+    assert done.failure.startswith("roofline: attained fraction 0.300 is below min_fraction 0.5")
     assert slow.outcome == "failed" and slow.extra["contended"]["failed_when_remeasured"] is True
-    assert slow.recorder.remeasured == 1 and not slow.recorder.contended
+    assert slow.recorder.remeasured == 1 and not slow.recorder.contended and "not_gated" not in slow.extra
 
     state = make_state(tmp_path)
     fine = entry_for(state, 0.5, [T_MIN / 0.25, T_MIN / 0.9], contended=True)
     fine.outcome = "passed"
-    assert remeasure_contended(state) is False and fine.outcome == "passed"
+    (done,) = remeasure_contended(state)
+    assert done.failure is None and fine.outcome == "passed"
+
+
+def test_contended_below_threshold_is_recorded_as_not_gated(tmp_path: Path) -> None:
+    state = make_state(tmp_path)
+    entry = entry_for(state, 0.5, [T_MIN / 0.25], contended=True)
+    assert judge(state, entry, None, xfail=False).failure is None
+    assert entry.extra["not_gated"] == "contended"
+
+
+def test_a_failed_or_strictly_gated_contended_test_is_not_measured_again(tmp_path: Path) -> None:
+    state = make_state(tmp_path)
+    failed = entry_for(state, 0.5, [T_MIN / 0.25, T_MIN / 0.9], contended=True)
+    failed.outcome = "failed"  # its message quoted this measurement: the table must quote it too
+    assert remeasure_contended(state) == [] and failed.recorder.remeasured == 0 and not failed.recorder.contended
+
+    state = make_state(tmp_path, strict=True)
+    strict = entry_for(state, 0.5, [T_MIN / 0.25, T_MIN / 0.9], contended=True)
+    strict.outcome = "passed"
+    assert remeasure_contended(state) == [] and strict.recorder.remeasured == 0
 
 
 # -- the ncu fallback policy ----------------------------------------------------------------------------------
@@ -238,3 +261,48 @@ def test_the_failure_speaks_of_the_roofs_the_test_was_judged_against(tmp_path: P
     table = next(Path(p) for p in entry.artifacts if p.endswith(".kernels.csv"))
     row = dict(zip(*[line.split(",") for line in table.read_text().splitlines()[:2]], strict=True))
     assert float(row["t_min_s"]) == pytest.approx(2e6 / 0.5e11)  # the GEMM on one core's roof, not the machine's
+
+
+# -- nothing counted ------------------------------------------------------------------------------------------
+
+
+class Traced:
+    def __init__(self) -> None:
+        self.trace = [type("Op", (), {"op": "aten::view"})(), type("Op", (), {"op": "aten::clone"})()]
+
+
+def no_work(state: RooflineState, min_fraction: float | None) -> TestEntry:
+    entry = entry_for(state, min_fraction, [T_MIN, T_MIN], contended=True)
+    nothing = KernelSample("numpy", flops={}, bytes={})
+    entry.recorder.regions = [Region("numpy", "analytic", [nothing], summarize([1e-3] * 5),
+                                     evaluate(nothing, state.machine(), 1e-3))]
+    entry.recorder.calls = {0: (Traced(), None, (), {}, None)}
+    return entry
+
+
+def test_nothing_counted_under_a_threshold_is_an_error_naming_the_ops(tmp_path: Path) -> None:
+    state = make_state(tmp_path, confirm="on")
+    entry = no_work(state, 0.5)
+    outcome = judge(state, entry, MarkerOptions(min_fraction=0.5), xfail=False)
+    assert outcome.failure is None and outcome.error is not None
+    assert outcome.error.startswith("roofline: no work counted: declare it with roofline.declare(flops=..., "
+                                    "bytes=...)")
+    assert "the counter saw aten::view, aten::clone; 1 call site(s), 1 ms per call" in outcome.error
+    assert entry.extra["no_work"]["ops"] == ["aten::view", "aten::clone"]
+    # not measured again (no confirmation, nothing left for the end of the session), no chart
+    assert entry.recorder.confirm_calls == 0 and entry.recorder.contended == [] and entry.artifacts == []
+    entry.outcome = "error"
+    assert remeasure_contended(state) == [] and entry.recorder.remeasured == 0
+
+
+def test_nothing_counted_without_a_threshold_passes_and_says_so(tmp_path: Path) -> None:
+    from pytest_roofline.output.session_output import test_result
+    from pytest_roofline.output.summary import verdict_text
+
+    state = make_state(tmp_path)
+    entry = no_work(state, None)
+    assert judge(state, entry, None, xfail=False) == Judgement()
+    entry.outcome = "passed"
+    record = test_result(entry)
+    assert record["fraction"] is None and record["bound"] is None and record["time_s"] == pytest.approx(1e-3)
+    assert verdict_text(record) == "passed (no work counted)"

@@ -42,7 +42,7 @@ def test_json_sums_launches_per_kernel(capsys: pytest.CaptureFixture[str]) -> No
 def test_json_with_machine_adds_fraction_and_bound(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     roofs = tmp_path / "roofs.json"
     roofs.write_text(json.dumps(Machine("toy", {"fp32": 1e12}, {"HBM": 1e11}).to_dict()))
-    document = run_json(capsys, str(MIXED), "--machine", str(roofs))
+    document = run_json(capsys, str(MIXED), "--machine-file", str(roofs))
     kernels = {k["name"]: k for k in document["kernels"]}
     # gemm: 4,006,000 FLOP / 1e12 = 4.006 us of compute vs 100,000 B / 1e11 = 1 us of HBM; measured 4 ms.
     assert kernels[GEMM]["bound"] == "compute:fp32"
@@ -56,7 +56,7 @@ def test_json_with_machine_adds_fraction_and_bound(tmp_path: Path, capsys: pytes
 def test_missing_ceiling_is_reported_per_kernel(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     roofs = tmp_path / "roofs.json"
     roofs.write_text(json.dumps(Machine("fp64 only", {"fp64": 1e12}, {"HBM": 1e11}).to_dict()))
-    document = run_json(capsys, str(MIXED), "--machine", str(roofs))
+    document = run_json(capsys, str(MIXED), "--machine-file", str(roofs))
     gemm = next(k for k in document["kernels"] if k["name"] == GEMM)
     assert gemm["fraction"] is None and "no compute ceiling for precision 'fp32'" in gemm["error"]
 
@@ -64,7 +64,7 @@ def test_missing_ceiling_is_reported_per_kernel(tmp_path: Path, capsys: pytest.C
 def test_table_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     roofs = tmp_path / "roofs.json"
     roofs.write_text(json.dumps(Machine("toy", {"fp32": 1e12}, {"HBM": 1e11}).to_dict()))
-    assert main(["import-ncu", str(MIXED), "--machine", str(roofs)]) == 0
+    assert main(["import-ncu", str(MIXED), "--machine-file", str(roofs)]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[0].startswith(f"report: {MIXED} (details; 3 launches, 2 kernels)")
@@ -80,7 +80,7 @@ def test_plot_writes_an_image(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     roofs = tmp_path / "roofs.json"
     roofs.write_text(json.dumps(Machine("toy", {"fp32": 1e12}, {"L1": 1e12, "HBM": 1e11}).to_dict()))
     chart = tmp_path / "roofline.png"
-    assert main(["import-ncu", str(FIXTURES / "raw_page.csv"), "--plot", str(chart), "--machine", str(roofs)]) == 0
+    assert main(["import-ncu", str(FIXTURES / "raw_page.csv"), "--plot", str(chart), "--machine-file", str(roofs)]) == 0
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     bare = tmp_path / "bare.svg"
     assert main(["import-ncu", str(MIXED), "--plot", str(bare)]) == 0
@@ -95,7 +95,7 @@ def test_errors_exit_2_with_a_message(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "No kernels were profiled" in capsys.readouterr().err
     bad = tmp_path / "bad.json"
     bad.write_text("{}")
-    assert main(["import-ncu", str(MIXED), "--machine", str(bad)]) == 2
+    assert main(["import-ncu", str(MIXED), "--machine-file", str(bad)]) == 2
     assert "cannot read machine file" in capsys.readouterr().err
 
 

@@ -205,8 +205,49 @@ def test_command_line_prints_one_line_per_check(bin_dir: Path, monkeypatch: pyte
     monkeypatch.delenv("PYTEST_ROOFLINE_NCU", raising=False)
     assert main(["doctor", "--timeout", "30"]) == EXIT_FAIL
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split("]")[0] for line in lines[:-1]] == ["[ok  ", "[ok  ", "[ok  ", "[ok  ", "[FAIL", "[skip"]
-    assert lines[-1].startswith("verdict: --roofline with the ncu counter will NOT work here")
+    assert lines[0] == "CPU path (any machine):"
+    assert [line.split(":")[0] for line in lines[1:6]] == ["[ok  ] compiler", "[ok  ] cache dir",
+                                                          "[ok  ] characterization", "[ok  ] allocator",
+                                                          lines[5].split(":")[0]]  # THP: this host's mode
+    gpu = lines[lines.index("GPU path (the ncu counter):") + 1:]
+    assert [line.split("]")[0] for line in gpu[:-1]] == ["[ok  ", "[ok  ", "[ok  ", "[ok  ", "[FAIL", "[skip"]
+    assert gpu[-1].startswith("verdict: --roofline with the ncu counter will NOT work here")
+
+
+def test_without_a_gpu_the_cpu_path_is_checked_and_ncu_is_not_a_failure(
+        bin_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from pytest_roofline.cli import main
+
+    monkeypatch.setenv("PATH", env_for(bin_dir)["PATH"])  # neither ncu nor nvidia-smi there
+    monkeypatch.delenv("PYTEST_ROOFLINE_NCU", raising=False)
+    assert main(["doctor", "--timeout", "30"]) == EXIT_NO_GPU
+    out = capsys.readouterr().out
+    assert "[FAIL]" not in out and "[skip] ncu: Nsight Compute CLI not found" in out
+    assert "[ok  ] compiler: " in out and "[ok  ] cache dir: " in out
+    assert out.splitlines()[-1].startswith("verdict: the CPU path is ready; no NVIDIA GPU here")
+
+
+def test_cpu_checks_name_what_is_missing_and_the_fix(tmp_path: Path) -> None:
+    import datetime as dt
+    import os
+
+    from pytest_roofline.host import cpu_doctor
+
+    missing = cpu_doctor.check_compiler(find=lambda: None)
+    assert missing.status == "FAIL" and missing.fix is not None and "$CC" in missing.fix
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    assert cpu_doctor.check_cache_dir(blocked / "cache").status == "FAIL"  # under a file: not creatable
+    assert cpu_doctor.check_cache_dir(tmp_path / "cache").status == "ok"
+    cached = tmp_path / "machine-cpu.json"
+    assert cpu_doctor.check_characterization(cached).detail.startswith("none cached for this machine yet")
+    cached.write_text("{}")
+    old = dt.datetime.now(dt.timezone.utc).timestamp() - 200 * 86400
+    os.utime(cached, (old, old))
+    aged = cpu_doctor.check_characterization(cached)
+    assert aged.status == "warn" and "measured 200 day(s) ago" in aged.detail and "--recharacterize" in aged.fix
+    assert cpu_doctor.check_allocator(lambda: None).status == "warn"
+    assert cpu_doctor.check_thp("never").status == "warn" and cpu_doctor.check_thp("madvise").status == "ok"
 
 
 def test_probe_without_a_driver_says_so(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

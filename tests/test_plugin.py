@@ -78,7 +78,7 @@ def test_ok(roofline):
     result = run_roofline(machine_file)
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
-        ["*= roofline =*", "machine: pinned-test-machine (pinned): fp32 100 GFLOP/s*DRAM 10 GB/s*",
+        ["*= roofline =*", "machine: pinned-test-machine (pinned): fp32 100*GFLOP/s; DRAM 10 GB/s",
          "test*fraction*min*bound*AI (F/B)*GFLOP/s*GB/s*verdict",
          "*::test_ok*0.05*compute:fp32*DRAM 1e+03*passed",
          "results: .roofline*results.json"]

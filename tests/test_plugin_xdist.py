@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_roofline.output.worker_records import merge_payloads, plain, row_from_result, worker_payload
+from pytest_roofline.output.summary import row as row_from_result
+from pytest_roofline.output.worker_records import merge_payloads, plain, worker_payload
 
 MACHINE = {"name": "pinned-test-machine", "peak_flops": {"fp32": 100e9}, "bandwidth": {"DRAM": 10e9}}
 
@@ -93,7 +94,7 @@ def test_two_workers_write_one_complete_results_file(pytester: pytest.Pytester,
     chart = Path(tests["test_suite.py::test_below"]["artifacts"][0])
     assert chart.suffix == ".png" and (pytester.path / chart).is_file() and chart.parent.name == session["id"]
     # the controller's summary, the step summary written once, the JUnit properties through the reports
-    result.stdout.fnmatch_lines(["*= roofline =*", "test_suite.py::test_below * failed",
+    result.stdout.fnmatch_lines(["*= roofline =*", "*test_below * failed (below min)",
                                  "xdist: tests measured per worker: gw0 *, gw1 *"])
     text = summary.read_text()
     assert text.count("### pytest-roofline") == 1 and "**6 roofline tests, 1 failed**" in text
@@ -151,6 +152,8 @@ def test_summary_row_from_a_record() -> None:
               "bound": "memory:DRAM", "flops": 1e6, "bytes": {"DRAM": 4e6, "L2": 8e6}, "ai": {"DRAM": 0.25}}
     row = row_from_result(record)
     assert (row.fraction, row.bound, row.ai, row.verdict) == (0.25, "memory:DRAM", "DRAM 0.25", "passed")
+    assert row_from_result({**record, "fraction": 0.05}).verdict == "passed (below min)"
+    assert row_from_result({**record, "min_fraction": None}).verdict == "passed (no gate)"
     assert math.isclose(row.gflops, 0.5) and math.isclose(row.gbytes, 2.0)  # 1e6 / 2 ms; 4e6 B / 2 ms
     compute = row_from_result({**record, "bound": "compute:fp32"})
     assert math.isclose(compute.gbytes, 4.0)  # not memory-bound: the level that moved the most bytes (L2)

@@ -124,7 +124,7 @@ def test_every_figure_is_valid_for_plotly(site: tuple[Path, Path]) -> None:
 def test_report_command(site: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     history, _ = site
     keys = sorted(p.name for p in history.iterdir())
-    assert main(["report", str(history), "--out", str(tmp_path / "one"), "--machine", keys[0],
+    assert main(["report", str(history), "--out", str(tmp_path / "one"), "--machine-key", keys[0],
                  "--since", "2025-01-09"]) == 0
     assert "6 tests over 9 sessions" in capsys.readouterr().out  # nights 3..11 (Jan 9-17) of one machine
     index = (tmp_path / "one" / "index.html").read_text(encoding="utf-8")

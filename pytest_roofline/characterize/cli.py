@@ -15,7 +15,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     parser.add_argument("--plot", metavar="FILE", type=Path, help="draw the hierarchical roofline into FILE")
-    parser.add_argument("--fresh", action="store_true", help="ignore and replace the cached characterization")
+    from pytest_roofline.cli import deprecated_alias
+
+    parser.add_argument("--recharacterize", dest="fresh", action="store_true",
+                        help="ignore and replace the cached characterization (as pytest --roofline-recharacterize)")
+    deprecated_alias(parser, "--fresh", "--recharacterize", "fresh", flag=True)
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="cache directory (default: $PYTEST_ROOFLINE_CACHE or ~/.cache/pytest-roofline)")
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")

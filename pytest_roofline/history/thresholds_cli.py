@@ -22,7 +22,11 @@ def _count(text: str) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("history", type=Path, metavar="HISTORY",
                         help="a history directory (--roofline-history, default .roofline/history) or one file")
-    parser.add_argument("--machine", metavar="KEY", help="only this machine key (the folder names under HISTORY)")
+    from pytest_roofline.cli import deprecated_alias
+
+    parser.add_argument("--machine-key", dest="machine", metavar="KEY",
+                        help="only this machine key (the folder names under HISTORY)")
+    deprecated_alias(parser, "--machine", "--machine-key", "machine")
     parser.add_argument("--last", type=_count, default=10, metavar="N",
                         help="each test's last N sessions on its machine (default 10); they should be clean runs")
     parser.add_argument("--json", action="store_true", help="print the advice as JSON")

@@ -237,6 +237,14 @@ class Placement:
             out["gpu_processes"] = [dict(p) for p in self.gpu_processes]
         return out
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Placement:
+        """A placement back from :meth:`to_dict` (a ``results.json`` region's ``cores``)."""
+        return cls(tuple(int(c) for c in data.get("used") or ()), tuple(int(c) for c in data.get("of") or ()),
+                   {int(c): float(v) for c, v in (data.get("load") or {}).items()},
+                   bool(data.get("contended")), str(data.get("setting", "auto")),
+                   tuple(dict(p) for p in data.get("gpu_processes") or ()))
+
     def marker(self) -> str:
         """Short text for the terminal row: empty when the whole machine (or ``auto``'s share of it) was used,
         uncontended, with nothing busy beside."""

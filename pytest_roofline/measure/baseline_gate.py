@@ -104,6 +104,7 @@ def judge_baseline(state: RooflineState, entry: TestEntry, options: MarkerOption
         return None
     if not state.settings.strict and not xfail and entry.recorder.is_contended():
         entry.extra["baseline"]["excused"] = "contended"  # measured again at the end of the session
+        entry.extra["not_gated"] = "contended"
         return None
     if state.settings.confirm == "on" and not xfail and "confirmed" not in entry.extra:
         first = result.fraction.now

@@ -23,7 +23,7 @@ def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
     """Gate one measured test (:func:`judge_threshold`, then the baseline gate); under ``--roofline-warn-only``
     a failure becomes a warning (an error, a fraction no roof allows, stays an error: the roofs are wrong)."""
     outcome = judge_threshold(state, entry, options, xfail)
-    if outcome.error is not None:
+    if outcome.error is not None or "no_work" in entry.extra:  # nothing counted: no fraction to compare either
         return outcome
     if state.baseline is not None:  # numpy is imported only when there is a baseline to compare with
         outcome = _with_baseline(state, entry, options, xfail, outcome)
@@ -32,6 +32,7 @@ def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
     elif state.compare_ref is not None and outcome.failure is None:
         outcome = Judgement(failure=judge_compare(state, entry, options))
     if outcome.failure is not None and state.settings.warn_only:
+        entry.extra["not_gated"] = "warn-only"
         return Judgement(warning=f"{outcome.failure}\n  (--roofline-warn-only: reported, not failed)")
     return outcome
 
@@ -115,13 +116,20 @@ def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptio
                 f"roofline: FLOP-bearing ops without a counting rule ran ({missing}); the fraction would be too "
                 "low. Declare the work (roofline.declare) or set uncounted='warn'."))
     verdict = entry.recorder.verdict()
+    nothing = no_work_message(entry)
+    if nothing is not None:
+        entry.extra["no_work"] = {"ops": seen_ops(entry.recorder), "message": nothing}
+        entry.recorder.contended.clear()  # nothing to measure again: no fraction can come of it
+        # with a threshold there is nothing to hold it to: an error of the test, never a pass
+        return Judgement(error=f"roofline: {nothing}") if entry.min_fraction is not None else Judgement()
     impossible = roof_check(state, entry, verdict)
     if impossible is not None:
         return Judgement(error=impossible)
     if entry.min_fraction is None or verdict.fraction >= entry.min_fraction:
         return Judgement()
     if not state.settings.strict and not xfail and entry.recorder.is_contended():
-        return Judgement()  # reported as contended and measured again at the end of the session
+        entry.extra["not_gated"] = "contended"  # measured again at the end of the session
+        return Judgement()
     if state.settings.confirm == "on" and not xfail:
         first = verdict.fraction
         if entry.recorder.confirm():
@@ -153,30 +161,92 @@ def roof_check(state: RooflineState, entry: TestEntry, verdict: Any) -> str | No
     return impossible_fraction_message(verdict, machine, origin)
 
 
-def remeasure_contended(state: RooflineState) -> bool:
-    """Measure contended call sites again now that the session's own work is done. True when a test that passed
-    only because its measurement was contended is still below its threshold, or regressed against the baseline,
-    uncontended (it is now failed)."""
-    failed = False
+def has_work(verdict: Any) -> bool:
+    return verdict is not None and (verdict.total_flops > 0 or any(v > 0 for v in verdict.bytes.values()))
+
+
+def seen_ops(recorder: Any) -> list[str]:
+    """The ops the counter saw in the test's calls (the analytic counter's trace), in order of first call."""
+    names: dict[str, None] = {}
+    for counter, *_ in recorder.calls.values():
+        for op in getattr(counter, "trace", None) or ():
+            names.setdefault(str(getattr(op, "op", op)), None)
+    for region in recorder.regions:
+        names.update((str(op), None) for op in getattr(region, "uncounted", {}) or {})
+    return list(names)
+
+
+def no_work_message(entry: TestEntry) -> str | None:
+    """What to say of a measured test whose calls counted no FLOPs and no bytes (None when they did)."""
+    verdict = entry.recorder.verdict()
+    if verdict is None or has_work(verdict):
+        return None
+    ops = seen_ops(entry.recorder)
+    shown = ", ".join(ops[:8]) + (f" and {len(ops) - 8} more" if len(ops) > 8 else "")
+    saw = f"the counter saw {shown}" if ops else "the counter saw no op it can count (numpy, C or other code)"
+    return ("no work counted: declare it with roofline.declare(flops=..., bytes=...).measure(fn, *args)\n"
+            f"  {saw}; {len(entry.recorder.regions)} call site(s), {verdict.time_s * 1e3:.3g} ms per call")
+
+
+@dataclass(frozen=True)
+class Remeasured:
+    """A test measured again at the end of the session; ``failure``: its message when it fails now."""
+
+    entry: TestEntry
+    failure: str | None = None
+
+
+def remeasure_contended(state: RooflineState) -> list[Remeasured]:
+    """Measure contended call sites again now that the session's own work is done, for the tests that passed
+    with a contended measurement (a test that failed, or was gated under ``--roofline-strict``, keeps the
+    measurement its verdict was given on). A region still contended keeps the better of its two timings.
+    A test still below its threshold, or regressed against the baseline, uncontended is failed now."""
+    done: list[Remeasured] = []
     for entry in state.tests.values():
         if entry.recorder is None or not entry.recorder.contended:
             continue
+        if state.settings.strict or entry.outcome != "passed" or "no_work" in entry.extra:
+            entry.recorder.contended.clear()
+            continue
         entry.recorder.remeasure_contended()
+        contended = entry.recorder.is_contended()
+        entry.extra["contended"] = {"remeasured": True, "still_contended": contended}
         verdict = entry.recorder.verdict()
         below = entry.min_fraction is not None and verdict is not None and verdict.fraction < entry.min_fraction
-        entry.extra["contended"] = {"remeasured": True, "still_contended": entry.recorder.is_contended()}
+        compared = None
         if state.baseline is not None and verdict is not None and "baseline" in entry.extra:
             from pytest_roofline.measure.baseline_gate import compare_entry, tolerances_from_record
 
             # compared again on the new measurement; a regression fails like a fraction below its threshold
             compared = compare_entry(state, entry, tolerances_from_record(entry.extra["baseline"]))
-            regressed = compared is not None and compared.verdict == "regressed"
-            if regressed and entry.recorder.is_contended():
+            if compared is not None and compared.verdict == "regressed" and contended:
                 entry.extra["baseline"]["excused"] = "contended"
-            below = below or regressed
-        if below and not entry.recorder.is_contended() and entry.outcome == "passed" and not state.settings.warn_only:
+        regressed = compared is not None and compared.verdict == "regressed"
+        entry.extra.pop("not_gated", None)
+        failure = None
+        if (below or regressed) and contended:
+            entry.extra["not_gated"] = "contended"
+        elif (below or regressed) and state.settings.warn_only:
+            entry.extra["not_gated"] = "warn-only"
+        elif below or regressed:
+            failure = _late_failure(state, entry, verdict, compared if regressed and not below else None)
             entry.outcome = "failed"
             entry.extra["contended"]["failed_when_remeasured"] = True
-            failed = True
         entry.recorder.contended.clear()
-    return failed
+        done.append(Remeasured(entry, failure))
+    return done
+
+
+def _late_failure(state: RooflineState, entry: TestEntry, verdict: Any, regression: Any) -> str:
+    """The failure message of a test failed after it was measured again, as the gate would have said it."""
+    if regression is not None or entry.min_fraction is None:
+        from pytest_roofline.measure.baseline_gate import regression_report
+
+        message = regression_report(state, entry, regression)
+    else:
+        from pytest_roofline.output.session_output import failure_report
+
+        message, paths = failure_report(state.session_dir, entry.nodeid, entry.recorder.judged_machine(),
+                                        entry.recorder.regions, verdict, entry.min_fraction, entry.details)
+        entry.artifacts.extend(str(p) for p in paths)
+    return message + "\n  (contended at first: measured again at the end of the session, uncontended)"

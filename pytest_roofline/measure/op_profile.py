@@ -81,6 +81,8 @@ def profile_calls(
     call, outside its interval, so every call starts from the cache state the timed ones started from."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
+    from pytest_roofline.host.quiet_stderr import profiler_stderr
+
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     walls: list[float] = []
     bares: list[float] = []
@@ -97,7 +99,7 @@ def profile_calls(
         if before_call is not None:
             before_call(bares[-1])
         call_args, call_kwargs = prepare()
-        with profile(activities=activities, record_shapes=True) as prof:
+        with profiler_stderr(), profile(activities=activities, record_shapes=True) as prof:
             synchronize()
             start = time.perf_counter()
             with record_function(CALL_RANGE):
@@ -114,10 +116,12 @@ def dispatch_cost_s(device: str = "cpu") -> float:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
+    from pytest_roofline.host.quiet_stderr import profiler_stderr
+
     a = torch.ones(1, device=device)
     b = torch.ones(1, device=device)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
-    with profile(activities=activities) as prof:
+    with profiler_stderr(), profile(activities=activities) as prof:
         for _ in range(DISPATCH_CALLS):
             torch.add(a, b)
     times = [_event_time_s(e, "cpu") for e in prof.events() if e.name == "aten::add"]

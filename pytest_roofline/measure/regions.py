@@ -434,19 +434,28 @@ class Recorder:
 
     def remeasure_contended(self) -> None:
         """Time the regions that were measured without a free core once more (cores chosen anew) and judge
-        them again; those still contended stay marked so."""
+        them again, notes and all. An uncontended measurement replaces the first; one still contended replaces
+        it only when faster (it stays marked contended), else the first is kept."""
         redo, self.contended = self.contended, []
         for index, counter, fn, args, kwargs, setup in redo:
             old = self.regions[index]
             with self.cores.scope() if self.cores is not None else nullcontext() as placed:
+                probe = self._probe_for(counter, old.kernels, placed)
                 timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(),
-                                       setup=setup)
-            verdict = evaluate_region(old.kernels, self._machine_for(placed), timing.median_s)
-            notes = [*old.notes, f"contended at first (load {_load_text(old.placement)}); measured again at the "
-                     "end of the session" + (", still contended" if placed is not None and placed.contended else "")]
-            self.regions[index] = Region(old.label, old.counter, old.kernels, timing, verdict, notes, old.parts,
-                                         placed, ops=old.ops)
-            if placed is not None and placed.contended:
+                                       setup=setup, before_timed_call=probe)
+            new = self._region(counter, old.label, old.kernels, timing, placed, probe)
+            still = placed is not None and placed.contended
+            first, second = old.verdict.fraction, new.verdict.fraction
+            if still and second <= first:
+                note = (f"contended at first (load {_load_text(old.placement)}); measured again at the end of the "
+                        f"session, still contended: fraction {second:.3g}; the first ({first:.3g}) is kept")
+                self.regions[index] = replace(old, notes=[*old.notes, note])
+            else:
+                note = (f"contended at first (load {_load_text(old.placement)}, fraction {first:.3g}); measured "
+                        f"again at the end of the session" + (", still contended" if still else "")
+                        + f": fraction {second:.3g}")
+                self.regions[index] = replace(new, notes=[*new.notes, note], ops=old.ops, confirmed=old.confirmed)
+            if still:
                 self.contended.append((index, counter, fn, args, kwargs, setup))
 
     def is_contended(self) -> bool:

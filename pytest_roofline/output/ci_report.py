@@ -19,7 +19,8 @@ def number(value: Any) -> str:
 
 def junit_properties(result: Mapping[str, Any]) -> list[tuple[str, str]]:
     """``(name, value)`` pairs from a test's ``results.json`` record (or any mapping with its keys):
-    ``roofline_fraction``, ``roofline_min_fraction``, ``roofline_bound``, and from the baseline gate's
+    ``roofline_fraction``, ``roofline_min_fraction``, ``roofline_bound``, ``roofline_not_gated`` (why its
+    gate did not hold it: ``contended``, ``warn-only``), ``roofline_no_work``, and from the baseline gate's
     ``baseline`` record ``roofline_baseline_fraction``, ``roofline_drop``, ``roofline_verdict`` and
     ``roofline_time_ratio``; from ``--roofline-compare``'s ``compare`` record ``roofline_compare_ref`` (REF's
     commit), ``roofline_compare_ratio`` (time here / at REF), ``roofline_compare_ci_low``/``_high`` and
@@ -31,6 +32,10 @@ def junit_properties(result: Mapping[str, Any]) -> list[tuple[str, str]]:
         pairs.append((f"{PREFIX}min_fraction", number(result["min_fraction"])))
     if result.get("bound"):
         pairs.append((f"{PREFIX}bound", str(result["bound"])))
+    if result.get("not_gated"):
+        pairs.append((f"{PREFIX}not_gated", str(result["not_gated"])))
+    if result.get("no_work") is not None:
+        pairs.append((f"{PREFIX}no_work", "1"))
     baseline = result.get("baseline")
     if isinstance(baseline, Mapping):
         if baseline.get("fraction") is not None:

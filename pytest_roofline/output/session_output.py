@@ -12,16 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pytest_roofline.model import KernelSample, Machine, Verdict
 from pytest_roofline.output.artifacts import artifact_path, results_document, write_kernels_csv, write_results
 from pytest_roofline.output.results_dir import RESULTS_FILE, write_session
-from pytest_roofline.output.text import (
-    ABOVE_ONE,
-    cores_marker,
-    failure_message,
-    faults_marker,
-    op_lines,
-    row_for,
-    summary_table,
-    uncounted_text,
-)
+from pytest_roofline.output.text import failure_message, op_lines
 
 if TYPE_CHECKING:  # types only: measure's records are read here, never made
     from pytest_roofline.measure.regions import Recorder, Region
@@ -116,9 +107,12 @@ def test_result(record: TestRecord | Mapping[str, Any]) -> dict[str, Any]:
         return {**base, "fraction": None, "bound": None, "time_s": None, "flops": None, "bytes": {},
                 "kernels": [], "regions": []}
     judged = record.recorder.judged_machine()
+    # no counted work: a time, but no fraction or bound (none to chart, gate or compare with later sessions)
+    nothing = {"fraction": None, "bound": None, "headroom": None} if "no_work" in extra else {}
     return {
         **base,
         **verdict.to_dict(),
+        **nothing,
         # the roofs the fraction was judged against (those of the cores it ran on), for charts drawn later
         "judged_roofs": {"name": judged.name, "peak_flops": dict(judged.peak_flops),
                          "bandwidth": dict(judged.bandwidth)},
@@ -137,66 +131,16 @@ def write_session_results(directory: Path, machine: Machine | None,
     return write_session(directory, session_id, document)
 
 
-def _above_one(record: TestRecord) -> bool:
-    verdict = record.recorder.verdict()
-    return verdict is not None and verdict.fraction > ABOVE_ONE
-
-
-def _verdict_text(record: TestRecord) -> str:
-    verdict = record.recorder.verdict()
-    if verdict is None:
-        return f"{record.outcome} (not measured)"
-    baseline = (getattr(record, "extra", None) or {}).get("baseline")
-    if record.min_fraction is not None and verdict.fraction < record.min_fraction:
-        return f"{record.outcome} (below min)"
-    if baseline:
-        return f"{record.outcome} ({baseline['verdict']})"
-    if record.min_fraction is None:
-        return f"{record.outcome} (no gate)"
-    return record.outcome
-
-
-def summary_lines(machine: Machine | None, records: Iterable[TestRecord], directory: Path,
-                  width: int = 0, counter: str | None = None,
-                  fewer_cores: Mapping[int, Machine] | None = None) -> list[str]:
-    """The roofline section of the terminal summary. ``fewer_cores``: the roofs of fewer cores that call
-    sites were judged against (``--roofline-cores``), each on a machine line of its own."""
-    lines: list[str] = []
-    records = list(records)
-    if machine is not None:
-        lines.append(machine_line(machine))
-    for count, roofs in sorted((fewer_cores or {}).items()):
-        lines.append(f"{count}-core roofs, used by call sites on {count} core{'s' if count > 1 else ''}: "
-                     + machine_line(roofs))
-    rows = [row_for(r.nodeid, r.recorder.verdict(), r.min_fraction,
-                    _verdict_text(r) + cores_marker([g.placement for g in r.recorder.regions])
-                    + faults_marker([g.timing.faults_per_call for g in r.recorder.regions])
-                    + (" [uncounted FLOPs]" if uncounted_text(r.recorder.regions) else "")
-                    + (" [above 1: see its notes]" if _above_one(r) else "")) for r in records]
-    lines.extend(summary_table(rows, width))
-    for record in records:
-        missing = uncounted_text(record.recorder.regions)
-        if missing:
-            lines.append(f"uncounted FLOPs in {record.nodeid}: {missing}: their FLOPs are missing from its fraction")
-    if counter:
-        lines.append(f"counter: {counter}")
-    cores_line = auto_cores_line([g.placement for r in records for g in r.recorder.regions])
-    if cores_line:
-        lines.append(cores_line)
-    lines.append(f"results: {directory / RESULTS_FILE}")
-    return lines
-
-
 BASELINE_WORDS = {"regressed": "REGRESSED", "noisy": "worse, not significant", "changed": "changed, not gated",
                   "improved": "improved", "inconclusive": "inconclusive"}
 
 
-def baseline_lines(description: str, records: Iterable[Any]) -> list[str]:
-    """The baseline gate in the summary: which sessions, then every test that moved (regressions first, then
+def baseline_lines(description: str, records: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The baseline gate in the summary (from ``results.json`` records): which sessions, then every test that moved (regressions first, then
     changes that were not significant or not gated, then improvements and tests too new to judge), each with
     its explanation, and a count per verdict."""
     lines = [description]
-    found = [(r.nodeid, (getattr(r, "extra", None) or {}).get("baseline")) for r in records]
+    found = [(str(r.get("nodeid")), r.get("baseline")) for r in records]
     compared = [(nodeid, b) for nodeid, b in found if b]
     order = list(BASELINE_WORDS)
     for nodeid, b in sorted((x for x in compared if x[1]["verdict"] in BASELINE_WORDS),
@@ -291,3 +235,16 @@ def machine_line(machine: Machine) -> str:
         flags.append(f"fallback: {str(info['fallback_reason']).splitlines()[0][:120]}")
     return (f"machine: {machine.name} ({method}): {', '.join(parts)}"
             + (f" -- NOT KEPT (this session only, not cached): {'; '.join(flags)}" if flags else ""))
+
+
+def short_machine_line(machine: Machine) -> str:
+    """The machine in one short line for the default summary: its roofs to three digits, without their
+    sources (those, and every flag, under ``-v`` and in results.json)."""
+    info = machine.info
+    method = info.get("method") or info.get("source") or "?"
+    roofs = ", ".join(f"{precision} {value / 1e9:.3g}" for precision, value in machine.peak_flops.items())
+    levels = ", ".join(f"{level} {value / 1e9:.3g}" for level, value in machine.bandwidth.items())
+    flags = [key for key in ("disturbed", "inconsistent", "degraded", "fallback_reason") if info.get(key)]
+    how = "" if method == "ert" else f" ({method})"  # measured here is the usual case; pinned or fallback is said
+    return (f"machine: {machine.name}{how}: {roofs or '-'} GFLOP/s; {levels or '-'} GB/s"
+            + (f" -- NOT KEPT ({', '.join(flags)}; -v for details)" if flags else ""))

@@ -92,7 +92,7 @@ def summary_table(rows: Sequence[SummaryRow], width: int = 0) -> list[str]:
     widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(headers)]
     if width:
         fixed = sum(widths[1:]) + 2 * (len(headers) - 1)
-        widths[0] = max(40, min(widths[0], width - fixed))  # keep enough of the id to recognise the test
+        widths[0] = max(24, min(widths[0], width - fixed))  # keep enough of the id to recognise the test
 
     def fit(text: str, size: int) -> str:
         return text if len(text) <= size else "..." + text[-(size - 3):]

@@ -11,8 +11,6 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pytest_roofline.output.text import SummaryRow
-
 OUTPUT_KEY = "pytest_roofline"  # the worker's entry in config.workeroutput
 SESSION_KEY = "pytest_roofline_session_id"  # the controller's session id in each worker's workerinput
 
@@ -62,27 +60,3 @@ def merge_payloads(payloads: Iterable[Mapping[str, Any]], order: Sequence[str] =
 def _worker_order(name: str) -> tuple[int, str]:
     digits = name[2:] if name.startswith("gw") else ""
     return (int(digits), name) if digits.isdigit() else (1 << 30, name)
-
-
-def row_from_result(result: Mapping[str, Any], verdict_text: str | None = None) -> SummaryRow:
-    """A terminal summary row from a ``results.json`` record (the controller has no recorder to ask)."""
-    fraction = result.get("fraction")
-    outcome = str(result.get("outcome", "?"))
-    if fraction is None:
-        return SummaryRow(str(result.get("nodeid")), None, result.get("min_fraction"), "-", "-", None, None,
-                          verdict_text or f"{outcome} (not measured)")
-    time_s = result.get("time_s") or 0.0
-    bound = str(result.get("bound") or "-")
-    by_level = {name: float(v) for name, v in (result.get("bytes") or {}).items() if v}
-    # as Verdict.bound_level: the bound's level, else the level that moved the most bytes
-    level = bound.partition(":")[2] if bound.startswith("memory:") else max(by_level, key=by_level.__getitem__,
-                                                                            default=None)
-    flops = result.get("flops")
-    moved = by_level.get(level) if level else None
-    ai = ", ".join(f"{name} {float(value):.3g}" for name, value in (result.get("ai") or {}).items()) or "n/a"
-    return SummaryRow(
-        str(result.get("nodeid")), float(fraction), result.get("min_fraction"), bound, ai,
-        float(flops) / time_s / 1e9 if flops is not None and time_s else None,
-        float(moved) / time_s / 1e9 if moved is not None and time_s else None,
-        verdict_text or outcome,
-    )

@@ -73,6 +73,11 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(BuiltinCounters(), "roofline-builtin-counters")
     if not config.pluginmanager.has_plugin(name):
         config.pluginmanager.register(mode, name)
+        if name in ("roofline-session", "roofline-xdist-controller"):  # the processes pytest reports from
+            from pytest_roofline.plugin.rereport import Rereports
+
+            mode.rereports = Rereports(config)  # type: ignore[attr-defined]
+            config.pluginmanager.register(mode.rereports, "roofline-rereports")  # type: ignore[attr-defined]
     if settings.enabled and settings.compare and name != "roofline-twin":
         if name != "roofline-session":
             raise pytest.UsageError("--roofline-compare runs the tests serially beside REF's twin on the same cores; "

@@ -14,23 +14,23 @@ from pytest_roofline.output.results_dir import RESULTS_FILE
 
 
 def add_junit_properties(item: pytest.Item, entry: TestEntry) -> None:
-    """Put the test's fraction, threshold, bound and baseline comparison in ``item.user_properties``, which
+    """Put the test's fraction, threshold, bound and baseline comparison (from its results.json record, as
+    every output renders it) in ``item.user_properties``, which
     pytest copies into the test's report (and so into ``--junitxml`` and, under xdist, to the controller).
     Called before the call phase's report is made; a test that measured nothing gets none."""
     from pytest_roofline.output.ci_report import PREFIX, junit_properties
+    from pytest_roofline.output.session_output import test_result
 
     recorder = entry.recorder
     try:
-        verdict = recorder.verdict() if recorder is not None and recorder.regions else None
+        record = test_result(entry) if recorder is not None and recorder.regions else None
     except Exception:  # noqa: BLE001 - a verdict that cannot be made failed the test already; no figures then
         return
-    if verdict is None:
+    if record is None:
         return
-    figures = {"fraction": verdict.fraction, "min_fraction": entry.min_fraction, "bound": verdict.bound,
-               "baseline": entry.extra.get("baseline"), "compare": entry.extra.get("compare")}
     kept: list[tuple[str, object]] = [(name, value) for name, value in item.user_properties
                                       if not str(name).startswith(PREFIX)]
-    item.user_properties[:] = [*kept, *junit_properties(figures)]  # a confirmation re-run replaces, never repeats
+    item.user_properties[:] = [*kept, *junit_properties(record)]  # a confirmation re-run replaces, never repeats
 
 
 def write_step_summary(state: RooflineState, tests: Sequence[Mapping[str, Any]], machine: Mapping[str, Any] | None,

@@ -88,6 +88,8 @@ class MeasuringSession:
 
     def __init__(self, state: RooflineState) -> None:
         self.state = state
+        self.rereports: Any = None  # plugin.rereport.Rereports, set where pytest reports from (not a worker)
+        self.records: list[dict[str, Any]] = []  # the results.json records every output renders
 
     # -- before the tests -------------------------------------------------------------------------------------
 
@@ -176,10 +178,12 @@ class MeasuringSession:
             from pytest_roofline.errors import RooflineWarning
 
             item.warn(RooflineWarning(outcome.warning))
+        from pytest_roofline.output.summary import fit_message
+
         if outcome.error is not None:
-            item.stash[TEARDOWN_ERROR] = outcome.error  # raised in teardown: an error of the test, never a pass
+            item.stash[TEARDOWN_ERROR] = fit_message(outcome.error)  # raised in teardown: an error, never a pass
         elif outcome.failure is not None:
-            pytest.fail(outcome.failure, pytrace=False)
+            pytest.fail(fit_message(outcome.failure), pytrace=False)
         return result
 
     def _settle_pending(self, item: pytest.Item, entry: TestEntry) -> bool:
@@ -218,6 +222,10 @@ class MeasuringSession:
 
             add_junit_properties(item, entry)  # before the report is made: it copies item.user_properties
         report = yield
+        if call.when == "call" and item.stash.get(TEARDOWN_ERROR, None) is not None:
+            from pytest_roofline.plugin.rereport import ERROR_PENDING
+
+            setattr(report, ERROR_PENDING, True)  # counted once, as the error its teardown reports
         if entry is not None and (report.when == "call" or report.failed):
             if hasattr(report, "wasxfail"):
                 entry.outcome = "xfailed" if report.skipped else "xpassed"
@@ -229,65 +237,92 @@ class MeasuringSession:
 
     # -- after the tests --------------------------------------------------------------------------------------
 
+    @pytest.hookimpl(tryfirst=True)  # before --junitxml writes its file and xdist's worker says it finished
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         state = self.state
         if not state.tests:
             return
         from pytest_roofline.measure.gate import remeasure_contended
+        from pytest_roofline.output.session_output import test_result
 
-        if remeasure_contended(state):
+        remeasured = remeasure_contended(state)
+        if any(r.failure for r in remeasured):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        from pytest_roofline.output.summary import fit_message
+
+        for done in remeasured:
+            if done.failure:  # kept for the xdist controller to report
+                done.entry.extra["contended"]["message"] = fit_message(done.failure)
+        try:
+            self.records = [test_result(entry) for entry in state.tests.values()]
+        except Exception as exc:  # noqa: BLE001 - never raise at the end of a run: said in the summary
+            state.write_error = f"roofline: could not build the results: {exc!r}"
+            return
+        if self.rereports is not None:
+            for record in self.records:
+                rereport(self.rereports, record)
         if self.writes_results:
             self._write_results(session)
-            self._write_step_summary(session)
+            from pytest_roofline.plugin.ci_report import write_step_summary
 
-    def _write_step_summary(self, session: pytest.Session) -> None:
-        from pytest_roofline.output.session_output import test_result
-        from pytest_roofline.plugin.ci_report import write_step_summary
-
-        state = self.state
-        machine = state.loaded_machine.to_dict() if state.loaded_machine is not None else None
-        try:
-            tests = [test_result(entry) for entry in state.tests.values()]
-        except Exception as exc:  # noqa: BLE001 - never raise at the end of a run; results.json said it already
-            state.write_error = state.write_error or f"roofline: could not write the step summary: {exc!r}"
-            return
-        write_step_summary(state, tests, machine, int(session.exitstatus))
+            machine = state.loaded_machine.to_dict() if state.loaded_machine is not None else None
+            write_step_summary(state, self.records, machine, int(session.exitstatus))
 
     def _write_results(self, session: pytest.Session) -> None:
         from pytest_roofline.output.session_files import write_session_files
 
         state = self.state
-        errors = write_session_files(state, state.tests.values(), session_meta(state, session, state.malloc),
+        errors = write_session_files(state, self.records, session_meta(state, session, state.malloc),
                                      list(session.config.invocation_params.args), root=session.config.rootpath)
-        state.write_error = "\n".join(errors) or None
+        state.write_error = "\n".join([*([state.write_error] if state.write_error else []), *errors]) or None
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         state = self.state
-        if not state.tests:
+        if not self.records:
+            if state.write_error:
+                terminalreporter.write_line(state.write_error, red=True, bold=True)
             return
-        from pytest_roofline.output.safe_text import (
-            printable,  # test ids and kernel names: no escape sequences
-        )
+        machine = state.loaded_machine
+        write_summary(terminalreporter, config, self.records, summary_context(
+            state, config, terminalreporter, [machine] if machine is not None else [], state.machines_by_cores,
+            state.counter_label, state.baseline.describe() if state.baseline is not None else None))
 
-        try:
-            from pytest_roofline.output.session_output import summary_lines
 
-            terminalreporter.write_sep("=", "roofline")
-            for line in summary_lines(state.loaded_machine, state.tests.values(), state.settings.directory,
-                                      terminalreporter._tw.fullwidth, state.counter_label, state.machines_by_cores):
-                terminalreporter.write_line(printable(line))
-        except Exception as exc:  # noqa: BLE001 - the summary must never turn a finished run into an internal error
-            terminalreporter.write_line(f"roofline: could not write the summary: {exc!r}")
-        if state.baseline is not None:
-            from pytest_roofline.output.session_output import baseline_lines
+def summary_context(state: RooflineState, config: pytest.Config, terminalreporter: Any, machines: list[Any],
+                    fewer_cores: Any, counter: str | None, baseline: str | None) -> Any:
+    from pytest_roofline.output.summary import SummaryContext
 
-            for line in baseline_lines(state.baseline.describe(), state.tests.values()):
-                terminalreporter.write_line(printable(line))
-        if state.history_file:
-            terminalreporter.write_line(f"history: {state.history_file}")
-        if state.write_error:
-            terminalreporter.write_line(state.write_error, red=True, bold=True)
+    return SummaryContext(machines, dict(fewer_cores or {}), state.settings.directory, counter, baseline,
+                          terminalreporter._tw.fullwidth, config.get_verbosity() > 0)
+
+
+def write_summary(terminalreporter: Any, config: pytest.Config, records: list[dict[str, Any]], context: Any,
+                  extra: tuple[str, ...] = ()) -> None:
+    """The roofline section of the terminal summary, the same for a serial session and the xdist controller:
+    rendered from the results.json records; never raises."""
+    state = config.stash[STATE]
+    try:
+        from pytest_roofline.output.safe_text import printable  # test ids and kernel names: no escape sequences
+        from pytest_roofline.output.summary import not_gated_line, summary_lines, wrap
+
+        terminalreporter.write_sep("=", "roofline")
+        history = [f"history: {state.history_file}"] if state.history_file else []
+        for line in [*summary_lines(records, context), *wrap([*extra, *history], context.width)]:
+            terminalreporter.write_line(printable(line))
+        gated = not_gated_line(records)
+        for line in wrap([gated] if gated else [], context.width):
+            terminalreporter.write_line(line, yellow=True, bold=True)
+    except Exception as exc:  # noqa: BLE001 - the summary must never turn a finished run into an internal error
+        terminalreporter.write_line(f"roofline: could not write the summary: {exc!r}")
+    if state.write_error:
+        terminalreporter.write_line(state.write_error, red=True, bold=True)
+
+
+def rereport(rereports: Any, record: dict[str, Any]) -> None:
+    """Report a test measured again at the end of the session once more, as its record now says."""
+    again = record.get("contended") or {}
+    if again.get("remeasured"):
+        rereports.rereport(record, again.get("message"))
 
 
 def tolerances_of_compare(state: RooflineState, options: Any) -> float:

@@ -45,23 +45,26 @@ class XdistWorker(MeasuringSession):
         # One session folder for the whole run: the controller's, so artifacts and results.json sit together.
         state.session_id = str(getattr(config, "workerinput", {}).get(SESSION_KEY) or state.session_id)
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         super().pytest_sessionfinish(session)  # re-measures contended call sites; writes nothing
         state = self.state
         if not state.tests:
             return
         from pytest_roofline.host.gpus import assignment_note
-        from pytest_roofline.output.session_output import test_result
         from pytest_roofline.output.worker_records import worker_payload
 
-        failed_late = any((e.extra.get("contended") or {}).get("failed_when_remeasured") for e in state.tests.values())
+        failed_late = any((r.get("contended") or {}).get("failed_when_remeasured") for r in self.records)
         machine = state.loaded_machine.to_dict() if state.loaded_machine is not None else None
         worker = str(getattr(self.config, "workerinput", {}).get("workerid")
                      or os.environ.get("PYTEST_XDIST_WORKER", "gw?"))
         try:
-            payload = worker_payload(worker, [test_result(entry) for entry in state.tests.values()], machine,
-                                     failed_late, malloc=state.malloc, counter=state.counter_label,
-                                     gpu=assignment_note(os.environ, self.config.stash.get(GPU_ASSIGNED, None)))
+            payload = worker_payload(worker, self.records, machine, failed_late, malloc=state.malloc,
+                                     counter=state.counter_label,
+                                     gpu=assignment_note(os.environ, self.config.stash.get(GPU_ASSIGNED, None)),
+                                     fewer_cores={str(n): m.to_dict() for n, m in state.machines_by_cores.items()},
+                                     baseline=state.baseline.describe() if state.baseline is not None else None,
+                                     error=state.write_error)
         except Exception as exc:  # noqa: BLE001 - e.g. a record JSON cannot carry: said in results.json
             payload = {"worker": worker, "tests": [], "machine": machine, "failed_late": failed_late,
                        "error": f"could not send its records: {exc}"}
@@ -77,6 +80,7 @@ class XdistController:
         self.payloads: list[dict[str, Any]] = []
         self.merged: dict[str, Any] | None = None
         self.collected: list[str] = []  # node ids in collection order, to list the tests as a serial run does
+        self.rereports: Any = None  # plugin.rereport.Rereports, set by pytest_configure
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -93,6 +97,11 @@ class XdistController:
         payload = (getattr(node, "workeroutput", None) or {}).get(OUTPUT_KEY)
         if isinstance(payload, dict):
             self.payloads.append(payload)
+            if self.rereports is not None:  # tests the worker measured again: pytest reports them once more
+                from pytest_roofline.plugin.modes import rereport
+
+                for record in payload.get("tests") or []:
+                    rereport(self.rereports, record)
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if not self.payloads:  # no worker measured anything (a worker sends records only when it did)
@@ -127,27 +136,23 @@ class XdistController:
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
         merged = self.merged
-        state = self.state
         if merged is None:
             return
+        from pytest_roofline.plugin.modes import summary_context, write_summary
+
         try:
             from pytest_roofline.model import Machine
-            from pytest_roofline.output.results_dir import RESULTS_FILE
-            from pytest_roofline.output.safe_text import printable
-            from pytest_roofline.output.session_output import machine_line
-            from pytest_roofline.output.text import summary_table
-            from pytest_roofline.output.worker_records import row_from_result
 
-            terminalreporter.write_sep("=", "roofline")
-            for machine in merged["machines"]:
-                terminalreporter.write_line(printable(machine_line(Machine.from_dict(machine))))
-            rows = [row_from_result(result) for result in merged["tests"]]
-            for line in summary_table(rows, terminalreporter._tw.fullwidth):
-                terminalreporter.write_line(printable(line))
+            machines = [Machine.from_dict(m) for m in merged["machines"]]
+            fewer: dict[int, Any] = {}
+            for payload in self.payloads:  # every worker's roofs of fewer cores (the same machine: the same roofs)
+                fewer.update({int(n): Machine.from_dict(m) for n, m in (payload.get("fewer_cores") or {}).items()})
+            first = self.payloads[0]
             workers = ", ".join(f"{name} {info['tests']}" for name, info in merged["workers"].items())
-            terminalreporter.write_line(f"xdist: tests measured per worker: {workers}")
-            terminalreporter.write_line(f"results: {state.settings.directory / RESULTS_FILE}")
+            context = summary_context(self.state, config, terminalreporter, machines, fewer, first.get("counter"),
+                                      first.get("baseline"))
         except Exception as exc:  # noqa: BLE001 - the summary must never turn a finished run into an internal error
             terminalreporter.write_line(f"roofline: could not write the summary: {exc!r}")
-        if state.write_error:
-            terminalreporter.write_line(state.write_error, red=True, bold=True)
+            return
+        write_summary(terminalreporter, config, merged["tests"], context,
+                      (f"xdist: tests measured per worker: {workers}",))

@@ -21,7 +21,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="the history directory (--roofline-history, default .roofline/history)")
     parser.add_argument("--out", type=Path, default=Path(".roofline/site"),
                         help="folder to write the site to (default .roofline/site); open its index.html")
-    parser.add_argument("--machine", metavar="KEY", help="only this machine key (the folder names under HISTORY_DIR)")
+    from pytest_roofline.cli import deprecated_alias
+
+    parser.add_argument("--machine-key", dest="machine", metavar="KEY",
+                        help="only this machine key (the folder names under HISTORY_DIR)")
+    deprecated_alias(parser, "--machine", "--machine-key", "machine")
     parser.add_argument("--since", type=_date, metavar="DATE",
                         help="only sessions that started on or after this date (UTC, YYYY-MM-DD)")
 

@@ -79,7 +79,7 @@ NOT_SUPPORTED_FIX = (
     "this ncu cannot profile the GPU. Causes: a chip this ncu version does not support (compare "
     "'ncu --list-chips' with the GPU: Blackwell needs a 2025 ncu, Volta an ncu from CUDA 12.x or older, Pascal and "
     "older none), WSL2 on Windows 10, or a virtual GPU without profiling enabled. Install a matching Nsight Compute "
-    "(or run on bare metal) and check with 'python -m pytest_roofline doctor'"
+    "(or run on bare metal) and check with 'pytest-roofline doctor'"
 )
 
 

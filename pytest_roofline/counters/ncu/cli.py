@@ -31,8 +31,12 @@ from pytest_roofline.output.safe_text import printable
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("report", metavar="REPORT", help="a .ncu-rep file or ncu CSV output (details or raw page)")
-    parser.add_argument("--machine", metavar="ROOFS.json",
-                        help="machine ceilings (Machine.to_dict() layout): adds each kernel's fraction and bound")
+    from pytest_roofline.cli import deprecated_alias
+
+    parser.add_argument("--machine-file", dest="machine", metavar="ROOFS.json",
+                        help="machine ceilings, as pinned with pytest --roofline-machine (Machine.to_dict() "
+                             "layout): adds each kernel's fraction and bound")
+    deprecated_alias(parser, "--machine", "--machine-file", "machine")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--plot", metavar="FILE", help="draw a hierarchical roofline (png, svg or pdf)")
     parser.add_argument("--cc", metavar="MAJOR.MINOR",

@@ -1,4 +1,5 @@
-"""``python -m pytest_roofline doctor``: will ``--roofline`` work on this GPU runner with the ncu counter?
+"""``pytest-roofline doctor``: will ``--roofline`` work here? The CPU path on any machine
+(:mod:`pytest_roofline.host.cpu_doctor`), then, with the ncu counter on a GPU runner:
 
 Checks, one line each, with the fix for each failure:
 
@@ -229,7 +230,7 @@ def _profile_argv(ncu: str, python: str, metrics: Sequence[str]) -> list[str]:
 def _shown(ncu: str, python: str, gpu: Gpu, cc: tuple[int, int] | None) -> str:
     """The profiling command as a user can paste it (the full metric list through ``ncu-metrics``)."""
     metrics = (TIME_METRIC if cc is None
-               else f'"$(python -m pytest_roofline ncu-metrics --cc {format_cc(cc)} | paste -sd, -)"')
+               else f'"$(pytest-roofline ncu-metrics --cc {format_cc(cc)} | paste -sd, -)"')
     argv = _profile_argv(ncu, python, ["METRICS"])
     command = " ".join(shlex.quote(arg) for arg in argv).replace("METRICS", metrics)
     return f"CUDA_DEVICE_ORDER=PCI_BUS_ID CUDA_VISIBLE_DEVICES={gpu.index} {command}"
@@ -304,7 +305,7 @@ def check_metrics(ncu: str, python: str, gpu: Gpu, env: Mapping[str, str], run: 
         return Check(name, WARN, f"ncu accepted all {len(chosen.names)} names but printed n/a for: "
                                  f"{', '.join(unavailable)}",
                      "the precisions or levels these feed will be missing from results on this GPU")
-    return Check(name, OK, f"ncu accepted all {len(chosen.names)} names (python -m pytest_roofline ncu-metrics "
+    return Check(name, OK, f"ncu accepted all {len(chosen.names)} names (pytest-roofline ncu-metrics "
                            f"--cc {format_cc(chosen.cc)})")
 
 
@@ -316,7 +317,9 @@ def diagnose(env: Mapping[str, str] | None = None, python: str | None = None, ru
     checks = [ncu_check]
     gpu_checks, gpus, no_gpu = query_gpus(environ, run, timeout)
     checks += gpu_checks
-    if no_gpu:
+    if no_gpu:  # without a GPU ncu is never used: its absence is no failure
+        if ncu_check.status == FAIL:
+            checks[0] = Check("ncu", SKIP, f"{ncu_check.detail}; not needed without an NVIDIA GPU")
         return Diagnosis(checks, no_gpu=True)
     if not gpus or any(c.status == FAIL for c in gpu_checks):
         return Diagnosis(checks)
@@ -351,9 +354,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pytest_roofline.host.cpu_doctor import cpu_checks
+
+    cpu = cpu_checks()
+    print("CPU path (any machine):")
+    for check in cpu:
+        print(check.line())
+    cpu_failed = [c.name for c in cpu if c.status == FAIL]
+    print("GPU path (the ncu counter):")
     diagnosis = diagnose(python=args.python, timeout=args.timeout)
     for check in diagnosis.checks:
         print(check.line())
-    print(diagnosis.verdict())
+    if cpu_failed:
+        print(f"verdict: --roofline cannot measure this machine's CPU roofs (failed: {', '.join(cpu_failed)})")
+        return EXIT_FAIL
+    print(("verdict: the CPU path is ready; " if diagnosis.no_gpu else "") + diagnosis.verdict().removeprefix(
+        "verdict: " if diagnosis.no_gpu else ""))
     return diagnosis.exit_code
 

@@ -127,7 +127,7 @@ def _explicit_ncu_setup() -> NcuSetup:
 
 def fallback_message(reason: str) -> str:
     return (f"roofline: --roofline-counter=auto uses the analytic counter instead of ncu for the rest of this "
-            f"session. {reason} ('python -m pytest_roofline doctor' checks this runner check by check; "
+            f"session. {reason} ('pytest-roofline doctor' checks this runner check by check; "
             "--roofline-counter=analytic silences this warning)")
 
 

@@ -1,0 +1,228 @@
+"""The roofline section of the terminal summary, rendered from ``results.json`` test records only.
+
+A serial session and the pytest-xdist controller call the same :func:`summary_lines` over the same records
+(the ones written to ``results.json``), so the table, its markers and the lines under it cannot differ between
+``pytest`` and ``pytest -n N``, nor disagree with the file. Plain Python, no pytest.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from pytest_roofline.model import Machine
+from pytest_roofline.output.text import ABOVE_ONE, SummaryRow, summary_table
+
+NOT_GATED_WHY = {
+    "contended": "measured under contention (no free core; --roofline-strict to gate them)",
+    "warn-only": "below their gate under --roofline-warn-only (reported, not failed)",
+}
+
+
+@dataclass(frozen=True)
+class SummaryContext:
+    """What the summary says besides the tests: the machine(s) and the session's settings."""
+
+    machines: Sequence[Machine] = ()
+    fewer_cores: Mapping[int, Machine] = field(default_factory=dict)  # roofs of fewer cores call sites used
+    directory: Path | None = None
+    counter: str | None = None
+    baseline: str | None = None  # the baseline gate's description (None: no --roofline-baseline)
+    width: int = 0
+    verbose: bool = False  # full machine lines (every roof's source); else one short line each
+
+
+def _regions(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    return [r for r in record.get("regions") or [] if isinstance(r, Mapping)]
+
+
+def placements(record: Mapping[str, Any]) -> list[Any]:
+    from pytest_roofline.host.cores import Placement
+
+    return [Placement.from_dict(r["cores"]) for r in _regions(record) if isinstance(r.get("cores"), Mapping)]
+
+
+def uncounted_text(record: Mapping[str, Any]) -> str:
+    """``aten.foo, aten.bar (12% of the bytes)`` from a record's regions; empty when every op was counted."""
+    moved: dict[str, int] = {}
+    total = 0.0
+    for region in _regions(record):
+        for op, count in (region.get("uncounted_ops") or {}).items():
+            moved[op] = moved.get(op, 0) + int(count)
+        total += sum(float(v) for k in region.get("kernels") or [] for v in (k.get("bytes") or {}).values())
+    if not moved:
+        return ""
+    names = sorted(moved, key=lambda op: -moved[op])
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return f"{shown} ({sum(moved.values()) / (total or 1):.0%} of the bytes)"
+
+
+def verdict_text(record: Mapping[str, Any]) -> str:
+    """The verdict cell: the outcome, and why in brackets (below min, the baseline's verdict, not gated)."""
+    outcome = str(record.get("outcome", "?"))
+    if record.get("no_work") is not None:
+        return f"{outcome} (no work counted)"
+    fraction = record.get("fraction")
+    if fraction is None:
+        return f"{outcome} (not measured)"
+    reason = record.get("not_gated")
+    minimum = record.get("min_fraction")
+    baseline = record.get("baseline") if isinstance(record.get("baseline"), Mapping) else None
+    if minimum is not None and float(fraction) < float(minimum):
+        detail = "below min"
+    elif baseline:
+        detail = str(baseline.get("verdict"))
+    elif minimum is None:
+        return f"{outcome} (no gate)"
+    else:
+        detail = ""
+    if reason:  # why is said by the row's markers (contended) and the session's last line
+        detail = f"{detail}, not gated" if detail else "not gated"
+    return f"{outcome} ({detail})" if detail else outcome
+
+
+def markers(record: Mapping[str, Any]) -> str:
+    """`` [core 1 of 2, 97% busy beside] [2546 faults/call] [uncounted FLOPs]``: what the row's reader must know."""
+    marks: list[str] = []
+    for placement in placements(record):
+        mark = placement.marker()
+        if mark and mark not in marks:
+            marks.append(mark)
+    text = f" [{'; '.join(marks)}]" if marks else ""
+    faults = max((float((r.get("timing") or {}).get("faults_per_call") or 0.0) for r in _regions(record)),
+                 default=0.0)
+    text += f" [{faults:.0f} faults/call]" if faults > 0 else ""
+    text += " [uncounted FLOPs]" if uncounted_text(record) else ""
+    fraction = record.get("fraction")
+    text += " [above 1: see its notes]" if fraction is not None and float(fraction) > ABOVE_ONE else ""
+    return text
+
+
+def row(record: Mapping[str, Any]) -> SummaryRow:
+    """The table row of one record: every figure read from it, none recomputed but the rates."""
+    fraction = record.get("fraction")
+    nodeid = str(record.get("nodeid"))
+    verdict = verdict_text(record) + markers(record)
+    if fraction is None:
+        return SummaryRow(nodeid, None, record.get("min_fraction"), "-", "-", None, None, verdict)
+    time_s = float(record.get("time_s") or 0.0)
+    bound = str(record.get("bound") or "-")
+    by_level = {name: float(v) for name, v in (record.get("bytes") or {}).items() if v}
+    # as Verdict.bound_level: the bound's level, else the level that moved the most bytes
+    level = bound.partition(":")[2] if bound.startswith("memory:") else max(by_level, key=by_level.__getitem__,
+                                                                            default=None)
+    flops = record.get("flops")
+    moved = by_level.get(level) if level else None
+    ai = ", ".join(f"{name} {float(value):.3g}" for name, value in (record.get("ai") or {}).items()) or "n/a"
+    return SummaryRow(nodeid, float(fraction), record.get("min_fraction"), bound, ai,
+                      float(flops) / time_s / 1e9 if flops is not None and time_s else None,
+                      float(moved) / time_s / 1e9 if moved is not None and time_s else None, verdict)
+
+
+def marked_table(records: Sequence[Mapping[str, Any]], width: int) -> list[str]:
+    """The table; each row's markers follow its verdict, or go on a line of their own under it when the row
+    would be wider than ``width``."""
+    plain = [replace(row(r), verdict=verdict_text(r)) for r in records]
+    lines = summary_table(plain, width)
+    out = lines[:1]
+    for line, record in zip(lines[1:], records, strict=True):
+        marks = markers(record)
+        if not marks or not width or len(line + marks) <= width:
+            out.append(line + marks)
+        else:
+            out += [line, *wrap(["    " + marks.strip()], width)]
+    return out
+
+
+def not_gated_line(records: Sequence[Mapping[str, Any]]) -> str:
+    """``roofline: 3 of 21 tests not gated: 2 measured under contention ...; 1 ...``, or "" when every measured
+    test was gated."""
+    reasons: dict[str, int] = {}
+    for record in records:
+        reason = record.get("not_gated")
+        if reason:
+            reasons[str(reason)] = reasons.get(str(reason), 0) + 1
+    if not reasons:
+        return ""
+    count = sum(reasons.values())
+    parts = "; ".join(f"{n} {NOT_GATED_WHY.get(reason, reason)}" for reason, n in sorted(reasons.items()))
+    return f"roofline: {count} of {len(records)} test{'s' if len(records) != 1 else ''} not gated: {parts}"
+
+
+def summary_lines(records: Iterable[Mapping[str, Any]], context: SummaryContext) -> list[str]:
+    """The roofline section: machines, the table, what was uncounted, the counter, the cores, the baseline
+    gate and where the results are (:func:`not_gated_line` ends it). Lines longer than ``context.width`` are
+    wrapped (the table shortens node ids instead)."""
+    from pytest_roofline.output.session_output import (
+        auto_cores_line,
+        baseline_lines,
+        machine_line,
+        short_machine_line,
+    )
+
+    records = list(records)
+    lines: list[str] = []
+    describe = machine_line if context.verbose else short_machine_line
+    lines += [describe(machine) for machine in context.machines]
+    for count, roofs in sorted(context.fewer_cores.items()):
+        lines.append(f"{count}-core roofs, used by call sites on {count} core{'s' if count > 1 else ''}: "
+                     + describe(roofs))
+    table = marked_table(records, context.width)
+    tail: list[str] = []
+    for record in records:
+        missing = uncounted_text(record)
+        if missing:
+            tail.append(f"uncounted FLOPs in {record.get('nodeid')}: {missing}: their FLOPs are missing from its "
+                        "fraction")
+        if record.get("no_work") is not None:
+            saw = str(record["no_work"].get("message", "")).partition("\n")[2].strip()
+            tail.append(f"no work counted in {record.get('nodeid')}: declare it with roofline.declare(flops=..., "
+                        f"bytes=...); {saw}")
+    if context.counter:
+        tail.append(f"counter: {context.counter}")
+    cores_line = auto_cores_line([p for r in records for p in placements(r)])
+    if cores_line:
+        tail.append(cores_line)
+    if context.baseline is not None:
+        tail += baseline_lines(context.baseline, records)
+    if context.directory is not None:
+        from pytest_roofline.output.results_dir import RESULTS_FILE
+
+        tail.append(f"results: {context.directory / RESULTS_FILE}")
+    return [*wrap(lines, context.width), *table, *wrap(tail, context.width)]
+
+
+LONG_WORD = 40  # a path or a node id: never split, and never parted from the label before it
+
+
+def _labelled_path(line: str) -> bool:
+    """``artifact:   /a/long/path``: a label and a long word after it read worse wrapped; left whole."""
+    long_words = [word for word in line.split() if len(word) > LONG_WORD]
+    if not long_words:
+        return False
+    before = line[:line.index(long_words[0])].strip()
+    return not before or before.endswith(":")
+
+
+def wrap(lines: Iterable[str], width: int) -> list[str]:
+    """Each line within ``width`` columns (0: as it is), continued with an indent of four."""
+    out: list[str] = []
+    for line in lines:
+        if not width or len(line) <= width or _labelled_path(line):
+            out.append(line)
+            continue
+        indent = " " * (len(line) - len(line.lstrip()) + 4)
+        out += textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False,
+                             break_long_words=False) or [""]
+    return out
+
+
+MESSAGE_WIDTH = 120  # a failure message does not know the terminal's width; it fits a wide one
+
+
+def fit_message(text: str, width: int = MESSAGE_WIDTH) -> str:
+    """A failure message with every line within ``width`` columns (paths stay whole)."""
+    return "\n".join(wrap(text.splitlines(), width))
