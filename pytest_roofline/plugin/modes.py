@@ -302,7 +302,8 @@ def write_summary(terminalreporter: Any, config: pytest.Config, records: list[di
     rendered from the results.json records; never raises."""
     state = config.stash[STATE]
     try:
-        from pytest_roofline.output.safe_text import printable  # test ids and kernel names: no escape sequences
+        # test ids and kernel names: no escape sequences
+        from pytest_roofline.output.safe_text import printable
         from pytest_roofline.output.summary import not_gated_line, summary_lines, wrap
 
         terminalreporter.write_sep("=", "roofline")
