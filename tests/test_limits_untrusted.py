@@ -97,6 +97,6 @@ def test_pinned_machine_files_are_read_bounded(tmp_path: Path) -> None:
 def test_import_ncu_machine_roofs_are_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     roofs = tmp_path / "roofs.json"
     roofs.write_text('{"name": "m", "peak_flops": {"fp32": Infinity}, "bandwidth": {"DRAM": 1e10}}')
-    assert main(["import-ncu", str(tmp_path / "any.csv"), "--machine", str(roofs)]) == 2
+    assert main(["import-ncu", str(tmp_path / "any.csv"), "--machine-file", str(roofs)]) == 2
     assert capsys.readouterr().err == (f"import-ncu: cannot read machine file {roofs}: machine.peak_flops.fp32: inf "
                                        "is not a finite number in (0, inf)\n")

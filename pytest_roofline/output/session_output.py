@@ -244,7 +244,7 @@ def short_machine_line(machine: Machine) -> str:
     method = info.get("method") or info.get("source") or "?"
     roofs = ", ".join(f"{precision} {value / 1e9:.3g}" for precision, value in machine.peak_flops.items())
     levels = ", ".join(f"{level} {value / 1e9:.3g}" for level, value in machine.bandwidth.items())
-    flags = [key for key in ("disturbed", "inconsistent", "degraded", "fallback_reason") if info.get(key)]
+    flags = [key for key in ("not_kept", "disturbed", "inconsistent", "degraded", "fallback_reason") if info.get(key)]
     how = "" if method == "ert" else f" ({method})"  # measured here is the usual case; pinned or fallback is said
     return (f"machine: {machine.name}{how}: {roofs or '-'} GFLOP/s; {levels or '-'} GB/s"
-            + (f" -- NOT KEPT ({', '.join(flags)}; -v for details)" if flags else ""))
+            + (f" -- NOT KEPT, this session only ({', '.join(flags)}; -v for details)" if flags else ""))
