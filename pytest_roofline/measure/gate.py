@@ -30,6 +30,8 @@ def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
     if state.compare_error is not None and outcome.failure is None:  # the A/B gate could not run: never a pass
         outcome = Judgement(failure=f"roofline: {state.compare_error}")
     elif state.compare_ref is not None and outcome.failure is None:
+        from pytest_roofline.compare.gate import judge_compare
+
         outcome = Judgement(failure=judge_compare(state, entry, options))
     if outcome.failure is not None and state.settings.warn_only:
         entry.extra["not_gated"] = "warn-only"
@@ -47,55 +49,6 @@ def _with_baseline(state: RooflineState, entry: TestEntry, options: MarkerOption
     else:  # failed on its threshold: still compared, for the record
         compare_entry(state, entry, tolerances_of(state, options))
     return outcome
-
-
-def judge_compare(state: RooflineState, entry: TestEntry, options: MarkerOptions | None) -> str | None:
-    """The A/B gate (``--roofline-compare``): record the test's paired comparison with REF in
-    ``entry.extra["compare"]``; the failure message when it regressed."""
-    from pytest_roofline.compare.report import compare_regions, failure_message
-    from pytest_roofline.measure.baseline_gate import tolerances_of
-    from pytest_roofline.measure.comparison import Tolerances
-
-    base = tolerances_of(state, options)
-    given = options.max_slowdown if options is not None else None
-    tolerances = Tolerances(base.max_drop, given if given is not None else state.settings.compare_max_slowdown,
-                            base.fail_on)
-    regions = [r.to_dict() for r in entry.recorder.regions]
-    verdict = entry.recorder.verdict()
-    ref = state.compare_ref or {}
-    result = compare_regions(regions, tolerances, f"REF {ref.get('ref')} ({str(ref.get('commit'))[:12]})",
-                             None if verdict is None else verdict.bound)
-    if result is None:
-        return None
-    pairs = sum(int((r.get("compare") or {}).get("pairs") or 0) for r in regions)
-    entry.extra["compare"] = {**entry.extra.get("compare", {}), **result.to_dict(), "ref": ref.get("ref"),
-                              "commit": ref.get("commit"), "pairs": pairs, "max_drop": tolerances.max_drop,
-                              "max_slowdown": tolerances.max_slowdown}
-    if result.verdict != "regressed":
-        return None
-    message = failure_message(entry.nodeid, result, entry.extra["compare"])
-    paths, notes = compare_artifacts(state, entry, result, regions)
-    entry.artifacts.extend(str(p) for p in paths)
-    return "\n".join([message, *(f"  {p}" for p in paths), *(f"  note: {n}" for n in notes)])
-
-
-def compare_artifacts(state: RooflineState, entry: TestEntry, result: Any,
-                      regions: list[dict[str, Any]]) -> tuple[list[Any], list[str]]:
-    """The roofline chart with REF's point joined to this one by an arrow, and the kernel table."""
-    from pytest_roofline.model import sum_maps
-    from pytest_roofline.model.roofline import arithmetic_intensity
-    from pytest_roofline.output.session_output import all_kernels, test_artifacts
-
-    refs = [r["compare"]["ref"] for r in regions if (r.get("compare") or {}).get("ref")]
-    ref_flops = sum(sum((r.get("flops_by_precision") or {}).values()) for r in refs)
-    ref_bytes = sum_maps(r.get("bytes") or {} for r in refs)
-    ref_time = result.time.reference
-    reference = (arithmetic_intensity(ref_flops, ref_bytes), ref_flops / ref_time if ref_time > 0 else 0.0,
-                 f"REF: fraction {result.fraction.reference:.2f}")
-    return test_artifacts(state.session_dir, entry.nodeid, entry.recorder.judged_machine(),
-                          all_kernels(entry.recorder.regions), entry.recorder.verdict(),
-                          title=f"{entry.nodeid}\n{result.explanation}", min_fraction=entry.min_fraction,
-                          reference=reference)
 
 
 def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,

@@ -141,7 +141,9 @@ class MeasuringSession:
         recorder.ops_mode = state.settings.ops
         recorder.lockstep = state.compare_link  # --roofline-compare: each call site takes turns with REF's twin
         if recorder.lockstep is not None:
-            recorder.compare_tolerance = tolerances_of_compare(state, options)
+            from pytest_roofline.compare.gate import compare_tolerances
+
+            recorder.compare_tolerance = compare_tolerances(state, options).max_slowdown
         entry = TestEntry(request.node.nodeid, options.min_fraction if options else None, recorder)
         entry.extra.update(_identity(request.node))
         request.node.stash[ENTRY] = entry
@@ -324,12 +326,6 @@ def rereport(rereports: Any, record: dict[str, Any]) -> None:
     again = record.get("contended") or {}
     if again.get("remeasured"):
         rereports.rereport(record, again.get("message"))
-
-
-def tolerances_of_compare(state: RooflineState, options: Any) -> float:
-    """The A/B tolerance of a test: the marker's ``max_slowdown=`` or ``--roofline-compare-max-slowdown``."""
-    given = getattr(options, "max_slowdown", None)
-    return float(given) if given is not None else state.settings.compare_max_slowdown
 
 
 def _identity(node: Any) -> dict[str, Any]:
