@@ -386,3 +386,15 @@ def test_a_neighbour_seen_in_more_than_a_tenth_of_the_spans_makes_a_record_not_c
     reasons = clean.record_reasons({"L1": 337 * GB, "DRAM": 59 * GB}, info)
     assert reasons == [("other work beside 8 of 28 watched spans (at most 10%; other processes used 37% of the "
                         "cores measured on)")]
+
+
+def test_an_emulated_precision_is_compared_at_its_fp32_floor() -> None:
+    # Zen 3 (no native bf16): a fresh all-core record holds the raw emulated bf16 GEMM (1 GFLOP/s), the cached
+    # 1-core record the fp32 floor it was judged on (100 GFLOP/s); both floored, they agree
+    from pytest_roofline.characterize.clean import core_count_reasons
+
+    all_cores = {"peak_flops": {"fp32": 204e9, "bf16": 1.04e9}, "bandwidth": {"L1": 413e9}}
+    one_core = {"peak_flops": {"fp32": 99.8e9, "bf16": 99.8e9}, "bandwidth": {"L1": 207e9}}
+    assert core_count_reasons(all_cores, one_core, 2) == []
+    slow = {"peak_flops": {"fp32": 60e9, "bf16": 1.04e9}, "bandwidth": {"L1": 413e9}}
+    assert [r.split(" on")[0] for r in core_count_reasons(slow, one_core, 2)] == ["fp32", "bf16"]
