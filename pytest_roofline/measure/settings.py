@@ -74,18 +74,23 @@ def parse_fraction(value: Any, where: str) -> float:
     return number
 
 
-def parse_max_drop(value: Any, where: str, *, text: bool = True) -> float:
-    """The baseline gate's allowed drop of the fraction, a share in (0, 1): 0.1 fails a test that lost more than
-    10 % of its baseline fraction (when significant). ``text``: accept a string (an option or ini value)."""
+def _share(value: Any, where: str, accepted: str, text: bool) -> float:
+    """A number from a marker argument (or, with ``text``, an option or ini string); the message says what is
+    accepted. Range checks are the caller's."""
     if isinstance(value, str) and text:
         try:
             value = float(value)
         except ValueError:
-            raise SettingError(f"{where} must be a number in (0, 1) such as 0.1 (10 %), got {value!r}") from None
+            raise SettingError(f"{where} must be {accepted}, got {value!r}") from None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise SettingError(f"{where} must be a number in (0, 1) such as 0.1 (10 %), got {value!r} "
-                           f"({type(value).__name__})")
-    number = float(value)
+        raise SettingError(f"{where} must be {accepted}, got {value!r} ({type(value).__name__})")
+    return float(value)
+
+
+def parse_max_drop(value: Any, where: str, *, text: bool = True) -> float:
+    """The baseline gate's allowed drop of the fraction, a share in (0, 1): 0.1 fails a test that lost more than
+    10 % of its baseline fraction (when significant). ``text``: accept a string (an option or ini value)."""
+    number = _share(value, where, "a number in (0, 1) such as 0.1 (10 %)", text)
     if not (math.isfinite(number) and 0 < number < 1):
         raise SettingError(f"{where} must be a number in (0, 1) such as 0.1 (a drop of 10 %), got {value!r}")
     return number
@@ -95,14 +100,7 @@ def parse_max_slowdown(value: Any, where: str, *, text: bool = True) -> float:
     """The allowed rise of a test's time per call, a share > 0: 0.1 fails a test more than 10 % slower (when
     significant). ``text``: accept a string (an option or ini value)."""
     accepted = "a number > 0 such as 0.1 (10 % slower)"
-    if isinstance(value, str) and text:
-        try:
-            value = float(value)
-        except ValueError:
-            raise SettingError(f"{where} must be {accepted}, got {value!r}") from None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise SettingError(f"{where} must be {accepted}, got {value!r} ({type(value).__name__})")
-    number = float(value)
+    number = _share(value, where, accepted, text)
     if not (math.isfinite(number) and 0 < number <= 10):
         raise SettingError(f"{where} must be {accepted} (at most 10), got {value!r}")
     return number
