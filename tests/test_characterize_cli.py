@@ -44,6 +44,21 @@ def test_json_output_has_the_documented_keys(calls: list[dict[str, Any]], capsys
     assert document["compute"] == {"fp64": 120e9, "fp32": 240e9, "bf16": 900e9}
     assert calls[0]["fresh"] is True and calls[0]["device"] == "cpu"
     assert "[characterize] measuring" in captured.err  # progress goes to stderr, JSON stays clean
+    assert document["kept"] is True and document["not_kept"] is None
+
+
+def test_a_record_that_is_not_kept_says_so_in_json_and_table(monkeypatch: pytest.MonkeyPatch,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    reasons = ["other work beside 30 of 40 watched spans (at most 10%; ...)", "DRAM: 4 undisturbed update passes"]
+    busy = Machine(MACHINE.name, dict(MACHINE.peak_flops), dict(MACHINE.bandwidth),
+                   {**MACHINE.info, "not_kept": "; ".join(reasons), "not_kept_reasons": reasons})
+    monkeypatch.setattr(machine_api, "characterize", lambda device="cpu", **kwargs: busy)
+    assert cli.main(["characterize", "--json", "--quiet"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["kept"] is False and document["not_kept"] == reasons
+    assert cli.main(["characterize", "--quiet"]) == 0
+    table = capsys.readouterr().out
+    assert "NOT KEPT (used by this run only, not cached" in table and "    - DRAM: 4 undisturbed update passes" in table
 
 
 def test_table_output_and_quiet(calls: list[dict[str, Any]], capsys: pytest.CaptureFixture[str]) -> None:

@@ -43,7 +43,14 @@ def test_top_cluster_ignores_a_lone_spike_and_a_falling_tail() -> None:
 def test_top_cluster_with_few_values_needs_half_of_them() -> None:
     assert plateaus.top_cluster([10.0]) == (10.0, [0])
     assert plateaus.top_cluster([30.0, 20.0, 19.5]) == (20.0, [1, 2])  # 2 of 3 must agree
-    assert plateaus.top_cluster([30.0, 20.0, 19.5], support=3) == (30.0, [0])  # nobody agrees: the max
+    assert plateaus.top_cluster([30.0, 20.0, 19.5], support=3) == (20.0, [1, 2])  # no three agree: a pair
+
+
+def test_without_three_agreeing_points_a_lone_fastest_one_never_sets_the_roof() -> None:
+    seen = [287.0, 550.0, 483.0, 485.0, 341.0, 345.0, 370.0, 391.0, 404.0]  # a triad L1 window, GB/s
+    assert plateaus.top_cluster(seen) == (485.0, [2, 3])  # was 550, alone
+    assert plateaus.top_cluster([300.0, 200.0, 100.0], support=3) == (200.0, [1])  # no pair agrees: the median
+    assert plateaus.top_cluster([400.0, 100.0], support=2) == (100.0, [1])  # the lower median of two
 
 
 def test_extract_plateaus_on_a_synthetic_staircase() -> None:

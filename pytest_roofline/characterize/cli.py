@@ -44,7 +44,18 @@ def summary(machine: Machine) -> dict[str, Any]:
         "compute": dict(machine.peak_flops),
         "sources": info.get("sources", {}),
         "threads": info.get("threads"),
+        "kept": not _not_kept(machine),
+        "not_kept": _not_kept(machine) or None,
     }
+
+
+def _not_kept(machine: Machine) -> list[str]:
+    """Why the record is used by this run only, never cached (characterize/clean.py); empty when it is kept."""
+    from pytest_roofline.characterize.machine import FLAG_KEYS
+
+    info = machine.info
+    reasons = list(info.get("not_kept_reasons") or ())
+    return reasons + [f"{key}: {info[key]}" for key in FLAG_KEYS if key != "not_kept" and info.get(key)]
 
 
 def _table(machine: Machine) -> str:
@@ -58,6 +69,10 @@ def _table(machine: Machine) -> str:
     for precision, value in machine.peak_flops.items():
         lines.append(f"  {precision:<12} {value / 1e9:10.1f} GFLOP/s   "
                      f"({sources.get(f'peak_flops.{precision}', '?')})")
+    unkept = _not_kept(machine)
+    if unkept:
+        lines.append("  NOT KEPT (used by this run only, not cached; the next run measures again):")
+        lines += [f"    - {reason}" for reason in unkept]
     return "\n".join(lines)
 
 

@@ -35,7 +35,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pytest_roofline.characterize import ceiling_cache as _cache
 from pytest_roofline.characterize.fingerprint import fingerprint, fingerprint_hash, parse_device
@@ -117,6 +117,7 @@ def characterize(device: str = "cpu", *, fresh: bool = False, cache_dir: Path | 
         if not flag:
             _cache.write_cached(path, fields, machine)
             report(f"cached in {path}")
+            _drop_other_core_count(machine, report)
         else:
             if run_path is not None:
                 _cache.write_cached(run_path, fields, machine)
@@ -155,6 +156,21 @@ def _remove_old_run_records(cache_dir: Path) -> None:
             continue
 
 
+def _drop_other_core_count(machine: Machine, report: Callable[[str], None]) -> None:
+    """Remove the other core count's cached record this one was kept against (``_sibling_is_the_odd_one``)."""
+    dropped = machine.info.get("dropped_other_core_count")
+    if not dropped:
+        return
+    try:
+        Path(dropped["path"]).unlink()
+    except FileNotFoundError:
+        return
+    except OSError as error:
+        report(f"could not remove {dropped['path']} ({error}); it is checked against this record next time")
+        return
+    report(f"removed {dropped['path']}: it disagreed with two clean measurements of this record")
+
+
 def _wants_spot_check(machine: Machine, kind: str) -> bool:
     from pytest_roofline.characterize import spot_check
 
@@ -162,31 +178,58 @@ def _wants_spot_check(machine: Machine, kind: str) -> bool:
             and spot_check.plan(dict(machine.info)) is not None)
 
 
+SPOT_CONFIRM_PAUSE = 0.5  # seconds before a disagreeing spot check is repeated
+
+
 def _spot_check_holds(machine: Machine, report: Callable[[str], None]) -> bool:
-    """False when a quiet spot pass disagrees with the record by more than clean.SPOT_MARGIN."""
+    """False when quiet spot passes disagree with the record by more than clean.SPOT_MARGIN twice, on the same
+    side, ``SPOT_CONFIRM_PAUSE`` apart: one disagreeing check may be a moment of the host (DRAM swings by a
+    third from one second to the next on a shared VM), and measuring again costs half a minute."""
     from pytest_roofline.characterize import clean, spot_check
 
-    try:
-        spots, done = spot_check.run(dict(machine.info))
-    except (OSError, ValueError, AttributeError) as error:  # a library that no longer loads: measure again
-        report(f"spot check of the cached roofs failed ({type(error).__name__}: {error}); measuring again")
-        return False
-    if spots is None:
-        report(f"spot check of the cached roofs {done}; using them")
-        return True
-    reasons = clean.spot_reasons(spots)
-    summary = ", ".join(f"{name} {spot / 1e9:.4g}/{cached / 1e9:.4g} GB/s" for name, (spot, cached) in spots.items())
-    if reasons:
-        report(f"spot check: the cached roofs disagree with this machine now ({'; '.join(reasons)}); "
-               "measuring again")
-        return False
-    report(f"spot check agrees with the cached roofs ({summary}, spot/cached)")
+    directions: dict[str, int] | None = None
+    for turn in (1, 2):
+        try:
+            spots, done = spot_check.run(dict(machine.info))
+        except (OSError, ValueError, AttributeError) as error:  # a library that no longer loads: measure again
+            report(f"spot check of the cached roofs failed ({type(error).__name__}: {error}); measuring again")
+            return False
+        if spots is None:
+            report(f"spot check of the cached roofs {done}; using them")
+            return True
+        reasons = clean.spot_reasons(spots)
+        summary = ", ".join(f"{name} {s.spot / 1e9:.4g}/{s.cached / 1e9:.4g} {s.unit}"
+                            for name, s in clean.as_spots(spots).items())
+        seen = clean.spot_directions(spots)
+        if directions is not None:
+            seen = {name: side for name, side in seen.items() if directions.get(name) == side}
+        if not seen:
+            report(f"spot check: a second check does not confirm the first ({summary}, spot/cached); using "
+                   "the cached roofs" if turn == 2 else f"spot check agrees with the cached roofs ({summary}, "
+                   "spot/cached)")
+            return True
+        if turn == 2:
+            report(f"spot check: the cached roofs disagree with this machine now, twice "
+                   f"({'; '.join(reasons)}); measuring again")
+            return False
+        directions = seen
+        report(f"spot check disagrees ({'; '.join(reasons)}); checking once more")
+        time.sleep(SPOT_CONFIRM_PAUSE)
     return True
 
 
-def _sibling(fields: dict[str, Any], cores: int | None, cache_dir: Path | None) -> tuple[Machine, int, bool] | None:
-    """The cached clean record of the other core count this record is checked against: (record, machine
-    cores, True when the sibling is the all-core one); None where there is none."""
+class Sibling(NamedTuple):
+    """The cached clean record of the other core count a fresh record is checked against."""
+
+    machine: Machine
+    cores: int        # the machine's cores
+    is_all: bool      # True when the sibling is the all-core record (the fresh one is the 1-core record)
+    path: Path
+
+
+def _sibling(fields: dict[str, Any], cores: int | None, cache_dir: Path | None) -> Sibling | None:
+    """The cached clean record of the other core count this record is checked against; None where there is
+    none."""
     from pytest_roofline.host.cores import base_affinity, core_count_fingerprint
 
     machine_cores = len(base_affinity())
@@ -210,7 +253,7 @@ def _sibling(fields: dict[str, Any], cores: int | None, cache_dir: Path | None) 
         return None
     if found is None or _flag_of(found):
         return None
-    return found, machine_cores, sibling_is_all
+    return Sibling(found, machine_cores, sibling_is_all, path)
 
 
 def _on_cores(count: int | None) -> Any:
@@ -290,7 +333,7 @@ def _checked_cached(path: Path, fields: dict[str, Any], report: Callable[[str], 
 
 def _measure_checked(kind: str, index: int, fields: dict[str, Any], digest: str,
                      report: Callable[[str], None], cache_dir: Path,
-                     sibling: tuple[Machine, int, bool] | None = None) -> Machine:
+                     sibling: Sibling | None = None) -> Machine:
     """Measure, check, and measure once more when the result is disturbed or inconsistent.
 
     Attempts are merged roof by roof (the highest value wins: other work only ever slows a kernel down, and the
@@ -310,12 +353,24 @@ def _measure_checked(kind: str, index: int, fields: dict[str, Any], digest: str,
         problems = validate.check_machine(raw, bounds)
         degraded = validate.degraded_reason(raw)
         disturbed = raw.info.get("disturbed")
-        unkept = _keep_reasons(raw, kind, sibling)
+        own, against_sibling = _keep_reasons(raw, kind, sibling)
+        unkept = own + against_sibling
         attempts.append({"problems": [str(p) for p in problems], "disturbed": disturbed, "degraded": degraded,
-                         "not_kept": unkept, "seconds": raw.info.get("seconds")})
+                         "not_kept": unkept, "against_other_core_count": against_sibling,
+                         "seconds": raw.info.get("seconds")})
         if not problems and not disturbed and not degraded and not unkept:
             merged, attempts[-1]["used_alone"] = raw, True  # a clean attempt stands alone: no merged roof from
             break                                            # a disturbed one (a neighbour can make one read high)
+        if attempt == MAX_ATTEMPTS and _sibling_is_the_odd_one(attempts):
+            # Clean twice by its own evidence, refused twice only for disagreeing with the other core count's
+            # record: that older record is the one in doubt. Without this a sibling cached in a slow moment
+            # would refuse every fresh record for good (and `--roofline-cores all` never spot-checks it).
+            report(f"both attempts are clean by their own evidence and disagree only with the cached "
+                   f"{'all-core' if sibling and sibling.is_all else '1-core'} record ({against_sibling[0]}): "
+                   "keeping this one, dropping that one (measured again when next needed)")
+            merged, attempts[-1]["used_alone"] = raw, True
+            attempts[-1]["replaces_other_core_count"] = True
+            break
         merged = raw if merged is None else _merge(merged, raw, attempt)
         seen = "; ".join([*map(str, problems), *([f"disturbed: {disturbed}"] if disturbed else []),
                           *([f"degraded: {degraded}"] if degraded else []), *unkept])
@@ -336,6 +391,9 @@ def _measure_checked(kind: str, index: int, fields: dict[str, Any], digest: str,
     info["inconsistent"] = "; ".join(map(str, problems)) or None
     info["degraded"] = validate.degraded_reason(merged)
     info["run_id"] = _run_id()
+    if attempts[-1].get("replaces_other_core_count") and sibling is not None:
+        info["dropped_other_core_count"] = {"path": str(sibling.path),
+                                            "reasons": list(attempts[-1]["against_other_core_count"])}
     for key in (*FLAG_KEYS, "not_kept_reasons"):
         if not info.get(key):
             info.pop(key, None)
@@ -343,20 +401,27 @@ def _measure_checked(kind: str, index: int, fields: dict[str, Any], digest: str,
     return validate.reconcile(checked, native)
 
 
-def _keep_reasons(machine: Machine, kind: str, sibling: tuple[Machine, int, bool] | None) -> list[str]:
-    """clean.py's rules for a fresh CPU record, against the cached record of the other core count if any."""
+def _keep_reasons(machine: Machine, kind: str, sibling: Sibling | None) -> tuple[list[str], list[str]]:
+    """clean.py's rules for a fresh CPU record: (its own evidence's reasons, the reasons against the cached
+    record of the other core count)."""
     if kind != "cpu":
-        return []
+        return [], []
     from pytest_roofline.characterize import clean
 
-    reasons = clean.record_reasons(machine.bandwidth, machine.info)
-    if sibling is not None:
-        other, cores, other_is_all = sibling
-        mine = {"bandwidth": machine.bandwidth, "peak_flops": machine.peak_flops}
-        theirs = {"bandwidth": other.bandwidth, "peak_flops": other.peak_flops}
-        reasons += clean.core_count_reasons(theirs if other_is_all else mine, mine if other_is_all else theirs,
-                                            cores)
-    return reasons
+    own = clean.record_reasons(machine.bandwidth, machine.info)
+    if sibling is None:
+        return own, []
+    mine = {"bandwidth": machine.bandwidth, "peak_flops": machine.peak_flops}
+    theirs = {"bandwidth": sibling.machine.bandwidth, "peak_flops": sibling.machine.peak_flops}
+    return own, clean.core_count_reasons(theirs if sibling.is_all else mine, mine if sibling.is_all else theirs,
+                                         sibling.cores)
+
+
+def _sibling_is_the_odd_one(attempts: list[dict[str, Any]]) -> bool:
+    """Every attempt clean but for the rule against the other core count's cached record."""
+    return bool(attempts) and all(
+        a["against_other_core_count"] and a["not_kept"] == a["against_other_core_count"]
+        and not a["problems"] and not a["disturbed"] and not a["degraded"] for a in attempts)
 
 
 def _neighbour_still_there(report: Callable[[str], None], seconds: float = 0.3) -> bool:

@@ -1,4 +1,4 @@
-"""A cached CPU record checked when it is loaded: one L1 and a few DRAM passes against what it says.
+"""A cached CPU record checked when it is loaded: L1, DRAM and fp64 FMA passes against what it says.
 
 A record that was clean when measured can still be wrong for today (measured in a slow moment of the host
 that no load counter saw), and a slow host can pass for a quiet one. So before a session uses a cached ERT
@@ -6,10 +6,14 @@ record it runs the record's own kernel library (``info.kernel.libraries``, compi
 
 - L1: the update kernel at the fastest L1 size of the record's update sweep, best of 5 calls of ~1 ms;
 - DRAM: ``DRAM_PASSES`` single update passes at the DRAM samples' working set, their median;
+- fp64: the FMA point that set the record's fp64 peak at the widest vectors, best of 5 calls of ~2 ms;
 
-each compared with the record's update roof of that level (``info.levels.<L>.update_bytes_per_s``, like with
-like). About 0.1-0.3 s, most of it touching the DRAM buffer. When other work ran beside it (``clean.PassGuard``)
-or too few passes were undisturbed, nothing is judged: the record is used. ``clean.spot_reasons`` decides.
+each compared with the record's update roof of that level (fp64: its peak at that width) (``info.levels.<L>.update_bytes_per_s``, like with
+like); DRAM with the interquartile range of the record's own update passes, which were spread over its run
+(``clean.Spot``). Quiet, on the 2-vCPU Zen 3 VM: 0.47 s for the first check of a process (loading the library
+and faulting in the 181 MiB buffer), 0.08-0.10 s for a second. When other work ran beside it
+(``clean.PassGuard``) or too few passes were undisturbed, nothing is judged: the record is used.
+``clean.spot_reasons`` decides.
 Set ``PYTEST_ROOFLINE_SPOT_CHECK=0`` to skip it (pinned machine files never go through it).
 """
 
@@ -25,7 +29,6 @@ from pytest_roofline.characterize import clean
 DRAM_PASSES = 6
 MIN_CLEAN_DRAM_PASSES = 4
 ENV = "PYTEST_ROOFLINE_SPOT_CHECK"
-
 
 
 def enabled(environ: Any = os.environ) -> bool:
@@ -52,14 +55,40 @@ def plan(info: dict[str, Any]) -> dict[str, Any] | None:
     if not rows:
         return None
     l1_size = int(max(rows, key=lambda r: r.get("bytes_per_s", 0.0))["working_set_bytes"])
+    compute = _compute_step(info, width)
     return {"library": libraries[width], "width": width, "chains": int(kernel.get("chains") or 8),
             "threads": int(info.get("threads") or 1), "l1_bytes": l1_size,
             "dram_bytes": int(samples["working_set_bytes"]), "l1_cached": float(l1["update_bytes_per_s"]),
-            "dram_cached": float(samples["update_bytes_per_s"])}
+            "dram_cached": float(samples["update_bytes_per_s"]), "dram_band": _band(samples.get("update_samples")),
+            "compute": compute}
 
 
-def run(info: dict[str, Any], guard: clean.PassGuard | None = None) -> tuple[dict[str, tuple[float, float]] | None, str]:
-    """({check: (spot rate, cached rate)}, what was done); None when nothing could be judged (and why)."""
+def _compute_step(info: dict[str, Any], width: int) -> dict[str, Any] | None:
+    """The fp64 FMA point that set the record's peak at the widest vectors (its FLOPs per element and working
+    set), with that peak; None where the record has no such point. A host can halve the compute roofs for
+    minutes while the caches barely move (two vCPUs placed on one core's SMT siblings: fp64 on 2 threads read
+    53.5 GFLOP/s, the 1-core value, between quiet records of 93-100 on the Zen 3 VM), so one FMA pass is checked
+    as well."""
+    peak = ((info.get("isa_peaks") or {}).get("fp64") or {}).get(str(width * 8))
+    rows = [r for r in (info.get("sweep") or {}).get("flops") or ()
+            if r.get("precision") == "fp64" and r.get("vector_bits") == width * 8 and r.get("flop_per_s")]
+    if not peak or not rows:
+        return None
+    best = max(rows, key=lambda r: float(r["flop_per_s"]))
+    return {"flops": int(best["flops_per_element"]), "bytes": int(best["working_set_bytes"]), "cached": float(peak)}
+
+
+def _band(samples: Any) -> tuple[float, float] | None:
+    """The interquartile range of a record's DRAM passes; None for fewer than 4."""
+    values = [float(v) for v in samples or ()]
+    if len(values) < 4:
+        return None
+    q1, _, q3 = statistics.quantiles(values, n=4)
+    return q1, q3
+
+
+def run(info: dict[str, Any], guard: clean.PassGuard | None = None) -> tuple[dict[str, clean.Spot] | None, str]:
+    """({check: its Spot}, what was done); None when nothing could be judged (and why)."""
     steps = plan(info)
     if steps is None:
         return None, "no spot check for this record"
@@ -70,16 +99,27 @@ def run(info: dict[str, Any], guard: clean.PassGuard | None = None) -> tuple[dic
                                  max(steps["dram_bytes"], steps["l1_bytes"]))
     rates = cpu_ert.KernelRates(library, steps["width"])
 
-    def passes() -> tuple[list[float | None], float]:
+    compute = steps.get("compute")
+
+    def passes() -> tuple[list[float | None], float, float | None]:
         dram = [rates.update_rate(steps["dram_bytes"]) for _ in range(DRAM_PASSES)]
         l1 = cpu_ert.measure(library, "fp64", steps["width"], 1, steps["l1_bytes"], target_seconds=0.001,
                              repeats=5)
-        return dram, (l1.bandwidth if l1.clean else 0.0)
+        fma = None
+        if compute is not None:
+            point = cpu_ert.measure(library, "fp64", steps["width"], compute["flops"], compute["bytes"],
+                                    target_seconds=0.002, repeats=5)
+            fma = point.flop_rate if point.clean else 0.0
+        return dram, (l1.bandwidth if l1.clean else 0.0), fma
 
-    (dram, l1_rate), busy = guard.run(passes)
+    (dram, l1_rate, fma_rate), busy = guard.run(passes)
     calm = [rate for rate in dram if rate is not None]
     if busy is not None:
         return None, f"not judged: {busy}"
-    if len(calm) < MIN_CLEAN_DRAM_PASSES or not l1_rate:
+    if len(calm) < MIN_CLEAN_DRAM_PASSES or not l1_rate or fma_rate == 0.0:
         return None, "not judged: threads were descheduled during the spot passes"
-    return {"L1": (l1_rate, steps["l1_cached"]), "DRAM": (statistics.median(calm), steps["dram_cached"])}, "checked"
+    spots = {"L1": clean.Spot.of(l1_rate, steps["l1_cached"]),
+             "DRAM": clean.Spot.of(statistics.median(calm), steps["dram_cached"], steps.get("dram_band"))}
+    if compute is not None and fma_rate is not None:
+        spots["fp64"] = clean.Spot.of(fma_rate, compute["cached"], unit="GFLOP/s")
+    return spots, "checked"
