@@ -19,7 +19,13 @@ MIN_LARGEST = 256 * 1024**2          # ... and never less than this
 SIZES_PER_OCTAVE = 4
 PEAK_FLOPS = 512                     # FLOPs per element where every width is compute bound
 DISTURBED_SHARE = 0.2                # more disturbed sweep points than this: say the roofs may be low
-GEMM_FIRST_SHARE = 0.5               # of the GEMM budget, spent before the sweeps (the rest after them)
+# Of the GEMM budget, spent before the sweeps (the rest between their two passes). None: the first pass of
+# every sweep, the FMA sweep and the first DRAM moments come first, then all the GEMMs (about 20 s with the
+# first call of every candidate, most of it emulated bf16/fp16), then the second passes and a second look at
+# the FMA peaks. At 0.5 the GEMMs' first calls came first and both passes fell in the last 5 s of the run: on
+# the 2-vCPU Zen 3 VM, whose roofs switch between levels ~25 % apart for seconds to minutes (fp64 once at the
+# 1-core value for a whole record), both passes then saw the same moment.
+GEMM_FIRST_SHARE = 0.0
 
 
 def characterize_cpu(fingerprint_fields: dict[str, Any], progress: Callable[[str], None],
@@ -32,14 +38,14 @@ def characterize_cpu(fingerprint_fields: dict[str, Any], progress: Callable[[str
     bandwidth: dict[str, float] = {}
     peak_flops: dict[str, float] = {}
 
-    # GEMM is probed in two halves, before and after the sweeps: the host's speed drifts over seconds, and the
-    # roof is the fastest call, so calls spread over the whole characterization see more of its fast periods.
+    # GEMM is probed between the sweeps' two passes (GEMM_FIRST_SHARE before them): the host's speed drifts over
+    # seconds, so the passes, the DRAM moments and the GEMM calls spread over the whole run see more of it.
     ert_possible = find_compiler() is not None
     shares = blas_probe.ERT_GEMM_SECONDS if ert_possible else blas_probe.GEMM_SHARES
     gemm_budget = sum(shares.values()) if ert_possible else blas_probe.GEMM_BUDGET_S
     gemm_probe = blas_probe.GemmProbe(candidates=blas_probe.ERT_GEMM_CANDIDATES if ert_possible else None,
                                       shares=shares)
-    gemm_seconds = _gemm_half(gemm_probe, GEMM_FIRST_SHARE * gemm_budget, progress)
+    gemm_seconds = _gemm_half(gemm_probe, GEMM_FIRST_SHARE * gemm_budget, progress) if GEMM_FIRST_SHARE else 0.0
     gemm_done = False
 
     compiled = False
@@ -47,7 +53,7 @@ def characterize_cpu(fingerprint_fields: dict[str, Any], progress: Callable[[str
         info["method"] = "blas-fallback"
         info["fallback_reason"] = "no C compiler found"
     else:
-        def second_gemm_half() -> None:  # between the two sweep passes: spreads both over the whole run
+        def second_gemm_half() -> None:  # between the two sweep passes: spreads them over the whole run
             nonlocal gemm_seconds, gemm_done
             gemm_seconds += _gemm_half(gemm_probe, (1 - GEMM_FIRST_SHARE) * gemm_budget, progress)
             gemm_done = True
@@ -170,7 +176,7 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
         sample_dram()
     phase("FLOP sweep")
     between()  # seconds of GEMM: the second pass sees the host some time after the first
-    phase("GEMM, second half")
+    phase("GEMM, between the passes")
     sample_dram()
     update_points = cpu_ert.faster_of(update_pass, cpu_ert.bandwidth_sweep(
         library, sizes, widest, progress, guard=guard, segment_of=segment_of))
@@ -180,6 +186,11 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
         library, sizes, widest, progress, guard=guard, segment_of=segment_of))
     sample_dram()
     phase("update and triad sweeps, second pass")
+    # The FMA peaks looked at once more, the GEMMs after the first look: a moment in which the host shares our
+    # cores' FMA units costs one look, not the roof (isa_peaks keeps the faster).
+    for precision in ("fp64", "fp32"):
+        flop_points += cpu_ert.flops_sweep(library, precision, widest, compute_size, (PEAK_FLOPS,))
+    phase("FMA peaks, second look")
 
     update_plateaus = _plateaus(update_points, windows)
     triad_plateaus = plateaus.with_write_allocate(_plateaus(triad_points, windows))
