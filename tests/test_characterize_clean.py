@@ -431,7 +431,8 @@ def test_spot_check_plan_needs_the_records_kernel_library(tmp_path: Path) -> Non
     library.write_bytes(b"")
     machine.info["kernel"]["libraries"] = {"256": str(library)}
     steps = spot_check.plan(dict(machine.info))
-    assert steps is not None and steps["l1_bytes"] == 20 and steps["dram_bytes"] == 1500 and steps["width"] == 32
+    # L1 at the sweep size nearest the window's geometric middle (10 .. 100: 31.6), not its fastest point (20)
+    assert steps is not None and steps["l1_bytes"] == 40 and steps["dram_bytes"] == 1500 and steps["width"] == 32
     assert steps["dram_band"] == pytest.approx((40.65 * GB, 42.35 * GB))  # quartiles of 40.0 .. 43.0 in 0.2 steps
     assert steps["compute"] is None  # no FMA sweep in this record: L1 and DRAM only
     assert spot_check.plan({"method": "fake"}) is None
