@@ -72,9 +72,9 @@ def plan(info: dict[str, Any]) -> dict[str, Any] | None:
 def _compute_step(info: dict[str, Any], width: int) -> dict[str, Any] | None:
     """The fp64 FMA point that set the record's peak at the widest vectors (its FLOPs per element and working
     set), with that peak; None where the record has no such point. A host can halve the compute roofs for
-    minutes while the caches barely move (two vCPUs placed on one core's SMT siblings: fp64 on 2 threads read
-    53.5 GFLOP/s, the 1-core value, between quiet records of 93-100 on the Zen 3 VM), so one FMA pass is checked
-    as well."""
+    minutes while the caches barely move (fp64 on 2 threads read 53.5 GFLOP/s, the 1-core value, between quiet
+    records of 93-100 on the Zen 3 VM, with no steal: the two vCPUs apparently sharing one core's FMA units), so
+    one FMA pass is checked as well."""
     peak = ((info.get("isa_peaks") or {}).get("fp64") or {}).get(str(width * 8))
     rows = [r for r in (info.get("sweep") or {}).get("flops") or ()
             if r.get("precision") == "fp64" and r.get("vector_bits") == width * 8 and r.get("flop_per_s")]
