@@ -338,18 +338,25 @@ def bandwidth_sweep(library: ErtLibrary, sizes: list[int], vector_bytes: int, pr
                     *, target_seconds: float = 0.001, repeats: int = 3, guard: PassGuard | None = None,
                     segment_of: Callable[[int], object] | None = None) -> list[SweepPoint]:
     """ERT's in-place update at 1 FLOP per element (fp64) for every working-set size."""
+    one = _reported("update", len(sizes), progress, lambda size: measure(
+        library, "fp64", vector_bytes, 1, size, target_seconds=target_seconds, repeats=repeats))
+    return guarded(sizes, one, guard, segment_of)
+
+
+def _reported(kernel: str, total: int, progress: Callable[[str], None],
+              measure_one: Callable[[int], Point]) -> Callable[[int], Point]:
+    """``measure_one`` that says how far the sweep got every 16 sizes and at its last."""
     done = 0
 
-    def one(size: int) -> SweepPoint:
+    def one(size: int) -> Point:
         nonlocal done
-        point = measure(library, "fp64", vector_bytes, 1, size, target_seconds=target_seconds, repeats=repeats)
+        point = measure_one(size)
         done += 1
-        if done % 16 == 0 or done == len(sizes):
-            progress(f"  update sweep {done}/{len(sizes)}: {size / 2**20:8.2f} MiB "
-                     f"-> {point.bandwidth / 1e9:6.1f} GB/s")
+        if done % 16 == 0 or done == total:
+            progress(f"  {kernel} sweep {done}/{total}: {size / 2**20:8.2f} MiB -> {point.bandwidth / 1e9:6.1f} GB/s")
         return point
 
-    return guarded(sizes, one, guard, segment_of)
+    return one
 
 
 def triad_sweep(library: ErtLibrary, sizes: list[int], vector_bytes: int, progress: Callable[[str], None],
@@ -358,17 +365,8 @@ def triad_sweep(library: ErtLibrary, sizes: list[int], vector_bytes: int, progre
     granularity = 3 * library.granularity_bytes()
     rounded = [size for size in sorted({max(granularity, round(size / granularity) * granularity)
                                         for size in sizes}) if size <= library.max_bytes]
-    done = 0
-
-    def one(size: int) -> TriadPoint:
-        nonlocal done
-        point = measure_triad(library, vector_bytes, size, target_seconds=target_seconds, repeats=repeats)
-        done += 1
-        if done % 16 == 0 or done == len(rounded):
-            progress(f"  triad sweep {done}/{len(rounded)}: {size / 2**20:8.2f} MiB "
-                     f"-> {point.bandwidth / 1e9:6.1f} GB/s")
-        return point
-
+    one = _reported("triad", len(rounded), progress, lambda size: measure_triad(
+        library, vector_bytes, size, target_seconds=target_seconds, repeats=repeats))
     return guarded(rounded, one, guard, segment_of)
 
 

@@ -122,28 +122,25 @@ def _launch_key(fields: list[str], columns: dict[str, int]) -> str | None:
 def _store(record: LaunchRecord, name: str, value: str, unit: str, where: str, problems: list[str]) -> None:
     """One metric in SI units; text where it is no number. An unknown unit or an infinite number is named in
     ``problems`` (``where``: the line and column) and the metric left out: never read as seconds or bytes."""
-    if not is_known_unit(unit):
-        problems.append(f"{where}: unknown unit {unit.strip()!r} (metric {name})")
-        return
-    try:
-        record.metrics[name] = to_si(value, unit)
-    except NonFiniteNumber as exc:
-        problems.append(f"{where}: {exc} (metric {name})")
-    except ValueError:
-        record.text[name] = value.strip()
+    _store_in(record, record.metrics, name, f"metric {name}", value, unit, where, problems)
 
 
 def _store_label(record: LaunchRecord, label: str, value: str, unit: str, where: str, problems: list[str]) -> None:
     """A section row (``Section/Label``), as :func:`_store` stores a metric."""
+    _store_in(record, record.labels, label, label, value, unit, where, problems)
+
+
+def _store_in(record: LaunchRecord, numbers: dict[str, float | None], key: str, named: str, value: str, unit: str,
+              where: str, problems: list[str]) -> None:
     if not is_known_unit(unit):
-        problems.append(f"{where}: unknown unit {unit.strip()!r} ({label})")
+        problems.append(f"{where}: unknown unit {unit.strip()!r} ({named})")
         return
     try:
-        record.labels[label] = to_si(value, unit)
+        numbers[key] = to_si(value, unit)
     except NonFiniteNumber as exc:
-        problems.append(f"{where}: {exc} ({label})")
+        problems.append(f"{where}: {exc} ({named})")
     except ValueError:
-        record.text[label] = value.strip()
+        record.text[key] = value.strip()
 
 
 def _new_launch(key: str, fields: list[str], columns: dict[str, int]) -> LaunchRecord:
