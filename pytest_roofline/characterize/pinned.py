@@ -35,6 +35,9 @@ from pytest_roofline.model import Machine
 LEVEL_PATTERN = re.compile(r"^(L[1-4]|DRAM|HBM)$")
 PRECISION_PATTERN = re.compile(r"^(fp64|fp32|tf32|bf16|fp16|fp8|int8)(_tensor)?$")
 ACCEPTED_KEYS = ("name", "peak_flops", "compute", "bandwidth", "info")
+# What `characterize --json` writes beside the ceilings: kept in ``info`` (where the roofs came from), except
+# whether the run kept its record, which says nothing about the numbers pinned now.
+SUMMARY_KEYS = ("device", "fingerprint", "seconds", "date", "method", "sources", "threads", "kept", "not_kept")
 _SMALLEST_PLAUSIBLE = 1e6
 
 _PREFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15,
@@ -105,7 +108,7 @@ def _machine_from(data: Any, default_name: str) -> Machine:
         data = data["machine"]  # a characterization cache file
     if not isinstance(data, dict):
         raise _Problem(f"top level must be a table/object with keys {', '.join(ACCEPTED_KEYS)}")
-    unknown = sorted(set(data) - set(ACCEPTED_KEYS) - {"device", "fingerprint", "seconds"})
+    unknown = sorted(set(data) - set(ACCEPTED_KEYS) - set(SUMMARY_KEYS))
     if unknown:
         raise _Problem(f"unknown key(s) {', '.join(map(repr, unknown))}; accepted: {', '.join(ACCEPTED_KEYS)}")
     if "peak_flops" in data and "compute" in data:
@@ -121,7 +124,9 @@ def _machine_from(data: Any, default_name: str) -> Machine:
     capacities, problems = validate.parse_capacities(info.get("capacities"))
     if problems:
         raise _Problem("; ".join(map(str, problems)))
-    info = {**info, "source": "pinned", **({"capacities": capacities} if "capacities" in info else {})}
+    summary = {("fingerprint_hash" if key == "fingerprint" else key): data[key] for key in SUMMARY_KEYS
+               if key in data and key not in ("kept", "not_kept")}
+    info = {**summary, **info, "source": "pinned", **({"capacities": capacities} if "capacities" in info else {})}
     name = data.get("name", default_name)
     machine = Machine(name=str(name), peak_flops=compute, bandwidth=bandwidth, info=info)
     problems = validate.check_machine(machine)

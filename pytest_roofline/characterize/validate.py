@@ -6,7 +6,9 @@ cached or used it is held to checks that need no second measurement:
 - absolute plausibility: every roof between ``FLOPS_RANGE`` / ``BANDWIDTH_RANGE`` (1e-3 FLOP/s, 1e300 B/s);
 - each precision's peak at least the best GEMM of that precision in the same record (``info.gemm_flops``):
   a GEMM cannot beat the FMA units it runs on; a small excess is taken over from the GEMM (source recorded,
-  :func:`reconcile`), a large one means the FMA sweep was disturbed;
+  :func:`reconcile`), a large one means the FMA sweep was disturbed. On a GPU the GEMM runs on Tensor Cores,
+  a unit of its own: it is held to the ``<precision>_tensor`` roof, never to the CUDA-core ``fp16``/``fp64``
+  roof, which is far below it on every GPU with Tensor Cores (:func:`gemm_roof_name`);
 - bandwidth does not increase from L1 to main memory beyond ``BANDWIDTH_NOISE``;
 - on a CPU, every value under a physical bound from cores x clock x vector width (:class:`PhysicalBounds`);
 - ``info.capacities`` is ``{level: bytes}`` with positive numbers.
@@ -37,6 +39,7 @@ EMULATED_SHARE = 0.5             # measured below this share of the exact-path r
 MIN_CAPACITY = 1024              # bytes; no cache level is smaller
 
 LEVEL_ORDER = ("L1", "L2", "L3", "L4", "DRAM", "HBM")
+TENSOR_SUFFIX = "_tensor"  # a GPU's Tensor Core roofs (fp16_tensor, tf32_tensor, ...), as the ncu counter names them
 # Precisions another precision's units compute exactly (a bf16/fp16 product is exact in fp32).
 EXACT_ON = {"bf16": ("fp32",), "fp16": ("fp32",), "tf32": ("fp32",), "fp8": ("fp16", "bf16", "fp32")}
 LEVEL_PATTERN = re.compile(r"^(L[1-4]|DRAM|HBM)$")
@@ -208,13 +211,31 @@ def check_ranges(machine: Machine) -> list[Problem]:
     return problems
 
 
+def is_gpu_record(machine: Machine) -> bool:
+    """A record of a GPU: its device or method says so, or it holds Tensor Core (``*_tensor``) roofs."""
+    info = machine.info
+    return (str(info.get("device") or "").startswith(("cuda", "gpu"))
+            or str(info.get("method") or "").endswith("cuda")
+            or any(name.endswith(TENSOR_SUFFIX) for name in machine.peak_flops))
+
+
+def gemm_roof_name(machine: Machine, precision: str) -> str:
+    """The roof a GEMM of ``precision`` is held to: the precision itself on a CPU (GEMM runs on the FMA
+    units the peak was measured on), ``<precision>_tensor`` on a GPU (Tensor Cores, apart from the CUDA cores
+    that set ``fp16``/``fp64``)."""
+    if precision.endswith(TENSOR_SUFFIX) or not is_gpu_record(machine):
+        return precision
+    return precision + TENSOR_SUFFIX
+
+
 def check_gemm(machine: Machine) -> list[Problem]:
-    """A peak far below the best GEMM of the same precision measured with it cannot be a ceiling."""
+    """A peak far below the best GEMM of the same precision on the same units cannot be a ceiling."""
     problems = []
     for precision, gemm in _gemm_flops(machine).items():
-        peak = machine.peak_flops.get(precision)
+        roof = gemm_roof_name(machine, precision)
+        peak = machine.peak_flops.get(roof)
         if peak is not None and gemm > GEMM_EXCESS_TAKEN * peak:
-            problems.append(Problem(f"peak_flops.{precision}",
+            problems.append(Problem(f"peak_flops.{roof}",
                                     f"{peak / 1e9:.4g} GFLOP/s is below the {gemm / 1e9:.4g} GFLOP/s a "
                                     f"{precision} GEMM reached in the same characterization"))
     return problems
@@ -294,12 +315,13 @@ def reconcile(machine: Machine, native: Iterable[str] = ()) -> Machine:
     info = dict(machine.info)
     sources = dict(info.get("sources") or {})
     for precision, gemm in _gemm_flops(machine).items():
-        peak = peaks.get(precision)
+        roof = gemm_roof_name(machine, precision)
+        peak = peaks.get(roof)
         if peak is not None and peak < gemm:
-            was = sources.get(f"peak_flops.{precision}", "?")
-            peaks[precision] = gemm
-            sources[f"peak_flops.{precision}"] = (f"{info.get('gemm', {}).get(precision, {}).get('source', 'gemm')}"
-                                                  f" (above {was} {peak / 1e9:.4g} GFLOP/s)")
+            was = sources.get(f"peak_flops.{roof}", "?")
+            peaks[roof] = gemm
+            sources[f"peak_flops.{roof}"] = (f"{info.get('gemm', {}).get(precision, {}).get('source', 'gemm')}"
+                                             f" (above {was} {peak / 1e9:.4g} GFLOP/s)")
     emulated = dict(info.get("emulated") or {})
     for precision, exact_on in EXACT_ON.items():
         if precision not in peaks:
