@@ -18,7 +18,9 @@ from typing import Any
 from pytest_roofline.errors import NvrtcUnavailable
 
 KERNEL_SOURCE = Path(__file__).resolve().parent / "ert_kernel.cu"
-ARCHITECTURES = (70, 80, 90)
+# Compile tests cover these where the installed NVRTC builds them (``supported_archs``); sm_75 is the
+# pre-Ampere target CUDA 13 still builds (no bf16).
+ARCHITECTURES = (70, 75, 80, 90)
 
 
 @dataclass(frozen=True)
@@ -78,20 +80,45 @@ def nvrtc_version() -> tuple[int, int]:
     return tuple(_nvrtc().getVersion())  # type: ignore[return-value]
 
 
-def compile_kernels(precision: str, arch: int, *, cubin: bool = False) -> str | bytes:
-    """PTX text (virtual compute_XY) or a cubin (real sm_XY, assembled by ptxas) for one precision."""
+def supported_archs() -> tuple[int, ...] | None:
+    """The sm_XY targets the installed NVRTC can build (``nvrtcGetSupportedArchs``: CUDA 13 dropped sm_70 and
+    older); None where this NVRTC or CuPy cannot say (then a compile finds out)."""
     nvrtc = _nvrtc()
-    spec = PRECISIONS[precision]
-    program = nvrtc.createProgram(KERNEL_SOURCE.read_text(), KERNEL_SOURCE.name, [], [])
+    try:
+        return tuple(int(arch) for arch in nvrtc.getSupportedArchs())
+    except Exception:  # noqa: BLE001 - an old CuPy without the call, or an NVRTC before 11.2
+        return None
+
+
+def unbuildable_reason(arch: int) -> str | None:
+    """Why the installed NVRTC cannot build sm_``arch`` (for a test's skip); None when it can (or may)."""
+    archs = supported_archs()
+    if archs is None or arch in archs:
+        return None
+    major, minor = nvrtc_version()
+    return (f"NVRTC {major}.{minor} cannot build sm_{arch} (nvrtcGetSupportedArchs: "
+            f"{', '.join(f'sm_{a}' for a in archs)})")
+
+
+def compile_source(source: Path, arch: int, defines: tuple[str, ...] = (), *, cubin: bool = False,
+                   what: str = "") -> str | bytes:
+    """PTX text (virtual compute_XY) or a cubin (real sm_XY, assembled by ptxas) of one .cu file."""
+    nvrtc = _nvrtc()
+    program = nvrtc.createProgram(source.read_text(), source.name, [], [])
     target = f"--gpu-architecture={'sm' if cubin else 'compute'}_{arch}"
     try:
-        nvrtc.compileProgram(program, [target, f"-D{spec.define}", "-w"])
+        nvrtc.compileProgram(program, [target, *(f"-D{d}" for d in defines), "-w"])
         return nvrtc.getCUBIN(program) if cubin else nvrtc.getPTX(program).decode()
     except nvrtc.NVRTCError as error:
         log = nvrtc.getProgramLog(program)
-        raise RuntimeError(f"NVRTC failed for {precision} on sm_{arch}: {error}\n{log}") from error
+        raise RuntimeError(f"NVRTC failed for {what or source.name} on sm_{arch}: {error}\n{log}") from error
     finally:
         nvrtc.destroyProgram(program)
+
+
+def compile_kernels(precision: str, arch: int, *, cubin: bool = False) -> str | bytes:
+    """PTX text (virtual compute_XY) or a cubin (real sm_XY, assembled by ptxas) for one precision."""
+    return compile_source(KERNEL_SOURCE, arch, (PRECISIONS[precision].define,), cubin=cubin, what=precision)
 
 
 def ptx_entries(ptx: str) -> dict[str, str]:

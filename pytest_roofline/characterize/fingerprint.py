@@ -24,7 +24,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 # Files whose content decides the measured numbers; editing any of them invalidates every cache.
 MEASUREMENT_SOURCES = ("ert_kernel.c", "ert_kernel.cu", "cpu.py", "cpu_ert.py", "cuda_ert.py", "blas_probe.py",
-                       "plateaus.py", "dram_samples.py", "build.py")
+                       "plateaus.py", "dram_samples.py", "build.py", "cuda.py", "cuda_roofs.py", "roof_kernels.cu")
 
 # ISA features that change which kernel variants exist or how fast they run.
 _RELEVANT_CPU_FLAGS = ("sse2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16",
