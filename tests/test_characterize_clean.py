@@ -472,7 +472,9 @@ def test_plugin_session_names_a_record_that_is_not_kept(pytester: pytest.Pyteste
             assert roofline.declare(flops={"fp32": 1}).measure(lambda: 7) == 7
         """
     )
-    result = pytester.runpytest("--roofline", "--roofline-cores", "all", "--roofline-max-time", "0.05",
+    # The CPU's rules are under test: on a GPU machine "auto" would characterize the GPU.
+    result = pytester.runpytest("--roofline", "--roofline-device", "cpu", "--roofline-cores", "all",
+                                "--roofline-max-time", "0.05",
                                 "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning",
                                 "-W", "ignore::pytest_roofline.errors.DisturbedCharacterizationWarning")
     result.assert_outcomes(passed=1)

@@ -84,6 +84,21 @@ def bin_dir(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.fixture
+def no_system_gpu(bin_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hide this machine's own nvidia-smi (in /usr/bin on a GPU host): only a fake one in ``bin_dir`` counts."""
+    import shutil
+
+    real_which = shutil.which
+
+    def which(name: str, mode: int = os.F_OK | os.X_OK, path: str | None = None) -> str | None:
+        if name == "nvidia-smi":
+            return real_which(name, mode, str(bin_dir))
+        return real_which(name, mode, path)
+
+    monkeypatch.setattr(shutil, "which", which)
+
+
 def env_for(bin_dir: Path) -> dict[str, str]:
     return {"PATH": f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin"}
 
@@ -184,6 +199,7 @@ def test_one_metric_run_per_distinct_cc(bin_dir: Path) -> None:
     assert names.count("metrics CC 9.0") == 1 and names.count("metrics CC 8.9") == 1
 
 
+@pytest.mark.usefixtures("no_system_gpu")
 @pytest.mark.parametrize("smi", ["missing", "no driver"])
 def test_no_gpu_has_its_own_exit_code(bin_dir: Path, smi: str) -> None:
     fake_ncu(bin_dir)
@@ -214,6 +230,7 @@ def test_command_line_prints_one_line_per_check(bin_dir: Path, monkeypatch: pyte
     assert gpu[-1].startswith("verdict: --roofline with the ncu counter will NOT work here")
 
 
+@pytest.mark.usefixtures("no_system_gpu")
 def test_without_a_gpu_the_cpu_path_is_checked_and_ncu_is_not_a_failure(
         bin_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from pytest_roofline.cli import main
