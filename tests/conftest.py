@@ -101,4 +101,5 @@ def nvrtc() -> None:
     """Skip the test, with the reason, where NVRTC (cupy + nvidia-cuda-nvrtc-cu12) is not installed."""
     problem = nvrtc_problem()
     if problem is not None:
-        pytest.skip(f"NVRTC not available (pip install cupy-cuda12x nvidia-cuda-nvrtc-cu12): {problem}")
+        pytest.skip(f"NVRTC not available (pip install cupy-cuda12x nvidia-cuda-nvrtc-cu12, or on CUDA 13 "
+                    f"cupy-cuda13x nvidia-cuda-nvrtc): {problem}")
