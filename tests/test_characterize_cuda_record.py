@@ -63,6 +63,8 @@ def test_the_recorded_h100_file_pins_as_it_is() -> None:
     machine = load_machine_file(RECORD)  # raises on any inconsistency
     assert machine.bandwidth_for("HBM") == pytest.approx(2.817383055 * TERA)
     assert validate.check_machine(machine) == []
+    assert machine.info["pinned_from"]["sources"]["bandwidth.HBM"] == "ert-update-fp64"
+    assert "kept" not in machine.info["pinned_from"]
 
 
 def test_the_same_h100_record_under_the_cpu_rule_would_be_inconsistent() -> None:

@@ -35,8 +35,8 @@ from pytest_roofline.model import Machine
 LEVEL_PATTERN = re.compile(r"^(L[1-4]|DRAM|HBM)$")
 PRECISION_PATTERN = re.compile(r"^(fp64|fp32|tf32|bf16|fp16|fp8|int8)(_tensor)?$")
 ACCEPTED_KEYS = ("name", "peak_flops", "compute", "bandwidth", "info")
-# What `characterize --json` writes beside the ceilings: kept in ``info`` (where the roofs came from), except
-# whether the run kept its record, which says nothing about the numbers pinned now.
+# What `characterize --json` writes beside the ceilings: kept apart in ``info["pinned_from"]`` (where the roofs
+# came from), except whether that run kept its record, which says nothing about the numbers pinned now.
 SUMMARY_KEYS = ("device", "fingerprint", "seconds", "date", "method", "sources", "threads", "kept", "not_kept")
 _SMALLEST_PLAUSIBLE = 1e6
 
@@ -124,9 +124,9 @@ def _machine_from(data: Any, default_name: str) -> Machine:
     capacities, problems = validate.parse_capacities(info.get("capacities"))
     if problems:
         raise _Problem("; ".join(map(str, problems)))
-    summary = {("fingerprint_hash" if key == "fingerprint" else key): data[key] for key in SUMMARY_KEYS
-               if key in data and key not in ("kept", "not_kept")}
-    info = {**summary, **info, "source": "pinned", **({"capacities": capacities} if "capacities" in info else {})}
+    summary = {key: data[key] for key in SUMMARY_KEYS if key in data and key not in ("kept", "not_kept")}
+    info = {**info, "source": "pinned", **({"capacities": capacities} if "capacities" in info else {}),
+            **({"pinned_from": summary} if summary else {})}
     name = data.get("name", default_name)
     machine = Machine(name=str(name), peak_flops=compute, bandwidth=bandwidth, info=info)
     problems = validate.check_machine(machine)
