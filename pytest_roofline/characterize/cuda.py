@@ -105,6 +105,10 @@ def _roof_kernels(index: int, triad_bytes: int, swept: dict[str, float], bandwid
         l1 = roofs.l1()
         triad = roofs.triad(triad_bytes)
         peaks = roofs.peaks()
+        del roofs
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()  # the triad's 3 GiB, before cuBLAS allocates
     except Exception as error:  # noqa: BLE001 - a kernel that fails leaves the sweep's roofs, said why
         rows["error"] = f"{type(error).__name__}: {error}"
         progress(f"roof kernels failed ({rows['error']}); L1 and HBM from the sweep")
