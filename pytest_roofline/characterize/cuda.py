@@ -66,8 +66,8 @@ def characterize_cuda(index: int, fingerprint_fields: dict[str, Any], progress: 
         peak_flops[precision] = max(p.flop_rate for p in sweep)
         sources[f"peak_flops.{precision}"] = "ert-fma"
         progress(f"{precision}: {peak_flops[precision] / 1e12:.2f} TFLOP/s (ERT FMA)")
-    del ert  # the sweep buffer goes back before the triad's arrays are allocated
-    cupy.get_default_memory_pool().free_all_blocks()
+    del ert
+    _release_pool()  # the sweep buffer, before the triad's arrays are allocated
 
     # The triad's three arrays of 1 GiB each (8 L2s where that is more), as torch's yardstick on the H100
     triad_bytes = min(3 * max(1 << 30, 8 * l2_bytes), free_bytes // 2)
@@ -105,16 +105,14 @@ def _roof_kernels(index: int, triad_bytes: int, swept: dict[str, float], bandwid
         l1 = roofs.l1()
         triad = roofs.triad(triad_bytes)
         peaks = roofs.peaks()
-        del roofs
-        import cupy
-
-        cupy.get_default_memory_pool().free_all_blocks()  # the triad's 3 GiB, before cuBLAS allocates
     except Exception as error:  # noqa: BLE001 - a kernel that fails leaves the sweep's roofs, said why
         rows["error"] = f"{type(error).__name__}: {error}"
         progress(f"roof kernels failed ({rows['error']}); L1 and HBM from the sweep")
         if "L1" in swept:
             bandwidth["L1"], sources["bandwidth.L1"] = swept["L1"], "ert-update-fp64 (launch-bound)"
         return rows
+    del roofs
+    _release_pool()  # the triad's 3 GiB, before cuBLAS allocates
     rows["L1"], rows["HBM"] = l1.to_row(), triad.to_row()
     bandwidth["L1"], sources["bandwidth.L1"] = l1.value, f"{l1.kernel} ({l1.detail})"
     progress(f"L1: {l1.value / 1e12:.2f} TB/s ({l1.kernel}, {l1.detail}; sweep "
@@ -128,6 +126,16 @@ def _roof_kernels(index: int, triad_bytes: int, swept: dict[str, float], bandwid
             peak_flops[roof], sources[f"peak_flops.{roof}"] = reading.value, reading.kernel
         progress(f"{roof}: {reading.value / 1e12:.2f} TFLOP/s ({reading.kernel}, CUDA cores)")
     return rows
+
+
+def _release_pool() -> None:
+    """CuPy's cached blocks back to the driver; best effort (only memory is at stake)."""
+    try:
+        import cupy
+
+        cupy.get_default_memory_pool().free_all_blocks()
+    except Exception:  # noqa: BLE001, S110
+        pass
 
 
 def _gemm_roofs(index: int, arch: int, progress: Callable[[str], None]) -> dict[str, tuple[float, str, int]]:
