@@ -67,7 +67,7 @@ def read_launches(path: str | os.PathLike[str], ncu: str | None = None) -> Parse
     return parse_csv_text(file.read_text(encoding="utf-8", errors="replace"))
 
 
-def test_index(range_name: str) -> int | None:
+def range_test_index(range_name: str) -> int | None:
     """``t3-region-0`` -> 3; None for a range of a per-test child (``region-0``) or anything else."""
     match = _RANGE_RE.match(range_name)
     return int(match.group(1)) if match else None
@@ -124,7 +124,7 @@ def split_by_test(parsed: ParsedLaunches) -> dict[int, ParsedLaunches] | None:
     """The launches of each test index; None when a launch has no batched range name (cannot be split)."""
     groups: dict[int, ParsedLaunches] = {}
     for launch in parsed.launches:
-        indices = {i for name in launch.ranges if (i := test_index(name)) is not None}
+        indices = {i for name in launch.ranges if (i := range_test_index(name)) is not None}
         if len(indices) != 1:
             return None
         index = indices.pop()
