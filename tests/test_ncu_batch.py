@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from pytest_roofline.counters.ncu import batch as batch_module
-from pytest_roofline.counters.ncu.batch import profile_batch, read_progress, split_by_test, range_test_index
+from pytest_roofline.counters.ncu.batch import profile_batch, range_test_index, read_progress, split_by_test
 from pytest_roofline.counters.ncu.child import PROGRESS_ENV, BatchProgress, ChildRecorder
 from pytest_roofline.counters.ncu.kernel_report import build_report
 from pytest_roofline.counters.ncu.parent import NcuBatches
