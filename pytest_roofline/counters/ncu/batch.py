@@ -67,6 +67,14 @@ def read_launches(path: str | os.PathLike[str], ncu: str | None = None) -> Parse
     return parse_csv_text(file.read_text(encoding="utf-8", errors="replace"))
 
 
+def can_split(ncu: str | None) -> bool:
+    """Whether a batched report can be split here: the launches' NVTX ranges come from ``ncu_report`` (the CSV
+    pages of ``ncu --import`` have none), so without it every test would fall back after the batch."""
+    from pytest_roofline.counters.ncu.rep import find_ncu_report_module
+
+    return (find_ncu_report_module(ncu) if ncu else find_ncu_report_module()) is not None
+
+
 def range_test_index(range_name: str) -> int | None:
     """``t3-region-0`` -> 3; None for a range of a per-test child (``region-0``) or anything else."""
     match = _RANGE_RE.match(range_name)

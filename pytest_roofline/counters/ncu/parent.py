@@ -152,6 +152,13 @@ class NcuBatches:
         self.errors: dict[str, Exception] = {}
         self.fallback: dict[str, str] = {}  # node id -> why it needs a child of its own
         self.runs: list[batch_module.BatchOutcome] = []
+        self._usable: bool | None = None
+
+    def usable(self, ncu: str | None) -> bool:
+        """Batches need ``ncu_report`` to split the report by range; checked once per session."""
+        if self._usable is None:
+            self._usable = batch_module.can_split(ncu)
+        return self._usable
 
     def profile_for(
         self, nodeid: str, candidates: Sequence[str],
@@ -211,7 +218,7 @@ def profile_test(
     # Absolute: ncu writes the report and its log from the child's working folder (the rootdir).
     folder = Path(directory).absolute()
     profile, batch_note = None, None
-    if batches is not None:
+    if batches is not None and batches.usable(setup.ncu):
         profile, batch_note = batches.profile_for(nodeid, batch, lambda ids: batch_module.profile_batch(
             ids, folder, cc=setup.cc, ncu=setup.ncu, cwd=cwd, extra_pytest_args=list(extra_pytest_args),
             full=full))

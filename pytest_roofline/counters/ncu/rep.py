@@ -44,7 +44,10 @@ def find_ncu_report_module(ncu: str | None = None) -> ModuleType | None:
     executable = ncu or shutil.which("ncu")
     if not executable:
         return None
-    for folder in (Path(os.path.realpath(executable)).parent / "extras" / "python",):
+    found = Path(os.path.realpath(executable)).parent
+    # ncu's own folder (nsight-compute-<version>/ncu), or a CUDA toolkit's bin/ next to nsight-compute-<version>/
+    folders = [found / "extras" / "python", *sorted(found.parent.glob("nsight-compute*/extras/python"), reverse=True)]
+    for folder in folders:
         if (folder / "ncu_report.py").is_file():
             sys.path.append(str(folder))
             try:
