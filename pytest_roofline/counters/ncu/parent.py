@@ -5,18 +5,23 @@ One test under ``--roofline-counter ncu`` (or ``auto`` that chose ncu):
 1. In the test, ``roofline.measure(fn, *args)`` calls ``fn`` once (the result it returns) and times it bare
    (:class:`NcuDeferredCounter`): unprofiled, device-synchronized, at the GPU's normal clocks, so the time is
    comparable to the characterized roofs. The region waits for its counts (``Recorder.pending``).
-2. When the test body has returned, the plugin calls :func:`profile_test` once:
-   :func:`pytest_roofline.counters.ncu.backend.profile_node` re-runs the test in a child process under ncu, where
-   ``roofline.measure`` opens an NVTX range around one call of ``fn`` (:mod:`pytest_roofline.counters.ncu.child`), and
-   reads the kernels back. The kernels of all ranges, against the sum of the parent's region times, give the
-   test's verdict. ncu's own per-kernel times (``--clock-control none``, cold caches) stay on the samples: the
-   chart draws them as timed points and the diagnostics rank kernels by them; the fraction does not use them.
+2. When the test body has returned, the plugin calls :func:`profile_test` once. The first such test of a
+   session starts one batched child (:mod:`pytest_roofline.counters.ncu.batch`) for itself and the later tests
+   that use the ``roofline`` fixture; each test then takes the kernels of its own NVTX ranges from that run.
+   A test the batch could not count (crash or timeout in it or before it, a failure in the child, a report
+   without range names) gets a child of its own: :func:`pytest_roofline.counters.ncu.backend.profile_node`
+   re-runs it under ncu, where ``roofline.measure`` opens an NVTX range around one call of ``fn``
+   (:mod:`pytest_roofline.counters.ncu.child`). The kernels of all ranges, against the sum of the parent's
+   region times, give the test's verdict. ncu's own per-kernel times (``--clock-control none``, cold caches)
+   stay on the samples: the chart draws them as timed points and the diagnostics rank kernels by them; the
+   fraction does not use them.
 
 The functions of :mod:`pytest_roofline.counters.ncu.backend` are looked up through the module at call time
 (``backend.profile_node``, ``backend.find_ncu``, ``backend.detect_compute_capability``), so tests substitute a
 recorded report for the ncu run by patching them.
 
-pytest-xdist: each worker profiles its own tests. ncu serializes profiling across processes with its lock
+pytest-xdist: each worker profiles its own tests, batched per module (a worker does not know which later tests it
+will get). ncu serializes profiling across processes with its lock
 file, and ``profile_node`` takes a file lock of its own around each run (so a worker's timeout counts its own
 run, not the wait), so workers profile one at a time. The workers' timed loops still run side by side, which
 disturbs their times as in any parallel run: for gating, run roofline tests without ``-n``.
