@@ -92,3 +92,20 @@ def test_the_report_leads_with_the_gpu_idle_share_and_the_launch_cost() -> None:
     assert rows[0].startswith("GPU idle 8") and "14 us of 75 us per call = 0.19 of the region time" in rows[0]
     assert rows[1].startswith("launch/dispatch: 3 kernels per call, 3.33 us host time per launch; 15 us")
     assert report.to_dict()["gpu"]["kernel_coverage"] == pytest.approx(14 / 75)
+
+
+def test_ops_of_autograds_device_thread_belong_to_the_call() -> None:
+    def x(cat: str, name: str, ts: float, dur: float, tid: int, **args: object) -> dict[str, object]:
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+    events = [x("user_annotation", "roofline.call", 0, 100, 1),
+              x("cpu_op", "aten::mm", 5, 10, 1, **{"Input Dims": [[8, 8], [8, 8]]}),
+              x("cuda_runtime", "cudaLaunchKernel", 7, 2, 1, correlation=1),
+              x("cpu_op", "MmBackward0", 40, 30, 2),  # autograd's thread for the device
+              x("cpu_op", "aten::mm", 45, 10, 2, **{"Input Dims": [[8, 8], [8, 8]]}),
+              x("cuda_runtime", "cudaLaunchKernel", 47, 3, 2, correlation=2),
+              x("kernel", "gemm", 20, 6, 9, correlation=1), x("kernel", "gemm", 60, 7, 9, correlation=2)]
+    call, = calls_from_trace(events)
+    assert [(e.name, e.time_s) for e in call.roots] == [("aten::mm", pytest.approx(6 * US)),
+                                                        ("MmBackward0", pytest.approx(7 * US))]
+    assert call.launches == 2 and call.kernel_s == pytest.approx(13 * US) and call.launch_s == pytest.approx(5 * US)

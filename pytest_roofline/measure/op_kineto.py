@@ -8,7 +8,8 @@ Kineto writes (``ph: "X"``, ``ts``/``dur`` in microseconds):
   ``args["correlation"]``, on the thread of the op that made it, inside its time span;
 * ``cat: "kernel"``, ``"gpu_memcpy"``, ``"gpu_memset"``: device activity with the launch's ``args["correlation"]``
   (and the launching op's ``args["External id"]``);
-* ``cat: "user_annotation"``: our ``record_function("roofline.call")`` range around one call (its device-side
+* ``cat: "user_annotation"``: our ``record_function("roofline.call")`` range around one call; the ops of every
+  host thread inside its span belong to it (autograd's backward runs on a thread of its own on CUDA) (its device-side
   twin, ``gpu_user_annotation``, is ignored: it has no host children, and counting it as a call is what made
   "0 of 4 op calls matched" on the H100).
 
@@ -144,13 +145,15 @@ def calls_from_trace(trace: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> 
                     key=lambda e: float(e["ts"]))
     for call in ranges:
         start, end = float(call["ts"]), float(call["ts"]) + float(call["dur"])
-        inside = [o for o in by_tid.get(call.get("tid"), []) if start <= o.start and o.end <= end]
+        # Every thread's ops inside the call: on CUDA, autograd runs the backward pass on a device thread.
+        roots = sorted((root for ops_of in by_tid.values()
+                        for root in _trees([o for o in ops_of if start <= o.start and o.end <= end])),
+                       key=lambda o: o.start)
         mine = [(k, launch) for k, launch, owner in placed
-                if (launch is not None and launch.get("tid") == call.get("tid") and start <= float(launch["ts"]) <= end)
-                or (launch is None and owner is not None and owner.tid == call.get("tid")
-                    and start <= owner.start <= end)]
+                if (launch is not None and start <= float(launch["ts"]) <= end)
+                or (launch is None and owner is not None and start <= owner.start <= end)]
         calls.append(KinetoCall(
-            roots=[_convert(root)[0] for root in _trees(inside)],
+            roots=[_convert(root)[0] for root in roots],
             wall_s=(end - start) * 1e-6,
             kernel_s=sum(float(k["dur"]) for k, _ in mine) * 1e-6,
             busy_s=_union_s([(float(k["ts"]), float(k["ts"]) + float(k["dur"])) for k, _ in mine]),
