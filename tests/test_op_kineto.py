@@ -89,9 +89,12 @@ def test_the_report_leads_with_the_gpu_idle_share_and_the_launch_cost() -> None:
     assert report.coverage == pytest.approx(14 / 75)
     assert report.diagnostics[0].startswith("the GPU is idle 8") and "launch-bound" in report.diagnostics[0]
     rows = report.gpu_rows()
-    assert rows[0].startswith("GPU idle 8") and "14 us of 75 us per call = 0.19 of the region time" in rows[0]
+    assert rows[0].startswith("GPU idle 8") and "14 us of 75 us per call = 0.19 of the region time;" in rows[0]
     assert rows[1].startswith("launch/dispatch: 3 kernels per call, 3.33 us host time per launch; 15 us")
     assert report.to_dict()["gpu"]["kernel_coverage"] == pytest.approx(14 / 75)
+    # Every kernel was joined to an op: the ops hold all of the kernels' time (medians 8 + 3 + 3 of 14 us).
+    assert report.to_dict()["gpu"]["ops_share_of_kernel_time"] == pytest.approx(1.0)
+    assert rows[0].endswith("; the timed ops hold 1.00 of the kernels' time")
 
 
 def test_ops_of_autograds_device_thread_belong_to_the_call() -> None:

@@ -73,8 +73,10 @@ class OpReport:
             return []
         reference = self.bare_s or self.region_s
         coverage = f" = {gpu.kernel_s / reference:.2f} of the region time" if reference > 0 else ""
+        joined = sum(r.time_s or 0.0 for r in self.rows)
+        ops = f"; the timed ops hold {joined / gpu.kernel_s:.2f} of the kernels' time" if gpu.kernel_s > 0 else ""
         return [(f"GPU idle {gpu.idle_share:.0%} of the step: kernels ran {gpu.kernel_s * 1e6:.3g} us of "
-                f"{gpu.wall_s * 1e6:.3g} us per call{coverage}"),
+                f"{gpu.wall_s * 1e6:.3g} us per call{coverage}{ops}"),
                 (f"launch/dispatch: {gpu.launches:g} kernels per call, {gpu.launch_s * 1e6:.3g} us host time per "
                 f"launch; {self.dispatch_s * 1e6:.3g} us to dispatch an op")]
 
@@ -108,7 +110,10 @@ class OpReport:
             "other_ops_s": self.other_s,
             "dispatch_cost_s": self.dispatch_s,
             "diagnostics": list(self.diagnostics),
-            "gpu": self.gpu.to_dict(self.bare_s or self.region_s) if self.gpu is not None else None,
+            "gpu": ({**self.gpu.to_dict(self.bare_s or self.region_s),
+                     "ops_share_of_kernel_time": (sum(r.time_s or 0.0 for r in self.rows) / self.gpu.kernel_s
+                                                  if self.gpu.kernel_s > 0 else None)}
+                    if self.gpu is not None else None),
         }
 
 
