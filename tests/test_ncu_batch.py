@@ -9,6 +9,7 @@ rewritten to the batched range names of two or three tests.
 from __future__ import annotations
 
 import csv
+import importlib.util
 import io
 import subprocess
 import sys
@@ -213,3 +214,26 @@ def test_the_session_runs_one_batch_and_hands_each_test_its_profile() -> None:
     assert runs == [NODES]  # one batched run for the three
     assert batches.profile_for("tests/test_c.py::alone", ["tests/test_c.py::alone"], fake) == (None, None)
     assert runs == [NODES]  # a lone test goes straight to its own child
+
+
+def test_ncu_report_is_found_in_the_extras_folder_of_a_cuda_toolkit(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CUDA toolkit's bin/ncu next to nsight-compute-<version>/extras/python/ncu_report.py (NVIDIA's layout)."""
+    from pytest_roofline.counters.ncu import rep
+
+    if importlib.util.find_spec("ncu_report") is not None:
+        pytest.skip("ncu_report is importable here: the extras folder is not looked at")
+    bin_dir = tmp_path / "cuda-13.0" / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "ncu").write_text("#!/bin/sh\n")
+    extras = tmp_path / "cuda-13.0" / "nsight-compute-2025.3.1" / "extras" / "python"
+    extras.mkdir(parents=True)
+    (extras / "ncu_report.py").write_text("WHERE = 'extras'\n")
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the extras folder is appended: restored afterwards
+    try:
+        module = rep.find_ncu_report_module(str(bin_dir / "ncu"))
+        assert module is not None and module.WHERE == "extras" and str(extras) in sys.path
+        sys.modules.pop("ncu_report", None)
+        assert batch_module.can_split(str(bin_dir / "ncu"))
+    finally:
+        sys.modules.pop("ncu_report", None)  # the stub must not be found by later tests
