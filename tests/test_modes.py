@@ -48,7 +48,10 @@ def hooks(kind: type) -> set[str]:
 
 
 def test_only_measuring_modes_carry_measuring_hooks() -> None:
-    assert hooks(modes.Passive) == set() and hooks(modes.ProfiledChild) == set()
+    assert hooks(modes.Passive) == set()
+    # The profiled child only logs each test's start and outcome to the batched run's progress file.
+    assert hooks(modes.ProfiledChild) == {"pytest_runtest_logstart", "pytest_runtest_logreport",
+                                          "pytest_runtest_logfinish"}
     # The controller runs no test: it gathers the workers' records, and never measures or gates.
     assert not {"pytest_runtest_call", "pytest_collection_modifyitems"} & hooks(xdist.XdistController)
     assert "pytest_testnodedown" in hooks(xdist.XdistController)

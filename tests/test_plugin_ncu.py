@@ -570,3 +570,67 @@ def test_a_real_shared_sample_through_the_plugin(
         assert test["flops_by_precision"][precision] == pytest.approx(
             sum(k.flops.get(precision, 0.0) for k in expected.kernels))
     assert test["ncu"]["kernel_time_s"] == pytest.approx(expected.total_time_s)
+
+
+BATCH_TESTS = SLEEPY + """
+@pytest.mark.roofline(min_fraction=0.01)
+def test_a(roofline):
+    roofline.measure(sleep_ms, 12)
+
+@pytest.mark.roofline(min_fraction=0.01)
+def test_b(roofline):
+    roofline.measure(sleep_ms, 12)
+
+@pytest.mark.roofline(min_fraction=0.01)
+def test_c(roofline):
+    roofline.measure(sleep_ms, 12)
+"""
+
+
+def test_one_batched_child_whose_crash_in_test_b_names_it_and_falls_back(
+    pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    run_roofline: Callable[..., pytest.RunResult]
+) -> None:
+    """Three tests: one batched ncu run; it dies in test_b (2 of 3) after test_a ended, so test_a takes its
+    kernels from the batch and test_b, test_c get a child each (the per-test path, here RecordedNcu)."""
+    from pytest_roofline.counters.ncu import batch as batch_module
+    from pytest_roofline.counters.ncu.child import PROGRESS_ENV
+    from pytest_roofline.counters.ncu.parse import parse_csv_text
+    from pytest_roofline.counters.ncu.trim import trimmed_csv
+
+    per_test = RecordedNcu(monkeypatch, tmp_path)
+    launches = parse_csv_text(REPORT.read_text()).launches
+    for launch in launches:
+        launch.ranges = ("t0-region-0",)
+    batch_report = trimmed_csv(launches, metric_set((8, 0)).names)
+    batch_runs: list[list[str]] = []
+
+    def run(argv: list[str], **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+        nodes = argv[argv.index("pytest") + 1:argv.index("-q")]
+        batch_runs.append(nodes)
+        Path(argv[argv.index("--log-file") + 1]).write_text("==PROF== Connected\n")
+        Path(kwargs["env"][PROGRESS_ENV]).write_text(
+            f"start\t0\t{nodes[0]}\nend\t0\t{nodes[0]}\tpassed\nstart\t1\t{nodes[1]}\n")
+        Path(argv[argv.index("--export") + 1]).write_text(batch_report)
+        return subprocess.CompletedProcess(argv, -11)
+
+    real = batch_module.profile_batch
+    monkeypatch.setattr(batch_module, "profile_batch", lambda ids, folder, **kw: real(
+        ids, folder, runner=run, reader=lambda path, ncu=None: parse_csv_text(Path(path).read_text()),
+        lock_dir=tmp_path, **kw))
+    monkeypatch.setattr(batch_module, "can_split", lambda ncu: True)
+    pytester.makepyfile(test_batch=BATCH_TESTS)
+    result = run_roofline(machine_file, "--roofline-counter", "ncu")
+    result.assert_outcomes(passed=3)
+    nodes = [f"test_batch.py::test_{name}" for name in "abc"]
+    assert batch_runs == [nodes]  # one ncu run for the three tests
+    assert [nodeid for nodeid, _, _ in per_test.profiles] == nodes[1:]  # the fallback: test_b, test_c
+    tests = {t["nodeid"]: t for t in results(pytester)["tests"]}
+    first = tests[nodes[0]]["ncu"]
+    assert first["batch"] == {"batched": True, "note": None}
+    assert Path(first["report"]).name == "test_batch.py__test_a.ncu.csv"
+    assert {k["name"].split("(")[0] for k in tests[nodes[0]]["kernels"]} == {"sgemm_128x64_nn", "copy_kernel"}
+    for node in nodes[1:]:
+        note = tests[node]["ncu"]["batch"]["note"]
+        assert f"the batched ncu child died in {nodes[1]} (test 2 of 3)" in note
+        assert tests[node]["ncu"]["report"].endswith(".ncu-rep")  # its own child's report

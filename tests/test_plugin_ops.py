@@ -45,6 +45,18 @@ def _profiler_imported() -> None:
 
 
 @pytest.fixture
+def run_roofline(run_roofline: Callable[..., pytest.RunResult]) -> Callable[..., pytest.RunResult]:
+    """The conftest's runner with the analytic counter named: these tests time the analytic path's ops on CPU
+    tensors, and on a machine with a GPU and ncu, ``auto`` would pick ncu (which profiles no CPU work: "no kernel
+    ran inside the NVTX range", as on the H100 in ../shared/gpu-h100/tests_on_gpu.log)."""
+
+    def run(machine_file: Path, *args: str) -> pytest.RunResult:
+        return run_roofline(machine_file, "--roofline-counter", "analytic", *args)
+
+    return run
+
+
+@pytest.fixture
 def machine_file(pytester: pytest.Pytester, write_machine: Callable[..., Path]) -> Path:
     return write_machine(MACHINE)
 

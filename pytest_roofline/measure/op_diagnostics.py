@@ -162,6 +162,19 @@ def outside_ops(coverage: float, overhead: float) -> list[str]:
             "ops, views, dispatch); fewer, larger ops (or torch.compile) would cut it")]
 
 
+IDLE_SHARE = 0.5  # a step whose GPU is idle half its time or more is launch-bound
+
+
+def gpu_idle(idle_share: float, launches: float, launch_s: float, dispatch_s: float) -> list[str]:
+    """On CUDA: the GPU ran nothing for most of the step, between its kernels (launch latency, Python and
+    dispatch): the kernels' own roofs are not what limits it."""
+    if idle_share < IDLE_SHARE:
+        return []
+    return [(f"the GPU is idle {idle_share:.0%} of the step between its {launches:g} kernels per call (launch "
+             f"{launch_s * 1e6:.3g} us of host time each, {dispatch_s * 1e6:.3g} us to dispatch an op): the step is "
+             "launch-bound; fewer, larger kernels (fusion, torch.compile, CUDA graphs) or more work per call cut it")]
+
+
 def diagnose(rows: Sequence[OpRow], machine: Machine, dispatch_s: float, coverage: float = 1.0,
              overhead: float = 0.0) -> list[str]:
     return [*outside_ops(coverage, overhead), *no_flop_share(rows), *too_small(rows, dispatch_s),

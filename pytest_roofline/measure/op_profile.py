@@ -5,9 +5,12 @@ The bare loop sets the verdict; this pass only says where the time went. Each pr
 plain :class:`~pytest_roofline.model.op_trace.ProfiledEvent` trees for :mod:`pytest_roofline.measure.op_join`.
 
 - CPU: ``ProfilerActivity.CPU``; an event's time is its inclusive CPU time (the op and what it calls).
-- CUDA (a GPU without ncu): ``ProfilerActivity.CUDA`` too (Kineto/CUPTI); an op's time is then the device
-  time of the kernels it and its children launched (``device_time_total``). Written after PyTorch's
-  profiler API and unit-tested with fake events only: it has never run on a GPU in this project.
+- CUDA: ``ProfilerActivity.CUDA`` too (Kineto/CUPTI). The trace is exported (Chrome-trace JSON) and each
+  kernel is joined to the op that launched it through its correlation id
+  (:mod:`pytest_roofline.measure.op_kineto`): an op's time is the GPU time of the kernels it and the ops inside
+  it launched, or its host time when none (a CPU op in a process that uses CUDA). Per call it also keeps the
+  kernels' time, the GPU's busy time (union of kernel intervals) and the host time of the launch calls.
+  The join is tested on a constructed trace with Kineto's event shapes; it has not run on a GPU here.
 
 The profiler's overhead is recorded: wall time of a profiled call (synchronized) over that of a bare call
 made just before it (median over the pairs).
@@ -35,6 +38,7 @@ class ProfiledCalls:
     wall_s: list[float]  # wall time of each profiled call
     device: str  # "cpu" or "cuda": which clock the event times are
     bare_s: list[float] = field(default_factory=list)  # a bare call just before each profiled one
+    gpu: list[Any] = field(default_factory=list)  # op_kineto.KinetoCall per profiled call (CUDA only)
 
 
 def calls_for(median_s: float, budget_s: float) -> int:
@@ -87,6 +91,7 @@ def profile_calls(
     walls: list[float] = []
     bares: list[float] = []
     trees: list[list[ProfiledEvent]] = []
+    gpu: list[Any] = []
     for _ in range(calls):
         if before_call is not None:
             before_call(walls[-1] if walls else 0.0)
@@ -106,8 +111,31 @@ def profile_calls(
                 fn(*call_args, **call_kwargs)
                 synchronize()
             walls.append(time.perf_counter() - start)
-        trees.extend(call_trees(prof.events(), device))
-    return ProfiledCalls(trees, walls, device, bares)
+        if device == "cuda":
+            calls_here = kineto_calls(prof)
+            gpu.extend(calls_here)
+            trees.extend(call.roots for call in calls_here)
+        else:
+            trees.extend(call_trees(prof.events(), device))
+    return ProfiledCalls(trees, walls, device, bares, gpu)
+
+
+def kineto_calls(prof: Any) -> list[Any]:
+    """The ``roofline.call`` ranges of a finished CUDA profile, joined by correlation id (op_kineto)."""
+    import json
+    import os
+    import tempfile
+
+    from pytest_roofline.measure.op_kineto import calls_from_trace
+
+    handle, path = tempfile.mkstemp(suffix=".json", prefix="roofline-kineto-")
+    os.close(handle)
+    try:
+        prof.export_chrome_trace(path)
+        with open(path, encoding="utf-8") as file:
+            return calls_from_trace(json.load(file))
+    finally:
+        os.unlink(path)
 
 
 def dispatch_cost_s(device: str = "cpu") -> float:

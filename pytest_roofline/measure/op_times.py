@@ -13,12 +13,37 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pytest_roofline.measure.op_diagnostics import OpRow, diagnose
+from pytest_roofline.measure.op_diagnostics import OpRow, diagnose, gpu_idle
 from pytest_roofline.measure.op_join import KernelTimes, kernel_times
 from pytest_roofline.model import KernelSample, Machine, lower_bound
 from pytest_roofline.model.op_trace import TracedOp
 
 TOP_LOST = 3
+
+
+@dataclass(frozen=True)
+class GpuShare:
+    """Per profiled call on CUDA (medians): the kernels' summed time, the call's wall time, the share of it
+    with no kernel running (1 - union of kernel intervals / wall), kernels launched, host time per launch."""
+
+    kernel_s: float
+    wall_s: float
+    idle_share: float
+    launches: float
+    launch_s: float
+
+    @classmethod
+    def of(cls, calls: Sequence[Any]) -> GpuShare | None:
+        if not calls:
+            return None
+        return cls(statistics.median(c.kernel_s for c in calls), statistics.median(c.wall_s for c in calls),
+                   statistics.median(c.idle_share for c in calls), statistics.median(c.launches for c in calls),
+                   statistics.median(c.launch_s / c.launches if c.launches else 0.0 for c in calls))
+
+    def to_dict(self, reference_s: float) -> dict[str, Any]:
+        return {"kernel_s": self.kernel_s, "call_wall_s": self.wall_s, "idle_share": self.idle_share,
+                "kernels_per_call": self.launches, "launch_s_per_kernel": self.launch_s,
+                "kernel_coverage": self.kernel_s / reference_s if reference_s > 0 else None}
 
 
 @dataclass(frozen=True)
@@ -39,6 +64,21 @@ class OpReport:
     diagnostics: list[str] = field(default_factory=list)
     bare_s: float = 0.0  # median of the bare calls beside the profiled ones
     region_s: float = 0.0  # the timed loop's median (the verdict's time)
+    gpu: GpuShare | None = None  # CUDA: kernels' time, GPU idle share, launch cost (medians over the calls)
+
+    def gpu_rows(self) -> list[str]:
+        """The GPU's own rows of a failure message (CUDA only): idle share first, then launch/dispatch."""
+        gpu = self.gpu
+        if gpu is None:
+            return []
+        reference = self.bare_s or self.region_s
+        coverage = f" = {gpu.kernel_s / reference:.2f} of the region time" if reference > 0 else ""
+        joined = sum(r.time_s or 0.0 for r in self.rows)
+        ops = f"; the timed ops hold {joined / gpu.kernel_s:.2f} of the kernels' time" if gpu.kernel_s > 0 else ""
+        return [(f"GPU idle {gpu.idle_share:.0%} of the step: kernels ran {gpu.kernel_s * 1e6:.3g} us of "
+                f"{gpu.wall_s * 1e6:.3g} us per call{coverage}{ops}"),
+                (f"launch/dispatch: {gpu.launches:g} kernels per call, {gpu.launch_s * 1e6:.3g} us host time per "
+                f"launch; {self.dispatch_s * 1e6:.3g} us to dispatch an op")]
 
     @property
     def timed_share(self) -> float:
@@ -70,6 +110,10 @@ class OpReport:
             "other_ops_s": self.other_s,
             "dispatch_cost_s": self.dispatch_s,
             "diagnostics": list(self.diagnostics),
+            "gpu": ({**self.gpu.to_dict(self.bare_s or self.region_s),
+                     "ops_share_of_kernel_time": (sum(r.time_s or 0.0 for r in self.rows) / self.gpu.kernel_s
+                                                  if self.gpu.kernel_s > 0 else None)}
+                    if self.gpu is not None else None),
         }
 
 
@@ -80,7 +124,7 @@ def op_fields(row: OpRow) -> dict[str, Any]:
 
 def build_report(kernels: Sequence[KernelSample], joined: KernelTimes, machine: Machine, region_s: float,
                  walls: Sequence[float], device: str, dispatch_s: float,
-                 bare: Sequence[float] = ()) -> tuple[list[KernelSample], OpReport]:
+                 bare: Sequence[float] = (), gpu_calls: Sequence[Any] = ()) -> tuple[list[KernelSample], OpReport]:
     """Kernels with their times set, and the region's report. Coverage and overhead are taken against the
     bare calls made beside the profiled ones (``bare``), else against the timed loop's median."""
     timed: list[KernelSample] = []
@@ -96,9 +140,13 @@ def build_report(kernels: Sequence[KernelSample], joined: KernelTimes, machine: 
     reference = statistics.median(bare) if bare else region_s
     overhead = statistics.median(walls) / reference - 1.0 if walls and reference > 0 else 0.0
     coverage = total / reference if reference > 0 else 0.0
+    gpu = GpuShare.of(gpu_calls)
+    findings = diagnose(rows, machine, dispatch_s, coverage, overhead)
+    if gpu is not None:  # on a GPU, launch-bound steps are the first thing to say
+        findings = [*gpu_idle(gpu.idle_share, gpu.launches, gpu.launch_s, dispatch_s), *findings]
     report = OpReport(rows, coverage, overhead, len(walls), device, joined.matched, joined.total,
                       dict(joined.unmatched), dict(joined.partial), joined.other_s, dispatch_s,
-                      diagnose(rows, machine, dispatch_s, coverage, overhead), reference, region_s)
+                      findings, reference, region_s, gpu)
     return timed, report
 
 
@@ -121,4 +169,4 @@ def time_ops(kernels: Sequence[KernelSample], trace: Sequence[TracedOp], machine
                                         before_call=before_call)
     joined = kernel_times(trace, profiled.calls)
     return build_report(kernels, joined, machine, region_s, profiled.wall_s, device, _DISPATCH[device],
-                        profiled.bare_s)
+                        profiled.bare_s, profiled.gpu)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pytest_roofline.errors import (
     CountersNotPermitted,
@@ -37,6 +38,8 @@ class ChildRun:
     rootpath: Path
     inipath: Path | None
     xdist: bool
+    batch: tuple[str, ...] = ()  # node ids that may need counts next: profiled in one child with this one
+    full: bool = False  # --roofline-ncu-full: keep the full .ncu-rep (SASS, every metric ncu adds)
 
 
 def settle_pending(state: RooflineState, entry: TestEntry, nodeid: str, child: ChildRun,
@@ -54,6 +57,7 @@ def settle_pending(state: RooflineState, entry: TestEntry, nodeid: str, child: C
         outcome = ncu_gate.profile_test(
             entry.recorder, nodeid, state.session_dir, state.machine(), setup, cwd=child.rootpath,
             extra_pytest_args=ncu_gate.child_pytest_args(child.rootpath, child.inipath, child.xdist),
+            batch=child.batch, batches=_batches(state), full=child.full,
         )
     except (CountersNotPermitted, NcuNotFound, NoGpu) as exc:
         if state.settings.counter == "auto":
@@ -74,6 +78,14 @@ def settle_pending(state: RooflineState, entry: TestEntry, nodeid: str, child: C
     entry.extra.update(outcome.extra)
     entry.details = outcome.details
     return Settled()
+
+
+def _batches(state: RooflineState) -> Any:
+    from pytest_roofline.counters.ncu.parent import NcuBatches
+
+    if getattr(state, "ncu_batches", None) is None:
+        state.ncu_batches = NcuBatches()
+    return state.ncu_batches
 
 
 def count_with_analytic(state: RooflineState, entry: TestEntry) -> Settled:

@@ -173,7 +173,7 @@ def op_lines(regions: Sequence[Any]) -> list[str]:
     reports = [(region.label, region.ops) for region in regions if getattr(region, "ops", None) is not None]
     if not reports:
         return []
-    lines = []
+    lines = [f"gpu:        {row}" for _, report in reports for row in getattr(report, "gpu_rows", list)()]
     for label, report in reports:
         unmatched = sum(report.unmatched.values())
         lines.append(f"ops:        coverage {report.coverage:.2f} of the region time, profiler overhead "

@@ -71,14 +71,32 @@ class Passive:
 
 
 class ProfiledChild:
-    """Inside the ncu-profiled child: mark NVTX ranges around one call of each measured function."""
+    """Inside the ncu-profiled child: mark NVTX ranges around one call of each measured function. A batched
+    child (many tests in one ncu run) also writes each test's start and outcome to its progress file."""
+
+    def __init__(self) -> None:
+        from pytest_roofline.counters.ncu.child import BatchProgress
+
+        self.progress = BatchProgress.from_env()
+
+    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+        if self.progress is not None:
+            self.progress.start(nodeid)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.progress is not None and report.failed:
+            self.progress.failed = True
+
+    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+        if self.progress is not None:
+            self.progress.finish(nodeid)
 
     @pytest.fixture
     def roofline(self) -> RooflineFixture:
         """Measure a callable: ``y = roofline.measure(fn, *args, **kwargs)`` returns ``fn(*args, **kwargs)``."""
-        from pytest_roofline.counters.ncu.child import ChildRecorder
+        from pytest_roofline.counters.ncu.child import RANGE_PREFIX, ChildRecorder
 
-        return ChildRecorder()
+        return ChildRecorder(self.progress.prefix() if self.progress is not None else RANGE_PREFIX)
 
 
 class MeasuringSession:
@@ -193,7 +211,10 @@ class MeasuringSession:
         from pytest_roofline.measure.settle import ChildRun, settle_pending
 
         config = item.config
-        child = ChildRun(config.rootpath, config.inipath, config.pluginmanager.has_plugin("xdist"))
+        from pytest_roofline.plugin.ncu_batch import batch_candidates, ncu_full
+
+        child = ChildRun(config.rootpath, config.inipath, config.pluginmanager.has_plugin("xdist"),
+                         batch_candidates(item), ncu_full(config))
         settled = settle_pending(self.state, entry, item.nodeid, child, item.warn)
         if settled.skip is not None:
             pytest.skip(settled.skip)

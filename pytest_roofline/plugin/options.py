@@ -116,6 +116,10 @@ def add_options(parser: pytest.Parser) -> None:
                     help=("report every gate failure (threshold, baseline) as a warning and fail no test on its "
                           "performance, to introduce the gate on an existing suite (ini: roofline_warn_only)"))
     parser.addini("roofline_warn_only", "report gate failures as warnings, fail none", type="bool", default=False)
+    group.addoption("--roofline-ncu-full", action="store_true", default=None, dest="roofline_ncu_full",
+                    help=("ncu counter: keep the full .ncu-rep of each batched run (SASS and every metric ncu adds, "
+                          "megabytes) instead of a small trimmed CSV per test (ini: roofline_ncu_full)"))
+    parser.addini("roofline_ncu_full", "keep full .ncu-rep reports (ncu counter)", type="bool", default=False)
     group.addoption("--roofline-recharacterize", action="store_true", default=False,
                     dest="roofline_recharacterize",
                     help="measure the machine again instead of using the cached characterization")

@@ -146,7 +146,7 @@ def artifact_stem(nodeid: str) -> str:
 
 
 @contextlib.contextmanager
-def _exclusive(lock_dir: Path) -> Iterator[None]:
+def exclusive(lock_dir: Path) -> Iterator[None]:
     try:
         import fcntl
     except ImportError:  # not POSIX: rely on ncu's own lock
@@ -161,18 +161,30 @@ def _exclusive(lock_dir: Path) -> Iterator[None]:
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
-def _read(path: Path) -> str:
+def raise_for_environment(told: str, what: str, ncu_log: Path) -> None:
+    """The outcomes that concern the runner, not a test (no permission, no supported GPU), from ncu's text."""
+    if "ERR_NVGPUCTRPERM" in told:
+        raise CountersNotPermitted(PERMISSION_FIX)
+    not_supported = NOT_SUPPORTED_PATTERN.search(told)
+    if not_supported:
+        raise ProfilingNotSupported(f"ncu: '{not_supported.group(0).strip()}' while profiling {what}: "
+                                    f"{NOT_SUPPORTED_FIX}; log: {ncu_log}")
+    if _NO_GPU_PATTERNS.search(told):
+        raise NoGpu(f"ncu found no usable CUDA device while profiling {what}; log: {ncu_log}")
+
+
+def read_text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
 
 
-def _tail(text: str, lines: int = 15) -> str:
+def tail(text: str, lines: int = 15) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
 
-def _discard(path: Path) -> None:
+def discard(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
 
@@ -215,7 +227,7 @@ def profile_node(
     child_env[CHILD_ENV] = "1"
     logs = [ncu_log, child_log]
     try:
-        lock = _exclusive(Path(lock_dir) if lock_dir else Path(tempfile.gettempdir()))
+        lock = exclusive(Path(lock_dir) if lock_dir else Path(tempfile.gettempdir()))
         with lock, open(child_log, "wb") as output:
             try:
                 done = runner(argv, stdout=output, stderr=subprocess.STDOUT, timeout=timeout_s,
@@ -224,30 +236,23 @@ def profile_node(
                 raise ProfiledChildFailed(
                     f"profiling {nodeid} under ncu did not finish in {timeout_s:g} s; logs: "
                     f"{ncu_log}, {child_log}", logs, None, True) from None
-        told = _read(ncu_log) + "\n" + _read(child_log)
-        if "ERR_NVGPUCTRPERM" in told:
-            raise CountersNotPermitted(PERMISSION_FIX)
-        not_supported = NOT_SUPPORTED_PATTERN.search(told)
-        if not_supported:
-            raise ProfilingNotSupported(f"ncu: '{not_supported.group(0).strip()}' while profiling {nodeid}: "
-                                        f"{NOT_SUPPORTED_FIX}; log: {ncu_log}")
-        if _NO_GPU_PATTERNS.search(told):
-            raise NoGpu(f"ncu found no usable CUDA device while profiling {nodeid}; log: {ncu_log}")
+        told = read_text(ncu_log) + "\n" + read_text(child_log)
+        raise_for_environment(told, nodeid, ncu_log)
         if done.returncode != 0:
             what = (f"was killed by signal {-done.returncode}" if done.returncode < 0
                     else "failed (its test failed under ncu)" if done.returncode == 1
                     else f"exited with status {done.returncode}")
             raise ProfiledChildFailed(
-                f"the profiled child for {nodeid} {what}; logs: {ncu_log}, {child_log}\n{_tail(told)}",
+                f"the profiled child for {nodeid} {what}; logs: {ncu_log}, {child_log}\n{tail(told)}",
                 logs, done.returncode, False)
         if not partial_report.is_file():
             if _NO_KERNELS_PATTERN.search(told):
                 raise NoKernelsInRange(_no_kernels_message(nodeid, ncu_log))
             raise ProfiledChildFailed(f"ncu exited cleanly but wrote no report for {nodeid}; logs: {ncu_log}, "
-                                      f"{child_log}\n{_tail(told)}", logs, done.returncode, False)
+                                      f"{child_log}\n{tail(told)}", logs, done.returncode, False)
         os.replace(partial_report, final_report)
     finally:
-        _discard(partial_report)
+        discard(partial_report)
     report = read_report(final_report, cc=cc, clock_control=clock_control)
     if not report.kernels:
         raise NoKernelsInRange(_no_kernels_message(nodeid, ncu_log))

@@ -27,6 +27,49 @@ from pytest_roofline.host.process_role import CHILD_ENV, is_profiled_child  # no
 
 WARMUP_CALLS = 2  # compiles, autotunes and allocates outside the profiled range
 RANGE_PREFIX = "region-"
+# A batched child (one ncu run for many tests, counters/ncu/batch.py) names its ranges t<test>-region-<n> and
+# writes each test's start and outcome to this file, so that a crash names the test it happened in.
+PROGRESS_ENV = "PYTEST_ROOFLINE_NCU_PROGRESS"
+
+
+def test_range_prefix(index: int) -> str:
+    return f"t{index}-{RANGE_PREFIX}"
+
+
+class BatchProgress:
+    """The batched child's progress file: ``start<TAB>index<TAB>nodeid`` when a test starts, ``end<TAB>index
+    <TAB>nodeid<TAB>outcome`` when it is done; each line flushed and synced before the test body runs on."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.index = -1
+        self.failed = False
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> BatchProgress | None:
+        import os
+
+        path = (os.environ if environ is None else environ).get(PROGRESS_ENV)
+        return cls(path) if path else None
+
+    def _write(self, line: str) -> None:
+        import os
+
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+
+    def start(self, nodeid: str) -> None:
+        self.index += 1
+        self.failed = False
+        self._write(f"start\t{self.index}\t{nodeid}")
+
+    def finish(self, nodeid: str) -> None:
+        self._write(f"end\t{self.index}\t{nodeid}\t{'failed' if self.failed else 'passed'}")
+
+    def prefix(self) -> str:
+        return test_range_prefix(max(self.index, 0))
 
 
 def nvtx_module() -> ModuleType:
@@ -49,10 +92,11 @@ class ChildRecorder:
 
     enabled = True
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str = RANGE_PREFIX) -> None:
         self.regions: list[Any] = []  # the child judges nothing
         self.pending: list[Any] = []
         self.ranges = 0
+        self.prefix = prefix
 
     def measure(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """Warm ``fn`` up, then run it once inside an NVTX range; return that call's result."""
@@ -61,7 +105,7 @@ class ChildRecorder:
             fn(*args, **kwargs)
         wait = synchronizer() or _no_wait  # looked up after the warm-up, which may have started CUDA
         wait()  # warm-up kernels must not run into the range
-        handle = nvtx.start_range(message=f"{RANGE_PREFIX}{self.ranges}", domain=NVTX_DOMAIN)
+        handle = nvtx.start_range(message=f"{self.prefix}{self.ranges}", domain=NVTX_DOMAIN)
         self.ranges += 1
         try:
             result = fn(*args, **kwargs)

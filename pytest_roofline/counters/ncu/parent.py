@@ -5,18 +5,23 @@ One test under ``--roofline-counter ncu`` (or ``auto`` that chose ncu):
 1. In the test, ``roofline.measure(fn, *args)`` calls ``fn`` once (the result it returns) and times it bare
    (:class:`NcuDeferredCounter`): unprofiled, device-synchronized, at the GPU's normal clocks, so the time is
    comparable to the characterized roofs. The region waits for its counts (``Recorder.pending``).
-2. When the test body has returned, the plugin calls :func:`profile_test` once:
-   :func:`pytest_roofline.counters.ncu.backend.profile_node` re-runs the test in a child process under ncu, where
-   ``roofline.measure`` opens an NVTX range around one call of ``fn`` (:mod:`pytest_roofline.counters.ncu.child`), and
-   reads the kernels back. The kernels of all ranges, against the sum of the parent's region times, give the
-   test's verdict. ncu's own per-kernel times (``--clock-control none``, cold caches) stay on the samples: the
-   chart draws them as timed points and the diagnostics rank kernels by them; the fraction does not use them.
+2. When the test body has returned, the plugin calls :func:`profile_test` once. The first such test of a
+   session starts one batched child (:mod:`pytest_roofline.counters.ncu.batch`) for itself and the later tests
+   that use the ``roofline`` fixture; each test then takes the kernels of its own NVTX ranges from that run.
+   A test the batch could not count (crash or timeout in it or before it, a failure in the child, a report
+   without range names) gets a child of its own: :func:`pytest_roofline.counters.ncu.backend.profile_node`
+   re-runs it under ncu, where ``roofline.measure`` opens an NVTX range around one call of ``fn``
+   (:mod:`pytest_roofline.counters.ncu.child`). The kernels of all ranges, against the sum of the parent's
+   region times, give the test's verdict. ncu's own per-kernel times (``--clock-control none``, cold caches)
+   stay on the samples: the chart draws them as timed points and the diagnostics rank kernels by them; the
+   fraction does not use them.
 
 The functions of :mod:`pytest_roofline.counters.ncu.backend` are looked up through the module at call time
 (``backend.profile_node``, ``backend.find_ncu``, ``backend.detect_compute_capability``), so tests substitute a
 recorded report for the ncu run by patching them.
 
-pytest-xdist: each worker profiles its own tests. ncu serializes profiling across processes with its lock
+pytest-xdist: each worker profiles its own tests, batched per module (a worker does not know which later tests it
+will get). ncu serializes profiling across processes with its lock
 file, and ``profile_node`` takes a file lock of its own around each run (so a worker's timeout counts its own
 run, not the wait), so workers profile one at a time. The workers' timed loops still run side by side, which
 disturbs their times as in any parallel run: for gating, run roofline tests without ``-n``.
@@ -32,6 +37,7 @@ from typing import Any
 
 from pytest_roofline.counters import CounterBase
 from pytest_roofline.counters.ncu import backend
+from pytest_roofline.counters.ncu import batch as batch_module
 from pytest_roofline.counters.ncu.command import DEFAULT_CACHE_CONTROL, DEFAULT_CLOCK_CONTROL
 from pytest_roofline.counters.ncu.diagnostics import diagnostics_dict, format_diagnostics, format_seconds
 from pytest_roofline.errors import NcuUnavailable
@@ -143,6 +149,47 @@ def child_pytest_args(rootdir: Path, inifile: Path | None, xdist: bool) -> list[
     return args
 
 
+class NcuBatches:
+    """A session's batched ncu runs: what each gave every node id, taken once by the test it belongs to."""
+
+    def __init__(self) -> None:
+        self.profiles: dict[str, backend.NcuProfile] = {}
+        self.errors: dict[str, Exception] = {}
+        self.fallback: dict[str, str] = {}  # node id -> why it needs a child of its own
+        self.runs: list[batch_module.BatchOutcome] = []
+        self._usable: bool | None = None
+
+    def usable(self, ncu: str | None) -> bool:
+        """Batches need ``ncu_report`` to split the report by range; checked once per session."""
+        if self._usable is None:
+            self._usable = batch_module.can_split(ncu)
+        return self._usable
+
+    def profile_for(
+        self, nodeid: str, candidates: Sequence[str],
+        run: Callable[[list[str]], batch_module.BatchOutcome],
+    ) -> tuple[backend.NcuProfile | None, str | None]:
+        """The batch's profile of ``nodeid`` (running a batch of ``candidates`` first when none has it), or
+        (None, why) when it needs a child of its own. A single candidate runs the per-test child directly."""
+        known = nodeid in self.profiles or nodeid in self.errors or nodeid in self.fallback
+        if not known:
+            todo = [n for n in dict.fromkeys([nodeid, *candidates])
+                    if n not in self.profiles and n not in self.errors and n not in self.fallback]
+            if len(todo) < 2:
+                return None, None
+            outcome = run(todo[:batch_module.MAX_BATCH])
+            self.runs.append(outcome)
+            self.profiles.update(outcome.profiles)
+            self.errors.update(outcome.errors)
+            self.fallback.update({n: outcome.notes.get(n, "") for n in outcome.fallback})
+        if nodeid in self.errors:
+            raise self.errors.pop(nodeid)
+        if nodeid in self.profiles:
+            return self.profiles.pop(nodeid), None
+        why = self.fallback.pop(nodeid, None)
+        return None, (f"profiled in a child of its own: {why}" if why else None)
+
+
 @dataclass
 class NcuOutcome:
     """What a profiled test adds to its entry: artifacts, results.json fields, lines for a failure message."""
@@ -161,26 +208,50 @@ def profile_test(
     *,
     cwd: Path,
     extra_pytest_args: Sequence[str] = (),
+    batch: Sequence[str] = (),
+    batches: NcuBatches | None = None,
+    full: bool = False,
 ) -> NcuOutcome:
     """Profile ``nodeid`` under ncu and judge the recorder's pending regions with its kernels.
+
+    ``batch``: the node ids of this session that may need counts next (``nodeid`` first); with ``batches``,
+    they are profiled in one child (:mod:`pytest_roofline.counters.ncu.batch`) and later tests take their
+    counts from it; a test the batch could not count gets a child of its own.
 
     Raises the backend's exceptions (:mod:`pytest_roofline.counters.ncu.backend`); the plugin maps them to outcomes.
     """
     # Absolute: ncu writes the report and its log from the child's working folder (the rootdir).
-    profile = backend.profile_node(nodeid, Path(directory).absolute(), cc=setup.cc, ncu=setup.ncu, cwd=cwd,
-                                   extra_pytest_args=list(extra_pytest_args))
+    folder = Path(directory).absolute()
+    profile, batch_note = None, None
+    if batches is not None and batches.usable(setup.ncu):
+        profile, batch_note = batches.profile_for(nodeid, batch, lambda ids: batch_module.profile_batch(
+            ids, folder, cc=setup.cc, ncu=setup.ncu, cwd=cwd, extra_pytest_args=list(extra_pytest_args),
+            full=full))
+    if profile is None:
+        try:
+            profile = backend.profile_node(nodeid, folder, cc=setup.cc, ncu=setup.ncu, cwd=cwd,
+                                           extra_pytest_args=list(extra_pytest_args))
+        except backend.NcuBackendError as exc:
+            if batch_note:  # e.g. the batch died in this test: say so beside the per-test child's failure
+                exc.args = (f"{exc}\n({batch_note})", *exc.args[1:])
+            raise
     report = profile.report
     kernels, notes = restrict_to_machine(profile.samples, machine)
+    if batch_note:
+        notes.append(batch_note)
     notes += [note for note in (report.clock_note, *report.warnings) if note]
     if report.total_time_s:
         timed_here = sum(pending.timing.median_s for pending in recorder.pending)
         notes.append(f"ncu kernel time {format_seconds(report.total_time_s)} (cold caches) vs "
                      f"{format_seconds(timed_here)} timed unprofiled here; the fraction uses the time measured here")
     recorder.settle_pending("ncu", kernels, notes)
+    section = _ncu_section(profile, machine)
+    if batch_note is not None or profile.ncu_log.name.startswith("ncu-batch-"):
+        section["batch"] = {"batched": batch_note is None, "note": batch_note}
     return NcuOutcome(
         artifacts=[str(profile.report_path)],
         extra={"clock_policy": dict(NCU_CLOCK_POLICY), "definitions": dict(report.definitions),
-               "ncu": _ncu_section(profile, machine)},
+               "ncu": section},
         details=[f"ncu report: {profile.report_path} (open it in Nsight Compute)",
                  *format_diagnostics(report.kernels, machine).splitlines()],
     )

@@ -27,6 +27,9 @@ from pytest_roofline.errors import NcuParseError
 
 FORMAT_DETAILS = "details"
 FORMAT_RAW = "raw"
+# Our trimmed reports (counters/ncu/trim.py) carry each launch's pytest_roofline ranges in this column,
+# ";"-separated; ncu's own CSV pages have no such column (its NVTX context is read from .ncu-rep files).
+RANGE_COLUMN = "NVTX Range"
 
 _METRIC_NAME_RE = re.compile(r"^[a-z0-9]+__[A-Za-z0-9_.]+$")
 _MAX_RECORD_LINES = 50  # a quoted field never spans more; past that the opening line was not CSV
@@ -43,6 +46,7 @@ class LaunchRecord:
     text: dict[str, str] = field(default_factory=dict)  # values that are not numbers
     cc: tuple[int, int] | None = None
     device: str | None = None
+    ranges: tuple[str, ...] = ()  # the pytest_roofline NVTX start/end ranges the launch ran in
 
     def finish(self) -> None:
         """Fill ``cc`` and ``device`` from device attributes when the columns did not give them."""
@@ -145,6 +149,8 @@ def _store_in(record: LaunchRecord, numbers: dict[str, float | None], key: str, 
 
 def _new_launch(key: str, fields: list[str], columns: dict[str, int]) -> LaunchRecord:
     launch = LaunchRecord(launch_id=key, kernel=fields[columns["Kernel Name"]])
+    if RANGE_COLUMN in columns:
+        launch.ranges = tuple(r for r in fields[columns[RANGE_COLUMN]].split(";") if r)
     if "CC" in columns:
         try:
             launch.cc = parse_cc(fields[columns["CC"]])

@@ -12,9 +12,12 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from pytest_roofline.counters.ncu.command import NVTX_DOMAIN
 from pytest_roofline.counters.ncu.parse import FORMAT_RAW, LaunchRecord, ParsedLaunches, parse_csv_text
 from pytest_roofline.counters.ncu.units import unit_factor
 from pytest_roofline.errors import ReportReaderMissing, ReportReadError
@@ -31,11 +34,27 @@ _RELEVANT_RE = re.compile(
 )
 
 
-def find_ncu_report_module() -> ModuleType | None:
+def find_ncu_report_module(ncu: str | None = None) -> ModuleType | None:
+    """``ncu_report`` from the environment, else from the ``extras/python`` folder of the ncu install (where
+    NVIDIA ships it: reading NVTX ranges needs it, the CSV page has none)."""
     try:
         return importlib.import_module("ncu_report")
     except ImportError:
+        pass
+    executable = ncu or shutil.which("ncu")
+    if not executable:
         return None
+    found = Path(os.path.realpath(executable)).parent
+    # ncu's own folder (nsight-compute-<version>/ncu), or a CUDA toolkit's bin/ next to nsight-compute-<version>/
+    folders = [found / "extras" / "python", *sorted(found.parent.glob("nsight-compute*/extras/python"), reverse=True)]
+    for folder in folders:
+        if (folder / "ncu_report.py").is_file():
+            sys.path.append(str(folder))
+            try:
+                return importlib.import_module("ncu_report")
+            except ImportError:
+                sys.path.remove(str(folder))
+    return None
 
 
 def _has_value(metric: Any) -> bool:
@@ -82,6 +101,23 @@ def _base_unit(metric: Any) -> str:
     return "nsecond" if str(metric.name()).startswith("gpu__time_duration") else ""
 
 
+def nvtx_ranges(action: Any, domain: str = NVTX_DOMAIN) -> tuple[str, ...]:
+    """The start/end ranges of ``domain`` an action (launch) ran in: ``IAction.nvtx_state()`` ->
+    ``INvtxState.domains()`` -> ``domain_by_id(i).name()`` / ``.start_end_ranges()``. Checked with ncu_report
+    2026.3.1 on the H100 report of ``../shared/gpu-h100`` (ncu 2025.3.1): its four launches hold ``region-0``."""
+    try:
+        state = action.nvtx_state()
+        if state is None:
+            return ()
+        for index in state.domains():
+            info = state.domain_by_id(index)
+            if str(info.name()) == domain:
+                return tuple(str(name) for name in info.start_end_ranges())
+    except (AttributeError, RuntimeError, TypeError):  # an older reader without NVTX access
+        return ()
+    return ()
+
+
 def read_with_module(path: str | os.PathLike[str], module: ModuleType) -> ParsedLaunches:
     context = module.load_report(os.fspath(path))
     launches: list[LaunchRecord] = []
@@ -91,7 +127,8 @@ def read_with_module(path: str | os.PathLike[str], module: ModuleType) -> Parsed
         for action_index in range(profile_range.num_actions()):
             action = profile_range.action_by_idx(action_index)
             name = action.name(demangled) if demangled is not None else action.name()
-            launch = LaunchRecord(launch_id=f"{range_index}:{action_index}", kernel=str(name))
+            launch = LaunchRecord(launch_id=f"{range_index}:{action_index}", kernel=str(name),
+                                  ranges=nvtx_ranges(action))
             for metric_name in action.metric_names():
                 if not _RELEVANT_RE.match(metric_name):
                     continue
@@ -122,7 +159,7 @@ def read_with_cli(path: str | os.PathLike[str], ncu: str) -> ParsedLaunches:
 
 def read_ncu_rep(path: str | os.PathLike[str], ncu: str | None = None) -> ParsedLaunches:
     """Launch records of a ``.ncu-rep`` file, by whichever reader is available."""
-    module = find_ncu_report_module()
+    module = find_ncu_report_module(ncu) if ncu else find_ncu_report_module()
     if module is not None:
         return read_with_module(path, module)
     executable = ncu or shutil.which("ncu")
