@@ -70,9 +70,13 @@ class Marker:
 
 
 def fraction_figure(points: Sequence[FractionPoint], baseline: tuple[float, float, float] | None,
-                    markers: Sequence[Marker]) -> dict[str, Any]:
+                    markers: Sequence[Marker], baseline_times: Sequence[str] = (),
+                    baseline_label: str = "baseline") -> dict[str, Any]:
     """Fraction over time with hover details, the threshold, the baseline band and change points; the time per
-    call on a second axis (at the same fraction, more work reads as more time only there)."""
+    call on a second axis (at the same fraction, more work reads as more time only there).
+
+    ``baseline_times``: the times of the sessions the band is drawn from: the band spans from the first of
+    them to the last point, and those sessions' points are ringed."""
     failed = [p.outcome in ("failed", "error") for p in points]
     data: list[dict[str, Any]] = [{
         "type": "scatter", "mode": "lines+markers", "name": "fraction",
@@ -96,12 +100,22 @@ def fraction_figure(points: Sequence[FractionPoint], baseline: tuple[float, floa
     annotations: list[dict[str, Any]] = []
     if baseline is not None:
         median, low, high = baseline
-        shapes.append({"type": "rect", "xref": "paper", "x0": 0, "x1": 1, "y0": low, "y1": high,
+        # from the first baseline session on (the band says what those sessions measured, not what came before)
+        span: dict[str, Any] = ({"xref": "x", "x0": min(baseline_times), "x1": max(p.time for p in points)}
+                                if baseline_times and points else {"xref": "paper", "x0": 0, "x1": 1})
+        shapes.append({"type": "rect", **span, "y0": low, "y1": high,
                        "fillcolor": "rgba(0,158,115,0.15)", "line": {"width": 0}, "layer": "below"})
-        shapes.append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": median, "y1": median,
+        shapes.append({"type": "line", **span, "y0": median, "y1": median,
                        "line": {"color": "#009E73", "width": 1, "dash": "dot"}, "layer": "below"})
         annotations.append({"xref": "paper", "x": 1, "y": high, "yanchor": "bottom", "xanchor": "right",
-                            "text": "baseline", "showarrow": False, "font": {"color": "#009E73", "size": 11}})
+                            "text": baseline_label, "showarrow": False, "font": {"color": "#009E73", "size": 11}})
+        chosen = set(baseline_times)
+        ringed = [p for p in points if p.time in chosen]
+        if ringed:
+            data.append({"type": "scatter", "mode": "markers", "name": "baseline sessions",
+                         "x": [p.time for p in ringed], "y": [sig(p.fraction) for p in ringed],
+                         "hoverinfo": "skip", "marker": {"size": 11, "symbol": "circle-open", "color": "#009E73",
+                                                          "line": {"width": 1.5}}})
     for marker in markers:
         shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": marker.start, "x1": marker.end,
                        "y0": 0, "y1": 1, "fillcolor": "rgba(230,159,0,0.35)", "line": {"color": "#E69F00",
