@@ -14,9 +14,9 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from pytest_roofline.model import KernelSample, Machine, evaluate_region  # noqa: E402
-from pytest_roofline.output import chart  # noqa: E402
-from pytest_roofline.output.label_place import overlapping_pairs  # noqa: E402
+from pytest_roofline.model import KernelSample, Machine, evaluate_region
+from pytest_roofline.output import chart
+from pytest_roofline.output.label_place import overlapping_pairs
 
 H100_OLD = Machine(
     "NVIDIA H100 80GB HBM3",
@@ -103,8 +103,15 @@ def test_cuda_core_and_tensor_core_roofs_are_told_apart() -> None:
 def test_op_label_reads_as_launches_of_a_shape() -> None:
     assert chart.op_label("aten.mm.default[1x64,64x64]", 1024) == "1024 launches of a 1×64 @ 64×64 matmul"
     assert chart.op_label("aten.convolution.default[8x64x56x56,64x64x3x3]") == "8×64×56×56 conv"
-    long = "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x64_16x6_nn_align4>(Params)"
+    # ncu's kernel names (H100 conv, ../shared/gpu-h100/conv2d_forward_fp32_ncu.kernels.csv): the function alone
+    assert chart.op_label("void cudnn::nchwToNhwcKernel<float, float, float, 0, 1, 2>(cudnn::nchw2nhwc_params_t"
+                          "<T3>, const T1 *, T2 *)", 2) == "2 launches of nchwToNhwcKernel"
+    assert chart.op_label("void at::elementwise_kernel<128, 2, void at::gpu_kernel_impl_nocast<at::CUDAFunctor_"
+                          "add<float>>(at::TensorIteratorBase &, const T1 &)::[lambda(int) (instance 1)]>(int, T3)"
+                          ) == "elementwise_kernel"
+    long = "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x64x32_stage5"
     assert len(chart.op_label(long)) == 48 and "…" in chart.op_label(long)
+    assert chart.op_label("k$x$\x1b[31m") == r"k\$x\$\x1b[31m"  # no math mode, no escape sequence
 
 
 def test_failure_chart_names_the_top_ops_and_carries_the_diagnosis(tmp_path: Path) -> None:

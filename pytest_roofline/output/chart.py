@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +19,7 @@ from pytest_roofline._atomic import write_bytes_atomic
 from pytest_roofline.model import KernelSample, Machine, Verdict, lower_bound
 from pytest_roofline.model.units import si
 from pytest_roofline.output.label_place import Candidate, Label, box_of, line_boxes, place_labels
+from pytest_roofline.output.safe_text import printable
 
 _LEVEL_MARKERS = {"L1": "s", "L2": "^", "L3": "D", "DRAM": "o", "HBM": "o"}
 
@@ -207,7 +209,7 @@ def finish_axes(ax: Any, lo: float, hi: float, title: str) -> None:
     ax.set_xlim(lo, hi)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("performance (FLOP/s)")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title.replace("$", r"\$"), fontsize=9)  # a node id's "$" must not start math mode
     ax.grid(True, which="both", alpha=0.25)
 
 
@@ -264,10 +266,30 @@ MATMUL_OPS = ("mm", "addmm", "bmm", "baddbmm", "mv", "addmv", "matmul", "linear"
 TOP_OPS_NAMED = 4  # the ops that took the most time are named beside their markers
 
 
+def kernel_name(name: str) -> str:
+    """A C++ kernel's name without ``void``, namespaces, template arguments and parameters:
+    ``void cudnn::nchwToNhwcKernel<float, ...>(...)`` -> ``nchwToNhwcKernel``; other names unchanged."""
+    text = name.removeprefix("void ")
+    if "<" not in text and "(" not in text:
+        return text
+    depth, kept = 0, []
+    for char in text:
+        if char == "(" and depth == 0:
+            break
+        depth += char == "<"
+        if depth == 0:
+            kept.append(char)
+        depth -= char == ">" and depth > 0
+    return "".join(kept).rsplit("::", 1)[-1].strip() or text
+
+
 def op_label(name: str, launches: int = 1, width: int = 48) -> str:
     """A marker's name: ``1024 launches of a 1×64 @ 64×64 matmul`` for the analytic counter's
-    ``aten.mm.default[1x64,64x64]``; other names (ncu kernels) are shortened from the middle."""
-    op, bracket, rest = name.partition("[")
+    ``aten.mm.default[1x64,64x64]``; ncu kernels by :func:`kernel_name`, long names shortened from the middle.
+    Names are untrusted: no control characters, and ``$`` cannot start matplotlib's math mode."""
+    name = printable(name)
+    # the analytic counter's op[shape,shape] (a C++ name may hold brackets too: lambdas, arrays)
+    op, bracket, rest = name.partition("[") if re.fullmatch(r"[\w.]+\[[^\[\]]*\]", name) else (name, "", "")
     short = op.removeprefix("aten.").removesuffix(".default").split(".")[0]
     shapes = [shape.replace("x", "×") for shape in rest.rstrip("]").split(",")] if bracket else []
     if short in MATMUL_OPS and shapes:
@@ -277,9 +299,10 @@ def op_label(name: str, launches: int = 1, width: int = 48) -> str:
     elif bracket:
         text = f"{short} [{', '.join(shapes[:2])}{', …' if len(shapes) > 2 else ''}]"
     else:
-        text = name
+        text = kernel_name(name)
     if len(text) > width:
         text = text[: width // 2 - 1] + "…" + text[-(width // 2):]
+    text = text.replace("$", r"\$")
     if launches > 1:
         return f"{launches} launches of {'a ' if bracket else ''}{text}"
     return text
@@ -404,7 +427,8 @@ def roofline_figure(
     if lines:
         # the diagnosis under the chart, so the image alone says why the test failed
         height = 0.022 * len(lines) + 0.015
-        fig.text(0.01, 0.008, "\n".join(lines), fontsize=7.5, family="monospace", va="bottom", ha="left")
+        fig.text(0.01, 0.008, "\n".join(lines).replace("$", r"\$"), fontsize=7.5, family="monospace",
+                 va="bottom", ha="left")
         fig.tight_layout(rect=(0, height, 1, 1))
     else:
         fig.tight_layout()
