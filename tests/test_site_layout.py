@@ -136,3 +136,18 @@ def test_trajectory_labels_are_placed_apart() -> None:
     stacked = boxes(["top left"] * len(points))
     assert sum(overlap(a, b) for i, a in enumerate(stacked) for b in stacked[i + 1:]) > 0
     assert all(overlap(a, b) == 0 for i, a in enumerate(placed) for b in placed[i + 1:])
+
+
+def test_site_roofline_draws_each_distinct_roof_once() -> None:
+    from pytest_roofline.site import charts
+
+    # the first H100 record's roofs (../shared/gpu-h100/characterize.json): 11 names, 6 distinct values
+    peaks = {"fp64": 64.56e12, "fp32": 62.18e12, "fp16": 749.4e12, "bf16": 783.5e12, "fp64_tensor": 64.56e12,
+             "tf32_tensor": 411.0e12, "tf32": 411.0e12, "fp16_tensor": 749.4e12, "bf16_tensor": 783.5e12,
+             "fp8_tensor": 1421.8e12, "fp8": 1421.8e12}
+    traces = charts.roof_traces(charts.Roofs(peaks, {"L1": 7.54e12, "L2": 7.61e12, "HBM": 2.82e12}), (0.1, 1e4))
+    flat = [t for t in traces if t["y"][0] == t["y"][1]]
+    assert [t["name"] for t in flat] == [
+        "fp8 / fp8_tensor 1.42 PFLOP/s", "bf16 / bf16_tensor 784 TFLOP/s", "fp16 / fp16_tensor 749 TFLOP/s",
+        "tf32 / tf32_tensor 411 TFLOP/s", "fp64 / fp64_tensor 64.6 TFLOP/s", "fp32 62.2 TFLOP/s"]
+    assert [t["line"]["dash"] for t in flat] == ["dash"] * 5 + ["solid"]
