@@ -13,10 +13,10 @@ import pytest
 pytest.importorskip("plotly", reason="the site needs the 'site' extra: pip install -e '.[site]'")
 pytest.importorskip("ruptures", reason="the site needs the 'site' extra: pip install -e '.[site]'")
 
-from pytest_roofline.site import label_layout, pages  # noqa: E402
-from pytest_roofline.site.build import build_site  # noqa: E402
-from pytest_roofline.site.history_reader import read_history  # noqa: E402
-from pytest_roofline.site.model import history_frame, summarize  # noqa: E402
+from pytest_roofline.site import label_layout, pages
+from pytest_roofline.site.build import build_site
+from pytest_roofline.site.history_reader import read_history
+from pytest_roofline.site.model import history_frame, summarize
 
 # 12 nightly sessions: the first five scattered (0.40-0.85), then a steady 0.80, then a drop to 0.40; the last
 # session ran the baseline gate against sessions 6-10 (median 0.80), as `--roofline-baseline` records it.
