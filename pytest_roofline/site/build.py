@@ -314,11 +314,12 @@ def _trajectory_page(machine: str, function: str, variants: Sequence[TestSummary
         [y for s in per_session for line in s["lines"] for y in line["y"]] + list(roofs.peak_flops.values()),
         below=3.0)
     for session_spec in per_session:
-        lines = session_spec["lines"]
-        flat = [(x, y, label) for line in lines for x, y, label in zip(line["x"], line["y"], line["labels"])]
+        drawn: list[dict[str, Any]] = session_spec["lines"]
+        flat = [(float(x), float(y), str(label)) for one in drawn
+                for x, y, label in zip(one["x"], one["y"], one["labels"])]
         positions = iter(label_layout.text_positions(flat, layout["xaxis"]["range"], layout["yaxis"]["range"]))
-        for line in lines:
-            line["positions"] = [next(positions) for _ in line["x"]]
+        for one in drawn:
+            one["positions"] = [next(positions) for _ in one["x"]]
     spec = {"roofs": charts.roof_traces(roofs, (low, high)), "sessions": per_session,
             "reference": 0, "colours": charts.PALETTE, "layout": layout}
     options = "".join(f'<option value="{i}"{" selected" if i == len(per_session) - 1 else ""}>'

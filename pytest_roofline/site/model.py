@@ -185,7 +185,9 @@ def gate_baseline(measured: pd.DataFrame) -> tuple[tuple[float, float, float] | 
     session ran the gate or none of its baseline sessions is in the history shown."""
     for row in reversed(list(measured.itertuples())):
         block = row.record.get("baseline") if isinstance(row.record, Mapping) else None
-        ids = block.get("sessions") if isinstance(block, Mapping) else None
+        if not isinstance(block, Mapping):
+            continue
+        ids = block.get("sessions")
         if not isinstance(ids, list) or not ids:
             continue
         chosen = measured[measured["session_id"].isin([str(i) for i in ids])]
