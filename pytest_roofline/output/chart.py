@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import io
 import math
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from weakref import WeakKeyDictionary
 
 from pytest_roofline._atomic import write_bytes_atomic
 from pytest_roofline.model import KernelSample, Machine, Verdict, lower_bound
 from pytest_roofline.model.units import si
+from pytest_roofline.output.label_place import Candidate, Label, box_of, line_boxes, place_labels
+from pytest_roofline.output.safe_text import printable
 
 _LEVEL_MARKERS = {"L1": "s", "L2": "^", "L3": "D", "DRAM": "o", "HBM": "o"}
 
@@ -48,40 +53,150 @@ def isa_ceilings(machine: Machine) -> list[tuple[str, float]]:
     return out
 
 
-def draw_ceilings(ax: Any, machine: Machine, lo: float, hi: float) -> None:
-    """Every bandwidth diagonal (capped at the highest peak), every compute roof and the ISA ceilings."""
+TENSOR_ONLY = ("tf32", "fp8")  # precisions that exist only on matrix units (Tensor Cores)
+
+
+def is_tensor(precision: str) -> bool:
+    """A Tensor Core (matrix unit) roof: ``*_tensor``, or tf32/fp8, which no CUDA core computes."""
+    return precision.endswith("_tensor") or precision in TENSOR_ONLY
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """One drawn line: every name whose value prints the same (``fp16`` and ``fp16_tensor`` of an older record,
+    an emulated ``fp16`` and the ``fp32`` roof it runs on) shares one line and one label."""
+
+    names: tuple[str, ...]
+    value: float
+    tensor: bool
+    label: str
+
+
+def _grouped(values: Mapping[str, float], unit: str, suffix: Callable[[str], str]) -> list[Ceiling]:
+    groups: dict[str, list[tuple[str, float]]] = {}
+    for name, value in values.items():
+        groups.setdefault(si(value, unit), []).append((name, value))
+    out = []
+    for shown, members in groups.items():
+        # CUDA-core / exact names first, then the Tensor Core ones, each alphabetically
+        members.sort(key=lambda m: (is_tensor(m[0]), suffix(m[0]) != "", m[0]))
+        names = tuple(m[0] for m in members)
+        label = " / ".join(name + suffix(name) for name in names) + f" {shown}"
+        out.append(Ceiling(names, max(m[1] for m in members), any(is_tensor(n) for n in names), label))
+    return sorted(out, key=lambda c: -c.value)
+
+
+def compute_ceilings(machine: Machine) -> list[Ceiling]:
+    """The machine's distinct compute roofs, highest first."""
+    emulated = machine.info.get("emulated") or {}
+    return _grouped(machine.peak_flops, "FLOP/s",
+                    lambda name: " (emulated)" if isinstance(emulated.get(name), Mapping) else "")
+
+
+def memory_ceilings(machine: Machine) -> list[Ceiling]:
+    """The machine's distinct bandwidth roofs, fastest first (L1, L2, ..., DRAM/HBM)."""
+    return _grouped(machine.bandwidth, "B/s", lambda name: "")
+
+
+# Labels waiting for the figure's final layout: placed apart by :func:`save`, when pixel sizes are known.
+_PENDING: WeakKeyDictionary[Any, list[tuple[int, Label, float | None]]] = WeakKeyDictionary()
+
+
+def add_label(ax: Any, label: Label, priority: int = 0, line_y: float | None = None) -> None:
+    """Queue a label for placement (lower ``priority`` first); ``line_y``: the horizontal line it names."""
+    _PENDING.setdefault(ax, []).append((priority, label, line_y))
+
+
+def _roof_candidates(y: float, x0: float, x1: float, ha: str = "right") -> list[Candidate]:
+    """Along a horizontal line from ``x0`` to ``x1``: at its end (right, or left for ``ha="left"``), above then
+    below the line, then stepping along it."""
+    steps = 7
+    span = math.log10(x1 / x0) if x1 > x0 else 0.0
+    xs = [x1 / 10 ** (span * i / steps) for i in range(steps)] if ha == "right" else \
+        [x0 * 10 ** (span * i / steps) for i in range(steps)]
+    return [Candidate(x, y, ha, va, 0.0, dy) for x in xs for va, dy in (("bottom", 2.0), ("top", -2.0))]
+
+
+def draw_ceilings(ax: Any, machine: Machine, lo: float, hi: float) -> list[Ceiling]:
+    """Every bandwidth diagonal (capped at the highest peak), every distinct compute roof from the fastest
+    level's ridge to the right (CUDA-core/vector roofs solid, Tensor Core roofs dashed) and the ISA ceilings;
+    their labels are queued and placed apart when the chart is saved."""
     import numpy as np
 
     ai = np.logspace(math.log10(lo), math.log10(hi), 256)
     top = max(machine.peak_flops.values(), default=max(machine.bandwidth.values(), default=1.0) * hi)
     colors = pyplot().rcParams["axes.prop_cycle"].by_key()["color"]
-    for i, (level, bw) in enumerate(sorted(machine.bandwidth.items(), key=lambda kv: -kv[1])):
-        ax.plot(ai, np.minimum(bw * ai, top), color=colors[i % len(colors)], lw=1.2,
-                label=f"{level} {si(bw, 'B/s')}")
-    for precision, peak in sorted(machine.peak_flops.items(), key=lambda kv: -kv[1]):
-        ax.axhline(peak, color="0.35", lw=1.0, ls="-")
-        emulated = (machine.info.get("emulated") or {}).get(precision)
-        suffix = f" (emulated: {emulated.get('roof_from', 'fp32')} roof)" if isinstance(emulated, dict) else ""
-        ax.annotate(f"{precision} {si(peak, 'FLOP/s')}{suffix}", (hi, peak), ha="right", va="bottom", fontsize=8)
-    # ISA ceilings are labelled at the left, next to the fastest diagonal, so they never sit on top of the
-    # roof labels at the right; near-equal ones (fp64 256-bit = fp32 128-bit) share one label.
+    for i, level in enumerate(memory_ceilings(machine)):
+        ax.plot(ai, np.minimum(level.value * ai, top), color=colors[i % len(colors)], lw=1.4, label=level.label)
     fastest = max(machine.bandwidth.values(), default=None)
+    roofs = compute_ceilings(machine)
+    for roof in roofs:
+        start = max(lo, roof.value / fastest) if fastest else lo
+        ax.plot([start, hi], [roof.value, roof.value], color="0.25" if roof.tensor else "0.35", lw=1.1,
+                ls=(0, (5, 2.5)) if roof.tensor else "-")
+    if any(r.tensor for r in roofs):  # Nsight Compute's distinction: one legend line per kind of unit
+        ax.plot([], [], color="0.35", lw=1.1, ls="-", label="CUDA-core roofs (FMA)")
+        ax.plot([], [], color="0.25", lw=1.1, ls=(0, (5, 2.5)), label="Tensor Core roofs (GEMM)")
+    # ISA ceilings: near-equal ones (fp64 256-bit = fp32 128-bit) share one line and label, placed from the
+    # left; one that prints as a compute roof's value is named on that roof's label instead of a second line.
+    shown = {si(roof.value, "FLOP/s"): roof for roof in roofs}
+    on_roof: dict[str, list[str]] = {}
     groups: list[list[tuple[str, float]]] = []
     for name, peak in sorted(isa_ceilings(machine), key=lambda item: item[1]):
-        if groups and peak <= groups[-1][0][1] * 1.05:
+        if si(peak, "FLOP/s") in shown:
+            on_roof.setdefault(si(peak, "FLOP/s"), []).append(name)
+        elif groups and peak <= groups[-1][0][1] * 1.05:
             groups[-1].append((name, peak))
         else:
             groups.append([(name, peak)])
-    for group in groups:
+    for i, group in enumerate(groups):
         peak = group[0][1]
-        ax.axhline(peak, color="0.55", lw=0.9, ls=":")
-        x = max(lo, peak / fastest * 1.3) if fastest else lo
-        ax.annotate(" / ".join(f"{name} {si(value, 'FLOP/s')}" for name, value in group), (x, peak), ha="left",
-                    va="bottom", fontsize=7, color="0.4")
+        start = max(lo, peak / fastest) if fastest else lo
+        ax.plot([start, hi], [peak, peak], color="0.55", lw=0.9, ls=":",
+                label="narrower vector widths" if i == 0 else None)
+        values = {si(value, "FLOP/s") for _, value in group}
+        text = (" / ".join(name for name, _ in group) + f" {values.pop()}" if len(values) == 1 else
+                " / ".join(f"{name} {si(value, 'FLOP/s')}" for name, value in group))
+        add_label(ax, Label(text, _roof_candidates(peak, start * 1.3, hi, ha="left"),
+                            {"fontsize": 7, "color": "0.4"}), 1, peak)
+    for roof in roofs:
+        start = max(lo, roof.value / fastest) if fastest else lo
+        names = on_roof.get(si(roof.value, "FLOP/s"))
+        text = roof.label if not names else roof.label.replace(
+            f" {si(roof.value, 'FLOP/s')}", " / " + " / ".join(names) + f" {si(roof.value, 'FLOP/s')}")
+        add_label(ax, Label(text, _roof_candidates(roof.value, start, hi), {"fontsize": 7.5}), 0, roof.value)
+    return roofs
+
+
+def place_pending(fig: Any) -> list[Any]:
+    """Place every queued label of ``fig``'s axes apart (after the layout is final); the text artists."""
+    placed = []
+    for ax in fig.axes:
+        pending = sorted(_PENDING.pop(ax, []), key=lambda item: item[0])
+        if not pending:
+            continue
+        lines = ax.get_lines()
+        ys = [y for _, _, y in pending if y is not None]
+        if ys and ax.get_yscale() == "log":  # room above the highest roof for its label
+            low, high = ax.get_ylim()
+            ax.set_ylim(low, max(high, max(ys) * 2.5))
+        fig.canvas.draw()  # final transforms and the legend's box
+        legend = ax.get_legend()
+        renderer = fig.canvas.get_renderer()
+        obstacles = [box_of(legend, renderer, pad=2.0)] if legend is not None else []
+        covered = [box for line in lines if len(line.get_xdata())
+                   for box in line_boxes(ax, line.get_xdata(), line.get_ydata())]
+        for collection in ax.collections:  # markers: a label beside one must not cover another
+            extent = collection.get_window_extent(renderer)
+            if extent.width > 0 and extent.height > 0 and extent.width < 200 and extent.height < 200:
+                covered.append((extent.x0, extent.y0, extent.x1, extent.y1))
+        placed += place_labels(ax, [label for _, label, _ in pending], obstacles, covered)
+    return placed
 
 
 def save(fig: Any, path: Path) -> Path:
     """Write the figure atomically, in the format the file name asks for (png, svg, pdf)."""
+    place_pending(fig)
     buffer = io.BytesIO()
     fig.savefig(buffer, format=Path(path).suffix.lstrip(".") or "png")
     pyplot().close(fig)
@@ -94,19 +209,24 @@ def finish_axes(ax: Any, lo: float, hi: float, title: str) -> None:
     ax.set_xlim(lo, hi)
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("performance (FLOP/s)")
-    ax.set_title(title, fontsize=9)
+    ax.set_title(title.replace("$", r"\$"), fontsize=9)  # a node id's "$" must not start math mode
     ax.grid(True, which="both", alpha=0.25)
 
 
-def plot_machine(machine: Machine, path: str | Path) -> Path:
-    """The machine's hierarchical roofline alone: every level, every precision, the ISA ceilings."""
+def machine_figure(machine: Machine) -> Any:
+    """The machine's hierarchical roofline alone: every level, every precision, the ISA ceilings (labels
+    queued; :func:`save` places them)."""
     lo, hi = ai_range([], machine)
     fig, ax = pyplot().subplots(figsize=(9, 6), dpi=110)
     draw_ceilings(ax, machine, lo, hi)
     finish_axes(ax, lo, hi, machine.name)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    return save(fig, Path(path))
+    return fig
+
+
+def plot_machine(machine: Machine, path: str | Path) -> Path:
+    return save(machine_figure(machine), Path(path))
 
 
 Point = tuple[str, str, float, float, float, bool]  # name, level, AI, FLOP/s, time (size), timed one by one
@@ -142,8 +262,71 @@ def chart_points(kernels: Sequence[KernelSample], machine: Machine) -> tuple[lis
     return points, edge, no_flop_time
 
 
-def draw_roofline(
-    path: Path,
+MATMUL_OPS = ("mm", "addmm", "bmm", "baddbmm", "mv", "addmv", "matmul", "linear", "dot", "vdot")
+TOP_OPS_NAMED = 4  # the ops that took the most time are named beside their markers
+
+
+def kernel_name(name: str) -> str:
+    """A C++ kernel's name without ``void``, namespaces, template arguments and parameters:
+    ``void cudnn::nchwToNhwcKernel<float, ...>(...)`` -> ``nchwToNhwcKernel``; other names unchanged."""
+    text = name.removeprefix("void ")
+    if "<" not in text and "(" not in text:
+        return text
+    depth, kept = 0, []
+    for char in text:
+        if char == "(" and depth == 0:
+            break
+        depth += char == "<"
+        if depth == 0:
+            kept.append(char)
+        depth -= char == ">" and depth > 0
+    return "".join(kept).rsplit("::", 1)[-1].strip() or text
+
+
+def op_label(name: str, launches: int = 1, width: int = 48) -> str:
+    """A marker's name: ``1024 launches of a 1×64 @ 64×64 matmul`` for the analytic counter's
+    ``aten.mm.default[1x64,64x64]``; ncu kernels by :func:`kernel_name`, long names shortened from the middle.
+    Names are untrusted: no control characters, and ``$`` cannot start matplotlib's math mode."""
+    name = printable(name)
+    # the analytic counter's op[shape,shape] (a C++ name may hold brackets too: lambdas, arrays)
+    op, bracket, rest = name.partition("[") if re.fullmatch(r"[\w.]+\[[^\[\]]*\]", name) else (name, "", "")
+    short = op.removeprefix("aten.").removesuffix(".default").split(".")[0]
+    shapes = [shape.replace("x", "×") for shape in rest.rstrip("]").split(",")] if bracket else []
+    if short in MATMUL_OPS and shapes:
+        text = f"{' @ '.join(shapes[:2])} matmul"
+    elif short.startswith("conv") and shapes:
+        text = f"{shapes[0]} conv"
+    elif bracket:
+        text = f"{short} [{', '.join(shapes[:2])}{', …' if len(shapes) > 2 else ''}]"
+    else:
+        text = kernel_name(name)
+    if len(text) > width:
+        text = text[: width // 2 - 1] + "…" + text[-(width // 2):]
+    text = text.replace("$", r"\$")
+    if launches > 1:
+        return f"{launches} launches of {'a ' if bracket else ''}{text}"
+    return text
+
+
+def _op_candidates(x: float, y: float, size: float) -> list[Candidate]:
+    """Beside a marker of ``size`` (points squared): right, left, above, below, then a little further out."""
+    out = []
+    radius = math.sqrt(size) / 2
+    for gap in (radius + 3.0, radius + 12.0):
+        out += [Candidate(x, y, "left", "center", gap, 0.0), Candidate(x, y, "right", "center", -gap, 0.0),
+                Candidate(x, y, "center", "bottom", 0.0, gap), Candidate(x, y, "center", "top", 0.0, -gap),
+                Candidate(x, y, "left", "bottom", gap, gap), Candidate(x, y, "left", "top", gap, -gap),
+                Candidate(x, y, "right", "bottom", -gap, gap), Candidate(x, y, "right", "top", -gap, -gap)]
+    return out
+
+
+def draw_roofline(path: Path, machine: Machine, kernels: Sequence[KernelSample], verdict: Verdict | None = None,
+                  **options: Any) -> Path:
+    """Draw :func:`roofline_figure` into ``path``."""
+    return save(roofline_figure(machine, kernels, verdict, **options), path)
+
+
+def roofline_figure(
     machine: Machine,
     kernels: Sequence[KernelSample],
     verdict: Verdict | None = None,
@@ -152,13 +335,16 @@ def draw_roofline(
     min_fraction: float | None = None,
     baseline_fraction: float | None = None,
     reference: tuple[Mapping[str, float], float, str] | None = None,
-) -> Path:
-    """Draw every ceiling of ``machine``, the kernels sized by time, the measured point and the threshold.
+    caption: Sequence[str] = (),
+) -> Any:
+    """Every ceiling of ``machine``, the kernels sized by time, the measured point and the threshold.
 
     ``baseline_fraction``: the baseline's point too, at the same arithmetic intensity (the same work), its
     performance scaled from the measured one by the ratio of the fractions (the roof is the same).
     ``reference``: another measurement's point, ``(AI per level, FLOP/s, label)`` (REF's, under
-    ``--roofline-compare``: its own work, so its own intensity), joined to the measured one by an arrow."""
+    ``--roofline-compare``: its own work, so its own intensity), joined to the measured one by an arrow.
+    ``caption``: lines under the chart (the diagnosis: the failure message's first lines). The
+    :data:`TOP_OPS_NAMED` ops that took the most time are named beside their markers."""
     import numpy as np
 
     points, edge, no_flop_time = chart_points(kernels, machine)
@@ -176,6 +362,14 @@ def draw_roofline(
         marker = _LEVEL_MARKERS.get(level, "o")
         ax.scatter([x], [y], s=size, marker=marker, alpha=0.55 if timed else 0.35,
                    facecolors="tab:blue" if timed else "none", edgecolors="tab:blue")
+    launches = {kernel.name: kernel.launches for kernel in kernels}
+    named: set[str] = set()
+    for name, _, x, y, weight, _ in sorted(points, key=lambda p: -p[4]):  # one label per op, at one level
+        if name in named or len(named) >= TOP_OPS_NAMED:
+            continue
+        named.add(name)
+        add_label(ax, Label(op_label(name, launches.get(name, 1)), _op_candidates(x, y, 30 + 600 * weight / total),
+                            {"fontsize": 7, "color": "tab:blue"}), 2 + len(named))
     for i, (level, rate, weight) in enumerate(edge):
         # No FLOPs, so no place on the AI axis: at the left edge, at the height its bandwidth reaches there,
         # so its distance below that level's diagonal is its own fraction of the bandwidth roof.
@@ -183,9 +377,10 @@ def draw_roofline(
                    alpha=0.55, facecolors="tab:orange", edgecolors="tab:orange", clip_on=False,
                    label="ops with no FLOPs (at the left edge, by bandwidth)" if i == 0 else None)
     if verdict is not None and verdict.time_s > 0 and verdict.total_flops > 0:
-        for level, x in region_ai.items():
+        for i, x in enumerate(region_ai.values()):  # one legend entry for the star at every level
             ax.scatter([x], [verdict.achieved_flops_per_s], marker="*", s=320, color="tab:red", zorder=5,
-                       label=f"measured ({level} AI): fraction {verdict.fraction:.2f}")
+                       label=f"measured ({'/'.join(region_ai)} AI): fraction {verdict.fraction:.2f}" if i == 0
+                       else None)
         if baseline_fraction is not None and verdict.fraction > 0:
             baseline_rate = verdict.achieved_flops_per_s * baseline_fraction / verdict.fraction
             for level, x in region_ai.items():
@@ -228,5 +423,13 @@ def draw_roofline(
         subtitle.append(f"{no_flop_time * 1e3:.3g} ms in kernels with no FLOPs (not drawn)")
     finish_axes(ax, lo, hi, title + ("\n" + "; ".join(subtitle) if subtitle else ""))
     ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    return save(fig, path)
+    lines = [line for line in caption if line.strip()][:4]
+    if lines:
+        # the diagnosis under the chart, so the image alone says why the test failed
+        height = 0.022 * len(lines) + 0.015
+        fig.text(0.01, 0.008, "\n".join(lines).replace("$", r"\$"), fontsize=7.5, family="monospace",
+                 va="bottom", ha="left")
+        fig.tight_layout(rect=(0, height, 1, 1))
+    else:
+        fig.tight_layout()
+    return fig

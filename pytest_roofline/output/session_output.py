@@ -42,8 +42,11 @@ def failure_report(directory: Path, nodeid: str, machine: Machine, regions: Sequ
     ``details`` are extra lines for the message (the ncu diagnostics), indented under the notes.
     """
     notes = [note for region in regions for note in region.notes] + roof_notes(machine, verdict.flops)
+    # the chart's caption: the diagnosis, as the message's first lines (fraction vs threshold, bound, time)
+    diagnosis = failure_message(verdict, min_fraction).splitlines()
+    caption = [diagnosis[0], diagnosis[1].strip(), *(line.strip() for line in diagnosis if "time:" in line)]
     paths, problems = test_artifacts(directory, nodeid, machine, all_kernels(regions), verdict, title=nodeid,
-                                     min_fraction=min_fraction)
+                                     min_fraction=min_fraction, caption=caption)
     notes += problems
     message = failure_message(verdict, min_fraction, paths, notes, timing_spread(regions))
     details = [*op_lines(regions), *details]

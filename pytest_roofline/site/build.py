@@ -3,7 +3,8 @@
 Layout of ``out``::
 
     index.html                          every machine's tests, worst first, with filters
-    plotly.min.js, site.css, site.js    bundled next to the pages: nothing is loaded from the network
+    plotly.min.js, site.css, site.js    bundled next to the pages: nothing is loaded from the network; the one
+                                        copy of plotly.js that every page loads (none with --plotly-js)
     m/<machine>/machine.html            every roof over time
     m/<machine>/t/<test>.html           a test's fraction over time and its roofline through history
     m/<machine>/traj/<function>.html    a parametrized test's variants joined on one roofline per session
@@ -13,6 +14,7 @@ Layout of ``out``::
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import tempfile
@@ -29,7 +31,7 @@ import pandas as pd
 from pytest_roofline._atomic import current_umask
 from pytest_roofline.errors import SiteError, SiteOutputError
 
-from . import charts, pages
+from . import charts, label_layout, pages
 from .changepoints import change_points
 from .history_reader import Session, read_history
 from .model import TestSummary, history_frame, number, parametrized, params_key, params_label, slug, summarize
@@ -148,7 +150,7 @@ def _test_page(summary: TestSummary, rows: pd.DataFrame, latest: Session, artifa
                                      f"{commits}: median {cp.before:.3f} → {cp.after:.3f}"))
         change_rows.append([pages.esc(commits), pages.esc(f"{_time(before.start)[:16]} → {_time(after.start)[:16]}"),
                             f"{cp.before:.3f}", f"{cp.after:.3f}", pages.percent(cp.change)])
-    body = [f"<h1>{pages.esc(summary.nodeid)}</h1>",
+    body = [f"<h1>{pages.wrappable(summary.nodeid)}</h1>",
             f'<p class="muted">on <a href="../machine.html">{pages.esc(summary.machine)}</a>'
             f' · {len(rows)} sessions, {len(measured)} measured'
             + (f' · <a href="{pages.esc(trajectory)}">roofline trajectory of its variants</a>' if trajectory else "")
@@ -161,7 +163,11 @@ def _test_page(summary: TestSummary, rows: pd.DataFrame, latest: Session, artifa
                          ("verdict", pages.verdict_badge(summary))]),
             _verdict_note(summary)]
     if points:
-        body.append(pages.chart("fraction", charts.fraction_figure(points, summary.baseline, markers)))
+        chosen = set(summary.baseline_sessions)
+        times = [_time(r.start) for r in measured.itertuples() if str(r.session_id) in chosen]
+        label = (f"baseline: the {len(times)} sessions the gate used" if summary.baseline_gate else
+                 f"baseline: the first {len(times)} sessions")
+        body.append(pages.chart("fraction", charts.fraction_figure(points, summary.baseline, markers, times, label)))
     body.append("<h2>Change points</h2>")
     body.append(pages.table(["commits", "sessions", "median before", "median after", "change"], change_rows,
                             numeric=(2, 3, 4)) if change_rows else
@@ -180,7 +186,12 @@ def _gate_verdict(record: Any) -> str | None:
 
 def _verdict_note(summary: TestSummary) -> str:
     """Where the verdict comes from: the baseline gate of the latest session (its one statistic), else the trend."""
-    band = "Baseline band: the first 5 sessions shown (median and range, green band)."
+    count = len(summary.baseline_sessions)
+    band = (f"Baseline band: the {count} baseline sessions the gate compared this test with in session "
+            f"{pages.esc(summary.baseline_gate)} (median and range, green band; those sessions ringed)."
+            if summary.baseline_gate else
+            "Baseline band: the first 5 sessions shown (no session ran the baseline gate; median and range, green "
+            "band; those sessions ringed).")
     gate = summary.gate
     if gate is None:
         return (f'<p class="note">Verdict: the trend (this test\'s latest session ran no baseline gate): '
@@ -295,14 +306,27 @@ def _trajectory_page(machine: str, function: str, variants: Sequence[TestSummary
                                 "lines": [{"name": name, **line} for name, line in lines.items()]})
     if not per_session or not roofs.peak_flops:
         return None
-    spec = {"roofs": charts.roof_traces(roofs, charts.x_range(roofs, xs)), "sessions": per_session,
-            "reference": 0, "colours": charts.PALETTE,
-            "layout": charts.roofline_layout(f"{function.split('::')[-1]} by {axis}", height=520)}
+    low, high = charts.x_range(roofs, xs)
+    layout = charts.roofline_layout(f"{function.split('::')[-1]} by {axis}", height=520)
+    # fixed ranges, so that the label positions chosen here hold in the browser
+    layout["xaxis"]["range"] = [math.log10(low), math.log10(high)]
+    layout["yaxis"]["range"] = label_layout.log_range(
+        [y for s in per_session for line in s["lines"] for y in line["y"]] + list(roofs.peak_flops.values()),
+        below=3.0)
+    for session_spec in per_session:
+        drawn: list[dict[str, Any]] = session_spec["lines"]
+        flat = [(float(x), float(y), str(label)) for one in drawn
+                for x, y, label in zip(one["x"], one["y"], one["labels"])]
+        positions = iter(label_layout.text_positions(flat, layout["xaxis"]["range"], layout["yaxis"]["range"]))
+        for one in drawn:
+            one["positions"] = [next(positions) for _ in one["x"]]
+    spec = {"roofs": charts.roof_traces(roofs, (low, high)), "sessions": per_session,
+            "reference": 0, "colours": charts.PALETTE, "layout": layout}
     options = "".join(f'<option value="{i}"{" selected" if i == len(per_session) - 1 else ""}>'
                       f"{pages.esc(s['label'])}</option>" for i, s in reversed(list(enumerate(per_session))))
     variant_links = ", ".join(f'<a href="../t/{pages.esc(v.page)}">{pages.esc(pages.variant_name(v))}</a>'
                               for v in variants)
-    body = (f"<h1>{pages.esc(function)}</h1>"
+    body = (f"<h1>{pages.wrappable(function)}</h1>"
             f'<p class="muted">roofline trajectory on <a href="../machine.html">{pages.esc(machine)}</a>: the '
             f"variants joined in {pages.esc(axis)} order, each at the slowest memory level of its bytes, one chart "
             "per session "
@@ -350,7 +374,8 @@ def _copy_assets(out: Path) -> None:
         from plotly.offline import get_plotlyjs
     except ImportError:
         raise SiteError("the site needs plotly and ruptures: pip install 'pytest-roofline[site]'") from None
-    _write(out / "plotly.min.js", get_plotlyjs())
+    if pages.PLOTLY.get() == pages.PLOTLY_JS:  # else the pages load it from where --plotly-js says
+        _write(out / pages.PLOTLY_JS, get_plotlyjs())
     for name in ASSETS:
         _write(out / name, (resources.files(__package__) / "assets" / name).read_text(encoding="utf-8"))
 
@@ -408,7 +433,10 @@ def _replace(work: Path, out: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def build_site(history: Path, out: Path, machine: str | None = None, since: datetime | None = None) -> BuildResult:
+def build_site(history: Path, out: Path, machine: str | None = None, since: datetime | None = None,
+               plotly_js: str | None = None) -> BuildResult:
+    """Write the site; ``plotly_js``: a URL or a path relative to the site's top folder that every page loads
+    plotly.js from instead of the site's own copy (several sites published side by side can share one)."""
     began = time.perf_counter()
     _check_out(out, history)  # before the history is read: a bad --out is said at once
     try:
@@ -419,8 +447,12 @@ def build_site(history: Path, out: Path, machine: str | None = None, since: date
     if not by_machine:
         raise SiteError(f"no readable history session in {history}"
                         + (f" for machine {machine!r}" if machine else "") + (f" since {since:%Y-%m-%d}" if since else ""))
-    with staged(out, history) as work:
-        result = _write_site(history, work, by_machine)
+    token = pages.PLOTLY.set(plotly_js or pages.PLOTLY_JS)
+    try:
+        with staged(out, history) as work:
+            result = _write_site(history, work, by_machine)
+    finally:
+        pages.PLOTLY.reset(token)
     return BuildResult(out, *result, time.perf_counter() - began)
 
 

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_roofline.output.chart import is_tensor
+
 # Colour-blind-safe (Okabe-Ito) colours, one per memory level or precision.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
 FAIL = "#D55E00"
@@ -26,13 +28,13 @@ def sig(x: float | None, digits: int = 4) -> float | None:
 
 
 def si(x: float | None, unit: str = "") -> str:
-    """3 significant digits with an SI prefix: 1.23 G, 456 µ."""
+    """3 significant digits with an SI prefix: 1.23 G, 456 µ, 1.42 P (an H100's fp8 roof in FLOP/s)."""
     if x is None:
         return "—"
     if x == 0:
         return f"0 {unit}".strip()
-    exponent = max(-4, min(4, math.floor(math.log10(abs(x)) / 3)))
-    prefix = {-4: "p", -3: "n", -2: "µ", -1: "m", 0: "", 1: "k", 2: "M", 3: "G", 4: "T"}[exponent]
+    exponent = max(-4, min(5, math.floor(math.log10(abs(x)) / 3)))
+    prefix = {-4: "p", -3: "n", -2: "µ", -1: "m", 0: "", 1: "k", 2: "M", 3: "G", 4: "T", 5: "P"}[exponent]
     return f"{x / 1000 ** exponent:.3g} {prefix}{unit}".strip()
 
 
@@ -70,9 +72,13 @@ class Marker:
 
 
 def fraction_figure(points: Sequence[FractionPoint], baseline: tuple[float, float, float] | None,
-                    markers: Sequence[Marker]) -> dict[str, Any]:
+                    markers: Sequence[Marker], baseline_times: Sequence[str] = (),
+                    baseline_label: str = "baseline") -> dict[str, Any]:
     """Fraction over time with hover details, the threshold, the baseline band and change points; the time per
-    call on a second axis (at the same fraction, more work reads as more time only there)."""
+    call on a second axis (at the same fraction, more work reads as more time only there).
+
+    ``baseline_times``: the times of the sessions the band is drawn from: the band spans from the first of
+    them to the last point, and those sessions' points are ringed."""
     failed = [p.outcome in ("failed", "error") for p in points]
     data: list[dict[str, Any]] = [{
         "type": "scatter", "mode": "lines+markers", "name": "fraction",
@@ -96,12 +102,22 @@ def fraction_figure(points: Sequence[FractionPoint], baseline: tuple[float, floa
     annotations: list[dict[str, Any]] = []
     if baseline is not None:
         median, low, high = baseline
-        shapes.append({"type": "rect", "xref": "paper", "x0": 0, "x1": 1, "y0": low, "y1": high,
+        # from the first baseline session on (the band says what those sessions measured, not what came before)
+        span: dict[str, Any] = ({"xref": "x", "x0": min(baseline_times), "x1": max(p.time for p in points)}
+                                if baseline_times and points else {"xref": "paper", "x0": 0, "x1": 1})
+        shapes.append({"type": "rect", **span, "y0": low, "y1": high,
                        "fillcolor": "rgba(0,158,115,0.15)", "line": {"width": 0}, "layer": "below"})
-        shapes.append({"type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": median, "y1": median,
+        shapes.append({"type": "line", **span, "y0": median, "y1": median,
                        "line": {"color": "#009E73", "width": 1, "dash": "dot"}, "layer": "below"})
         annotations.append({"xref": "paper", "x": 1, "y": high, "yanchor": "bottom", "xanchor": "right",
-                            "text": "baseline", "showarrow": False, "font": {"color": "#009E73", "size": 11}})
+                            "text": baseline_label, "showarrow": False, "font": {"color": "#009E73", "size": 11}})
+        chosen = set(baseline_times)
+        ringed = [p for p in points if p.time in chosen]
+        if ringed:
+            data.append({"type": "scatter", "mode": "markers", "name": "baseline sessions",
+                         "x": [p.time for p in ringed], "y": [sig(p.fraction) for p in ringed],
+                         "hoverinfo": "skip", "marker": {"size": 11, "symbol": "circle-open", "color": "#009E73",
+                                                          "line": {"width": 1.5}}})
     for marker in markers:
         shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": marker.start, "x1": marker.end,
                        "y0": 0, "y1": 1, "fillcolor": "rgba(230,159,0,0.35)", "line": {"color": "#E69F00",
@@ -141,11 +157,19 @@ def roof_traces(roofs: Roofs, x_range: tuple[float, float]) -> list[dict[str, An
         traces.append({"type": "scatter", "mode": "lines", "name": f"{level} {si(bw, 'B/s')}",
                        "x": [low, end], "y": [low * bw, end * bw], "hoverinfo": "name",
                        "line": {"color": PALETTE[i % len(PALETTE)], "width": 1.5}})
-    for i, (precision, peak) in enumerate(sorted(roofs.peak_flops.items(), key=lambda kv: -kv[1])):
+    # Names whose values print the same share one line (an older record's fp16 = fp16_tensor); CUDA-core
+    # roofs solid, Tensor Core roofs dashed, as on the failure charts.
+    groups: dict[str, list[tuple[str, float]]] = {}
+    for precision, peak in roofs.peak_flops.items():
+        groups.setdefault(si(peak, "FLOP/s"), []).append((precision, peak))
+    for shown, members in sorted(groups.items(), key=lambda kv: -max(p for _, p in kv[1])):
+        members.sort(key=lambda m: (is_tensor(m[0]), m[0]))
+        peak = max(p for _, p in members)
+        tensor = any(is_tensor(name) for name, _ in members)
         start = max(low, peak / fastest) if fastest else low
-        traces.append({"type": "scatter", "mode": "lines", "name": f"{precision} {si(peak, 'FLOP/s')}",
+        traces.append({"type": "scatter", "mode": "lines", "name": " / ".join(n for n, _ in members) + f" {shown}",
                        "x": [start, high], "y": [peak, peak], "hoverinfo": "name",
-                       "line": {"color": "#444", "width": 1.5, "dash": ["solid", "dash", "dot", "dashdot"][i % 4]}})
+                       "line": {"color": "#444", "width": 1.5, "dash": "dash" if tensor else "solid"}})
     return traces
 
 

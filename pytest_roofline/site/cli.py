@@ -28,6 +28,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     deprecated_alias(parser, "--machine", "--machine-key", "machine")
     parser.add_argument("--since", type=_date, metavar="DATE",
                         help="only sessions that started on or after this date (UTC, YYYY-MM-DD)")
+    parser.add_argument("--plotly-js", metavar="URL_OR_PATH",
+                        help="load plotly.js from here instead of writing its 4.8 MB copy into the site: a URL, or "
+                             "a path relative to the site's top folder (e.g. ../plotly.min.js, one copy shared by "
+                             "several sites); default: one copy in the site, loaded by every page")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"report: {args.history} is not a directory", file=sys.stderr)
         return 2
     try:
-        result = build_site(args.history, args.out, args.machine, args.since)
+        result = build_site(args.history, args.out, args.machine, args.since, args.plotly_js)
     except SiteOutputError as exc:
         print(f"report: {exc}", file=sys.stderr)
         return 2

@@ -4,8 +4,10 @@ Definitions the index and test pages use (also in docs/site.md):
 
 - *now*: the median fraction of the test's last 3 sessions (one session's noise does not flip a column);
 - *last week*: now against the same median 7 days before the latest session (the 3 sessions up to then);
-- *baseline*: the first 5 sessions shown (from ``--since``, else the oldest kept), their median and range
-  drawn as the band, once more sessions follow them; *since baseline* is now against that median;
+- *baseline*: the baseline sessions the gate compared the test with in the latest session that ran the gate
+  (``tests[].baseline.sessions``), their median and range drawn as the band over their span; without a gate
+  record, the first 5 sessions shown (from ``--since``, else the oldest kept), once more sessions follow them;
+  *since baseline* is now against that median;
 - *verdict*: the baseline gate's, where the test's latest session ran it (``tests[].baseline``: time, work and
   fraction against its baseline sessions, the statistic the gate failed or passed it on); else the *trend*,
   ``verdicts.trend`` on the fractions (last 5 sessions against the 5 before);
@@ -117,6 +119,8 @@ class TestSummary:
     baseline_change: float | None
     comparison: Comparison  # the trend of the fractions
     gate: GateVerdict | None = None  # the baseline gate's, where the latest session ran it
+    baseline_sessions: tuple[str, ...] = ()  # the sessions the band is drawn from (ids, oldest first)
+    baseline_gate: str | None = None  # the session whose gate chose them; None: the first sessions shown
 
     @property
     def verdict(self) -> str:
@@ -155,9 +159,12 @@ def summarize(machine: str, nodeid: str, rows: pd.DataFrame) -> TestSummary:
         cutoff = measured["start"].iloc[-1] - timedelta(days=7)
         earlier = [float(f) for f in measured.loc[measured["start"] <= cutoff, "fraction"]]
         week_change = _change(now, _median_or_none(earlier[-NOW_SESSIONS:]))
-    # No baseline until sessions follow it: a band over every session there is says nothing.
-    first = fractions[:WINDOW]
-    baseline = (statistics.median(first), min(first), max(first)) if len(fractions) > WINDOW else None
+    baseline, baseline_ids, gate_session = gate_baseline(measured)
+    if baseline is None:
+        # No baseline until sessions follow it: a band over every session there is says nothing.
+        first = fractions[:WINDOW]
+        baseline = (statistics.median(first), min(first), max(first)) if len(fractions) > WINDOW else None
+        baseline_ids = tuple(str(i) for i in measured["session_id"].iloc[:WINDOW]) if baseline else ()
     last = rows.iloc[-1]
     threshold = number(last["min_fraction"])
     return TestSummary(
@@ -167,7 +174,31 @@ def summarize(machine: str, nodeid: str, rows: pd.DataFrame) -> TestSummary:
         week_change=week_change, baseline=baseline,
         baseline_change=_change(now, baseline[0]) if baseline else None,
         comparison=trend(fractions), gate=GateVerdict.from_record(last["record"], str(last["session_id"]),
-                                                                  str(last["commit"])))
+                                                                  str(last["commit"])),
+        baseline_sessions=baseline_ids, baseline_gate=gate_session)
+
+
+def gate_baseline(measured: pd.DataFrame) -> tuple[tuple[float, float, float] | None, tuple[str, ...], str | None]:
+    """The band of the baseline the gate used: in the newest session whose record lists baseline sessions
+    (``tests[].baseline.sessions``), those sessions' fractions in this history (median, low, high; the median
+    is the gate's own reference where it recorded one), their ids and the gating session's id. Nothing when no
+    session ran the gate or none of its baseline sessions is in the history shown."""
+    for row in reversed(list(measured.itertuples())):
+        block = row.record.get("baseline") if isinstance(row.record, Mapping) else None
+        if not isinstance(block, Mapping):
+            continue
+        ids = block.get("sessions")
+        if not isinstance(ids, list) or not ids:
+            continue
+        chosen = measured[measured["session_id"].isin([str(i) for i in ids])]
+        values = [float(f) for f in chosen["fraction"]]
+        if not values:
+            return None, (), None
+        reference = number(block.get("fraction"))
+        median = reference if reference is not None else statistics.median(values)
+        return ((median, min(min(values), median), max(max(values), median)),
+                tuple(str(i) for i in chosen["session_id"]), str(row.session_id))
+    return None, (), None
 
 
 def parametrized(summaries: list[TestSummary]) -> dict[str, list[TestSummary]]:

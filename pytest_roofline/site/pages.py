@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import html
 import json
 from collections.abc import Iterable, Sequence
@@ -19,6 +20,16 @@ def esc(value: object) -> str:
     return html.escape(str(value), quote=True)
 
 
+def wrappable(value: object) -> str:
+    """Escaped text with a line-break opportunity (``<wbr>``) after each ``::``, ``/`` and ``[``: a long node id
+    wraps between its parts, never inside a word (the stylesheet breaks a word only when a part alone is wider
+    than the column)."""
+    text = esc(value)
+    for mark in ("::", "/", "["):
+        text = text.replace(mark, mark + "<wbr>")
+    return text
+
+
 def json_script(element_id: str, value: Any) -> str:
     """Data for the page's script; ``</`` is escaped so no value can close the script element."""
     text = json.dumps(value, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
@@ -31,8 +42,21 @@ def chart(element_id: str, figure: dict[str, Any], height: int | None = None) ->
         json_script(f"{element_id}-data", figure)
 
 
+PLOTLY_JS = "plotly.min.js"  # the one copy a site holds, at its top folder
+# Where the pages of the site being written load plotly.js from: the site's own copy, or a URL / path given
+# with ``report --plotly-js`` (set by build_site for the pages it writes).
+PLOTLY: contextvars.ContextVar[str] = contextvars.ContextVar("plotly", default=PLOTLY_JS)
+
+
+def plotly_src(root: str) -> str:
+    """The ``src`` of the plotly script on a page ``root`` below the site's top folder."""
+    where = PLOTLY.get()
+    return where if "://" in where or where.startswith("/") else root + where
+
+
 def page(title: str, root: str, body: str, nav: Sequence[tuple[str, str]] = ()) -> str:
-    """A whole page; ``root`` is the relative path back to the site's top folder ("" or "../../")."""
+    """A whole page; ``root`` is the relative path back to the site's top folder ("" or "../../"). Every page
+    loads the one plotly.js of the site (:func:`plotly_src`), never a copy of its own."""
     links = "".join(f'<a href="{esc(href)}">{esc(text)}</a>' for href, text in nav)
     return f"""<!DOCTYPE html>
 <html lang="en">
@@ -41,7 +65,7 @@ def page(title: str, root: str, body: str, nav: Sequence[tuple[str, str]] = ()) 
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{esc(title)} · roofline history</title>
 <link rel="stylesheet" href="{root}site.css">
-<script src="{root}plotly.min.js"></script>
+<script src="{esc(plotly_src(root))}"></script>
 <script src="{root}site.js"></script>
 </head>
 <body>
@@ -109,7 +133,7 @@ def index_table(rows: Iterable[tuple[TestSummary, str, str, str | None]]) -> str
 def test_name(nodeid: str) -> str:
     """The file part of a node id small and grey, the test itself in full: rows stay one line."""
     path, sep, name = nodeid.rpartition("::")
-    return f'<span class="path">{esc(path + sep)}</span>{esc(name)}' if sep else esc(nodeid)
+    return f'<span class="path">{wrappable(path + sep)}</span>{wrappable(name)}' if sep else wrappable(nodeid)
 
 
 def filters(bounds: Sequence[str]) -> str:

@@ -30,7 +30,7 @@
         }
         chosen.lines.forEach(function (line, i) {
           data.push({ type: "scatter", mode: "lines+markers+text", name: line.name, x: line.x, y: line.y,
-                      text: line.labels, customdata: line.text, textposition: "top left",
+                      text: line.labels, customdata: line.text, textposition: line.positions || "top left",
                       hovertemplate: "%{customdata}<extra></extra>",
                       line: { color: spec.colours[i % spec.colours.length], width: 2.5 },
                       marker: { size: 9, color: spec.colours[i % spec.colours.length] } });

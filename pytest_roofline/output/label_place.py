@@ -1,0 +1,122 @@
+"""Greedy placement of chart labels so that no two overlap (matplotlib, imported only when a chart is drawn).
+
+Each label comes with candidate positions in order of preference (a roof's label: the right end of its line,
+above it, then below it, then further left). Labels are placed one by one, most important first: each takes
+its first candidate whose box, measured with the renderer's own text extents, overlaps no label placed
+before it, no obstacle (the legend) and stays inside the axes. Lines are soft obstacles: a candidate that
+crosses none is preferred, one that crosses a line is taken before one that covers another label. When every
+candidate collides, the one with the least overlap is kept (a dense chart is still drawn, never refused).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in display pixels
+GRAZE = 0.08  # a label may overlap lines by this share of its own area (an edge touching a line)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A position in data coordinates, the text's alignment there and an offset in points (off the line)."""
+
+    x: float
+    y: float
+    ha: str = "right"
+    va: str = "bottom"
+    dx: float = 0.0
+    dy: float = 0.0
+
+
+@dataclass
+class Label:
+    text: str
+    candidates: Sequence[Candidate]
+    style: dict[str, Any] = field(default_factory=dict)  # fontsize, colour... passed to ``annotate``
+
+
+def box_of(artist: Any, renderer: Any, pad: float = 1.5) -> Box:
+    extent = artist.get_window_extent(renderer=renderer)
+    return extent.x0 - pad, extent.y0 - pad, extent.x1 + pad, extent.y1 + pad
+
+
+def overlap(a: Box, b: Box) -> float:
+    """Area two boxes share (0 when apart)."""
+    width = min(a[2], b[2]) - max(a[0], b[0])
+    height = min(a[3], b[3]) - max(a[1], b[1])
+    return width * height if width > 0 and height > 0 else 0.0
+
+
+def _outside(box: Box, frame: Box) -> float:
+    """Area of ``box`` that lies outside ``frame``."""
+    area = (box[2] - box[0]) * (box[3] - box[1])
+    return area - overlap(box, frame)
+
+
+def place_labels(ax: Any, labels: Sequence[Label], obstacles: Sequence[Box] = (),
+                 lines: Sequence[Box] = ()) -> list[Any]:
+    """Annotate ``ax`` with every label at a free candidate; return the text artists in the order given.
+
+    Call it after the axes' limits and the figure's layout are final: boxes are measured in pixels."""
+    renderer = ax.figure.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer=renderer)
+    inside: Box = (frame.x0, frame.y0, frame.x1, frame.y1)
+    placed: list[Box] = []
+    artists = []
+    for label in labels:
+        best: tuple[tuple[float, float, float], Any, Box] | None = None
+        for candidate in label.candidates:
+            text = ax.annotate(label.text, (candidate.x, candidate.y), xytext=(candidate.dx, candidate.dy),
+                               textcoords="offset points", ha=candidate.ha, va=candidate.va,
+                               annotation_clip=False, **label.style)
+            box = box_of(text, renderer)
+            tight = box_of(text, renderer, pad=0.0)
+            # hard cost first (labels, obstacles, leaving the axes), then the lines it crosses
+            hard = (sum(overlap(box, other) for other in placed) + sum(overlap(box, o) for o in obstacles)
+                    + _outside(tight, inside))
+            crossed = sum(overlap(tight, line) for line in lines)
+            # grazing a line with an edge of the text keeps it readable and unambiguous: not a cost
+            soft = crossed if crossed > GRAZE * (tight[2] - tight[0]) * (tight[3] - tight[1]) else 0.0
+            cost = (hard, soft, crossed)
+            if best is None or cost < best[0]:
+                if best is not None:
+                    best[1].remove()
+                best = (cost, text, box)
+            else:
+                text.remove()
+            if hard == 0 and soft == 0:
+                break
+        if best is not None:
+            placed.append(best[2])
+            artists.append(best[1])
+    return artists
+
+
+def line_boxes(ax: Any, xs: Sequence[float], ys: Sequence[float], step_px: float = 8.0) -> list[Box]:
+    """Small pixel boxes that cover a drawn line (data coordinates), for labels to keep off it: one per
+    ``step_px`` along each segment, so a diagonal is covered by its own path, not by its bounding box."""
+    points = ax.transData.transform(list(zip(xs, ys)))
+    boxes: list[Box] = []
+    half = 1.0
+    for (x0, y0), (x1, y1) in itertools.pairwise(points):
+        if not all(math.isfinite(v) for v in (x0, y0, x1, y1)):  # NaN: a gap in the line
+            continue
+        pieces = max(1, int(math.hypot(x1 - x0, y1 - y0) // step_px))
+        for i in range(pieces):
+            ax0, ay0 = x0 + (x1 - x0) * i / pieces, y0 + (y1 - y0) * i / pieces
+            ax1, ay1 = x0 + (x1 - x0) * (i + 1) / pieces, y0 + (y1 - y0) * (i + 1) / pieces
+            boxes.append((min(ax0, ax1) - half, min(ay0, ay1) - half, max(ax0, ax1) + half, max(ay0, ay1) + half))
+    return boxes
+
+
+def overlapping_pairs(texts: Sequence[Any]) -> list[tuple[str, str]]:
+    """The labels whose boxes overlap (for tests and checks): pairs of their texts."""
+    if not texts:
+        return []
+    renderer = texts[0].figure.canvas.get_renderer()
+    boxes = [(t.get_text(), box_of(t, renderer, pad=0.0)) for t in texts]
+    return [(a[0], b[0]) for i, a in enumerate(boxes) for b in boxes[i + 1:] if overlap(a[1], b[1]) > 0]
