@@ -203,3 +203,7 @@ class CompareError(Exception):
 
 class ChannelClosed(Exception):
     """The other side of a comparison went away (it exited or crashed)."""
+
+
+class TwinStopped(CompareError):
+    """REF's twin went away during the session: the message gives its exit status and the end of its log."""
