@@ -194,3 +194,29 @@ def test_two_sessions_get_two_worktrees_and_a_stale_one_is_recreated(repo: Path)
     assert fresh.path == again.path and not (fresh.path / "leftover.txt").exists()
     assert "REPEAT = 1" in (fresh.path / "mypkg.py").read_text()
     fresh.release()
+
+
+def test_bisect_skips_a_commit_that_cannot_run_and_shows_pytests_error(
+        repo: Path, capsys: pytest.CaptureFixture[str], write_machine: Callable[..., Path],  # noqa: F811
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_roofline.cli import main
+
+    machine = write_machine(MACHINE)
+    (repo / "test_perf.py").write_text("import helper_missing\n" + TEST)
+    git(repo, "commit", "-qam", "broken")  # HEAD~2: cannot run
+    (repo / "test_perf.py").write_text(TEST)
+    git(repo, "commit", "-qam", "fixed")  # HEAD~1: as fast as GOOD
+    commit(repo, 0.002, repeat=2)  # HEAD: the slow one
+    monkeypatch.chdir(repo)
+    args = ["bisect", "HEAD~3", "HEAD", "--", f"--roofline-machine={machine}", "--roofline-max-time=0.05"]
+    code = main(args)
+    out = capsys.readouterr().out
+    slow = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert code == 0, out
+    assert "skipped: the step at" in out and "No module named 'helper_missing'" in out
+    assert f"first slow commit: {slow} change" in out
+    code = main(["bisect", "--skip", "HEAD~2", *args[1:]])
+    out = capsys.readouterr().out
+    assert code == 0 and "skipped: --skip" in out and "helper_missing" not in out, out
+    assert f"first slow commit: {slow} change" in out
