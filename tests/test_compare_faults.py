@@ -220,3 +220,21 @@ def test_bisect_skips_a_commit_that_cannot_run_and_shows_pytests_error(
     out = capsys.readouterr().out
     assert code == 0 and "skipped: --skip" in out and "helper_missing" not in out, out
     assert f"first slow commit: {slow} change" in out
+
+
+def test_a_moved_repository_gets_a_worktree_of_its_own_and_the_old_one_goes(repo: Path) -> None:  # noqa: F811
+    import shutil
+
+    from pytest_roofline.compare.worktree import prepare
+
+    first = prepare("HEAD", repo)
+    first.release()
+    moved = repo.parent / f"{repo.name}-moved"
+    shutil.move(str(repo), str(moved))
+    try:
+        again = prepare("HEAD", moved)  # the old worktree's link points at the old place: not reused
+        again.release()
+        assert again.path != first.path and (again.path / "mypkg.py").is_file()
+        assert not first.path.exists()  # its repository's git dir is gone: removed as an orphan
+    finally:
+        shutil.move(str(moved), str(repo))

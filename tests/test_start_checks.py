@@ -21,6 +21,8 @@ def test_declared(roofline):
 @pytest.mark.parametrize(("option", "expected"), [
     ("--roofline-cores=999", "*--roofline-cores / ini roofline_cores: 999 cores asked for, this process may run on*"),
     ("--roofline-cores=0,4097", "*--roofline-cores / ini roofline_cores: core(s) 4097 are not available*"),
+    ("--roofline-compare-python=/no/such/python", ("*--roofline-compare-python / ini roofline_compare_python: "
+                                                  "'/no/such/python' is not an executable Python interpreter*")),
     ("--roofline-counter=analytc", ("*--roofline-counter / ini roofline_counter: no plugin provides a counter named "
                                    "'analytc' (built-in: analytic, declared, ncu, auto;*")),
 ])

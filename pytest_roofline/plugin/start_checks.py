@@ -32,6 +32,17 @@ def check_cores(settings: Any) -> None:
                                 "count or a list of these cores")
 
 
+def check_compare_python(settings: Any) -> None:
+    """``--roofline-compare-python``: an interpreter that exists and runs (a path, or a name on PATH)."""
+    import shutil
+
+    given = settings.compare_python
+    if given and shutil.which(given) is None:
+        raise pytest.UsageError(f"--roofline-compare-python / ini roofline_compare_python: {given!r} is not an "
+                                "executable Python interpreter (give the path of REF's virtual environment's "
+                                "bin/python, or leave it empty for this one)")
+
+
 def counter_known(name: str, config: pytest.Config) -> bool:
     """Whether ``name`` is built in or a plugin registered so far makes a counter of that name."""
     if name in COUNTERS:
@@ -66,6 +77,7 @@ def check_at_start(settings: Any, config: pytest.Config, mode_name: str) -> None
     if not settings.enabled or mode_name not in ("roofline-session", "roofline-xdist-controller"):
         return
     check_cores(settings)
+    check_compare_python(settings)
     if settings.counter not in COUNTERS and not counter_known(settings.counter, config):
         if mode_name == "roofline-session" and not config.pluginmanager.has_plugin("roofline-counter-check"):
             config.pluginmanager.register(CounterCheck(settings.counter), "roofline-counter-check")
