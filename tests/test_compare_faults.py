@@ -79,8 +79,9 @@ def test_an_import_error_at_ref_is_not_compared_and_fails(
     git(repo, "commit", "-qm", "REF: does not import")
     (repo / "test_perf.py").write_text(TEST)
     commit(repo, 0.002, repeat=3)
-    result = run_roofline(write_machine(MACHINE), "--roofline-compare", "HEAD~1")
+    result = run_roofline(write_machine(MACHINE), "--roofline-compare", "HEAD~1", "--junitxml=junit.xml")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    assert '<property name="roofline_compare_verdict" value="error"' in (repo / "junit.xml").read_text()
     result.stdout.fnmatch_lines(["*roofline: not compared: REF HEAD~1 (*) could not collect test_perf.py:*",
                                  "*No module named 'helper_missing'*"])
     no_internal_traceback(result)

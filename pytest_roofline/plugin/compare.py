@@ -123,11 +123,19 @@ class CompareSession:
             result = yield
         except TwinStopped as exc:
             self.stopped[item.nodeid] = f"not compared: {exc}"
+            self._label(item.nodeid, "error", self.stopped[item.nodeid])  # before the report copies it (JUnit)
             pytest.fail(f"roofline: not compared with REF: {exc}", pytrace=False)
         why = self.missing.get(item.nodeid)
-        if why is not None and why.verdict == "error":
-            pytest.fail(f"roofline: {why.explanation}", pytrace=False)
+        if why is not None:
+            self._label(item.nodeid, why.verdict, why.explanation)
+            if why.verdict == "error":
+                pytest.fail(f"roofline: {why.explanation}", pytrace=False)
         return result
+
+    def _label(self, nodeid: str, verdict: str, explanation: str) -> None:
+        entry = self.state.tests.get(nodeid)
+        if entry is not None:
+            entry.extra["compare"] = {"verdict": verdict, "explanation": explanation}
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.twin is not None:
