@@ -239,3 +239,21 @@ def test_a_moved_repository_gets_a_worktree_of_its_own_and_the_old_one_goes(repo
         assert not first.path.exists()  # its repository's git dir is gone: removed as an orphan
     finally:
         shutil.move(str(moved), str(repo))
+
+
+def test_a_session_beside_another_compares_in_a_worktree_of_its_own(
+        repo: Path, write_machine: Callable[..., Path],  # noqa: F811
+        run_roofline: Callable[..., pytest.RunResult]) -> None:
+    from pytest_roofline.compare.worktree import prepare
+
+    commit(repo, 0.002, repeat=2)
+    other = prepare("HEAD", repo)  # another compare session, its twin running at HEAD
+    try:
+        result = run_roofline(write_machine(MACHINE), "--roofline-compare", "HEAD~1")
+        assert "REPEAT = 2" in (other.path / "mypkg.py").read_text()  # its checkout was left alone
+    finally:
+        other.release()
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    document = results(repo)
+    assert document["session"]["compare"]["worktree"].endswith("worktree-1")
+    assert document["tests"][0]["compare"]["changes"]["time"]["ratio"] == pytest.approx(2.0, rel=0.15)
