@@ -1,7 +1,7 @@
 """``pytest-roofline bisect GOOD BAD [-- PYTEST_ARGS]``: the first commit between GOOD and BAD whose tests are
 slower than at GOOD, by ``--roofline-compare GOOD`` at each step (the A/B gate: lockstep with GOOD's twin).
 
-Each step checks the commit out in a worktree of its own (``<roofline dir>/compare/bisect``) and runs pytest
+Each step checks the commit out in a worktree of its own (``bisect``, beside REF's: see :mod:`.worktree`) and runs pytest
 there with this pytest-roofline (the measuring code stays the same at every step; only the code under test
 moves). A step is slow when the gate failed a test as slower than GOOD.
 """
@@ -26,7 +26,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("good", help="a revision whose tests are fast (the base every step is compared with)")
     parser.add_argument("bad", help="a later revision whose tests are slower")
     parser.add_argument("pytest_args", nargs="*", help="pytest's arguments after --, e.g. -- tests -k conv")
-    parser.add_argument("--roofline-dir", default=".roofline", help="where the worktrees live (default .roofline)")
+    parser.add_argument("--roofline-dir", default=".roofline",
+                        help=("kept for old command lines; the worktrees live outside the repository, under the "
+                              "characterization cache ($PYTEST_ROOFLINE_CACHE)"))
     parser.add_argument("--python", default=None, help="the interpreter each step runs under (default: this one)")
     parser.add_argument("--skip", action="append", default=[], metavar="REV",
                         help=("a revision not to test (it cannot run: a broken build, an import error); repeatable. A "
