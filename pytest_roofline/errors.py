@@ -203,3 +203,11 @@ class CompareError(Exception):
 
 class ChannelClosed(Exception):
     """The other side of a comparison went away (it exited or crashed)."""
+
+
+class TwinStopped(CompareError):
+    """REF's twin went away during the session: the message gives its exit status and the end of its log."""
+
+
+class StepCannotRun(CompareError):
+    """``bisect``: a step's pytest run wrote no results; that commit is skipped, pytest's error shown."""

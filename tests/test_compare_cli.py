@@ -200,3 +200,20 @@ def test_compare_gives_the_verdict_the_gate_gave(pytester: pytest.Pytester, mach
     assert mine["verdict"] == gate["verdict"] and "time" in mine["failed_on"]
     assert mine["changes"]["work"]["ratio"] == gate["changes"]["work"]["ratio"] == 2.0
     assert mine["changes"]["time"]["ratio"] == pytest.approx(gate["changes"]["time"]["ratio"], rel=0.05)
+
+
+def test_an_unknown_selector_prints_the_historys_ids_and_branches_escaped(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Session ids and branches come from history files anyone may have written: ESC, OSC, BEL and U+202E
+    are shown as escapes, never sent to the terminal."""
+    history = tmp_path / "history"
+    hostile = "\x1b[2J\x1b]0;owned\x07\u202eevil"
+    path = session(history, 0, [record("t.py::test_matmul", 1e-3, 1e8, 0.8)], branch=hostile)
+    document = json.loads(path.read_text())
+    document["session"]["id"] = hostile
+    path.write_text(json.dumps(document))
+    assert compare(history, "nope", "latest") == 2
+    err = capsys.readouterr().err
+    assert "names no session" in err
+    assert not any(c in err for c in "\x1b\x07\u202e"), repr(err)
+    assert "\\x1b[2J\\x1b]0;owned\\x07\\u202eevil" in err

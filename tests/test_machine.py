@@ -198,3 +198,45 @@ def test_parse_device(text: str, expected: tuple[str, int]) -> None:
 def test_parse_device_rejects_unknown() -> None:
     with pytest.raises(ValueError, match="unknown device"):
         fp_module.parse_device("tpu")
+
+
+@pytest.fixture
+def read_only(monkeypatch: pytest.MonkeyPatch) -> Any:
+    """``read_only(folder)``: creating or opening files for writing under ``folder`` fails with EROFS, as on a
+    read-only mount (the tests run as root, whom a chmod does not stop)."""
+    import errno
+
+    real_open = os.open
+
+    def install(folder: Path) -> None:
+        def fake_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+            if str(path).startswith(str(folder)) and flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT):
+                raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+            return real_open(path, flags, *args, **kwargs)
+
+        monkeypatch.setattr(os, "open", fake_open)
+
+    monkeypatch.setenv(cache_module.CACHE_ENV, "unused")  # restored after the test: the fallback points it elsewhere
+    return install
+
+
+def test_a_read_only_cache_with_a_valid_record_is_read(tmp_path: Path, fake_measure: list[str], read_only: Any,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    machine_api.characterize(cache_dir=tmp_path)
+    monkeypatch.setattr(machine_api, "_wants_spot_check", lambda machine, kind: True)  # takes the lock
+    monkeypatch.setattr(machine_api, "_spot_check_holds", lambda machine, report: True)
+    read_only(tmp_path)
+    with pytest.warns(cache_module.CacheWarning, match="is read-only .*using its record as it is"):
+        again = machine_api.characterize(cache_dir=tmp_path)
+    assert again.name == "measured-1" and fake_measure == ["cpu"]
+
+
+def test_a_read_only_empty_cache_measures_into_a_temporary_one(tmp_path: Path, fake_measure: list[str],
+                                                                read_only: Any) -> None:
+    read_only(tmp_path / "ro")
+    with pytest.warns(cache_module.CacheWarning, match="is read-only .*characterizing into a temporary cache"):
+        machine = machine_api.characterize(cache_dir=tmp_path / "ro")
+    assert machine.name == "measured-1" and fake_measure == ["cpu"]
+    temporary = Path(os.environ[cache_module.CACHE_ENV])
+    assert temporary != tmp_path / "ro" and len(list(temporary.glob("machine-cpu-*.json"))) == 1
+    assert not list((tmp_path / "ro").glob("machine-cpu-*.json"))

@@ -46,9 +46,10 @@ def git(path: Path, *args: str) -> None:
 
 
 @pytest.fixture
-def repo(pytester: pytest.Pytester) -> Path:
-    """A repository whose first commit sleeps 2 ms per call."""
+def repo(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A repository whose first commit sleeps 2 ms per call (REF's worktrees under a cache of its own)."""
     path = pytester.path
+    monkeypatch.setenv("PYTEST_ROOFLINE_CACHE", str(path.parent / f"{path.name}-cache"))
     (path / "mypkg.py").write_text(CODE.format(delay=0.002, repeat=1))
     (path / "test_perf.py").write_text(TEST)
     (path / "pytest.ini").write_text("[pytest]\npythonpath = .\n")

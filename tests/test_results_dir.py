@@ -80,7 +80,7 @@ def test_break_the_results_dir():
                                  "*short test summary info*", "FAILED *test_slow*"])
 
 
-def test_all_passed_run_with_a_late_write_failure_exits_zero(pytester: pytest.Pytester, machine_file: Path,
+def test_all_passed_run_with_a_late_write_failure_exits_one(pytester: pytest.Pytester, machine_file: Path,
                                                              run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile("""
 import shutil, time
@@ -95,8 +95,42 @@ def test_ok(roofline):
     sessions.write_text("in the way")
 """)
     result = run_roofline(machine_file)
-    assert result.ret == pytest.ExitCode.OK
-    result.stdout.fnmatch_lines(["roofline: could not write the results under*"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED  # nothing saved: not a silent pass (issue 35)
+    result.stdout.fnmatch_lines(["roofline: could not write the results under*",
+                                 "roofline: exit status 1: the tests passed, but this run's results were not saved"])
+
+
+def test_a_full_disk_never_announces_the_old_results_as_this_runs(
+        pytester: pytest.Pytester, machine_file: Path, monkeypatch: pytest.MonkeyPatch,
+        run_roofline: Callable[..., pytest.RunResult]) -> None:
+    import errno
+
+    from pytest_roofline.output import results_dir
+
+    pytester.makepyfile("""
+import time
+import pytest
+
+@pytest.mark.roofline
+def test_ok(roofline):
+    roofline.declare(flops=1e6).measure(time.sleep, 0.001)
+""")
+    assert run_roofline(machine_file).ret == pytest.ExitCode.OK  # an earlier run's results.json
+    old = pytester.path / ".roofline" / "results.json"
+    earlier = json.loads(old.read_text())["session"]["id"]
+
+    def full(path: Path, document: object) -> Path:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+
+    monkeypatch.setattr(results_dir, "write_json_atomic", full)
+    result = run_roofline(machine_file)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([("roofline: could not write the results under '.roofline': No space left on device;"
+                                 " the earlier session's .roofline/results.json was removed*"),
+                                 "roofline: exit status 1: the tests passed, but this run's results were not saved"])
+    assert "results: .roofline/results.json" not in result.stdout.str()
+    assert not old.exists()
+    assert (pytester.path / ".roofline" / "sessions" / earlier / "results.json").is_file()  # its own copy stays
 
 
 def test_results_record_the_session_and_artifacts_follow_the_umask(pytester: pytest.Pytester,

@@ -136,6 +136,17 @@ def write_cached(path: Path, fingerprint_fields: dict[str, Any], machine: Machin
                              "machine": machine.to_dict()})
 
 
+def lockable(lock_path: Path) -> OSError | None:
+    """None when this process can create and open the lock file (the cache folder takes writes); else the
+    error (a read-only folder or file system), so the caller can read the cache and measure elsewhere."""
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644))
+    except OSError as exc:
+        return exc
+    return None
+
+
 @contextlib.contextmanager
 def exclusive_lock(lock_path: Path) -> Iterator[None]:
     """Block until this process holds the lock file; released on exit (also when the process dies)."""

@@ -95,6 +95,9 @@ def characterize(device: str = "cpu", *, fresh: bool = False, cache_dir: Path | 
     cached = None if fresh else _checked_cached(path, fields, report)
     if cached is not None and _still_usable(cached, report) and not _wants_spot_check(cached, kind):
         return cached
+    problem = _cache.lockable(path.with_suffix(".lock"))
+    if problem is not None:  # a read-only cache: its valid record is used; measuring goes to a temporary one
+        return _read_only_cache(device, fresh, cached, path.parent, problem, report, progress, cores)
     with _cache.exclusive_lock(path.with_suffix(".lock")):
         state_now = (_cache.file_state(path), _cache.file_state(run_path) if run_path is not None else None)
         if state_now != state_before:
@@ -128,6 +131,28 @@ def characterize(device: str = "cpu", *, fresh: bool = False, cache_dir: Path | 
                       "its roofs may be wrong. It is not kept: later sessions measure again.",
                       DisturbedCharacterizationWarning, stacklevel=2)
     return machine
+
+
+def _read_only_cache(device: str, fresh: bool, cached: Machine | None, folder: Path, problem: OSError,
+                     report: Callable[[str], None], progress: Callable[[str], None] | None,
+                     cores: int | None) -> Machine:
+    """The cache folder takes no writes. A valid record is used as it is (no spot check: a disagreeing one
+    could not be replaced); otherwise this session measures into a temporary cache of its own (the
+    environment variable points the kernels' build folder and this session's later lookups there too)."""
+    why = getattr(problem, "strerror", None) or problem
+    if cached is not None and not fresh and _still_usable(cached, report):
+        warnings.warn(f"pytest-roofline: the cache folder {folder} is read-only ({why}): using its record as it "
+                      "is, without the spot check", _cache.CacheWarning, stacklevel=3)
+        return cached
+    import os
+    import tempfile
+
+    temporary = Path(tempfile.mkdtemp(prefix="pytest-roofline-cache-"))
+    os.environ[_cache.CACHE_ENV] = str(temporary)
+    warnings.warn(f"pytest-roofline: the cache folder {folder} is read-only ({why}): characterizing into a "
+                  f"temporary cache for this session, {temporary} (not kept for later sessions)",
+                  _cache.CacheWarning, stacklevel=3)
+    return characterize(device, fresh=fresh, cache_dir=temporary, progress=progress, cores=cores)
 
 
 # --- not kept, spot-checked, checked against the other core count (see characterize/clean.py) -------------

@@ -98,9 +98,11 @@ def summary_lines(ref: str, commit: str, records: Iterable[tuple[str, Mapping[st
     counts: dict[str, int] = {}
     for nodeid, record in rows:
         name = nodeid if len(nodeid) <= 40 else "..." + nodeid[-37:]
-        if record is None:
-            lines.append(f"{name:<40} {'-':>9} {'-':>9} {'-':>24}  {'-':>11}  new (not in REF)")
-            counts["new"] = counts.get("new", 0) + 1
+        if record is None or "changes" not in record:  # not compared: new at REF, or an error
+            verdict = "new" if record is None else str(record.get("verdict"))
+            label = "new (not in REF)" if verdict == "new" else "error: not compared"
+            lines.append(f"{name:<40} {'-':>9} {'-':>9} {'-':>24}  {'-':>11}  {label}")
+            counts[verdict] = counts.get(verdict, 0) + 1
             continue
         changes = record["changes"]
         t, f = changes["time"], changes["fraction"]
@@ -110,7 +112,10 @@ def summary_lines(ref: str, commit: str, records: Iterable[tuple[str, Mapping[st
                      f"{f['reference']:.3f}→{f['now']:.3f}  {record['verdict']}")
         counts[record["verdict"]] = counts.get(record["verdict"], 0) + 1
     for nodeid, record in rows:
-        if record is not None and record["verdict"] not in ("steady",):
-            lines.append(f"  {record['verdict']}: {nodeid}: {record['explanation']}")
+        if record is not None and record.get("verdict") not in ("steady",):
+            explanation = str(record.get("explanation", ""))
+            if record.get("verdict") == "error":  # the twin's log tail is in the test's failure
+                explanation = explanation.split("\n", 1)[0]
+            lines.append(f"  {record.get('verdict')}: {nodeid}: {explanation}")
     lines.append("  " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
     return lines

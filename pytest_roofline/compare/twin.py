@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_roofline.compare.channel import Channel
+from pytest_roofline.compare.parity import Missing, why_missing
 from pytest_roofline.compare.worktree import Checkout
-from pytest_roofline.errors import ChannelClosed, CompareError
+from pytest_roofline.errors import ChannelClosed, CompareError, TwinStopped
 
 FD_VARIABLE = "PYTEST_ROOFLINE_TWIN_FD"
 START_TIMEOUT_S = 600.0  # collection in the twin (imports, conftests) may take long on a cold machine
@@ -32,8 +33,25 @@ _DROPPED_FLAGS = {"--roofline", "--roofline-recharacterize", "--roofline-strict"
                   "-x", "--exitfirst", "--lf", "--last-failed", "--ff", "--failed-first", "--sw", "--stepwise"}
 
 
-def twin_arguments(args: Sequence[str]) -> list[str]:
-    """This session's command-line arguments without the ones the twin must not inherit."""
+def map_path(value: str, toplevel: Path, worktree: Path) -> str:
+    """An absolute path inside this repository (``/repo/tests/test_a.py::test_x``) as the same place in REF's
+    worktree; anything else as it is (relative paths already resolve there: the twin runs in the same
+    sub-folder)."""
+    path, sep, rest = value.partition("::")
+    if not os.path.isabs(path):
+        return value
+    absolute = Path(os.path.normpath(path))
+    for top in (toplevel, toplevel.resolve()):
+        try:
+            return str(worktree / absolute.relative_to(top)) + sep + rest
+        except ValueError:
+            continue
+    return value
+
+
+def twin_arguments(args: Sequence[str], toplevel: Path | None = None, worktree: Path | None = None) -> list[str]:
+    """This session's command-line arguments without the ones the twin must not inherit; absolute paths into
+    this repository (``toplevel``) pointed at REF's ``worktree``."""
     kept: list[str] = []
     skip = False
     for arg in args:
@@ -46,6 +64,11 @@ def twin_arguments(args: Sequence[str]) -> list[str]:
             continue
         if arg in _DROPPED_FLAGS:
             continue
+        if toplevel is not None and worktree is not None:
+            if arg.startswith("-") and "=" in arg:
+                arg = f"{name}={map_path(arg.split('=', 1)[1], toplevel, worktree)}"
+            elif not arg.startswith("-"):
+                arg = map_path(arg, toplevel, worktree)
         kept.append(arg)
     return kept
 
@@ -77,16 +100,18 @@ class TestLink:
         if message["op"] != "ready" or message.get("site") != index:
             self.active = False
             return False
-        self.twin.channel.send(op="begin", cores=list(cores) if cores else None, roofs=roofs)
+        self.twin.send(op="begin", cores=list(cores) if cores else None, roofs=roofs)
         return True
 
     def turn(self, op: str, batch: int) -> tuple[float, int]:
-        self.twin.channel.send(op=op, batch=batch)
+        self.twin.send(op=op, batch=batch)
         message = self.twin.receive()
+        if message.get("op") != "t":
+            raise self.twin.stopped(f"it answered a turn with {str(message.get('op'))[:40]!r}")
         return float(message["s"]), int(message.get("faults", 0))
 
     def close_site(self) -> dict[str, Any] | None:
-        self.twin.channel.send(op="site_end")
+        self.twin.send(op="site_end")
         message = self.twin.receive()
         return message.get("region")
 
@@ -98,6 +123,8 @@ class Twin:
         self.checkout = checkout
         self.log = log
         self.nodeids: set[str] = set()
+        self.collect_errors: list[dict[str, Any]] = []  # REF's collection errors: {"nodeid", "message"}
+        self.rootdir: Path = checkout.cwd  # the twin's rootdir, as it reported it
         self.finished: dict[str, dict[str, Any]] = {}
         self.error: str | None = None  # why the twin stopped, once it did
 
@@ -114,7 +141,7 @@ class Twin:
         env.pop("PYTEST_XDIST_WORKER", None)
         env.pop("PYTEST_ADDOPTS", None)  # this session's extra options are this session's
         command = [python or sys.executable, boot, package_dir, cwd_on_path, "--",
-                   *twin_arguments(pytest_args), *roofline_args]
+                   *twin_arguments(pytest_args, checkout.toplevel, checkout.path), *roofline_args]
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("wb") as out:
             try:
@@ -132,15 +159,49 @@ class Twin:
             raise CompareError(f"--roofline-compare: the twin in {checkout.cwd} did not start ({exc}); its output:"
                                f"\n{twin.log_tail()}") from None
         ours.settimeout(None)
+        if message.get("op") != "collected":
+            twin.stop()
+            raise CompareError(f"--roofline-compare: the twin in {checkout.cwd} did not report its collection; its "
+                               f"output:\n{twin.log_tail()}")
         twin.nodeids = set(message.get("nodeids") or [])
+        twin.collect_errors = [e for e in message.get("errors") or [] if isinstance(e, dict)]
+        if message.get("rootdir"):
+            twin.rootdir = Path(str(message["rootdir"]))
         return twin
+
+    def stopped(self, why: str) -> TwinStopped:
+        """The twin is gone (or speaks nonsense): remember why, with its exit status and the end of its log, for
+        this test and every later one."""
+        if self.error is None:
+            status = self.process.poll()
+            if status is None:
+                try:
+                    status = self.process.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    status = None
+            said = "is still running but" if status is None else f"exited with status {status}:"
+            self.error = (f"REF {self.checkout.ref}'s twin (pid {self.process.pid}) {said} {why}; its log "
+                          f"{self.log} ends:\n{self.log_tail()}")
+        return TwinStopped(self.error)
+
+    def send(self, **message: Any) -> None:
+        try:
+            self.channel.send(**message)
+        except ChannelClosed as exc:
+            raise self.stopped(f"the connection closed ({exc})") from None
 
     def receive(self) -> dict[str, Any]:
         try:
             return self.channel.receive()
         except ChannelClosed as exc:
-            self.error = f"the twin stopped ({exc}); its output ends:\n{self.log_tail()}"
-            raise
+            raise self.stopped(f"the connection closed ({exc})") from None
+
+    def missing(self, nodeid: str) -> Missing:
+        """Why REF has no twin test for ``nodeid`` (new, with the evidence; or an error: not compared)."""
+        if self.error is not None:
+            return Missing("error", f"not compared: {self.error}")
+        return why_missing(nodeid, self.nodeids, self.collect_errors, self.rootdir,
+                           f"{self.checkout.ref} ({self.checkout.commit[:12]})")
 
     def log_tail(self, lines: int = 20) -> str:
         try:
@@ -153,9 +214,8 @@ class Twin:
         if self.error is not None or nodeid not in self.nodeids:
             return None
         try:
-            self.channel.send(op="run", nodeid=nodeid)
-        except ChannelClosed as exc:
-            self.error = f"the twin stopped ({exc})"
+            self.send(op="run", nodeid=nodeid)
+        except TwinStopped:
             return None
         import zlib
 
@@ -167,15 +227,15 @@ class Twin:
             return None
         try:
             if link.nodeid not in self.finished:
-                self.channel.send(op="end_test")
+                self.send(op="end_test")
                 while True:
                     message = self.receive()
                     if message["op"] == "test_done":
                         self.finished[link.nodeid] = message
                         break
                     if message["op"] == "ready":  # a call site this side never reached
-                        self.channel.send(op="end_test")
-        except ChannelClosed:
+                        self.send(op="end_test")
+        except TwinStopped:
             return None
         return self.finished.get(link.nodeid)
 

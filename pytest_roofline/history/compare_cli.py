@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from pytest_roofline.output.safe_text import printable
 
     if not args.history.is_dir():
-        print(f"compare: --history {args.history}: not a directory (the history folder, default "
+        print(f"compare: --history {printable(args.history)}: not a directory (the history folder, default "
               ".roofline/history)", file=sys.stderr)
         return 2
     loaded = load(args.history)
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         chosen = plan(loaded.sessions, args.a, args.b, args.machine_key)
     except SelectorError as exc:
-        print(f"compare: {exc}", file=sys.stderr)
+        print(printable(f"compare: {exc}"), file=sys.stderr)  # ids and branches from the history: untrusted
         return 2
     pooled = pooled_spreads(chosen.pool)
     rows = compare_plan(chosen, Tolerances(args.max_drop, args.max_slowdown, tuple(args.fail_on)), pooled)

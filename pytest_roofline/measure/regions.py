@@ -215,9 +215,11 @@ class Recorder:
         self, counter: Counter, label: str, fn: Callable[..., Any], args: tuple[Any, ...],
         kwargs: Mapping[str, Any], setup: Setup | None = None,
     ) -> Any:
+        _refuse_lazy(fn, label)
         if self.follower is not None:
             return self.follower.follow(self, counter, label, fn, args, kwargs, setup)
         result, kernels = counter.count(fn, *prepared_arguments(setup, args, kwargs))
+        _refuse_lazy(fn, label, result)
         if self.lockstep is not None and not counter.deferred:
             self._measure_paired(counter, label, kernels, fn, args, kwargs, setup)
             return result
@@ -519,3 +521,22 @@ class DeclaredRegion:
             return fn(*call_args, **call_kwargs)
         return self.recorder._measure(self.counter, self.name or _label_of(fn), fn, args, kwargs, setup)
 
+
+def _refuse_lazy(fn: Callable[..., Any], label: str, result: Any = None) -> None:
+    """A generator or coroutine function returns at once without running its body: timing it would time
+    nothing and read as an impossible fraction ("the roofs are wrong"). Said as what it is, before timing."""
+    import inspect
+
+    kind = None
+    if inspect.isgeneratorfunction(fn) or inspect.isgenerator(result):
+        kind = "a generator"
+    elif inspect.isasyncgenfunction(fn) or inspect.isasyncgen(result):
+        kind = "an async generator"
+    elif inspect.iscoroutinefunction(fn) or inspect.iscoroutine(result):
+        if inspect.iscoroutine(result):
+            result.close()  # never awaited: no "was never awaited" warning on top of this error
+        kind = "a coroutine"
+    if kind is not None:
+        raise TypeError(f"roofline.measure({label}): the function returns {kind}, so calling it does not run "
+                        "its body and there is no work to time; measure a function that does the work, e.g. "
+                        "roofline.measure(lambda: list(gen())) for a generator")

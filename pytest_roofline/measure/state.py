@@ -83,6 +83,7 @@ class RooflineState:
         self.started = _dt.datetime.now(_dt.timezone.utc)
         self.session_id = new_session_id(self.started)
         self.write_error: str | None = None  # results could not be written; said in the summary
+        self.results_written = False  # this session's results.json is on disk (the summary names it only then)
         self._by_cores: dict[int, Any] = {}  # machine per core count, measured or interpolated on first need
         self.planner: Any = None  # cores.Planner of this session (or xdist worker), made on first need
         self.probe_cache: dict[Any, Any] = {}  # live probes per (threads, working set): built once a session

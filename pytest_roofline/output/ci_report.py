@@ -56,4 +56,6 @@ def junit_properties(result: Mapping[str, Any]) -> list[tuple[str, str]]:
             pairs.append((f"{PREFIX}compare_ci_low", number(time["ci"][0])))
             pairs.append((f"{PREFIX}compare_ci_high", number(time["ci"][1])))
         pairs.append((f"{PREFIX}compare_verdict", str(compare.get("verdict"))))
+    elif isinstance(compare, Mapping) and compare.get("verdict"):  # not compared: new, or an error
+        pairs.append((f"{PREFIX}compare_verdict", str(compare["verdict"])))
     return pairs

@@ -37,9 +37,10 @@ def write_session_files(state: Any, records: Iterable[TestRecord | Mapping[str, 
         return [f"roofline: could not build the results: {exc!r}"]
     try:
         write_session(settings.directory, state.session_id, document)
+        state.results_written = True  # only now may the summary point at results.json as this run's
     except Exception as exc:  # noqa: BLE001 - a full disk, a removed folder: said in the summary
         errors.append(f"roofline: could not write the results under {str(settings.directory)!r}: "
-                      f"{getattr(exc, 'strerror', None) or exc}")
+                      f"{getattr(exc, 'strerror', None) or exc}{_drop_stale_top(settings.directory)}")
     if settings.history is not None:
         try:
             counter = (state.counter_label or "").removesuffix(" (auto)") or "+".join(
@@ -55,6 +56,22 @@ def write_session_files(state: Any, records: Iterable[TestRecord | Mapping[str, 
             errors.append(f"roofline: could not write the history under {str(settings.history)!r}: "
                           f"{getattr(exc, 'strerror', None) or exc}")
     return errors
+
+
+def _drop_stale_top(directory: Path) -> str:
+    """This session wrote no results.json: the one on top is an earlier session's, and anything reading it
+    (a CI step, a chart) would take it for this run's. Removed (its session folder keeps its own copy)."""
+    from pytest_roofline.output.results_dir import RESULTS_FILE, session_dir
+
+    top = directory / RESULTS_FILE
+    try:
+        top.unlink()
+    except FileNotFoundError:
+        return ""
+    except OSError as exc:
+        return f"; the results.json there is an earlier session's and could not be removed ({exc.strerror or exc})"
+    return (f"; the earlier session's {top} was removed so nothing takes it for this run's (its copy under "
+            f"{session_dir(directory, '<session>').parent} stays)")
 
 
 def write_history_entry(directory: Path, document: Mapping[str, Any], meta: Mapping[str, Any],

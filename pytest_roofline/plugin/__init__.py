@@ -71,6 +71,9 @@ def pytest_configure(config: pytest.Config) -> None:
         check_history_paths(settings)
     if not config.pluginmanager.has_plugin("roofline-builtin-counters"):
         config.pluginmanager.register(BuiltinCounters(), "roofline-builtin-counters")
+    from pytest_roofline.plugin.start_checks import check_at_start
+
+    check_at_start(settings, config, name)  # option values: usage errors before any test
     if not config.pluginmanager.has_plugin(name):
         config.pluginmanager.register(mode, name)
         if name in ("roofline-session", "roofline-xdist-controller"):  # the processes pytest reports from

@@ -44,16 +44,24 @@ class CompareSession:
         self.twin: Any = None
         self.started = False
         self.checkout: Any = None
+        self.missing: dict[str, Any] = {}  # nodeid -> compare.parity.Missing: no twin test, and why
+        self.stopped: dict[str, str] = {}  # nodeid -> why: the twin stopped during this test
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        """A REF that is no commit is a usage error before any test runs."""
+        """A REF that is no commit, or a test path outside the repository, is a usage error before any test."""
         from pytest_roofline.compare.worktree import resolve
         from pytest_roofline.errors import CompareError
 
+        where = Path(str(self.config.invocation_params.dir))
         try:
-            resolve(str(self.state.settings.compare), Path(str(self.config.invocation_params.dir)))
+            top, _ = resolve(str(self.state.settings.compare), where)
         except CompareError as exc:
             raise pytest.UsageError(str(exc)) from None
+        outside = paths_outside(list(getattr(self.config.option, "file_or_dir", None) or []), where, top)
+        if outside:
+            raise pytest.UsageError(
+                f"--roofline-compare: {outside!r} is outside the repository at {top}: REF's twin can only run "
+                "REF's copy of a test of this repository (give a path inside it, relative or absolute)")
 
     def _start(self) -> None:
         """REF's worktree and twin, once, before the first roofline test (the machine is known by then)."""
@@ -66,15 +74,17 @@ class CompareSession:
         state = self.state
         s = state.settings
         assert s.compare is not None
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        say = None if reporter is None else (lambda line: reporter.write_line(f"roofline: {line}", yellow=True))
         try:
-            self.checkout = prepare(s.compare, Path(str(self.config.invocation_params.dir)), s.directory)
+            self.checkout = prepare(s.compare, Path(str(self.config.invocation_params.dir)), say=say)
             folder = state.session_dir / "compare"
             machine_file = write_json_atomic(folder / "machine.json", state.machine().to_dict())
             self.twin = Twin.start(self.checkout, self.config.invocation_params.args,
                                    twin_roofline_args(state, machine_file.resolve(), (folder / "twin").resolve()),
                                    folder / "twin.log", python=s.compare_python)
-        except CompareError as exc:
-            state.compare_error = str(exc)
+        except (CompareError, OSError) as exc:
+            state.compare_error = str(exc) if isinstance(exc, CompareError) else f"--roofline-compare: {exc}"
         state.compare_ref = None if self.checkout is None else {"ref": s.compare, "commit": self.checkout.commit,
                                                                  "worktree": str(self.checkout.path)}
 
@@ -85,6 +95,8 @@ class CompareSession:
         if not self.started:
             self._start()
         link = None if self.twin is None else self.twin.begin_test(item.nodeid)
+        if self.twin is not None and link is None:
+            self.missing[item.nodeid] = self.twin.missing(item.nodeid)
         self.state.compare_link = link
         try:
             return (yield)
@@ -95,30 +107,73 @@ class CompareSession:
                 done = self.twin.end_test(link)
                 if entry is not None and done is not None:
                     entry.extra.setdefault("compare", {})["ref_outcome"] = done.get("outcome")
-            elif entry is not None and self.twin is not None:
-                entry.extra["compare"] = {"verdict": "new", "explanation": "not in REF (new test)"}
+                if entry is not None and item.nodeid in self.stopped:
+                    entry.extra["compare"] = {"verdict": "error", "explanation": self.stopped[item.nodeid]}
+            elif entry is not None and item.nodeid in self.missing:
+                why = self.missing[item.nodeid]
+                entry.extra["compare"] = {"verdict": why.verdict, "explanation": why.explanation}
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+        """A test REF could not run beside this one fails, with the twin's own words: never a pass, and never
+        a traceback from the plugin's pipe to the twin."""
+        from pytest_roofline.errors import TwinStopped
+
+        try:
+            result = yield
+        except TwinStopped as exc:
+            self.stopped[item.nodeid] = f"not compared: {exc}"
+            self._label(item.nodeid, "error", self.stopped[item.nodeid])  # before the report copies it (JUnit)
+            pytest.fail(f"roofline: not compared with REF: {exc}", pytrace=False)
+        why = self.missing.get(item.nodeid)
+        if why is not None:
+            self._label(item.nodeid, why.verdict, why.explanation)
+            if why.verdict == "error":
+                pytest.fail(f"roofline: {why.explanation}", pytrace=False)
+        return result
+
+    def _label(self, nodeid: str, verdict: str, explanation: str) -> None:
+        entry = self.state.tests.get(nodeid)
+        if entry is not None:
+            entry.extra["compare"] = {"verdict": verdict, "explanation": explanation}
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.twin is not None:
             self.twin.stop()
+        if self.checkout is not None:
+            self.checkout.release()
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        from pytest_roofline.output.safe_text import printable
+
         try:
             state = self.state
             if state.compare_error:
-                terminalreporter.write_line(f"roofline: {state.compare_error}", red=True)
+                terminalreporter.write_line(printable(f"roofline: {state.compare_error}"), red=True)
             if state.compare_ref is None:
                 return
             from pytest_roofline.compare.report import summary_lines
 
             records = [(e.nodeid, e.extra.get("compare")) for e in state.tests.values() if e.recorder is not None]
-            records = [(n, r if r and "changes" in r else None) for n, r in records]
+            records = [(n, r if r and ("changes" in r or r.get("verdict") in ("error", "new")) else None)
+                       for n, r in records]
             for line in summary_lines(state.compare_ref["ref"], state.compare_ref["commit"], records):
-                terminalreporter.write_line(line)
+                terminalreporter.write_line(printable(line))
             if self.twin is not None and self.twin.error:
-                terminalreporter.write_line(f"roofline: compare: {self.twin.error}", red=True)
+                terminalreporter.write_line(printable(f"roofline: compare: {self.twin.error}"), red=True)
         except Exception as exc:  # noqa: BLE001 - the summary must never turn a finished run into an error
             terminalreporter.write_line(f"roofline: could not write the compare summary: {exc!r}")
+
+
+def paths_outside(positional: list[str], where: Path, top: Path) -> str | None:
+    """The first test path given on the command line that lies outside the repository at ``top``."""
+    root = top.resolve()
+    for arg in positional:
+        path = Path(str(arg).split("::", 1)[0])
+        absolute = (path if path.is_absolute() else where / path).resolve()
+        if absolute != root and root not in absolute.parents:
+            return str(arg)
+    return None
 
 
 class TwinSession:
@@ -133,6 +188,20 @@ class TwinSession:
         self.channel = Channel(sock)
         self.follower = Follower(self.channel)
         self.outcomes: dict[str, str] = {}
+        self.collect_errors: list[dict[str, str]] = []
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        """Serial, whatever REF's ``addopts`` say (``-n 2``): a twin under xdist would collect nothing itself.
+        Runs before xdist's own (trylast) pytest_configure decides whether to distribute."""
+        if hasattr(config.option, "numprocesses"):
+            config.option.numprocesses = 0
+            config.option.dist = "no"
+            config.option.tx = []
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """REF's collection errors, told to the comparing side so a test missing here says why."""
+        if report.failed:
+            self.collect_errors.append({"nodeid": report.nodeid, "message": report.longreprtext[-4000:]})
 
     @pytest.fixture
     def roofline(self, request: pytest.FixtureRequest) -> RooflineFixture:
@@ -160,7 +229,8 @@ class TwinSession:
         items = {item.nodeid: item for item in session.items}
         self.state.machine()  # the pinned roofs, loaded before the first turn
         try:
-            self.channel.send(op="collected", nodeids=sorted(items))
+            self.channel.send(op="collected", nodeids=sorted(items), errors=self.collect_errors,
+                              rootdir=str(session.config.rootpath))
             while True:
                 message = self.channel.receive()
                 if message["op"] == "exit":

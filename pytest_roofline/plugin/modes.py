@@ -280,12 +280,15 @@ class MeasuringSession:
             self.records = [test_result(entry) for entry in state.tests.values()]
         except Exception as exc:  # noqa: BLE001 - never raise at the end of a run: said in the summary
             state.write_error = f"roofline: could not build the results: {exc!r}"
+            if self.writes_results:
+                fail_unsaved(state, session)
             return
         if self.rereports is not None:
             for record in self.records:
                 rereport(self.rereports, record)
         if self.writes_results:
             self._write_results(session)
+            fail_unsaved(state, session)
             from pytest_roofline.plugin.ci_report import write_step_summary
 
             machine = state.loaded_machine.to_dict() if state.loaded_machine is not None else None
@@ -311,11 +314,22 @@ class MeasuringSession:
             state.counter_label, state.baseline.describe() if state.baseline is not None else None))
 
 
+def fail_unsaved(state: RooflineState, session: pytest.Session) -> None:
+    """A run whose results.json could not be written exits 1 even when every test passed, and says so: a CI
+    job must not go green on a run that left no record (or only an earlier run's). A history that could not
+    be written is said in the summary; the run's own record stands."""
+    if not state.results_written and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        line = "roofline: exit status 1: the tests passed, but this run's results were not saved"
+        state.write_error = f"{state.write_error}\n{line}" if state.write_error else line
+
+
 def summary_context(state: RooflineState, config: pytest.Config, terminalreporter: Any, machines: list[Any],
                     fewer_cores: Any, counter: str | None, baseline: str | None) -> Any:
     from pytest_roofline.output.summary import SummaryContext
 
-    return SummaryContext(machines, dict(fewer_cores or {}), state.settings.directory, counter, baseline,
+    directory = state.settings.directory if state.results_written else None  # never an earlier run's file
+    return SummaryContext(machines, dict(fewer_cores or {}), directory, counter, baseline,
                           terminalreporter._tw.fullwidth, config.get_verbosity() > 0)
 
 

@@ -113,6 +113,9 @@ class XdistController:
         if merged["failed_late"] and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # as a serial session does (see gate.py)
         self._write_results(session, merged)
+        from pytest_roofline.plugin.modes import fail_unsaved
+
+        fail_unsaved(self.state, session)
         write_step_summary(self.state, merged["tests"], merged["machine"], int(session.exitstatus))
 
     def _write_results(self, session: pytest.Session, merged: dict[str, Any]) -> None:
