@@ -9,8 +9,9 @@ from pytest_roofline.measure.settings import MarkerOptions, SettingError
 MARKER_HELP = (
     "roofline(min_fraction=None, uncounted=None, max_drop=None): measure the test's roofline.measure() calls "
     "under --roofline and fail it when the attained fraction of the roofline is below min_fraction (a number in "
-    "(0, 1]), or, with --roofline-baseline, when it fell significantly by more than max_drop (default "
-    "--roofline-max-drop) since the baseline; without either the test is reported, not gated."
+    "(0, 1], or one per device where its work ran: {'cpu': 0.2, 'cuda': 0.5}), or, with --roofline-baseline, "
+    "when it fell significantly by more than max_drop (default --roofline-max-drop) since the baseline; without "
+    "either the test is reported, not gated."
 )
 
 
