@@ -275,3 +275,25 @@ def test_declared_work_names_its_device() -> None:
     assert DeclaredCounter.from_user(bytes=1.0, device="cuda").bytes == {"HBM": 1.0}
     with pytest.raises(ValueError, match=r"declare\(device=\.\.\.\) must be one of cpu, cuda, got 'gpu'"):
         DeclaredCounter.from_user(flops=1.0, device="gpu")
+
+
+def test_a_cuda_session_characterizes_the_cpu_once_when_host_code_first_needs_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_roofline.characterize import machine as machine_mod
+    from pytest_roofline.host import cores
+    from pytest_roofline.measure.state import RooflineState, Settings
+
+    made: list[tuple[str, int | None]] = []
+
+    def characterize(device: str, cores: int | None = None, **_: Any) -> Machine:
+        made.append((device, cores))
+        return h100() if device == "cuda" else CPU
+
+    monkeypatch.setattr(machine_mod, "characterize", characterize)
+    monkeypatch.setattr(cores, "base_affinity", lambda: [0, 1])
+    state = RooflineState(Settings(enabled=True, directory=tmp_path, machine_file=None, counter="auto",
+                                   device="cuda", max_time_s=0.05, recharacterize=False, malloc="default"))
+    assert state.machine().name == h100().name and state.host_machine is None
+    assert state.machine_for_device("cpu") is CPU and state.machine_for_device("cpu", 2) is CPU
+    assert state.machine_for_device("cuda").name == h100().name
+    assert made == [("cuda", None), ("cpu", None)] and state.host_machine is CPU
