@@ -297,3 +297,15 @@ def test_a_cuda_session_characterizes_the_cpu_once_when_host_code_first_needs_it
     assert state.machine_for_device("cpu") is CPU and state.machine_for_device("cpu", 2) is CPU
     assert state.machine_for_device("cuda").name == h100().name
     assert made == [("cuda", None), ("cpu", None)] and state.host_machine is CPU
+
+
+# --- 7. ops whose pointwise tag older torch builds lack ---------------------------------------------------------
+
+@pytest.mark.parametrize("op", ["leaky_relu", "leaky_relu_", "_conj_physical"])
+def test_activations_without_the_pointwise_tag_are_still_pointwise(op: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch 2.11 (the H100 runner's) does not tag aten.leaky_relu pointwise; 2.13 does. Counted either way."""
+    from pytest_roofline.counters import op_schema
+
+    monkeypatch.setattr(op_schema, "_has_tag", lambda func, tag: False)  # as on a build without the tag
+    kind, _, _ = op_schema._classify(getattr(torch.ops.aten, op).default)
+    assert kind == "pointwise"
