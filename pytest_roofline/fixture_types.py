@@ -39,6 +39,7 @@ class RooflineFixture(Protocol):
         bytes: float | Mapping[str, float] | None = None,
         *,
         precision: str = "fp32",
-        level: str = "DRAM",
+        level: str | None = None,
         name: str | None = None,
+        device: str = "cpu",
     ) -> DeclaredMeasure: ...

@@ -34,6 +34,10 @@ class Counter(Protocol):
     - ``uncounted_bytes``: ops with FLOPs the backend has no rule for, and the bytes they moved;
     - ``errors``: ops whose counting failed, and why;
     - ``write_allocate_bytes``: per kernel name, the write-allocate reads included in its bytes.
+
+    Optional (read with ``getattr``, so older backends need not have it): ``device``, where the call's work ran,
+    ``"cpu"`` or ``"cuda"`` (None: unknown, judged on the session's roofs). In a CUDA session, work that ran
+    on the host is judged on the CPU's roofs.
     """
 
     @property
@@ -66,6 +70,7 @@ class CounterBase:
     no errors, no write-allocate reads. A backend sets (as attributes) what it knows."""
 
     deferred: bool = False
+    device: str | None = None
     footprint_bytes: float | None = None
     uncounted_bytes: Mapping[str, int] = _EMPTY
     errors: Mapping[str, str] = _EMPTY

@@ -7,8 +7,11 @@ FLOPs
     FLOPs = 2 x multiply-accumulates for GEMM-like ops. Bias epilogues of mm/addmm/conv are *not* counted
     (the bias *gradient* of ``convolution_backward`` is). The precision key is the dtype doing the math:
     ``fp64``, ``fp32``, ``fp16``, ``bf16`` (``fp8`` for float8 inputs; complex counts as its real
-    precision). GEMMs and convolutions take the input's dtype, so bf16 autocast GEMMs count as ``bf16``;
-    TF32 math on fp32 tensors is reported as ``fp32``. Integer and bool math counts no FLOPs.
+    precision). GEMMs and convolutions take the input's dtype, so bf16 autocast GEMMs count as ``bf16``.
+    On CUDA, GEMM-like ops count as PyTorch runs them (:mod:`~pytest_roofline.counters.device_math`): fp32
+    convolutions as ``tf32`` while ``torch.backends.cudnn.allow_tf32`` is on (the default), fp32 matrix
+    products as ``tf32`` while ``torch.get_float32_matmul_precision() != "highest"``, fp16/bf16/fp64 ones as
+    ``fp16_tensor``/``bf16_tensor``/``fp64_tensor`` (Tensor Core roofs). Integer and bool math counts no FLOPs.
 
     Closed forms (exact):
 
@@ -61,7 +64,8 @@ FLOPs
     views, aliases, metadata queries      0 FLOPs and 0 bytes, not recorded
     ====================================  =================================================================
 
-Bytes (level ``"DRAM"`` by default): compulsory traffic of each op on its own, i.e. *no reuse between
+Bytes (level ``"DRAM"`` for host tensors, ``"HBM"`` for CUDA tensors, the levels of the CPU and GPU records;
+the plugin moves them to a cache level, ``L3`` or ``L2``, where the working set fits): compulsory traffic of each op on its own, i.e. *no reuse between
 ops*: every input read once, every output written once, as if nothing stayed in cache from one op to the
 next. Rules:
 
@@ -102,6 +106,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from pytest_roofline.counters import CounterBase
+from pytest_roofline.counters.device_math import math_precision
 from pytest_roofline.counters.flop_formulas import (
     FLOP_CONVENTIONS,
     POINTWISE,
@@ -150,6 +155,13 @@ class _Accumulator:
     bytes: int = 0
     launches: int = 0
     write_allocate: int = 0  # of ``bytes``: reads of written CPU lines the op does not read itself
+    level: str = "DRAM"  # where its bytes are counted: the main memory of the device it ran on
+
+
+def _device_type(*groups: Sequence[torch.Tensor]) -> str | None:
+    """The device an op ran on: ``cuda`` if any of its tensors is a CUDA tensor, else the first one's type."""
+    types = [t.device.type for tensors in groups for t in tensors]
+    return "cuda" if "cuda" in types else (types[0] if types else None)
 
 
 def _math_dtype(info: _OpInfo, call: _Call, read: Sequence[torch.Tensor]) -> torch.dtype | None:
@@ -193,7 +205,9 @@ def op_flops(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None = 
     read = [t for i, _, role in info.tensor_args if role & _READ for t in _tensors(call[i])]
     flops = _flop_count(info, call, read)
     dtype = _math_dtype(info, call, read)
-    precision = precision_of(dtype) if dtype is not None else None
+    written = [t for i, _, role in info.tensor_args if role & _WRITE for t in _tensors(call[i])]
+    device = _device_type(read, written, list(_tensors(out)))
+    precision = math_precision(func.overloadpacket, dtype, device) if dtype is not None else None
     return {precision: flops} if precision is not None and flops > 0 else {}
 
 
@@ -270,8 +284,11 @@ class AnalyticCounter(CounterBase):
 
     name = "analytic"
 
-    def __init__(self, level: str = "DRAM") -> None:
+    def __init__(self, level: str = "DRAM", cuda_level: str = "HBM") -> None:
         self.level = level
+        self.cuda_level = cuda_level  # the GPU record's main memory (the ncu counter's level too)
+        self.device: str | None = None  # after count: "cuda" if any op ran on a GPU, "cpu" if on the host
+        self._devices: set[str] = set()
         self.uncounted_ops: dict[str, int] = {}
         self.uncounted_bytes: dict[str, int] = {}
         self.op_calls: dict[str, int] = {}
@@ -290,19 +307,21 @@ class AnalyticCounter(CounterBase):
         self.uncounted_ops, self.uncounted_bytes, self.op_calls, self.errors = {}, {}, {}, {}
         self._kernels, self._names, self._extents = {}, {}, {}
         self.trace = []
+        self._devices = set()
         if _is_compiled(fn):
             # Dynamo never compiles a frame whose first call ran under a dispatch mode, so the timed loop
             # would run eager code: compile it with one call outside the mode first.
             fn(*args, **kwargs)
         with _CountingMode(self):
             result = fn(*args, **kwargs)
+        self.device = "cuda" if "cuda" in self._devices else ("cpu" if "cpu" in self._devices else None)
         self.footprint_bytes = sum(high - low for low, high in self._extents.values())
         self.write_allocate_bytes = {acc.name: acc.write_allocate for acc in self._kernels.values()
                                      if acc.write_allocate}
         kept = {acc.name for acc in self._kernels.values() if acc.bytes or any(acc.flops.values())}
         self.trace = [op if op.kernel in kept else TracedOp(op.op, op.shapes, None) for op in self.trace]
         samples = [
-            KernelSample(name=acc.name, flops=dict(acc.flops), bytes={self.level: acc.bytes} if acc.bytes else {},
+            KernelSample(name=acc.name, flops=dict(acc.flops), bytes={acc.level: acc.bytes} if acc.bytes else {},
                          time_s=None, launches=acc.launches)
             for acc in self._kernels.values()
             if acc.bytes or any(acc.flops.values())
@@ -327,17 +346,21 @@ class AnalyticCounter(CounterBase):
         self._touch(read, written)
         flops = _flop_count(info, call, read)
         dtype = _math_dtype(info, call, read)
-        precision = precision_of(dtype) if dtype is not None else None
+        device = _device_type(read, written)
+        if device is not None:
+            self._devices.add(device)
+        precision = math_precision(info.packet, dtype, device) if dtype is not None else None
         shapes, dtypes = _signature(info, call)
 
         self.op_calls[info.name] = self.op_calls.get(info.name, 0) + 1
         if info.kind == "uncounted":
             self.uncounted_ops[info.name] = self.uncounted_ops.get(info.name, 0) + 1
             self.uncounted_bytes[info.name] = self.uncounted_bytes.get(info.name, 0) + moved
-        key = (info.name, shapes, dtypes)
+        key = (info.name, shapes, dtypes, device)
         acc = self._kernels.get(key)
         if acc is None:
-            acc = self._kernels[key] = _Accumulator(self._unique_name(_display(info.name, shapes)))
+            acc = self._kernels[key] = _Accumulator(self._unique_name(_display(info.name, shapes)),
+                                                    level=self.cuda_level if device == "cuda" else self.level)
         acc.launches += 1
         self.trace.append(TracedOp(profiler_op_name(info.name), _input_shapes(info, call), acc.name))
         acc.bytes += moved

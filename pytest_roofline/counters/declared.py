@@ -1,6 +1,8 @@
 """Declared counts: the test states the work, the plugin times it.
 
-For code PyTorch's dispatcher cannot see (numpy, CuPy kernels, Triton, C extensions).
+For code PyTorch's dispatcher cannot see (numpy, CuPy kernels, Triton, C extensions). Declared work runs on
+the host (``device="cpu"``, judged on the CPU's roofs even in a CUDA session) unless declared with
+``device="cuda"`` (bytes then at ``HBM`` by default).
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from typing import Any
 
 from pytest_roofline.counters import CounterBase
 from pytest_roofline.model import KernelSample
+
+DEVICES = ("cpu", "cuda")
+MAIN_MEMORY = {"cpu": "DRAM", "cuda": "HBM"}  # the level bytes are declared at by default, per device
 
 
 def _as_map(value: float | Mapping[str, float] | None, default_key: str, what: str) -> dict[str, float]:
@@ -45,6 +50,7 @@ class DeclaredCounter(CounterBase):
     bytes: Mapping[str, float] = field(default_factory=dict)
     kernel_name: str = "declared"
     name: str = "declared"
+    device: str | None = "cpu"
 
     @classmethod
     def from_user(
@@ -53,14 +59,17 @@ class DeclaredCounter(CounterBase):
         bytes: float | Mapping[str, float] | None = None,
         *,
         precision: str = "fp32",
-        level: str = "DRAM",
+        level: str | None = None,
         name: str = "declared",
+        device: str = "cpu",
     ) -> DeclaredCounter:
+        if device not in DEVICES:
+            raise ValueError(f"declare(device=...) must be one of {', '.join(DEVICES)}, got {device!r}")
         flop_map = _as_map(flops, precision, "flops")
-        byte_map = _as_map(bytes, level, "bytes")
+        byte_map = _as_map(bytes, level or MAIN_MEMORY[device], "bytes")
         if not flop_map and not byte_map:
             raise ValueError("declare at least one of flops= or bytes= (per call of the measured callable)")
-        return cls(flop_map, byte_map, name)
+        return cls(flop_map, byte_map, name, device=device)
 
     def count(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]

@@ -21,7 +21,13 @@ class Judgement:
 
 def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None, xfail: bool) -> Judgement:
     """Gate one measured test (:func:`judge_threshold`, then the baseline gate); under ``--roofline-warn-only``
-    a failure becomes a warning (an error, a fraction no roof allows, stays an error: the roofs are wrong)."""
+    a failure becomes a warning (an error, a fraction no roof allows, stays an error: the roofs are wrong).
+
+    A per-device threshold (``min_fraction={"cpu": ..., "cuda": ...}``) is chosen here, by where the test's
+    call sites ran: ``cuda`` if any ran on a GPU."""
+    if options is not None and options.min_fraction_by_device is not None:
+        entry.min_fraction = options.fraction_for(entry.recorder.device())
+        entry.extra["min_fraction_by_device"] = dict(options.min_fraction_by_device)
     outcome = judge_threshold(state, entry, options, xfail)
     if outcome.error is not None or "no_work" in entry.extra:  # nothing counted: no fraction to compare either
         return outcome

@@ -19,6 +19,13 @@ from typing import Any
 from pytest_roofline.counters import Counter
 from pytest_roofline.errors import CounterUnavailableError  # noqa: F401 (re-exported under its old name)
 from pytest_roofline.host.devices import synchronizer
+from pytest_roofline.measure.device_roofs import (
+    gating_device,
+    machine_device,
+    main_memory,
+    placement_view,
+    work_device,
+)
 from pytest_roofline.measure.timing import (
     DEFAULT_POLICY,
     Setup,
@@ -49,6 +56,7 @@ class Region:
     confirmed: tuple[float, float] | None = None  # fractions of a first and a confirming measurement
     ops: Any = None  # op_times.OpReport: the per-op timing pass (--roofline-ops), None when not run
     compare: dict[str, Any] | None = None  # --roofline-compare: the pairs with REF's twin and REF's region
+    device: str | None = None  # cpu|cuda: where its work ran, whose roofs judged it (device_roofs)
 
     def kernel_dicts(self) -> list[dict[str, Any]]:
         """Each kernel's record; with per-op times, also its t_min, bound, own fraction and lost time."""
@@ -84,6 +92,8 @@ class Region:
             out["ops"] = self.ops.to_dict()
         if self.compare is not None:
             out["compare"] = dict(self.compare)
+        if self.device is not None:
+            out["device"] = self.device
         return out
 
 
@@ -183,6 +193,9 @@ class Recorder:
         self.follower: Any = None  # compare.follower.Follower: this process is the twin, answering turns
         self.compare_tolerance = 0.03  # --roofline-compare-max-slowdown: when the lockstep may stop early
         self.roofs_override: Machine | None = None  # the twin judges with the roofs the comparing side used
+        # roofs of another device than the session's, for a core count (None: all cores): in a CUDA session,
+        # host code is judged on the CPU's (device_roofs); None: every call site on the session's roofs
+        self.machine_for_device: Callable[[str, int | None], Machine] | None = None
 
     def measure(self, fn: Callable[..., Any], /, *args: Any, setup: Setup | None = None, **kwargs: Any) -> Any:
         """Count and time ``fn(*args, **kwargs)``; return the result of its counted call.
@@ -201,14 +214,17 @@ class Recorder:
         bytes: float | Mapping[str, float] | None = None,
         *,
         precision: str = "fp32",
-        level: str = "DRAM",
+        level: str | None = None,
         name: str | None = None,
+        device: str = "cpu",
     ) -> DeclaredRegion:
-        """Declare the work of code no counter can see; ``.measure(fn, *args)`` then times it."""
+        """Declare the work of code no counter can see; ``.measure(fn, *args)`` then times it. ``device`` is
+        where that work runs: ``"cpu"`` (host code: judged on the CPU's roofs, bytes at ``DRAM`` by default)
+        or ``"cuda"`` (bytes at ``HBM`` by default)."""
         from pytest_roofline.counters.declared import DeclaredCounter
 
         counter = DeclaredCounter.from_user(flops, bytes, precision=precision, level=level,
-                                            name=name or "declared")
+                                            name=name or "declared", device=device)
         return DeclaredRegion(self, counter, name)
 
     def _measure(
@@ -248,7 +264,7 @@ class Recorder:
         link = self.lockstep
         with self.cores.scope() if self.cores is not None else nullcontext() as placed:
             cores = list(placed.used) if placed is not None else None
-            roofs = self._machine_for(placed)
+            roofs = self._machine_for(placed, work_device(counter))
             if not link.open_site(label, cores, roofs.to_dict()):
                 timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(), setup=setup)
                 region = self._region(counter, label, kernels, timing, placed)
@@ -318,24 +334,25 @@ class Recorder:
         with self.cores.scope() if self.cores is not None else nullcontext() as placed:
             # the same DRAM probes between calls as the timed loop had: the same cache state at each call's start
             probe = self._probe_for(counter, region.kernels, placed) if region.probe is not None else None
-            return time_ops(region.kernels, trace, self._machine_for(placed), region.timing.median_s, fn, args,
+            return time_ops(region.kernels, trace, self._machine_for(placed, region.device), region.timing.median_s,
+                            fn, args,
                             kwargs, prepare=lambda: prepared_arguments(setup, args, kwargs),
                             synchronize=wait or (lambda: None), budget_s=self.policy.max_time_s,
                             device="cpu" if wait is None else "cuda", before_call=probe)
 
     def _probe_for(self, counter: Counter, kernels: list[KernelSample], placed: Any) -> Any:
         """A ``probes.ProbeSchedule`` under ``--roofline-probe live``, else None: for a call site whose bytes
-        stream from DRAM (CPU roofs characterized by the ERT kernel; GPU roofs: the HBM probe of
-        ``cuda_probe``), or a memory-bound one whose working set is in or at the edge of the last cache (a probe
-        at its own size, ``probes.ProbeSpec.at_footprint``). Runs inside the call site's core placement."""
+        stream from DRAM (CPU roofs characterized by the ERT kernel), or a memory-bound one whose working set is
+        in or at the edge of the last cache (a probe at its own size, ``probes.ProbeSpec.at_footprint``). Runs
+        inside the call site's core placement. Work judged on a GPU's roofs gets no probe: it is judged on the
+        record's roofs (see ``cuda_probe``)."""
         if self.probe_mode != "live":
             return None
-        from pytest_roofline.measure import cuda_probe, probes
+        from pytest_roofline.measure import probes
 
-        machine = self._machine_for(placed)
-        if cuda_probe.is_cuda(machine):
-            return cuda_probe.schedule_for(machine, self._placed(counter, kernels, machine)[0],
-                                           counter.footprint_bytes, self.probe_cache)
+        machine = self._machine_for(placed, work_device(counter))
+        if machine_device(machine) == "cuda":
+            return None
         footprint = counter.footprint_bytes
         placed_kernels = self._placed(counter, kernels, machine)[0]
         level_bytes = sum_maps(k.bytes for k in placed_kernels)
@@ -361,7 +378,7 @@ class Recorder:
         footprint = counter.footprint_bytes  # counters that assume no cache reuse
         if not footprint:
             return kernels, None
-        return place_working_set(kernels, footprint, machine,
+        return place_working_set(kernels, footprint, placement_view(machine), from_level=main_memory(machine),
                                  write_allocate=counter.write_allocate_bytes)
 
     def _judge(self, counter: Counter, label: str, kernels: list[KernelSample], timing: TimingStats,
@@ -370,7 +387,8 @@ class Recorder:
 
     def _region(self, counter: Counter, label: str, kernels: list[KernelSample], timing: TimingStats,
                 placement: Any = None, probe: Any = None) -> Region:
-        machine = self._machine_for(placement)
+        device = work_device(counter)
+        machine = self._machine_for(placement, device)
         notes = counter_notes(counter) + timing_notes(timing)
         kernels, placed = self._placed(counter, kernels, machine)
         notes.extend([placed] if placed else [])
@@ -384,7 +402,7 @@ class Recorder:
         notes.extend(note for note in [above_one_note(verdict, machine)] if note)
         uncounted = dict(counter.uncounted_bytes)
         return Region(label, counter.name, kernels, timing, verdict, notes, placement=placement,
-                      uncounted=uncounted, probe=probed)
+                      uncounted=uncounted, probe=probed, device=device or machine_device(machine))
 
     def settle_pending(self, counter_name: str, kernels: Sequence[KernelSample], notes: Sequence[str] = ()) -> Region:
         """Judge every pending region as one: ``kernels`` (from all of them) against the sum of their times.
@@ -398,10 +416,11 @@ class Recorder:
         parts = [(p.label, p.timing) for p in self.pending]
         timing = sum_timings([t for _, t in parts])
         label = parts[0][0] if len(parts) == 1 else " + ".join(label for label, _ in parts)
-        verdict = evaluate_region(kernels, self._machine(), timing.median_s)
+        machine = self._machine()
+        verdict = evaluate_region(kernels, machine, timing.median_s)
         notes = [*notes, *(note for _, part in parts for note in timing_notes(part))]
         region = Region(label, counter_name, list(kernels), timing, verdict, notes,
-                        parts if len(parts) > 1 else [])
+                        parts if len(parts) > 1 else [], device=machine_device(machine))
         self.regions.append(region)
         self.pending.clear()
         return region
@@ -425,11 +444,19 @@ class Recorder:
         """The roofs the regions were judged against: those for the cores they ran on (the first placed
         region's when they differ), so that a failure's message and chart agree with its fraction."""
         placements = [r.placement for r in self.regions if r.placement is not None]
-        return self._machine_for(placements[0] if placements else None)
+        device = self.regions[0].device if self.regions else None
+        return self._machine_for(placements[0] if placements else None, device)
 
-    def _machine_for(self, placed: Any) -> Machine:
+    def device(self) -> str | None:
+        """The device whose thresholds gate the test (``cuda`` if any call site ran on a GPU)."""
+        return gating_device(r.device for r in self.regions)
+
+    def _machine_for(self, placed: Any, device: str | None = None) -> Machine:
+        """The roofs for a call site on ``placed`` cores whose work ran on ``device`` (None: the session's)."""
         if self.roofs_override is not None:
             return self.roofs_override
+        if device is not None and self.machine_for_device is not None and device != machine_device(self._machine()):
+            return self.machine_for_device(device, None if placed is None else placed.count)
         if placed is None or self.machine_for_cores is None:
             return self._machine()
         return self.machine_for_cores(placed.count)

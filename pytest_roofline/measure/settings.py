@@ -23,13 +23,15 @@ OPS_MODES = ("always", "failed", "off")  # the per-op timing pass (measure/op_ti
 CONFIRM_MODES = ("on", "off")  # mirrors probes.PROBE_MODES without importing it (numpy) at plugin import
 MARKER_ARGUMENTS = ("min_fraction", "uncounted", "max_drop", "max_slowdown", "fail_on")
 FAIL_ON_QUANTITIES = ("time", "fraction", "work")  # measure.comparison.QUANTITIES, without its import
+FRACTION_DEVICES = ("cpu", "cuda")  # the keys of min_fraction={...}: where a call site's work ran (device_roofs)
 
 
 @dataclass(frozen=True)
 class MarkerOptions:
     """Arguments of ``@pytest.mark.roofline(...)``."""
 
-    min_fraction: float | None = None
+    min_fraction: float | None = None  # one threshold for every device
+    min_fraction_by_device: Mapping[str, float] | None = None  # min_fraction={"cpu": 0.2, "cuda": 0.5}
     uncounted: str | None = None  # warn|fail: FLOP-bearing ops without a rule (None: the session's setting)
     max_drop: float | None = None  # the baseline gate's allowed drop for this test (None: --roofline-max-drop)
     max_slowdown: float | None = None  # the allowed rise of its time per call (None: --roofline-max-slowdown)
@@ -53,8 +55,11 @@ class MarkerOptions:
         max_drop = kwargs.get("max_drop")
         max_slowdown = kwargs.get("max_slowdown")
         fail_on = kwargs.get("fail_on")
+        by_device = parse_fraction_by_device(value) if isinstance(value, Mapping) else None
         return cls(
-            min_fraction=None if value is None else parse_fraction(value, "@pytest.mark.roofline(min_fraction=...)"),
+            min_fraction=None if value is None or by_device is not None else parse_fraction(
+                value, "@pytest.mark.roofline(min_fraction=...)"),
+            min_fraction_by_device=by_device,
             uncounted=None if uncounted is None else parse_choice(uncounted, UNCOUNTED_POLICIES,
                                                                   "@pytest.mark.roofline(uncounted=...)"),
             max_drop=None if max_drop is None else parse_max_drop(max_drop, "@pytest.mark.roofline(max_drop=...)",
@@ -63,6 +68,26 @@ class MarkerOptions:
                 max_slowdown, "@pytest.mark.roofline(max_slowdown=...)", text=False),
             fail_on=None if fail_on is None else parse_fail_on(fail_on, "@pytest.mark.roofline(fail_on=...)"),
         )
+
+
+    def fraction_for(self, device: str | None) -> float | None:
+        """The threshold of a test whose call sites ran on ``device`` (``cuda`` if any ran on a GPU): the one
+        number, or that device's entry (None where the mapping has none: reported, not gated there)."""
+        if self.min_fraction_by_device is None:
+            return self.min_fraction
+        return self.min_fraction_by_device.get(device or "cpu")
+
+
+def parse_fraction_by_device(value: Mapping[Any, Any]) -> dict[str, float]:
+    """``min_fraction={"cpu": 0.2, "cuda": 0.5}``: a number in (0, 1] per device; keys cpu and cuda."""
+    accepted = ", ".join(repr(d) for d in FRACTION_DEVICES)
+    where = "@pytest.mark.roofline(min_fraction={...})"
+    unknown = [k for k in value if k not in FRACTION_DEVICES]
+    if unknown or not value:
+        got = f"unknown key(s) {', '.join(repr(k) for k in unknown)}" if unknown else "an empty mapping"
+        raise SettingError(f"{where} takes one number in (0, 1] per device, keys {accepted}; got {got}. "
+                           "Example: min_fraction={'cpu': 0.2, 'cuda': 0.5}")
+    return {str(k): parse_fraction(v, f"@pytest.mark.roofline(min_fraction={{{k!r}: ...}})") for k, v in value.items()}
 
 
 def parse_fraction(value: Any, where: str) -> float:

@@ -85,6 +85,8 @@ class RooflineState:
         self.write_error: str | None = None  # results could not be written; said in the summary
         self.results_written = False  # this session's results.json is on disk (the summary names it only then)
         self._by_cores: dict[int, Any] = {}  # machine per core count, measured or interpolated on first need
+        self._host: Any = None  # a CUDA session's CPU roofs, for host code (device_roofs), on first need
+        self._host_by_cores: dict[int, Any] = {}
         self.planner: Any = None  # cores.Planner of this session (or xdist worker), made on first need
         self.probe_cache: dict[Any, Any] = {}  # live probes per (threads, working set): built once a session
         self.make_counter: Callable[[str], Any] = builtin_counter  # the hook, once pytest_configure set it
@@ -138,6 +140,35 @@ class RooflineState:
                         for c in sorted(set(cores.bracket(count, total)))}
             self._by_cores[count] = cores.interpolate({total: full, **measured}, count)
         return self._by_cores[count]
+
+    def machine_for_device(self, device: str, count: int | None = None, progress: Any = None) -> Any:
+        """Roofs for work that ran on ``device`` when the session's roofs are another device's: in a CUDA
+        session, host code (numpy, declared work, CPU tensors) is judged on the CPU's roofs, characterized (or
+        loaded from the cache) on first need, for ``count`` cores as :meth:`machine_for_cores` does. A pinned
+        machine file is used for every device (the user chose those ceilings); a device other than the CPU
+        gets the session's roofs."""
+        full = self.machine(progress)
+        if device != "cpu" or self.settings.machine_file is not None:
+            return full
+        from pytest_roofline.characterize import machine as machine_mod
+        from pytest_roofline.host import cores
+
+        if self._host is None:
+            self._host = machine_mod.characterize("cpu", fresh=self.settings.recharacterize, progress=progress)
+        total = len(cores.base_affinity())
+        if count is None or count >= total:
+            return self._host
+        if count not in self._host_by_cores:
+            measured = {c: self._host if c == total else machine_mod.characterize("cpu", cores=c, progress=progress,
+                                                                                fresh=self.settings.recharacterize)
+                        for c in sorted(set(cores.bracket(count, total)))}
+            self._host_by_cores[count] = cores.interpolate({total: self._host, **measured}, count)
+        return self._host_by_cores[count]
+
+    @property
+    def host_machine(self) -> Any:
+        """The CPU's roofs a CUDA session judged host code against, once loaded (None before, or never)."""
+        return self._host
 
     @property
     def machines_by_cores(self) -> dict[int, Any]:

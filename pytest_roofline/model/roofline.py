@@ -22,6 +22,12 @@ from pytest_roofline.errors import MissingCeilingError
 
 # Main memory is "DRAM" on CPUs and "HBM" on most data-centre GPUs; either name finds the other's roof.
 _LEVEL_ALIASES: dict[str, tuple[str, ...]] = {"DRAM": ("HBM",), "HBM": ("DRAM",)}
+# TF32 and FP8 exist only on Tensor Cores: either name finds the other's roof. A Tensor Core precision of a
+# record without Tensor Core roofs (a GPU without them, an older record) is judged on its plain roof.
+_PRECISION_ALIASES: dict[str, tuple[str, ...]] = {
+    "tf32": ("tf32_tensor",), "tf32_tensor": ("tf32",), "fp8": ("fp8_tensor",), "fp8_tensor": ("fp8",),
+    "fp16_tensor": ("fp16",), "bf16_tensor": ("bf16",), "fp64_tensor": ("fp64",),
+}
 
 BOUND_NONE = "none"
 
@@ -61,13 +67,13 @@ class Machine:
             raise ValueError("a machine needs at least one ceiling (peak_flops or bandwidth)")
 
     def peak_for(self, precision: str) -> float:
-        try:
-            return float(self.peak_flops[precision])
-        except KeyError:
-            raise MissingCeilingError(
-                f"machine {self.name!r} has no compute ceiling for precision {precision!r} "
-                f"(it has: {', '.join(sorted(self.peak_flops)) or 'none'})"
-            ) from None
+        for name in (precision, *_PRECISION_ALIASES.get(precision, ())):
+            if name in self.peak_flops:
+                return float(self.peak_flops[name])
+        raise MissingCeilingError(
+            f"machine {self.name!r} has no compute ceiling for precision {precision!r} "
+            f"(it has: {', '.join(sorted(self.peak_flops)) or 'none'})"
+        )
 
     def bandwidth_for(self, level: str) -> float:
         for name in (level, *_LEVEL_ALIASES.get(level, ())):

@@ -48,7 +48,7 @@ def failure_report(directory: Path, nodeid: str, machine: Machine, regions: Sequ
     paths, problems = test_artifacts(directory, nodeid, machine, all_kernels(regions), verdict, title=nodeid,
                                      min_fraction=min_fraction, caption=caption)
     notes += problems
-    message = failure_message(verdict, min_fraction, paths, notes, timing_spread(regions))
+    message = failure_message(verdict, min_fraction, paths, notes, timing_spread(regions), machine=machine)
     details = [*op_lines(regions), *details]
     if details:
         message += "\n" + "\n".join(f"  {line}" for line in details)
@@ -112,10 +112,12 @@ def test_result(record: TestRecord | Mapping[str, Any]) -> dict[str, Any]:
     judged = record.recorder.judged_machine()
     # no counted work: a time, but no fraction or bound (none to chart, gate or compare with later sessions)
     nothing = {"fraction": None, "bound": None, "headroom": None} if "no_work" in extra else {}
+    devices = sorted({str(r.device) for r in regions if getattr(r, "device", None)})
     return {
         **base,
         **verdict.to_dict(),
         **nothing,
+        "device": "+".join(devices) or None,  # cpu|cuda (cpu+cuda): the devices whose roofs judged it
         # the roofs the fraction was judged against (those of the cores it ran on), for charts drawn later
         "judged_roofs": {"name": judged.name, "peak_flops": dict(judged.peak_flops),
                          "bandwidth": dict(judged.bandwidth)},

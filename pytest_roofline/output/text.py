@@ -21,21 +21,30 @@ def format_ai(verdict: Verdict) -> str:
 
 def failure_message(
     verdict: Verdict, min_fraction: float, artifacts: Sequence[Path] = (), notes: Sequence[str] = (),
-    spread: str | None = None,
+    spread: str | None = None, machine: Machine | None = None,
 ) -> str:
-    """One readable message: fraction vs threshold, bound, AI, achieved vs roof, headroom, artifacts."""
+    """One readable message: fraction vs threshold, bound, AI, achieved vs roof, headroom, artifacts.
+
+    With ``machine`` (the roofs the test was judged against, which results.json records as ``judged_roofs``),
+    the roofs quoted are that machine's: the peak of the precision and the bandwidth of the level named.
+    Without it, the rates the work would reach at its lower-bound time."""
     lines = [
         f"roofline: attained fraction {verdict.fraction:.3f} is below min_fraction {min_fraction:g}",
         f"  bound:      {verdict.bound}",
         f"  AI:         {format_ai(verdict) + ' FLOP/byte' if verdict.ai else 'n/a (no bytes counted)'}",
-        (f"  compute:    {verdict.achieved_flops_per_s / 1e9:.3g} GFLOP/s achieved of a "
-         f"{verdict.roof_flops_per_s / 1e9:.3g} GFLOP/s roof"),
     ]
+    precision = _quoted_precision(verdict)
+    flop_roof = verdict.roof_flops_per_s
+    if machine is not None and precision is not None:
+        flop_roof = machine.peak_for(precision)
+    lines.append(f"  compute:    {verdict.achieved_flops_per_s / 1e9:.3g} GFLOP/s achieved of a "
+                 f"{flop_roof / 1e9:.3g} GFLOP/s roof" + (f" ({precision})" if machine is not None and precision else ""))
     level = verdict.bound_level
     if level is not None:
+        byte_roof = machine.bandwidth_for(level) if machine is not None else verdict.roof_bytes_per_s(level)
         lines.append(
             f"  memory:     {verdict.achieved_bytes_per_s(level) / 1e9:.3g} GB/s achieved of a "
-            f"{verdict.roof_bytes_per_s(level) / 1e9:.3g} GB/s roof at {level}"
+            f"{byte_roof / 1e9:.3g} GB/s roof at {level}"
         )
     headroom = "unbounded" if math.isinf(verdict.headroom) else f"{verdict.headroom:.2f}x"
     lines.append(
@@ -47,6 +56,14 @@ def failure_message(
     lines.extend(f"  note:       {note}" for note in notes)
     lines.extend(f"  artifact:   {path}" for path in artifacts)
     return "\n".join(lines)
+
+
+def _quoted_precision(verdict: Verdict) -> str | None:
+    """The precision whose roof a message quotes: the bound's, else the one with the most FLOPs."""
+    if verdict.bound.startswith("compute:"):
+        return verdict.bound.split(":", 1)[1]
+    counted = {k: v for k, v in verdict.flops.items() if v > 0}
+    return max(counted, key=lambda k: counted[k]) if counted else None
 
 
 @dataclass(frozen=True)
@@ -152,7 +169,7 @@ def above_one_note(verdict: Verdict, machine: Any) -> str | None:
         cause = (f"its data sat partly in a level nearer than {name} (the placement judged {name}), or that roof "
                  "is below the machine's real one")
     else:
-        roof = f"the {name} compute roof ({machine.peak_flops.get(name, 0.0) / 1e9:.4g} GFLOP/s)"
+        roof = f"the {name} compute roof ({machine.peak_for(name) / 1e9:.4g} GFLOP/s)"
         cause = "that roof is below the machine's real one (a disturbed or pinned value), or FLOPs are over-counted"
     return f"fraction {verdict.fraction:.3f} is above 1: the call beat {roof}; likely {cause}"
 

@@ -9,8 +9,9 @@ from pytest_roofline.measure.settings import MarkerOptions, SettingError
 MARKER_HELP = (
     "roofline(min_fraction=None, uncounted=None, max_drop=None): measure the test's roofline.measure() calls "
     "under --roofline and fail it when the attained fraction of the roofline is below min_fraction (a number in "
-    "(0, 1]), or, with --roofline-baseline, when it fell significantly by more than max_drop (default "
-    "--roofline-max-drop) since the baseline; without either the test is reported, not gated."
+    "(0, 1], or one per device where its work ran: {'cpu': 0.2, 'cuda': 0.5}), or, with --roofline-baseline, "
+    "when it fell significantly by more than max_drop (default --roofline-max-drop) since the baseline; without "
+    "either the test is reported, not gated."
 )
 
 
@@ -26,3 +27,19 @@ def marker_options(item: pytest.Item) -> MarkerOptions | None:
 
 def wants_roofline(item: pytest.Item) -> bool:
     return item.get_closest_marker("roofline") is not None or "roofline" in getattr(item, "fixturenames", ())
+
+
+def gating(config: pytest.Config) -> bool:
+    """Whether this session fails tests on their roofline gates: ``--roofline`` without ``--roofline-warn-only``,
+    and not in a process that only runs tests for another (the ncu-profiled child, the A/B twin). For a test
+    that must fail its gate, as a string condition of ``xfail``:
+    ``@pytest.mark.xfail("gating(config)", strict=True)`` with ``from pytest_roofline.plugin.markers import
+    gating`` in the test module (pytest evaluates the string with the module's names and ``config``)."""
+    from pytest_roofline.host.process_role import is_profiled_child
+    from pytest_roofline.plugin.compare import is_twin
+    from pytest_roofline.plugin.modes import STATE
+
+    state = config.stash.get(STATE, None)
+    if state is None or is_profiled_child() or is_twin():
+        return False
+    return bool(state.settings.enabled and not state.settings.warn_only)

@@ -154,6 +154,8 @@ class MeasuringSession:
                             policy=state.settings.timing_policy())
         recorder.cores = state.core_planner()  # cores of its own, judged against roofs for that many cores
         recorder.machine_for_cores = lambda count: state.machine_for_cores(count, _core_roofs_progress(request))
+        recorder.machine_for_device = lambda device, count: state.machine_for_device(
+            device, count, _core_roofs_progress(request, "the CPU's roofs, for host code in a CUDA session"))
         recorder.probe_mode = state.settings.probe
         recorder.probe_cache = state.probe_cache
         recorder.ops_mode = state.settings.ops
@@ -308,9 +310,9 @@ class MeasuringSession:
             if state.write_error:
                 terminalreporter.write_line(state.write_error, red=True, bold=True)
             return
-        machine = state.loaded_machine
+        machines = [m for m in (state.loaded_machine, state.host_machine) if m is not None]
         write_summary(terminalreporter, config, self.records, summary_context(
-            state, config, terminalreporter, [machine] if machine is not None else [], state.machines_by_cores,
+            state, config, terminalreporter, machines, state.machines_by_cores,
             state.counter_label, state.baseline.describe() if state.baseline is not None else None))
 
 
@@ -400,13 +402,14 @@ def _load_baseline(state: RooflineState, config: pytest.Config) -> None:
                                       f"every test is new. {' '.join(state.baseline.notes)}"), stacklevel=1)
 
 
-def _core_roofs_progress(request: pytest.FixtureRequest) -> Any:
-    """Say when roofs for fewer cores are characterized mid-session (it takes a while), in two lines."""
+def _core_roofs_progress(request: pytest.FixtureRequest, why: str = "roofs for the cores this test runs on") -> Any:
+    """Say when roofs for fewer cores (or the host's, ``why``) are characterized mid-session (it takes a while),
+    in two lines."""
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
 
     def progress(message: str) -> None:
         if reporter is not None and message.startswith(("characterizing", "done in")):
-            reporter.write_line(f"roofline: {message} (roofs for the cores this test runs on)")
+            reporter.write_line(f"roofline: {message} ({why})")
 
     return progress
 

@@ -120,13 +120,15 @@ class ChildRecorder:
         bytes: float | Mapping[str, float] | None = None,
         *,
         precision: str = "fp32",
-        level: str = "DRAM",
+        level: str | None = None,
         name: str | None = None,
+        device: str = "cpu",
     ) -> ChildDeclaredRegion:
         from pytest_roofline.counters.declared import DeclaredCounter
 
         # Validated as in the parent, so a bad declaration fails the same way in both.
-        DeclaredCounter.from_user(flops, bytes, precision=precision, level=level, name=name or "declared")
+        DeclaredCounter.from_user(flops, bytes, precision=precision, level=level, name=name or "declared",
+                                  device=device)
         return ChildDeclaredRegion()
 
     def verdict(self) -> None:
