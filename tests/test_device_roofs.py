@@ -121,7 +121,7 @@ def test_an_fp32_conv_on_cuda_counts_as_tf32_while_cudnn_allows_it(fake: FakeTen
     x, w = on_cuda(fake, 8, 64, 56, 56), on_cuda(fake, 64, 64, 3, 3)
     torch.backends.cudnn.allow_tf32 = True  # PyTorch's default
     _, kernels = count_in(fake, lambda: torch.nn.functional.conv2d(x, w, padding=1))
-    assert flops_of(kernels) == {"tf32": CONV_FLOPS} and CONV_FLOPS == 1_849_688_064
+    assert flops_of(kernels) == {"tf32_tensor": CONV_FLOPS} and CONV_FLOPS == 1_849_688_064
     assert h100().peak_for("tf32") == pytest.approx(411.02e12, rel=1e-4)  # the record's tf32_tensor GEMM
     torch.backends.cudnn.allow_tf32 = False
     _, kernels = count_in(fake, lambda: torch.nn.functional.conv2d(x, w, padding=1))
@@ -144,7 +144,7 @@ def test_fp32_matmuls_on_cuda_follow_the_float32_matmul_precision(fake: FakeTens
     assert flops_of(kernels) == {"fp32": 2 * 256 * 512 * 128}
     torch.set_float32_matmul_precision("high")
     _, kernels = count_in(fake, lambda: a @ b)
-    assert flops_of(kernels) == {"tf32": 2 * 256 * 512 * 128}
+    assert flops_of(kernels) == {"tf32_tensor": 2 * 256 * 512 * 128}
 
 
 def test_half_precision_gemms_on_cuda_count_on_the_tensor_core_roof(fake: FakeTensorMode) -> None:

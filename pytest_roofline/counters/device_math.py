@@ -8,8 +8,8 @@ the GPU has them, and PyTorch's flags decide what fp32 math becomes:
 - fp32 matrix products run as TF32 when ``torch.backends.cuda.matmul.allow_tf32`` is true, i.e. when
   ``torch.get_float32_matmul_precision()`` is not ``"highest"`` (the default is ``"highest"``).
 
-Keys: such fp32 math counts as ``tf32`` (TF32 exists only on Tensor Cores, so the name needs no suffix; the
-model judges it on ``tf32_tensor`` where the record names it so). fp16, bf16 and fp64 GEMM-like math counts as
+Keys: such fp32 math counts as ``tf32_tensor``, the name the ncu counter and the CUDA record give it, so both
+counters report one precision and one bound for the same kernel. fp16, bf16 and fp64 GEMM-like math counts as
 ``fp16_tensor`` / ``bf16_tensor`` / ``fp64_tensor``: a GPU record keeps the CUDA-core roofs of those
 precisions (``fp16``, ...) apart from the Tensor Core ones, and the model falls back to the plain name where
 a record has no Tensor Core roof (``Machine.peak_for``). fp32 without TF32 stays ``fp32`` (CUDA cores);
@@ -62,7 +62,7 @@ def math_precision(packet: Any, dtype: torch.dtype, device_type: str | None) -> 
     if not (cudnn or cublas):
         return precision
     if precision == "fp32":
-        return "tf32" if (tf32_convolutions() if cudnn else tf32_matmuls()) else "fp32"
+        return "tf32" + TENSOR_SUFFIX if (tf32_convolutions() if cudnn else tf32_matmuls()) else "fp32"
     if precision in _TWO_ROOFS:
         return precision + TENSOR_SUFFIX
     return precision
