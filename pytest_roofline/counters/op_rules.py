@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -32,10 +33,26 @@ from pytest_roofline.counters.flop_formulas import (
     rnn_layer_flops,
 )
 
-if TYPE_CHECKING:
-    from pytest_roofline.counters.op_schema import _OpInfo
-
 aten = torch.ops.aten
+
+
+@dataclass
+class _OpInfo:
+    """What the schema says of one aten op (built by op_schema; here so _Call and the rules can name it)."""
+
+    name: str
+    packet: Any
+    skip: bool
+    kind: str  # "formula", "pointwise", "reduction", "foreach", "zero", "uncounted"
+    formula: Formula | None
+    math_arg: int | str
+    arg_names: list[str]
+    arg_index: dict[str, int]
+    arg_defaults: list[Any]
+    tensor_args: list[tuple[int, str, int]]  # (position, name, role)
+    fresh_returns: list[int]
+    n_returns: int
+
 
 # ---- per-op formulas over a dispatched call ---------------------------------------------------------------
 class _Call:

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -15,6 +14,7 @@ from pytest_roofline.counters.op_rules import (
     _WRITE_ONLY,
     _ZERO_FLOP,
     Formula,
+    _OpInfo,
     _packets,
 )
 
@@ -22,22 +22,6 @@ aten = torch.ops.aten
 
 # ---- per-op schema info ----------------------------------------------------------------------------------
 _READ, _WRITE, _READ_WRITE, _SHAPE_ONLY = 1, 2, 3, 0
-
-
-@dataclass
-class _OpInfo:
-    name: str
-    packet: Any
-    skip: bool
-    kind: str  # "formula", "pointwise", "reduction", "foreach", "zero", "uncounted"
-    formula: Formula | None
-    math_arg: int | str
-    arg_names: list[str]
-    arg_index: dict[str, int]
-    arg_defaults: list[Any]
-    tensor_args: list[tuple[int, str, int]]  # (position, name, role)
-    fresh_returns: list[int]
-    n_returns: int
 
 
 def _has_tag(op: Any, tag: Any) -> bool:
