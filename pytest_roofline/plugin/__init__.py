@@ -26,7 +26,7 @@ from pytest_roofline.measure.settings import SettingError, parse_bool
 from pytest_roofline.measure.state import RooflineState
 from pytest_roofline.plugin.markers import MARKER_HELP, marker_options
 from pytest_roofline.plugin.modes import STATE, select_mode
-from pytest_roofline.plugin.options import add_options, read_settings
+from pytest_roofline.plugin.options import add_options, implied_by, read_settings
 
 THP_NOTE = pytest.StashKey[str]()
 
@@ -126,15 +126,20 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
         value = getattr(early_config.known_args_namespace, name, None)
         return early_config.getini(name) if value is None else value
 
+    from pytest_roofline.plugin.args_check import check_rootdir
+
+    check_rootdir(early_config, args)  # a path given as `--roofline-baseline PATH` must not move the rootdir
     try:
-        wanted = parse_bool(early("roofline"), "--roofline") and str(early("roofline_malloc")) == "tuned"
+        enabled = parse_bool(early("roofline"), "--roofline") or bool(
+            implied_by(early_config, early_config.known_args_namespace))
+        wanted = enabled and str(early("roofline_malloc")) == "tuned"
     except (SettingError, ValueError):
         return  # a bad value is reported as a usage error by pytest_configure
     if wanted and not is_profiled_child():
         from pytest_roofline.host.allocator import enable_torch_thp
 
         early_config.stash[THP_NOTE] = enable_torch_thp()
-    if parse_bool(early("roofline"), "--roofline") and not is_profiled_child():
+    if enabled and not is_profiled_child():
         from pytest_roofline.plugin.xdist import assign_gpu_early
 
         assign_gpu_early(early_config)  # one GPU per xdist worker, before any conftest can initialize CUDA

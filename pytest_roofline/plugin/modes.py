@@ -119,6 +119,7 @@ class MeasuringSession:
         state.pin_worker()  # an xdist worker stays on its own cores from here on
         if state.settings.baseline is not None and state.baseline is None:
             _load_baseline(state, config)
+            _warn_unmatched(state, [item.nodeid for item in items if wants_roofline(item)])
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.state.unpin_worker()
@@ -352,10 +353,12 @@ def _load_baseline(state: RooflineState, config: pytest.Config) -> None:
     if reference is None or not reference.exists():
         raise pytest.UsageError(f"--roofline-baseline: no such file or directory {str(reference)!r}")
     key = machine_key(state.machine().to_dict())
-    branch = git_state(config.rootpath)["branch"]
-    state.baseline = load_baseline(reference, key=key, branch=branch, count=settings.baseline_sessions,
+    git = git_state(config.rootpath)
+    state.baseline = load_baseline(reference, key=key, branch=git["branch"], count=settings.baseline_sessions,
                                    any_machine=settings.baseline_any_machine,
-                                   environment={"torch": versions().get("torch")}, history=settings.history)
+                                   environment={"torch": versions().get("torch")}, history=settings.history,
+                                   # an uncommitted change is compared with its commit's sessions
+                                   exclude_commit=git["commit"] if git["dirty"] is False else None)
     skipped = state.baseline.skipped
     if skipped:
         warnings.warn(RooflineWarning(f"roofline baseline: skipped {len(skipped)} unreadable file(s) or test "
@@ -363,6 +366,17 @@ def _load_baseline(state: RooflineState, config: pytest.Config) -> None:
     if not state.baseline.sessions:
         warnings.warn(RooflineWarning(f"roofline baseline: no session of this machine in {str(reference)!r}: "
                                       f"every test is new. {' '.join(state.baseline.notes)}"), stacklevel=1)
+
+
+def _warn_unmatched(state: RooflineState, nodeids: list[str]) -> None:
+    import warnings
+
+    from pytest_roofline.errors import RooflineWarning
+    from pytest_roofline.history.baseline import unmatched_note
+
+    note = unmatched_note(state.baseline, nodeids) if state.baseline is not None else None
+    if note is not None:
+        warnings.warn(RooflineWarning(note), stacklevel=1)
 
 
 def _core_roofs_progress(request: pytest.FixtureRequest) -> Any:
