@@ -196,3 +196,15 @@ def test_a_history_baseline_leaves_out_the_commit_under_test(pytester: pytest.Py
     assert result.ret == 0, result.stdout.str()
     result.stdout.fnmatch_lines(["*no session of this machine*3 session(s) of the commit under test*left out*"])
     assert record(pytester)["baseline"]["verdict"] == "new"
+
+
+def test_the_history_directory_as_baseline_before_it_exists_is_a_first_run(
+        pytester: pytest.Pytester, machine_file: Path, run_roofline: Callable[..., pytest.RunResult]) -> None:
+    pytester.makepyfile(test_step_ci=TEST.format(marker=""))
+    result = run_roofline(machine_file, "--roofline-baseline", ".roofline/history")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*no history in '.roofline/history' yet: every test is new*"])
+    assert record(pytester)["baseline"]["verdict"] == "new"
+    assert len(list((pytester.path / ".roofline" / "history").rglob("*.json"))) == 1  # the history begins
+    result = run_roofline(machine_file, "--roofline-baseline", "elsewhere")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # any other missing path is still a typo

@@ -105,7 +105,7 @@ def check_history_paths(settings: Any) -> None:
         except ValueError as exc:
             raise pytest.UsageError(f"--roofline-history: {exc}") from None
     reference = settings.baseline
-    if reference is None:
+    if reference is None or first_history(settings):
         return
     try:
         reader.check_reference(reference)
@@ -114,6 +114,14 @@ def check_history_paths(settings: Any) -> None:
     except (OSError, ValueError) as exc:
         raise pytest.UsageError(f"--roofline-baseline: {str(reference)!r} is not a history directory, a history "
                                 f"file or a results.json: {exc}") from None
+
+
+def first_history(settings: Any) -> bool:
+    """``--roofline-baseline`` names the history directory this session writes, which does not exist yet: the
+    first run of a CI recipe on a fresh runner (every test is new), not a typo."""
+    reference, history = settings.baseline, settings.history
+    return (reference is not None and history is not None and not reference.exists()
+            and reference.resolve() == history.resolve())
 
 
 @pytest.hookimpl(tryfirst=True)

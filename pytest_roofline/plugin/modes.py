@@ -350,6 +350,15 @@ def _load_baseline(state: RooflineState, config: pytest.Config) -> None:
 
     settings = state.settings
     reference = settings.baseline
+    from pytest_roofline.plugin import first_history
+
+    if first_history(settings):
+        from pytest_roofline.history.baseline import Baseline
+
+        state.baseline = Baseline(str(reference), count=settings.baseline_sessions)
+        warnings.warn(RooflineWarning(f"roofline baseline: no history in {str(reference)!r} yet: every test is new; "
+                                      "this session starts it"), stacklevel=1)
+        return
     if reference is None or not reference.exists():
         raise pytest.UsageError(f"--roofline-baseline: no such file or directory {str(reference)!r}")
     key = machine_key(state.machine().to_dict())
