@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pytest_roofline.history.compare import Plan, Row
 from pytest_roofline.history.selectors import describe
 from pytest_roofline.measure.baseline_stats import Spread
-from pytest_roofline.measure.comparison import VERDICTS
+from pytest_roofline.measure.comparison import VERDICTS, ratio_text
 
 HEAD = ("test", "A time", "B time", "time ratio [95% CI]", "fraction A → B", "work", "verdict")
 ORDER = (*VERDICTS, "removed")
@@ -35,7 +35,7 @@ def _cells(row: Row) -> list[str]:
     elif c.work.verdict == "same":
         work = "same"
     else:
-        scale = "" if c.work.ratio is None else f" ×{c.work.ratio:.2f}"
+        scale = "" if c.work.ratio is None else f" ×{ratio_text(c.work.ratio)}"
         work = f"{c.work.verdict}{scale}"
     return [row.nodeid, seconds(c.time.reference), seconds(c.time.now), ratio,
             f"{c.fraction.reference:.3f} → {c.fraction.now:.3f}", work, row.verdict]
