@@ -214,8 +214,10 @@ def summary_lines(records: Iterable[Mapping[str, Any]], context: SummaryContext)
     describe = machine_line if context.verbose else short_machine_line
     lines += [describe(machine) for machine in context.machines]
     for count, roofs in sorted(context.fewer_cores.items()):
-        lines.append(f"{count}-core roofs, used by call sites on {count} core{'s' if count > 1 else ''}: "
-                     + describe(roofs))
+        text = describe(roofs)
+        prefix = f"machine: {roofs.name}"
+        text = text[len(prefix):].partition(": ")[2] if text.startswith(prefix) else text  # said once above
+        lines.append(f"{count}-core roofs (call sites on {count} core{'s' if count > 1 else ''}): {text}")
     table = marked_table(records, context.width)
     tail: list[str] = []
     for record in records:

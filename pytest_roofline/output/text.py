@@ -19,13 +19,18 @@ def format_ai(verdict: Verdict) -> str:
     return ", ".join(f"{level} {value:.3g}" for level, value in ai.items())
 
 
+def fraction_digits(value: float) -> str:
+    """``0.017``, ``9.6e-05`` (never ``0.000``): three decimals, two significant digits below 0.01."""
+    return f"{value:.3f}" if value >= 0.01 or value == 0 else f"{value:.2g}"
+
+
 def failure_message(
     verdict: Verdict, min_fraction: float, artifacts: Sequence[Path] = (), notes: Sequence[str] = (),
     spread: str | None = None,
 ) -> str:
     """One readable message: fraction vs threshold, bound, AI, achieved vs roof, headroom, artifacts."""
     lines = [
-        f"roofline: attained fraction {verdict.fraction:.3f} is below min_fraction {min_fraction:g}",
+        f"roofline: attained fraction {fraction_digits(verdict.fraction)} is below min_fraction {min_fraction:g}",
         f"  bound:      {verdict.bound}",
         f"  AI:         {format_ai(verdict) + ' FLOP/byte' if verdict.ai else 'n/a (no bytes counted)'}",
         (f"  compute:    {verdict.achieved_flops_per_s / 1e9:.3g} GFLOP/s achieved of a "
