@@ -200,3 +200,33 @@ def test_compare_gives_the_verdict_the_gate_gave(pytester: pytest.Pytester, mach
     assert mine["verdict"] == gate["verdict"] and "time" in mine["failed_on"]
     assert mine["changes"]["work"]["ratio"] == gate["changes"]["work"]["ratio"] == 2.0
     assert mine["changes"]["time"]["ratio"] == pytest.approx(gate["changes"]["time"]["ratio"], rel=0.05)
+
+
+def test_git_revisions_name_their_commits_sessions(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    shas = []
+    for n in range(2):
+        (repo / "f.txt").write_text(str(n))
+        git("add", "f.txt")
+        git("commit", "-qm", f"c{n}")
+        shas.append(git("rev-parse", "HEAD"))
+    history = tmp_path / "history"
+    for i, f in enumerate(NOISE):
+        session(history, i, [record("t.py::test_matmul", 1e-3 * f, 1e8, 0.8 / f)], commit=shas[0])
+    session(history, 5, [record("t.py::test_matmul", 2e-3, 2e8, 0.8)], commit=shas[1])
+    monkeypatch.chdir(repo)
+    assert compare(history, "HEAD~1", "HEAD", "--json") == 1  # 2x the time at HEAD
+    (matmul,) = json.loads(capsys.readouterr().out)
+    assert matmul["sessions"] == ["s0", "s1", "s2", "s3", "s4"] and matmul["verdict"] == "regressed"
+    assert compare(history, "HEAD~1", "no-such-revision") == 2
+    assert "'no-such-revision' names no session" in capsys.readouterr().err

@@ -65,8 +65,8 @@ def shorten_id(nodeid: str, size: int) -> str:
         path = f".../{name}"
     base, bracket, params = rest.partition("[")
     params = bracket + params
-    if len(params) > size // 3:  # a long parameter id keeps its ends
-        keep = max(size // 3 - 3, 4)
+    if len(params) > size // 2:  # a long parameter id keeps its ends
+        keep = max(size // 2 - 3, 4)
         params = params[:keep // 2 + 1] + "..." + params[-(keep - keep // 2):]
     room = size - len(path) - len(sep) - len(params)
     if room >= 8:
