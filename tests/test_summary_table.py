@@ -56,3 +56,18 @@ def test_a_ratio_that_is_not_one_never_reads_one() -> None:
 
     assert ratio_text(2.0) == "2.00" and ratio_text(1.0) == "1.00"
     assert ratio_text(1.0004) == "1.0004" and ratio_text(0.998) == "0.998"
+
+
+def test_work_the_same_where_it_binds_is_not_written_as_times_one() -> None:
+    from pytest_roofline.measure.baseline_stats import Change
+    from pytest_roofline.measure.comparison import explain
+    from pytest_roofline.measure.work import WorkChange
+
+    time = Change("time", 2e-3, 1e-3, 2.0, (1.9, 2.1), None, "worse")
+    fraction = Change("fraction", 0.04, 0.08, 0.5, (0.45, 0.55), None, "worse")
+    work = WorkChange.__new__(WorkChange)
+    object.__setattr__(work, "verdict", "more")
+    object.__setattr__(work, "ratio", 1.0)
+    text = explain("origin/main (abc)", time, fraction, work)
+    assert text == ("time ×2.00 against origin/main (abc) at the same work where it binds (other counts moved): "
+                    "fraction 0.08 → 0.04")

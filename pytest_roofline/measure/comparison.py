@@ -113,6 +113,8 @@ def explain(against: str, time: Change, fraction: Change, work: WorkChange | Non
             return f"{head} at the same work and {_fraction_text(fraction)}"
         return f"{head} at the same work: {_fraction_text(fraction)}"
     scale = "changed" if work.ratio is None else f"×{ratio_text(work.ratio)}"
+    if work.ratio == 1.0:  # the count that binds is the same: others moved ("work ×1.00" would read as none)
+        return f"{head} at the same work where it binds (other counts moved): {_fraction_text(fraction)}"
     if work.verdict == "changed":
         scale = f"changed (some counts up, others down; {scale} where it binds)"
     joiner = "at" if same_fraction else "and"

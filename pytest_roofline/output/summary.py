@@ -72,10 +72,13 @@ def verdict_text(record: Mapping[str, Any]) -> str:
     reason = record.get("not_gated")
     minimum = record.get("min_fraction")
     baseline = record.get("baseline") if isinstance(record.get("baseline"), Mapping) else None
+    compared = record.get("compare") if isinstance(record.get("compare"), Mapping) else None
     if minimum is not None and float(fraction) < float(minimum):
         detail = "below min"
     elif baseline:
         detail = str(baseline.get("verdict"))
+    elif compared and compared.get("verdict"):
+        detail = f"A/B {compared.get('verdict')}"
     elif minimum is None:
         return f"{outcome} (no gate)"
     else:
