@@ -92,7 +92,7 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
     ("--roofline-contended", "roofline_contended",
      ("auto|judge|excuse: a test below its threshold or regressed while no core was free is measured again at "
       "the end of the session; still contended, judge fails it when it is worse by more than its tolerance "
-      "widened by its measurements' spread (at most 50%), excuse reports it unfailed; auto: judge in CI (CI "
+      "widened by its measurements' spread (at most by half), excuse reports it unfailed; auto: judge in CI (CI "
       "set) or under --roofline-baseline / --roofline-compare, else excuse"), "auto"),
     ("--roofline-history-keep", "roofline_history_keep",
      ("how much history each machine keeps: N (the newest N sessions), Nd (sessions of the last N days), or all; "
