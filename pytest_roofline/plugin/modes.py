@@ -107,15 +107,16 @@ class MeasuringSession:
                 raise pytest.UsageError(str(exc)) from None
         # Characterize (or load the pinned machine) before any test runs, outside output capture.
         reporter = config.pluginmanager.get_plugin("terminalreporter")
+        from pytest_roofline.output.progress import for_reporter
 
-        def progress(message: str) -> None:
-            if reporter is not None:
-                reporter.write_line(f"roofline: {message}")
-
+        progress = for_reporter(reporter) if reporter is not None else None  # one updating line on a terminal
         try:
             state.machine(progress=progress)
         except (OSError, ValueError) as exc:
             raise pytest.UsageError(f"roofline: cannot get machine ceilings: {exc}") from None
+        finally:
+            if progress is not None:
+                progress.finish()
         state.pin_worker()  # an xdist worker stays on its own cores from here on
         if state.settings.baseline is not None and state.baseline is None:
             _load_baseline(state, config)
