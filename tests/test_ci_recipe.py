@@ -208,3 +208,12 @@ def test_the_history_directory_as_baseline_before_it_exists_is_a_first_run(
     assert len(list((pytester.path / ".roofline" / "history").rglob("*.json"))) == 1  # the history begins
     result = run_roofline(machine_file, "--roofline-baseline", "elsewhere")
     assert result.ret == pytest.ExitCode.USAGE_ERROR  # any other missing path is still a typo
+
+
+def test_pytest_markers_lists_every_marker_argument(pytester: pytest.Pytester) -> None:
+    from pytest_roofline.measure.settings import MARKER_ARGUMENTS
+
+    result = pytester.runpytest("--markers", "-p", "no:cacheprovider")
+    text = " ".join(line.strip() for line in result.stdout.lines)  # pytest wraps the help
+    start = text.index("@pytest.mark.roofline(")
+    assert [a for a in MARKER_ARGUMENTS if f"{a}=" not in text[start:start + 1200]] == []
