@@ -9,6 +9,7 @@ from pytest_roofline.history.compare import Plan, Row
 from pytest_roofline.history.selectors import describe
 from pytest_roofline.measure.baseline_stats import Spread
 from pytest_roofline.measure.comparison import VERDICTS, ratio_text
+from pytest_roofline.output.table import fraction_text as ft
 
 HEAD = ("test", "A time", "B time", "time ratio [95% CI]", "fraction A → B", "work", "verdict")
 ORDER = (*VERDICTS, "removed")
@@ -27,7 +28,7 @@ def _cells(row: Row) -> list[str]:
     if c is None:  # new or removed: the side that measured it
         now, then = row.now, row.reference
         return [row.nodeid, seconds(then.time_s if then else None), seconds(now.time_s if now else None), "—",
-                f"{then.fraction:.3f} → —" if then else f"— → {now.fraction:.3f}" if now else "—", "—", row.verdict]
+                f"{ft(then.fraction)} → —" if then else f"— → {ft(now.fraction)}" if now else "—", "—", row.verdict]
     ratio = f"×{c.time.ratio:.2f}"
     ratio += f" [{c.time.ci[0]:.2f}, {c.time.ci[1]:.2f}]" if c.time.ci is not None else " [no spread]"
     if c.work is None:
@@ -38,7 +39,7 @@ def _cells(row: Row) -> list[str]:
         scale = "" if c.work.ratio is None else f" ×{ratio_text(c.work.ratio)}"
         work = f"{c.work.verdict}{scale}"
     return [row.nodeid, seconds(c.time.reference), seconds(c.time.now), ratio,
-            f"{c.fraction.reference:.3f} → {c.fraction.now:.3f}", work, row.verdict]
+            f"{ft(c.fraction.reference)} → {ft(c.fraction.now)}", work, row.verdict]
 
 
 def _sides(plan: Plan) -> list[str]:
