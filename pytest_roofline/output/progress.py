@@ -23,7 +23,8 @@ class Progress:
 
     def __call__(self, message: str) -> None:
         text = f"{self.prefix}{message.strip()}"
-        if self.rewrite is None:  # a log: every message but the sweep points
+        rewrite = self.rewrite
+        if rewrite is None:  # a log: every message but the sweep points
             if not SWEEP_POINT.match(message):
                 self.write_line(text)
             return
@@ -32,14 +33,14 @@ class Progress:
             self.write_line(text)
             return
         line = text if len(text) < self.width else text[:self.width - 4] + "..."
-        self.rewrite(line.ljust(self.width - 1))
+        rewrite(line.ljust(self.width - 1))
         self.open = True
 
     def finish(self) -> None:
-        if self.open:
+        if self.open and self.rewrite is not None:
             self.rewrite(" " * (self.width - 1))
             self.rewrite("")
-            self.open = False
+        self.open = False
 
 
 def for_reporter(reporter: object, prefix: str = "roofline: ") -> Progress:

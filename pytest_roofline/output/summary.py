@@ -134,7 +134,7 @@ def _rates(record: Mapping[str, Any]) -> tuple[float | None, float | None]:
 
 def marks_of(record: Mapping[str, Any]) -> tuple[str, dict[str, list[str]]]:
     """The record's marker letters (:data:`table.MARKERS`) and, per letter, what to say of it below."""
-    marks, details = "", {}
+    marks, details = "", {}  # type: tuple[str, dict[str, list[str]]]
     for placement in placements(record):
         if placement.contended:
             marks += "c" if "c" not in marks else ""
