@@ -37,7 +37,8 @@ def _cells(row: Row) -> list[str]:
         work = "same"
     else:
         scale = "" if c.work.ratio is None else f" ×{ratio_text(c.work.ratio)}"
-        work = f"{c.work.verdict}{scale}"
+        # the count that binds is the same, others moved: "more ×1.00" would read as no change
+        work = "other counts moved" if c.work.ratio == 1.0 else f"{c.work.verdict}{scale}"
     return [row.nodeid, seconds(c.time.reference), seconds(c.time.now), ratio,
             f"{ft(c.fraction.reference)} → {ft(c.fraction.now)}", work, row.verdict]
 
