@@ -230,3 +230,12 @@ def test_git_revisions_name_their_commits_sessions(tmp_path: Path, capsys: pytes
     assert matmul["sessions"] == ["s0", "s1", "s2", "s3", "s4"] and matmul["verdict"] == "regressed"
     assert compare(history, "HEAD~1", "no-such-revision") == 2
     assert "'no-such-revision' names no session" in capsys.readouterr().err
+
+
+def test_the_table_fits_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    history = twice_history(tmp_path)
+    monkeypatch.setenv("COLUMNS", "100")
+    assert compare(history, "main", "twice") == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 100 and any(line.startswith("t.py::test_matmul") for line in lines)

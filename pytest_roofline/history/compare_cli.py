@@ -70,7 +70,10 @@ def run(args: argparse.Namespace) -> int:
     pooled = pooled_spreads(chosen.pool)
     rows = compare_plan(chosen, Tolerances(args.max_drop, args.max_slowdown, tuple(args.fail_on)), pooled)
     code = 1 if any(r.verdict == "regressed" for r in rows) else 0
-    text = json.dumps([r.to_dict() for r in rows], indent=2) if args.json else table(chosen, rows, pooled)
+    import shutil
+
+    text = (json.dumps([r.to_dict() for r in rows], indent=2) if args.json
+            else table(chosen, rows, pooled, shutil.get_terminal_size().columns))
     return _print(text, code)
 
 

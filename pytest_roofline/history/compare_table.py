@@ -64,21 +64,28 @@ def _spread_text(pooled: dict[str, Spread | None]) -> str:
     return f"tests with fewer than 3 sessions in A use the time's {time.describe()}{also}"
 
 
-def table(plan: Plan, rows: Sequence[Row], pooled: dict[str, Spread | None]) -> str:
-    """The sessions compared, the table, each explanation under its row, the counts."""
+def table(plan: Plan, rows: Sequence[Row], pooled: dict[str, Spread | None], width: int = 0) -> str:
+    """The sessions compared, the table, each explanation under its row, the counts; with ``width``, test ids
+    are shortened from the middle and the other lines wrapped so that every line fits."""
+    from pytest_roofline.output.summary import wrap
+    from pytest_roofline.output.table import MIN_ID, shorten_id
+
     cells = [_cells(r) for r in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(HEAD)]
+    if width:
+        widths[0] = min(widths[0], max(MIN_ID, width - sum(widths[1:]) - 2 * (len(HEAD) - 1)))
     numeric = {1, 2, 3}
 
     def line(values: Sequence[str]) -> str:
+        values = [shorten_id(values[0], widths[0]), *values[1:]]
         return "  ".join(v.rjust(w) if i in numeric else v.ljust(w)
                          for i, (v, w) in enumerate(zip(values, widths))).rstrip()
 
-    out = [*_sides(plan), _spread_text(pooled), "", line(HEAD)]
+    out = [*wrap([*_sides(plan), _spread_text(pooled)], width), "", line(HEAD)]
     for row, values in zip(rows, cells):
         out.append(line(values))
         if row.comparison is not None and row.verdict != "steady":
-            out.append(f"    {row.comparison.explanation}")
+            out += wrap([f"    {row.comparison.explanation}"], width)
     counts = {v: sum(r.verdict == v for r in rows) for v in ORDER}
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     out += ["", f"{len(rows)} test(s): {summary or 'none measured'}"]

@@ -130,7 +130,7 @@ def table(advice: Sequence[Advice], width: int = 0) -> str:
         rows = [a for a in advice if a.machine_key == key]
         size = max(len(a.nodeid) for a in rows)
         if width:
-            size = max(MIN_ID, min(size, width - fixed))
+            size = min(size, max(MIN_ID, width - fixed))
         header = (f"  {'test':{size}s} {'sessions':>8s} {'median':>7s} {'worst/med':>9s} {'sd':>6s} "
                   f"{'now':>6s} {'suggested':>9s} {'catches':>8s}")
         lines += [f"machine {key}:", header]

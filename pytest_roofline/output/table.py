@@ -92,7 +92,7 @@ def render(rows: Sequence[Row], width: int = 0) -> list[str]:
     widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(HEADERS)]
     if width:
         fixed = sum(widths[1:]) + 2 * (len(HEADERS) - 1)
-        widths[0] = max(MIN_ID, min(widths[0], width - fixed))
+        widths[0] = min(widths[0], max(MIN_ID, width - fixed))
 
     def line(values: Sequence[str]) -> str:
         first = shorten_id(values[0], widths[0]).ljust(widths[0])
