@@ -199,8 +199,6 @@ def cores_setting(value: Any) -> Any:
         raise SettingError(str(exc)) from None
 
 
-
-
 # Options that only mean something under --roofline: given on the command line, they turn it on (a CI line
 # `pytest --roofline-compare main` that forgot --roofline must not pass without measuring anything).
 GATE_OPTIONS = ("roofline_compare", "roofline_compare_python", "roofline_compare_max_slowdown", "roofline_baseline",
