@@ -62,6 +62,12 @@ def twice_history(folder: Path) -> Path:
     return folder
 
 
+@pytest.fixture(autouse=True)
+def _no_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines are matched whole: captured output (no terminal, no COLUMNS) is not wrapped."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 def compare(history: Path, *args: str) -> int:
     return main(["compare", *args, "--history", str(history)])
 

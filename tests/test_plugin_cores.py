@@ -106,7 +106,10 @@ def test_contended_then_free_at_the_end_fails_the_session(pytester: pytest.Pytes
     # pytest's own report agrees with results.json: one test, failed, with the message of its last measurement
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["FAILED *test_slow - *"])  # in pytest's own list, as FAILED
-    assert message.startswith(f"roofline: attained fraction {test['fraction']:.3f} is below min_fraction 0.5")
+    from pytest_roofline.output.text import fraction_digits
+
+    assert message.startswith(f"roofline: attained fraction {fraction_digits(test['fraction'])} is below "
+                              "min_fraction 0.5")
     result.stdout.fnmatch_lines(["*= FAILURES =*", "*roofline: attained fraction * is below min_fraction 0.5",
                                  "*contended at first: measured again at the end of the session, uncontended*"])
     import xml.etree.ElementTree as ET

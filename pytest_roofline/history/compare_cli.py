@@ -70,10 +70,10 @@ def run(args: argparse.Namespace) -> int:
     pooled = pooled_spreads(chosen.pool)
     rows = compare_plan(chosen, Tolerances(args.max_drop, args.max_slowdown, tuple(args.fail_on)), pooled)
     code = 1 if any(r.verdict == "regressed" for r in rows) else 0
-    import shutil
+    from pytest_roofline.output.table import cli_width
 
     text = (json.dumps([r.to_dict() for r in rows], indent=2) if args.json
-            else table(chosen, rows, pooled, shutil.get_terminal_size().columns))
+            else table(chosen, rows, pooled, cli_width()))
     return _print(text, code)
 
 

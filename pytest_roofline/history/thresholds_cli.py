@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([{**dataclasses.asdict(a), "warning": a.warning} for a in advice], indent=2))
     else:
-        import shutil
+        from pytest_roofline.output.table import cli_width
 
-        print(printable(table(advice, shutil.get_terminal_size().columns)))  # test ids from the history: no escape sequences
+        print(printable(table(advice, cli_width())))  # test ids from the history: no escape sequences
     return 0

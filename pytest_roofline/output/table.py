@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 HEADERS = ("test", "fraction", "min", "bound", "time/call", "GFLOP/s", "GB/s", "verdict")
 RIGHT = (1, 2, 4, 5, 6)  # numeric columns
-MIN_ID = 24  # never shorten a node id below this: the file name must stay readable
+MIN_ID = 32  # never shorten a node id below this (a narrow terminal wraps instead): it must stay readable
 LEGEND = "fraction = time at the roof / time measured; bound = the roof that limits it"
 
 # marker -> what it means, said once under the table for the markers the table shows
@@ -75,9 +75,21 @@ def shorten_id(nodeid: str, size: int) -> str:
         return f"{path}{sep}{base}{params}"
     if len(path) + len(sep) + 3 + len(params) <= size:  # the name goes before the file or its parameters
         return f"{path}{sep}...{params}"
-    text = f"{path}{sep}{base}{params}"  # not even the file fits beside the parameters: keep both ends
-    head = (size - 3) // 2
-    return text[:head] + "..." + text[-(size - 3 - head):]
+    # not even the file fits beside the parameters: the end (the test's name and parameters) says most
+    return "..." + f"{path}{sep}{base}{params}"[-(size - 3):]
+
+
+def cli_width() -> int:
+    """The width a command's table fits: ``COLUMNS`` when set, the terminal's on a terminal, else 0 (a pipe or a
+    file: no limit, lines stay whole for tools that read them)."""
+    import os
+    import shutil
+    import sys
+
+    text = os.environ.get("COLUMNS", "")
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else 0
 
 
 def render(rows: Sequence[Row], width: int = 0) -> list[str]:
