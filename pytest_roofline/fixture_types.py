@@ -31,7 +31,20 @@ class RooflineFixture(Protocol):
     @property
     def regions(self) -> Sequence[Any]: ...  # read-only here, so a recorder's list satisfies it
 
-    def measure(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any: ...
+    def measure(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """Count and time one call site; return ``fn(*args, **kwargs)``.
+
+        Args:
+            fn: The function measured. Under ``--roofline`` it is called many times (a counted call, warm-up,
+                timed calls); without it, once.
+            *args: Its positional arguments.
+            **kwargs: Its keyword arguments, except ``setup``: a callable returning fresh ``(args, kwargs)``
+                before each call, for a function that changes its inputs (not timed).
+
+        Returns:
+            The result of one call of ``fn``.
+        """
+        ...
 
     def declare(
         self,
@@ -42,4 +55,19 @@ class RooflineFixture(Protocol):
         level: str | None = None,
         name: str | None = None,
         device: str = "cpu",
-    ) -> DeclaredMeasure: ...
+    ) -> DeclaredMeasure:
+        """Declare the work of code no counter can see (numpy, CuPy, C extensions); ``.measure(fn, *args)``
+        on the result times ``fn`` against it.
+
+        Args:
+            flops: FLOPs per call: a number (of ``precision``) or ``{precision: FLOPs}``.
+            bytes: Bytes moved per call: a number (at ``level``) or ``{level: bytes}``.
+            precision: The precision of a plain ``flops`` number (``fp64``, ``fp32``, ``bf16``, ``fp16`` ...).
+            level: The memory level of a plain ``bytes`` number (``DRAM``, ``L3``, ``L2``, ``L1``, ``HBM``).
+            name: The kernel's name in the kernel table (default ``declared``).
+            device: Where the work runs, ``"cpu"`` (default) or ``"cuda"``: it is judged on that device's roofs.
+
+        Returns:
+            A ``DeclaredMeasure`` whose ``measure(fn, *args, **kwargs)`` returns ``fn``'s result.
+        """
+        ...

@@ -81,3 +81,14 @@ def test_errors_become_exit_code_2(monkeypatch: pytest.MonkeyPatch, capsys: pyte
     monkeypatch.setattr(machine_api, "characterize", broken)
     assert cli.main(["characterize", "--device", "tpu"]) == 2
     assert "unknown device" in capsys.readouterr().err
+
+
+def test_cuda_without_a_gpu_says_there_is_none() -> None:
+    from pytest_roofline.characterize.cli import device_problem
+
+    error = RuntimeError("cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version")
+    text = device_problem("cuda", error, gpus=0)
+    assert text.startswith("--device cuda: there is no usable NVIDIA GPU on this machine")
+    assert text.endswith("[cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version]")
+    assert device_problem("cuda:1", error, gpus=2) == str(error)  # a GPU is there: the runtime's words say more
+    assert device_problem("cpu", ValueError("x"), gpus=0) == "x"

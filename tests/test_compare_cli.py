@@ -62,6 +62,12 @@ def twice_history(folder: Path) -> Path:
     return folder
 
 
+@pytest.fixture(autouse=True)
+def _no_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines are matched whole: captured output (no terminal, no COLUMNS) is not wrapped."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 def compare(history: Path, *args: str) -> int:
     return main(["compare", *args, "--history", str(history)])
 
@@ -217,3 +223,42 @@ def test_an_unknown_selector_prints_the_historys_ids_and_branches_escaped(
     assert "names no session" in err
     assert not any(c in err for c in "\x1b\x07\u202e"), repr(err)
     assert "\\x1b[2J\\x1b]0;owned\\x07\\u202eevil" in err
+
+
+def test_git_revisions_name_their_commits_sessions(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    shas = []
+    for n in range(2):
+        (repo / "f.txt").write_text(str(n))
+        git("add", "f.txt")
+        git("commit", "-qm", f"c{n}")
+        shas.append(git("rev-parse", "HEAD"))
+    history = tmp_path / "history"
+    for i, f in enumerate(NOISE):
+        session(history, i, [record("t.py::test_matmul", 1e-3 * f, 1e8, 0.8 / f)], commit=shas[0])
+    session(history, 5, [record("t.py::test_matmul", 2e-3, 2e8, 0.8)], commit=shas[1])
+    monkeypatch.chdir(repo)
+    assert compare(history, "HEAD~1", "HEAD", "--json") == 1  # 2x the time at HEAD
+    (matmul,) = json.loads(capsys.readouterr().out)
+    assert matmul["sessions"] == ["s0", "s1", "s2", "s3", "s4"] and matmul["verdict"] == "regressed"
+    assert compare(history, "HEAD~1", "no-such-revision") == 2
+    assert "'no-such-revision' names no session" in capsys.readouterr().err
+
+
+def test_the_table_fits_columns(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    history = twice_history(tmp_path)
+    monkeypatch.setenv("COLUMNS", "100")
+    assert compare(history, "main", "twice") == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 100 and any(line.startswith("t.py::test_matmul") for line in lines)

@@ -3,6 +3,7 @@ the option definitions (and its committed copy is current), and the MkDocs site 
 
 from __future__ import annotations
 
+import html
 import importlib.util
 import os
 import re
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_roofline import __version__
 from pytest_roofline.plugin.options_doc import END, fill, options_markdown, registered_options
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,5 +100,19 @@ def test_the_site_builds_strict(tmp_path: Path, record_property, capsys: pytest.
     assert {f for f in (o.flag for o in registered_options()) if f"<code>{f}</code>" not in options_page} == set()
     api = (site / "api" / "index.html").read_text()
     assert "RooflineFixture" in api and "declare" in api
+    text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", api)))
+    packed = text.replace(" ", "")  # types are split into cross-reference tags: compare without spaces
+    # measure's and declare's parameters, each a row of a parameters table: name, type, description
+    for row in ("fn Callable[..., Any] The function measured.", "flops float | Mapping[str, float] | None FLOPs per call",
+                "precision str The precision of a", "level str The memory level of a",
+                "name str | None The kernel's name"):
+        assert row.replace(" ", "") in packed, row
+    assert "peak_flops" in text  # the model's fields
+    assert ":class:" not in text  # no raw reST roles
+    changelog = (site / "changelog" / "index.html").read_text()
+    assert "Unreleased" in changelog and f"pytest-roofline {__version__}" in api
+    # no internal issue numbers in what users read
+    for page in [README, *DOCS.glob("*.md"), *DOCS.glob("*.yml")]:
+        assert not re.search(r"\bissues? \d+", page.read_text(), re.IGNORECASE), page.name
     # Every page under docs/ is in the nav (mkdocs.yml's validation makes an omitted page fail --strict).
     assert {p.stem for p in DOCS.glob("*.md")} <= {p.parent.name for p in site.glob("*/index.html")} | {"index"}

@@ -237,7 +237,7 @@ def test_without_a_gpu_the_cpu_path_is_checked_and_ncu_is_not_a_failure(
 
     monkeypatch.setenv("PATH", env_for(bin_dir)["PATH"])  # neither ncu nor nvidia-smi there
     monkeypatch.delenv("PYTEST_ROOFLINE_NCU", raising=False)
-    assert main(["doctor", "--timeout", "30"]) == EXIT_NO_GPU
+    assert main(["doctor", "--timeout", "30"]) == EXIT_OK  # the CPU path is ready: nothing failed
     out = capsys.readouterr().out
     assert "[FAIL]" not in out and "[skip] ncu: Nsight Compute CLI not found" in out
     assert "[ok  ] compiler: " in out and "[ok  ] cache dir: " in out

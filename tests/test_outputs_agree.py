@@ -41,7 +41,7 @@ def test_nothing_counted(roofline):
     roofline.declare(flops=0).measure(sleep_2ms)
 """
 
-HEADER = re.compile(r"^test\s+fraction\s+min\s+bound\s+AI \(F/B\)\s+GFLOP/s\s+GB/s\s+verdict$")
+HEADER = re.compile(r"^test\s+fraction\s+min\s+bound\s+time/call\s+GFLOP/s\s+GB/s\s+verdict$")
 
 
 def run(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, name: str, *args: str) -> dict[str, Any]:

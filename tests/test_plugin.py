@@ -79,8 +79,9 @@ def test_ok(roofline):
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         ["*= roofline =*", "machine: pinned-test-machine (pinned): fp32 100*GFLOP/s; DRAM 10 GB/s",
-         "test*fraction*min*bound*AI (F/B)*GFLOP/s*GB/s*verdict",
-         "*::test_ok*0.05*compute:fp32*DRAM 1e+03*passed",
+         "test*fraction*min*bound*time/call*GFLOP/s*GB/s*verdict",
+         "*::test_ok*0.05*compute:fp32*ms*passed",
+         "fraction = time at the roof / time measured; bound = the roof that limits it",
          "results: .roofline*results.json"]
     )
     doc = results(pytester)
@@ -150,7 +151,9 @@ def test_bad(roofline):
 
 
 def test_no_threshold_reports_without_gating(pytester: pytest.Pytester, machine_file: Path,
-                                             run_roofline: Callable[..., pytest.RunResult]) -> None:
+                                             run_roofline: Callable[..., pytest.RunResult],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "120")  # at 80 the long file name leaves 24 columns for the node id
     pytester.makepyfile(
         SLEEPY
         + """

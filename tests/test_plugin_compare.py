@@ -79,8 +79,8 @@ def test_a_commit_that_runs_each_step_twice_fails_naming_the_base_and_the_ratio(
     result = run_roofline(write_machine(MACHINE), "--roofline-compare", "HEAD~1")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     result.stdout.fnmatch_lines([
-        "roofline: slower than REF HEAD~1 (*): time ×[12].* against REF HEAD~1 (*): work ×2.00 at the same*",
-        "  time per call 4.* ms here, 2.* ms at REF; paired ratio [12].*, 95% CI [[]*] over * pairs taken in turns*",
+        "roofline: A/B regression: time ×[12].* against HEAD~1 (*): work ×2.00 at the same*",
+        "  time per call 4.* ms here, 2.* ms at HEAD~1; paired ratio [12].*, 95% CI [[]*] over * pairs taken in*",
         "*compare: against HEAD~1 (*), call sites taken in turns with REF's twin",
         "test_perf.py::test_step *regressed",
     ])

@@ -68,9 +68,9 @@ def test_contended_measurement_is_reported_not_failed(pytester: pytest.Pytester,
     result = run_roofline(machine_file)
     assert result.ret == 0
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*test_slow*passed (below min, not gated)*", "*[[]contended, load 90%*",
-                                 "roofline: 1 of 1 test not gated: 1 measured under contention (no free core;",
-                                 "    --roofline-strict to gate them)"])
+    result.stdout.fnmatch_lines(["*test_slow*passed (below min, not gated) [[]c]",
+                                 "[[]c] contended (core 1 of 2 90% busy): no free core, measured again at the end*",
+                                 "roofline: 1 of 1 test not gated: 1 measured under contention (no free core) and*"])
     test = results(pytester)["tests"][0]
     assert test["outcome"] == "passed" and test["not_gated"] == "contended"
     assert test["contended"] == {"remeasured": True, "still_contended": True}
@@ -106,7 +106,10 @@ def test_contended_then_free_at_the_end_fails_the_session(pytester: pytest.Pytes
     # pytest's own report agrees with results.json: one test, failed, with the message of its last measurement
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["FAILED *test_slow - *"])  # in pytest's own list, as FAILED
-    assert message.startswith(f"roofline: attained fraction {test['fraction']:.3f} is below min_fraction 0.5")
+    from pytest_roofline.output.text import fraction_digits
+
+    assert message.startswith(f"roofline: attained fraction {fraction_digits(test['fraction'])} is below "
+                              "min_fraction 0.5")
     result.stdout.fnmatch_lines(["*= FAILURES =*", "*roofline: attained fraction * is below min_fraction 0.5",
                                  "*contended at first: measured again at the end of the session, uncontended*"])
     import xml.etree.ElementTree as ET

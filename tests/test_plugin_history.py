@@ -219,7 +219,7 @@ def test_a_contended_regression_is_reported_then_failed_when_free_at_the_end(
         fake_session(pytester.path / "base", index, 0.9)
     busy = {c: 1.0 for c in cores.base_affinity()}
     fake_core_load(iter([busy] * 10))
-    result = run_roofline(machine_file, "--roofline-baseline", "base")
+    result = run_roofline(machine_file, "--roofline-baseline", "base", "--roofline-contended", "excuse")
     assert result.ret == 0  # contended all along: reported, not failed
     result.stdout.fnmatch_lines(["*REGRESSED (contended: not failed): test_history_glue.py::test_step*"])
     fake_core_load(iter([busy, {c: 0.0 for c in cores.base_affinity()}]))

@@ -51,7 +51,8 @@ def test_uncounted_ops_are_named_in_the_summary(pytester: pytest.Pytester, machi
     result = pytester.runpytest("--roofline", "--roofline-machine", str(machine_file), "--roofline-cores", "all",
                                 "--roofline-counter", "analytic", *fast_args)
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*test_uncounted*passed (no gate) [[]uncounted FLOPs[]]*",
+    result.stdout.fnmatch_lines(["*test_uncounted*passed (no gate) [[]u]",
+                                 "[[]u] uncounted ops: FLOP-bearing ops without a counting rule ran*",
                                  "uncounted FLOPs in *test_uncounted: aten._fft_r2c* of the bytes)*"])
     (test,) = json.loads((pytester.path / ".roofline" / "results.json").read_text())["tests"]
     assert list(test["regions"][0]["uncounted_ops"]) == ["aten._fft_r2c.default"]

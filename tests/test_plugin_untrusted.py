@@ -91,7 +91,7 @@ def test_a_baseline_that_is_no_history_is_a_usage_error(
     result.stderr.fnmatch_lines([("ERROR: --roofline-baseline: 'conftest.py' is not a history directory, a history "
                                  "file or a results.json: Expecting value: line 1 column 1 (char 0)")])
     began = time.monotonic()
-    result = run_roofline(machine_file, "--roofline-baseline", "/dev/zero")
+    result = run_roofline(machine_file, "--roofline-baseline=/dev/zero")  # spaced, it would move the rootdir
     assert result.ret == pytest.ExitCode.USAGE_ERROR and time.monotonic() - began < 10
     result.stderr.fnmatch_lines([("ERROR: --roofline-baseline: '/dev/zero' is not a history directory, a history "
                                  "file or a results.json: not a regular file")])

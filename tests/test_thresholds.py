@@ -108,3 +108,21 @@ def test_the_command_names_what_is_wrong(tmp_path: Path, capsys: pytest.CaptureF
     with pytest.raises(SystemExit):
         main(["thresholds", str(tmp_path), "--last", "0"])
     assert "--last must be a whole number >= 1, got '0'" in capsys.readouterr().err
+
+
+def test_the_table_fits_columns_and_the_history_defaults(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / ".roofline" / "history"
+    folder.mkdir(parents=True)
+    long_id = "tests/deep/" + "nested/" * 12 + "test_file.py::test_a_rather_long_name[fp32-1024]"
+    for index, fraction in enumerate((0.80, 0.81, 0.79, 0.80)):
+        _results(folder, index, fraction)
+        path = folder / f"s{index}.json"
+        path.write_text(path.read_text().replace("t.py::test_a", long_id))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "100")
+    assert main(["thresholds"]) == 0  # HISTORY omitted: .roofline/history, as the help says
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert any("test_file.py::" in line and line.rstrip().endswith("%") for line in lines)
+    assert any(line.strip().startswith("<- above the suggestion") for line in lines)

@@ -115,6 +115,21 @@ def fingerprint_only(args: argparse.Namespace) -> int:
     return 0
 
 
+def device_problem(device: str, error: BaseException, gpus: int | None = None) -> str:
+    """The error, said plainly when a CUDA device was asked for on a machine with no usable NVIDIA GPU (the CUDA
+    runtime's own words, such as cudaErrorInsufficientDriver, follow in brackets)."""
+    if not str(device).startswith("cuda"):
+        return str(error)
+    if gpus is None:
+        from pytest_roofline.host.gpus import count_gpus
+
+        gpus = count_gpus()
+    if gpus > 0:
+        return str(error)
+    return (f"--device {device}: there is no usable NVIDIA GPU on this machine (no GPU under /proc/driver/nvidia "
+            f"and none from nvidia-smi); characterize the CPU with --device cpu [{error}]")
+
+
 def run(args: argparse.Namespace) -> int:
     from pytest_roofline.characterize.machine import characterize
 
@@ -132,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
         machine = characterize(args.device, fresh=args.fresh, cache_dir=args.cache_dir,
                                progress=None if args.quiet else progress, cores=args.cores)
     except (RuntimeError, NotImplementedError, ImportError, ValueError) as error:
-        print(f"characterize: {error}", file=sys.stderr)
+        print(f"characterize: {device_problem(args.device, error)}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps(summary(machine), indent=2))

@@ -30,7 +30,7 @@ def judge_compare(state: RooflineState, entry: TestEntry, options: MarkerOptions
     regions = [r.to_dict() for r in entry.recorder.regions]
     verdict = entry.recorder.verdict()
     ref = state.compare_ref or {}
-    result = compare_regions(regions, tolerances, f"REF {ref.get('ref')} ({str(ref.get('commit'))[:12]})",
+    result = compare_regions(regions, tolerances, f"{ref.get('ref')} ({str(ref.get('commit'))[:12]})",
                              None if verdict is None else verdict.bound)
     if result is None:
         return None

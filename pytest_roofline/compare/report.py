@@ -74,14 +74,15 @@ def failure_message(nodeid: str, result: TestComparison, record: Mapping[str, An
     why = {"time": f"time rose more than max_slowdown {record['max_slowdown']:.0%}",
            "fraction": f"fraction fell more than max_drop {record['max_drop']:.0%}",
            "work": "the counted work changed (fail_on includes work)"}
-    lines = [f"roofline: slower than {result.against}: {result.explanation}",
-             (f"  time per call {_ms(t.now)} here, {_ms(t.reference)} at REF; paired ratio {t.ratio:.3f}{ci} over "
+    ref = str(record.get("ref") or "REF")
+    lines = [f"roofline: A/B regression: {result.explanation}",  # the explanation names REF once
+             (f"  time per call {_ms(t.now)} here, {_ms(t.reference)} at {ref}; paired ratio {t.ratio:.3f}{ci} over "
              f"{record['pairs']} pairs taken in turns (Hodges-Lehmann, Wilcoxon signed-rank interval)"),
-             f"  fraction {f.now:.3g} here, {f.reference:.3g} at REF",
+             f"  fraction {f.now:.3g} here, {f.reference:.3g} at {ref}",
              f"  fails on: {'; '.join(why[q] for q in result.failed_on)}"]
     if result.work is not None and result.work.verdict != "same":
         lines.append(f"  work: {result.work.now.total_flops:.4g} FLOPs here, {result.work.reference.total_flops:.4g}"
-                     " at REF")
+                     f" at {ref}")
     return "\n".join(lines)
 
 

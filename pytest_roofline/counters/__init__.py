@@ -1,6 +1,6 @@
 """Counter backends: where a measurement's FLOPs and bytes come from.
 
-Every backend satisfies :class:`Counter`; :class:`CounterBase` gives the optional parts their defaults.
+Every backend satisfies ``Counter``; ``CounterBase`` gives the optional parts their defaults.
 Backends import their heavy dependencies (torch, ncu) only when they are constructed, never at package
 import. Backends are made through the ``pytest_roofline_make_counter`` hook
 (:mod:`pytest_roofline.plugin.hookspecs`): the built-in ones register through it too, and a plugin or conftest
@@ -66,7 +66,7 @@ class Counter(Protocol):
 
 
 class CounterBase:
-    """Defaults for :class:`Counter`'s optional members: not deferred, no working set known, nothing uncounted,
+    """Defaults for ``Counter``'s optional members: not deferred, no working set known, nothing uncounted,
     no errors, no write-allocate reads. A backend sets (as attributes) what it knows."""
 
     deferred: bool = False

@@ -35,8 +35,9 @@ class Baseline:
     def describe(self) -> str:
         if not self.sessions:
             return f"baseline {self.reference}: no session to compare with"
+        left = "".join(f"; {n}" for n in self.notes if "commit under test" in n)
         return (f"baseline {self.reference}: per test, its last {self.count} session(s) of this machine "
-                f"({len(self.sessions)} session(s) to choose from)")
+                f"({len(self.sessions)} session(s) to choose from{left})")
 
     def sessions_for(self, nodeid: str, params: Any = None, threads: int | None = None) -> list[Session]:
         """The baseline sessions of one test (oldest first); ``threads``: the cores its calls ran on now."""
@@ -114,12 +115,20 @@ def select(sessions: Sequence[Session], *, key: str, any_machine: bool) -> tuple
 
 
 def load_baseline(reference: Path, *, key: str, branch: str | None, count: int, any_machine: bool,
-                  environment: Mapping[str, Any] | None = None, history: Path | None = None) -> Baseline:
+                  environment: Mapping[str, Any] | None = None, history: Path | None = None,
+                  exclude_commit: str | None = None) -> Baseline:
     """The baseline, and the sessions the pooled spread is measured over: the baseline's own and, when the
     baseline is a single file, this machine's ``history`` directory too (a one-session baseline has no spread
-    of its own)."""
+    of its own). ``exclude_commit``: a history directory's sessions of this commit are left out of the
+    baseline (a commit is never its own baseline: an earlier run of the same slow code would excuse it); a
+    single file named as the baseline is taken as asked."""
     loaded: Loaded = load(reference)
     chosen, notes = select(loaded.sessions, key=key, any_machine=any_machine)
+    if exclude_commit and reference.is_dir():
+        same = [s for s in chosen if s.commit == exclude_commit]
+        if same:
+            chosen = [s for s in chosen if s.commit != exclude_commit]
+            notes.append(f"{len(same)} session(s) of the commit under test ({exclude_commit[:12]}) left out")
     pool = list(chosen)
     if not reference.is_dir() and history is not None and history.is_dir():
         extra = load(history)
@@ -127,3 +136,16 @@ def load_baseline(reference: Path, *, key: str, branch: str | None, count: int, 
         pool += [s for s in select(extra.sessions, key=key, any_machine=any_machine)[0]
                  if (s.id, s.start) not in seen]
     return Baseline(str(reference), chosen, loaded.skipped, notes, count, branch, dict(environment or {}), pool)
+
+
+def unmatched_note(baseline: Baseline, nodeids: Sequence[str]) -> str | None:
+    """A warning when the baseline has sessions of this machine but none of its node ids is one of this
+    session's (``nodeids``): the rootdir or the test paths differ, and every test would be new. Names one id
+    of each form so the difference shows."""
+    known = sorted({n for s in baseline.sessions for n in s.tests})
+    if not known or not nodeids or set(known) & set(nodeids):
+        return None
+    here = sorted(nodeids)
+    return (f"roofline baseline: none of the {len(known)} node id(s) in {baseline.reference} is one of this "
+            f"session's {len(here)}: the baseline has e.g. {known[0]!r}, this session {here[0]!r} (another rootdir "
+            "or test path?); every test is compared with nothing")

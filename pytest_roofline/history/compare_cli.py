@@ -26,7 +26,7 @@ def _checked(parse: Callable[[Any, str], Any], option: str) -> Callable[[str], A
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     selectors = ("a session id, a commit (hex prefix, >= 7 characters), a branch, latest or latest~N (N sessions "
-                 "before the latest)")
+                 "before the latest), or a git revision (HEAD, HEAD~1, a tag: its commit's sessions)")
     parser.add_argument("a", metavar="A", help=f"the reference: {selectors}; several sessions (a commit or branch) "
                         "give each test up to its last 5 as the reference")
     parser.add_argument("b", metavar="B", help="the sessions judged, named as A; of several, the latest")
@@ -59,15 +59,21 @@ def run(args: argparse.Namespace) -> int:
     loaded = load(args.history)
     for skipped in loaded.skipped:
         print(f"compare: skipped {printable(skipped)}", file=sys.stderr)
+    from pytest_roofline.history.selectors import git_revision, resolve_revision
+
+    a, b = (resolve_revision(x, loaded.sessions, git_revision) for x in (args.a, args.b))
     try:
-        chosen = plan(loaded.sessions, args.a, args.b, args.machine_key)
+        chosen = plan(loaded.sessions, a, b, args.machine_key)
     except SelectorError as exc:
         print(printable(f"compare: {exc}"), file=sys.stderr)  # ids and branches from the history: untrusted
         return 2
     pooled = pooled_spreads(chosen.pool)
     rows = compare_plan(chosen, Tolerances(args.max_drop, args.max_slowdown, tuple(args.fail_on)), pooled)
     code = 1 if any(r.verdict == "regressed" for r in rows) else 0
-    text = json.dumps([r.to_dict() for r in rows], indent=2) if args.json else table(chosen, rows, pooled)
+    from pytest_roofline.output.table import cli_width
+
+    text = (json.dumps([r.to_dict() for r in rows], indent=2) if args.json
+            else table(chosen, rows, pooled, cli_width()))
     return _print(text, code)
 
 

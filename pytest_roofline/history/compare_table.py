@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from pytest_roofline.history.compare import Plan, Row
 from pytest_roofline.history.selectors import describe
 from pytest_roofline.measure.baseline_stats import Spread
-from pytest_roofline.measure.comparison import VERDICTS
+from pytest_roofline.measure.comparison import VERDICTS, ratio_text
+from pytest_roofline.output.table import fraction_text as ft
 
 HEAD = ("test", "A time", "B time", "time ratio [95% CI]", "fraction A → B", "work", "verdict")
 ORDER = (*VERDICTS, "removed")
@@ -27,7 +28,7 @@ def _cells(row: Row) -> list[str]:
     if c is None:  # new or removed: the side that measured it
         now, then = row.now, row.reference
         return [row.nodeid, seconds(then.time_s if then else None), seconds(now.time_s if now else None), "—",
-                f"{then.fraction:.3f} → —" if then else f"— → {now.fraction:.3f}" if now else "—", "—", row.verdict]
+                f"{ft(then.fraction)} → —" if then else f"— → {ft(now.fraction)}" if now else "—", "—", row.verdict]
     ratio = f"×{c.time.ratio:.2f}"
     ratio += f" [{c.time.ci[0]:.2f}, {c.time.ci[1]:.2f}]" if c.time.ci is not None else " [no spread]"
     if c.work is None:
@@ -35,10 +36,11 @@ def _cells(row: Row) -> list[str]:
     elif c.work.verdict == "same":
         work = "same"
     else:
-        scale = "" if c.work.ratio is None else f" ×{c.work.ratio:.2f}"
-        work = f"{c.work.verdict}{scale}"
+        scale = "" if c.work.ratio is None else f" ×{ratio_text(c.work.ratio)}"
+        # the count that binds is the same, others moved: "more ×1.00" would read as no change
+        work = "other counts moved" if c.work.ratio == 1.0 else f"{c.work.verdict}{scale}"
     return [row.nodeid, seconds(c.time.reference), seconds(c.time.now), ratio,
-            f"{c.fraction.reference:.3f} → {c.fraction.now:.3f}", work, row.verdict]
+            f"{ft(c.fraction.reference)} → {ft(c.fraction.now)}", work, row.verdict]
 
 
 def _sides(plan: Plan) -> list[str]:
@@ -62,21 +64,28 @@ def _spread_text(pooled: dict[str, Spread | None]) -> str:
     return f"tests with fewer than 3 sessions in A use the time's {time.describe()}{also}"
 
 
-def table(plan: Plan, rows: Sequence[Row], pooled: dict[str, Spread | None]) -> str:
-    """The sessions compared, the table, each explanation under its row, the counts."""
+def table(plan: Plan, rows: Sequence[Row], pooled: dict[str, Spread | None], width: int = 0) -> str:
+    """The sessions compared, the table, each explanation under its row, the counts; with ``width``, test ids
+    are shortened from the middle and the other lines wrapped so that every line fits."""
+    from pytest_roofline.output.summary import wrap
+    from pytest_roofline.output.table import MIN_ID, shorten_id
+
     cells = [_cells(r) for r in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(HEAD)]
+    if width:
+        widths[0] = min(widths[0], max(MIN_ID, width - sum(widths[1:]) - 2 * (len(HEAD) - 1)))
     numeric = {1, 2, 3}
 
     def line(values: Sequence[str]) -> str:
+        values = [shorten_id(values[0], widths[0]), *values[1:]]
         return "  ".join(v.rjust(w) if i in numeric else v.ljust(w)
                          for i, (v, w) in enumerate(zip(values, widths))).rstrip()
 
-    out = [*_sides(plan), _spread_text(pooled), "", line(HEAD)]
+    out = [*wrap([*_sides(plan), _spread_text(pooled)], width), "", line(HEAD)]
     for row, values in zip(rows, cells):
         out.append(line(values))
         if row.comparison is not None and row.verdict != "steady":
-            out.append(f"    {row.comparison.explanation}")
+            out += wrap([f"    {row.comparison.explanation}"], width)
     counts = {v: sum(r.verdict == v for r in rows) for v in ORDER}
     summary = ", ".join(f"{n} {v}" for v, n in counts.items() if n)
     out += ["", f"{len(rows)} test(s): {summary or 'none measured'}"]

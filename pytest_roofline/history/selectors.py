@@ -5,17 +5,18 @@ branch, ``latest`` or ``latest~N`` (N sessions before the latest). Plain Python 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pytest_roofline.errors import SelectorError
 from pytest_roofline.history.reader import Session
 
-__all__ = ["ACCEPTED", "Selection", "SelectorError", "describe", "select_sessions", "what_exists"]
+__all__ = ["ACCEPTED", "Selection", "SelectorError", "describe", "resolve_revision", "select_sessions", "what_exists"]
 
 MIN_COMMIT_PREFIX = 7
 ACCEPTED = (f"a session id, a commit (a hex prefix of >= {MIN_COMMIT_PREFIX} characters), a branch name, latest or "
-            "latest~N (N sessions before the latest)")
+            "latest~N (N sessions before the latest), or a git revision (HEAD, HEAD~1, a tag) of the repository "
+            "here, resolved to its commit's sessions")
 _LATEST = re.compile(r"latest(?:~(\d+))?")
 _HEX = re.compile(rf"[0-9a-fA-F]{{{MIN_COMMIT_PREFIX},40}}")
 
@@ -77,3 +78,29 @@ def describe(session: Session) -> str:
     if session.start:
         parts.append(session.start[:19])
     return f"{session.id} ({', '.join(parts)})"
+
+
+def resolve_revision(selector: str, sessions: Sequence[Session], resolve: Callable[[str], str | None]) -> str:
+    """``selector`` as it is when it names sessions; else, when ``resolve`` (git rev-parse) turns it into a
+    commit that has sessions, that commit's full hash; else as it is (its SelectorError then says why)."""
+    try:
+        select_sessions(selector, sessions)
+        return selector
+    except SelectorError:
+        pass
+    commit = resolve(selector)
+    if commit and any(s.commit and s.commit.lower() == commit.lower() for s in sessions):
+        return commit
+    return selector
+
+
+def git_revision(revision: str, cwd: str | None = None) -> str | None:
+    """The commit hash ``revision`` names in the git repository at ``cwd``, or None (no git, no such
+    revision). An option-like revision is never passed to git."""
+    if revision.startswith("-"):
+        return None
+    from pathlib import Path
+
+    from pytest_roofline.history.environment import _git
+
+    return _git(["rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}"], Path(cwd or "."))

@@ -20,8 +20,8 @@ def _count(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("history", type=Path, metavar="HISTORY",
-                        help="a history directory (--roofline-history, default .roofline/history) or one file")
+    parser.add_argument("history", type=Path, metavar="HISTORY", nargs="?", default=Path(".roofline/history"),
+                        help="a history directory (--roofline-history; default .roofline/history) or one file")
     from pytest_roofline.cli import deprecated_alias
 
     parser.add_argument("--machine-key", dest="machine", metavar="KEY",
@@ -52,5 +52,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([{**dataclasses.asdict(a), "warning": a.warning} for a in advice], indent=2))
     else:
-        print(printable(table(advice)))  # test ids from the history: no escape sequences
+        from pytest_roofline.output.table import cli_width
+
+        print(printable(table(advice, cli_width())))  # test ids from the history: no escape sequences
     return 0

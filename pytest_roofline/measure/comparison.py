@@ -92,6 +92,15 @@ def _fraction_text(fraction: Change) -> str:
     return f"fraction {fraction.reference:.2f} → {fraction.now:.2f}"
 
 
+def ratio_text(ratio: float) -> str:
+    """``2.00``, or as many more digits as it takes not to print 1.00 for a ratio that is not 1."""
+    for digits in (2, 3, 4, 5, 6):
+        text = f"{ratio:.{digits}f}"
+        if text != f"{1:.{digits}f}" or ratio == 1:
+            return text
+    return f"{ratio:.6g}"
+
+
 def explain(against: str, time: Change, fraction: Change, work: WorkChange | None) -> str:
     """"time ×1.95 since the baseline: work ×2.00 at the same fraction (0.80)", "time ×1.25 since the
     baseline at the same work: fraction 0.80 → 0.64"."""
@@ -103,7 +112,9 @@ def explain(against: str, time: Change, fraction: Change, work: WorkChange | Non
         if same_fraction:
             return f"{head} at the same work and {_fraction_text(fraction)}"
         return f"{head} at the same work: {_fraction_text(fraction)}"
-    scale = "changed" if work.ratio is None else f"×{work.ratio:.2f}"
+    scale = "changed" if work.ratio is None else f"×{ratio_text(work.ratio)}"
+    if work.ratio == 1.0:  # the count that binds is the same: others moved ("work ×1.00" would read as none)
+        return f"{head} at the same work where it binds (other counts moved): {_fraction_text(fraction)}"
     if work.verdict == "changed":
         scale = f"changed (some counts up, others down; {scale} where it binds)"
     joiner = "at" if same_fraction else "and"

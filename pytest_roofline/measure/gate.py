@@ -159,7 +159,13 @@ def remeasure_contended(state: RooflineState) -> list[Remeasured]:
     """Measure contended call sites again now that the session's own work is done, for the tests that passed
     with a contended measurement (a test that failed, or was gated under ``--roofline-strict``, keeps the
     measurement its verdict was given on). A region still contended keeps the better of its two timings.
-    A test still below its threshold, or regressed against the baseline, uncontended is failed now."""
+    A test still below its threshold, or regressed against the baseline, uncontended is failed now; one still
+    contended is failed too under ``--roofline-contended judge``, its tolerance widened by the spread of its two
+    contended measurements (:mod:`pytest_roofline.measure.contention`)."""
+    from pytest_roofline.measure import contention
+
+    judge_mode = contention.resolve(state.settings.contended, baseline=state.baseline is not None,
+                                    compare=state.compare_ref is not None or bool(state.settings.compare))
     done: list[Remeasured] = []
     for entry in state.tests.values():
         if entry.recorder is None or not entry.recorder.contended:
@@ -167,28 +173,42 @@ def remeasure_contended(state: RooflineState) -> list[Remeasured]:
         if state.settings.strict or entry.outcome != "passed" or "no_work" in entry.extra:
             entry.recorder.contended.clear()
             continue
+        first_times = contention.region_times(entry.recorder.regions)
         entry.recorder.remeasure_contended()
         contended = entry.recorder.is_contended()
         entry.extra["contended"] = {"remeasured": True, "still_contended": contended}
+        judged = contended and judge_mode == "judge"
+        widen = 0.0
+        if judged:  # judged all the same, with the tolerance its own contended measurements need
+            widen = contention.spread(first_times, contention.region_times(entry.recorder.regions),
+                                      contention.region_iqr(entry.recorder.regions))
+            entry.extra["contended"].update(judged=True, spread=round(widen, 4))
         verdict = entry.recorder.verdict()
-        below = entry.min_fraction is not None and verdict is not None and verdict.fraction < entry.min_fraction
+        threshold = (None if entry.min_fraction is None else
+                     contention.widened_min_fraction(entry.min_fraction, widen) if judged else entry.min_fraction)
+        below = threshold is not None and verdict is not None and verdict.fraction < threshold
         compared = None
         if state.baseline is not None and verdict is not None and "baseline" in entry.extra:
             from pytest_roofline.measure.baseline_gate import compare_entry, tolerances_from_record
 
             # compared again on the new measurement; a regression fails like a fraction below its threshold
-            compared = compare_entry(state, entry, tolerances_from_record(entry.extra["baseline"]))
-            if compared is not None and compared.verdict == "regressed" and contended:
+            tolerances = tolerances_from_record(entry.extra["baseline"])
+            if judged:
+                drop, slowdown = contention.widened_tolerances(tolerances.max_drop, tolerances.max_slowdown, widen)
+                tolerances = type(tolerances)(drop, slowdown, tolerances.fail_on)
+            compared = compare_entry(state, entry, tolerances)
+            if compared is not None and compared.verdict == "regressed" and contended and not judged:
                 entry.extra["baseline"]["excused"] = "contended"
         regressed = compared is not None and compared.verdict == "regressed"
         entry.extra.pop("not_gated", None)
         failure = None
-        if (below or regressed) and contended:
+        if (below or regressed) and contended and not judged:
             entry.extra["not_gated"] = "contended"
         elif (below or regressed) and state.settings.warn_only:
             entry.extra["not_gated"] = "warn-only"
         elif below or regressed:
-            failure = _late_failure(state, entry, verdict, compared if regressed and not below else None)
+            failure = _late_failure(state, entry, verdict, compared if regressed and not below else None,
+                                    contention.describe(widen) if judged else None)
             entry.outcome = "failed"
             entry.extra["contended"]["failed_when_remeasured"] = True
         entry.recorder.contended.clear()
@@ -196,7 +216,8 @@ def remeasure_contended(state: RooflineState) -> list[Remeasured]:
     return done
 
 
-def _late_failure(state: RooflineState, entry: TestEntry, verdict: Any, regression: Any) -> str:
+def _late_failure(state: RooflineState, entry: TestEntry, verdict: Any, regression: Any,
+                  judged: str | None = None) -> str:
     """The failure message of a test failed after it was measured again, as the gate would have said it."""
     if regression is not None or entry.min_fraction is None:
         from pytest_roofline.measure.baseline_gate import regression_report
@@ -208,4 +229,6 @@ def _late_failure(state: RooflineState, entry: TestEntry, verdict: Any, regressi
         message, paths = failure_report(state.session_dir, entry.nodeid, entry.recorder.judged_machine(),
                                         entry.recorder.regions, verdict, entry.min_fraction, entry.details)
         entry.artifacts.extend(str(p) for p in paths)
+    if judged is not None:
+        return message + f"\n  (contended: measured again at the end of the session, still contended; {judged})"
     return message + "\n  (contended at first: measured again at the end of the session, uncontended)"

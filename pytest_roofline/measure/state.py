@@ -48,6 +48,7 @@ class Settings:
     baseline_any_machine: bool = False  # compare with other machines' sessions too
     warn_only: bool = False  # report every gate failure as a warning; fail no test on its performance
     min_time_s: float = 0.25  # the timed calls of a call site span at least this long (within max_time_s)
+    contended: str = "auto"  # auto|judge|excuse: a test still contended when measured again (contention.py)
 
     def timing_policy(self) -> TimingPolicy:
         from pytest_roofline.measure.timing import TimingPolicy

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_roofline.model import Machine
-from pytest_roofline.output.text import ABOVE_ONE, SummaryRow, summary_table
+from pytest_roofline.output.text import ABOVE_ONE, SummaryRow
 
 NOT_GATED_WHY = {
-    "contended": "measured under contention (no free core; --roofline-strict to gate them)",
+    "contended": ("measured under contention (no free core) and excused (--roofline-contended judge or "
+                  "--roofline-strict gates them; CI=true judges them by default)"),
     "warn-only": "below their gate under --roofline-warn-only (reported, not failed)",
 }
 
@@ -71,10 +72,13 @@ def verdict_text(record: Mapping[str, Any]) -> str:
     reason = record.get("not_gated")
     minimum = record.get("min_fraction")
     baseline = record.get("baseline") if isinstance(record.get("baseline"), Mapping) else None
+    compared = record.get("compare") if isinstance(record.get("compare"), Mapping) else None
     if minimum is not None and float(fraction) < float(minimum):
         detail = "below min"
     elif baseline:
         detail = str(baseline.get("verdict"))
+    elif compared and compared.get("verdict"):
+        detail = f"A/B {compared.get('verdict')}"
     elif minimum is None:
         return f"{outcome} (no gate)"
     else:
@@ -110,31 +114,76 @@ def row(record: Mapping[str, Any]) -> SummaryRow:
         return SummaryRow(nodeid, None, record.get("min_fraction"), "-", "-", None, None, verdict)
     time_s = float(record.get("time_s") or 0.0)
     bound = str(record.get("bound") or "-")
+    flops, moved = _rates(record)
+    ai = ", ".join(f"{name} {float(value):.3g}" for name, value in (record.get("ai") or {}).items()) or "n/a"
+    return SummaryRow(nodeid, float(fraction), record.get("min_fraction"), bound, ai,
+                      flops / time_s / 1e9 if flops is not None and time_s else None,
+                      moved / time_s / 1e9 if moved is not None and time_s else None, verdict)
+
+
+def _rates(record: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """(FLOPs, bytes at the bound's level, else the level that moved the most) of a record, per call."""
+    bound = str(record.get("bound") or "-")
     by_level = {name: float(v) for name, v in (record.get("bytes") or {}).items() if v}
     # as Verdict.bound_level: the bound's level, else the level that moved the most bytes
     level = bound.partition(":")[2] if bound.startswith("memory:") else max(by_level, key=by_level.__getitem__,
                                                                             default=None)
     flops = record.get("flops")
-    moved = by_level.get(level) if level else None
-    ai = ", ".join(f"{name} {float(value):.3g}" for name, value in (record.get("ai") or {}).items()) or "n/a"
-    return SummaryRow(nodeid, float(fraction), record.get("min_fraction"), bound, ai,
-                      float(flops) / time_s / 1e9 if flops is not None and time_s else None,
-                      float(moved) / time_s / 1e9 if moved is not None and time_s else None, verdict)
+    return (None if flops is None else float(flops)), (by_level.get(level) if level else None)
+
+
+def marks_of(record: Mapping[str, Any]) -> tuple[str, dict[str, list[str]]]:
+    """The record's marker letters (:data:`table.MARKERS`) and, per letter, what to say of it below."""
+    marks, details = "", {}  # type: tuple[str, dict[str, list[str]]]
+    for placement in placements(record):
+        if placement.contended:
+            marks += "c" if "c" not in marks else ""
+            load = placement.load_on
+            details.setdefault("c", []).append(
+                f"core{'s' if placement.count > 1 else ''} {','.join(map(str, placement.used))} of "
+                f"{len(placement.allowed)}" + (f" {load:.0%} busy" if load is not None else ""))
+        if placement.gpu_processes and "g" not in marks:
+            marks += "g"
+    faults = max((float((r.get("timing") or {}).get("faults_per_call") or 0.0) for r in _regions(record)),
+                 default=0.0)
+    if faults > 0:
+        marks += "f"
+        details.setdefault("f", []).append(f"{faults:.0f}/call")
+    if uncounted_text(record):
+        marks += "u"
+    fraction = record.get("fraction")
+    if fraction is not None and float(fraction) > ABOVE_ONE:
+        marks += "!"
+    return marks, details
+
+
+def compact_row(record: Mapping[str, Any]) -> Any:
+    from pytest_roofline.output.table import Row
+
+    fraction = record.get("fraction")
+    marks, _ = marks_of(record)
+    if fraction is None:
+        return Row(str(record.get("nodeid")), None, record.get("min_fraction"), "-", None, None, None,
+                   verdict_text(record), marks)
+    time_s = float(record.get("time_s") or 0.0)
+    flops, moved = _rates(record)
+    return Row(str(record.get("nodeid")), float(fraction), record.get("min_fraction"),
+               str(record.get("bound") or "-"), time_s or None,
+               flops / time_s / 1e9 if flops is not None and time_s else None,
+               moved / time_s / 1e9 if moved is not None and time_s else None, verdict_text(record), marks)
 
 
 def marked_table(records: Sequence[Mapping[str, Any]], width: int) -> list[str]:
-    """The table; each row's markers follow its verdict, or go on a line of their own under it when the row
-    would be wider than ``width``."""
-    plain = [replace(row(r), verdict=verdict_text(r)) for r in records]
-    lines = summary_table(plain, width)
-    out = lines[:1]
-    for line, record in zip(lines[1:], records, strict=True):
-        marks = markers(record)
-        if not marks or not width or len(line + marks) <= width:
-            out.append(line + marks)
-        else:
-            out += [line, *wrap(["    " + marks.strip()], width)]
-    return out
+    """The table, one line per test (markers as letters after the verdict), the markers explained once below
+    it, and the legend."""
+    from pytest_roofline.output.table import LEGEND, marker_lines, render
+
+    rows = [compact_row(r) for r in records]
+    details: dict[str, list[str]] = {}
+    for record in records:
+        for mark, said in marks_of(record)[1].items():
+            details.setdefault(mark, []).extend(said)
+    return [*render(rows, width), *wrap([*marker_lines(rows, details), LEGEND], width)]
 
 
 def not_gated_line(records: Sequence[Mapping[str, Any]]) -> str:
@@ -168,8 +217,10 @@ def summary_lines(records: Iterable[Mapping[str, Any]], context: SummaryContext)
     describe = machine_line if context.verbose else short_machine_line
     lines += [describe(machine) for machine in context.machines]
     for count, roofs in sorted(context.fewer_cores.items()):
-        lines.append(f"{count}-core roofs, used by call sites on {count} core{'s' if count > 1 else ''}: "
-                     + describe(roofs))
+        text = describe(roofs)
+        prefix = f"machine: {roofs.name}"
+        text = text[len(prefix):].partition(": ")[2] if text.startswith(prefix) else text  # said once above
+        lines.append(f"{count}-core roofs (call sites on {count} core{'s' if count > 1 else ''}): {text}")
     table = marked_table(records, context.width)
     tail: list[str] = []
     for record in records:

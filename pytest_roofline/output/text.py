@@ -19,6 +19,11 @@ def format_ai(verdict: Verdict) -> str:
     return ", ".join(f"{level} {value:.3g}" for level, value in ai.items())
 
 
+def fraction_digits(value: float) -> str:
+    """``0.017``, ``9.6e-05`` (never ``0.000``): three decimals, two significant digits below 0.01."""
+    return f"{value:.3f}" if value >= 0.01 or value == 0 else f"{value:.2g}"
+
+
 def failure_message(
     verdict: Verdict, min_fraction: float, artifacts: Sequence[Path] = (), notes: Sequence[str] = (),
     spread: str | None = None, machine: Machine | None = None,
@@ -29,7 +34,7 @@ def failure_message(
     the roofs quoted are that machine's: the peak of the precision and the bandwidth of the level named.
     Without it, the rates the work would reach at its lower-bound time."""
     lines = [
-        f"roofline: attained fraction {verdict.fraction:.3f} is below min_fraction {min_fraction:g}",
+        f"roofline: attained fraction {fraction_digits(verdict.fraction)} is below min_fraction {min_fraction:g}",
         f"  bound:      {verdict.bound}",
         f"  AI:         {format_ai(verdict) + ' FLOP/byte' if verdict.ai else 'n/a (no bytes counted)'}",
     ]

@@ -26,7 +26,7 @@ from pytest_roofline.measure.settings import SettingError, parse_bool
 from pytest_roofline.measure.state import RooflineState
 from pytest_roofline.plugin.markers import MARKER_HELP, marker_options
 from pytest_roofline.plugin.modes import STATE, select_mode
-from pytest_roofline.plugin.options import add_options, read_settings
+from pytest_roofline.plugin.options import add_options, implied_by, read_settings
 
 THP_NOTE = pytest.StashKey[str]()
 
@@ -108,7 +108,7 @@ def check_history_paths(settings: Any) -> None:
         except ValueError as exc:
             raise pytest.UsageError(f"--roofline-history: {exc}") from None
     reference = settings.baseline
-    if reference is None:
+    if reference is None or first_history(settings):
         return
     try:
         reader.check_reference(reference)
@@ -117,6 +117,14 @@ def check_history_paths(settings: Any) -> None:
     except (OSError, ValueError) as exc:
         raise pytest.UsageError(f"--roofline-baseline: {str(reference)!r} is not a history directory, a history "
                                 f"file or a results.json: {exc}") from None
+
+
+def first_history(settings: Any) -> bool:
+    """``--roofline-baseline`` names the history directory this session writes, which does not exist yet: the
+    first run of a CI recipe on a fresh runner (every test is new), not a typo."""
+    reference, history = settings.baseline, settings.history
+    return (reference is not None and history is not None and not reference.exists()
+            and reference.resolve() == history.resolve())
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -129,15 +137,20 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
         value = getattr(early_config.known_args_namespace, name, None)
         return early_config.getini(name) if value is None else value
 
+    from pytest_roofline.plugin.args_check import check_rootdir
+
+    check_rootdir(early_config, args)  # a path given as `--roofline-baseline PATH` must not move the rootdir
     try:
-        wanted = parse_bool(early("roofline"), "--roofline") and str(early("roofline_malloc")) == "tuned"
+        enabled = parse_bool(early("roofline"), "--roofline") or bool(
+            implied_by(early_config, early_config.known_args_namespace))
+        wanted = enabled and str(early("roofline_malloc")) == "tuned"
     except (SettingError, ValueError):
         return  # a bad value is reported as a usage error by pytest_configure
     if wanted and not is_profiled_child():
         from pytest_roofline.host.allocator import enable_torch_thp
 
         early_config.stash[THP_NOTE] = enable_torch_thp()
-    if parse_bool(early("roofline"), "--roofline") and not is_profiled_child():
+    if enabled and not is_profiled_child():
         from pytest_roofline.plugin.xdist import assign_gpu_early
 
         assign_gpu_early(early_config)  # one GPU per xdist worker, before any conftest can initialize CUDA

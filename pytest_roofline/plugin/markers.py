@@ -7,11 +7,13 @@ import pytest
 from pytest_roofline.measure.settings import MarkerOptions, SettingError
 
 MARKER_HELP = (
-    "roofline(min_fraction=None, uncounted=None, max_drop=None): measure the test's roofline.measure() calls "
-    "under --roofline and fail it when the attained fraction of the roofline is below min_fraction (a number in "
-    "(0, 1], or one per device where its work ran: {'cpu': 0.2, 'cuda': 0.5}), or, with --roofline-baseline, "
-    "when it fell significantly by more than max_drop (default --roofline-max-drop) since the baseline; without "
-    "either the test is reported, not gated."
+    "roofline(min_fraction=None, uncounted=None, max_drop=None, max_slowdown=None, fail_on=None): measure the "
+    "test's roofline.measure() calls under --roofline and fail it when the attained fraction of the roofline is "
+    "below min_fraction (a number in (0, 1], or one per device where its work ran: {'cpu': 0.2, 'cuda': 0.5}); uncounted='warn'|'fail' overrides --roofline-uncounted; with "
+    "--roofline-baseline or --roofline-compare, fail it when it got significantly slower or less efficient: "
+    "max_drop (fraction), max_slowdown (time per call) and fail_on ('time', 'fraction', 'work' or 'none', or a "
+    "list) override --roofline-max-drop, --roofline-max-slowdown (or --roofline-compare-max-slowdown) and "
+    "--roofline-fail-on. Without a threshold or a baseline the test is reported, not gated."
 )
 
 

@@ -125,18 +125,20 @@ class MeasuringSession:
                 raise pytest.UsageError(str(exc)) from None
         # Characterize (or load the pinned machine) before any test runs, outside output capture.
         reporter = config.pluginmanager.get_plugin("terminalreporter")
+        from pytest_roofline.output.progress import for_reporter
 
-        def progress(message: str) -> None:
-            if reporter is not None:
-                reporter.write_line(f"roofline: {message}")
-
+        progress = for_reporter(reporter) if reporter is not None else None  # one updating line on a terminal
         try:
             state.machine(progress=progress)
         except (OSError, ValueError) as exc:
             raise pytest.UsageError(f"roofline: cannot get machine ceilings: {exc}") from None
+        finally:
+            if progress is not None:
+                progress.finish()
         state.pin_worker()  # an xdist worker stays on its own cores from here on
         if state.settings.baseline is not None and state.baseline is None:
             _load_baseline(state, config)
+            _warn_unmatched(state, [item.nodeid for item in items if wants_roofline(item)])
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
         self.state.unpin_worker()
@@ -386,13 +388,24 @@ def _load_baseline(state: RooflineState, config: pytest.Config) -> None:
 
     settings = state.settings
     reference = settings.baseline
+    from pytest_roofline.plugin import first_history
+
+    if first_history(settings):
+        from pytest_roofline.history.baseline import Baseline
+
+        state.baseline = Baseline(str(reference), count=settings.baseline_sessions)
+        warnings.warn(RooflineWarning(f"roofline baseline: no history in {str(reference)!r} yet: every test is new; "
+                                      "this session starts it"), stacklevel=1)
+        return
     if reference is None or not reference.exists():
         raise pytest.UsageError(f"--roofline-baseline: no such file or directory {str(reference)!r}")
     key = machine_key(state.machine().to_dict())
-    branch = git_state(config.rootpath)["branch"]
-    state.baseline = load_baseline(reference, key=key, branch=branch, count=settings.baseline_sessions,
+    git = git_state(config.rootpath)
+    state.baseline = load_baseline(reference, key=key, branch=git["branch"], count=settings.baseline_sessions,
                                    any_machine=settings.baseline_any_machine,
-                                   environment={"torch": versions().get("torch")}, history=settings.history)
+                                   environment={"torch": versions().get("torch")}, history=settings.history,
+                                   # an uncommitted change is compared with its commit's sessions
+                                   exclude_commit=git["commit"] if git["dirty"] is False else None)
     skipped = state.baseline.skipped
     if skipped:
         warnings.warn(RooflineWarning(f"roofline baseline: skipped {len(skipped)} unreadable file(s) or test "
@@ -400,6 +413,17 @@ def _load_baseline(state: RooflineState, config: pytest.Config) -> None:
     if not state.baseline.sessions:
         warnings.warn(RooflineWarning(f"roofline baseline: no session of this machine in {str(reference)!r}: "
                                       f"every test is new. {' '.join(state.baseline.notes)}"), stacklevel=1)
+
+
+def _warn_unmatched(state: RooflineState, nodeids: list[str]) -> None:
+    import warnings
+
+    from pytest_roofline.errors import RooflineWarning
+    from pytest_roofline.history.baseline import unmatched_note
+
+    note = unmatched_note(state.baseline, nodeids) if state.baseline is not None else None
+    if note is not None:
+        warnings.warn(RooflineWarning(note), stacklevel=1)
 
 
 def _core_roofs_progress(request: pytest.FixtureRequest, why: str = "roofs for the cores this test runs on") -> Any:

@@ -89,6 +89,11 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
     ("--roofline-compare-max-slowdown", "roofline_compare_max_slowdown",
      ("the A/B gate fails a test whose time per call is more than this share above REF's, when significant "
       "(the marker's max_slowdown= overrides it)"), "0.03"),
+    ("--roofline-contended", "roofline_contended",
+     ("auto|judge|excuse: a test below its threshold or regressed while no core was free is measured again at "
+      "the end of the session; still contended, judge fails it when it is worse by more than its tolerance "
+      "widened by its measurements' spread (at most by half), excuse reports it unfailed; auto: judge in CI (CI "
+      "set) or under --roofline-baseline / --roofline-compare, else excuse"), "auto"),
     ("--roofline-history-keep", "roofline_history_keep",
      ("how much history each machine keeps: N (the newest N sessions), Nd (sessions of the last N days), or all; "
       "each test's newest baseline sessions are always kept"), "200"),
@@ -133,7 +138,7 @@ def setting(config: pytest.Config, name: str) -> Any:
 def read_settings(config: pytest.Config) -> Settings:
     machine_file = str(setting(config, "roofline_machine") or "").strip()
     return Settings(
-        enabled=parse_bool(setting(config, "roofline"), "--roofline / ini roofline"),
+        enabled=parse_bool(setting(config, "roofline"), "--roofline / ini roofline") or bool(implied_by(config)),
         directory=Path(str(setting(config, "roofline_dir"))),
         machine_file=Path(machine_file) if machine_file else None,
         counter=parse_counter(setting(config, "roofline_counter")),
@@ -162,6 +167,8 @@ def read_settings(config: pytest.Config) -> Settings:
         baseline_any_machine=parse_bool(setting(config, "roofline_baseline_any_machine"),
                                         "--roofline-baseline-any-machine"),
         warn_only=parse_bool(setting(config, "roofline_warn_only"), "--roofline-warn-only"),
+        contended=parse_choice(setting(config, "roofline_contended"), ("auto", "judge", "excuse"),
+                               "--roofline-contended"),
     )
 
 
@@ -196,3 +203,21 @@ def cores_setting(value: Any) -> Any:
         raise SettingError(str(exc)) from None
 
 
+# Options that only mean something under --roofline: given on the command line, they turn it on (a CI line
+# `pytest --roofline-compare main` that forgot --roofline must not pass without measuring anything).
+GATE_OPTIONS = ("roofline_compare", "roofline_compare_python", "roofline_compare_max_slowdown", "roofline_baseline",
+                "roofline_baseline_sessions", "roofline_baseline_any_machine", "roofline_max_drop",
+                "roofline_max_slowdown", "roofline_fail_on", "roofline_history", "roofline_history_keep",
+                "roofline_strict", "roofline_warn_only", "roofline_contended", "roofline_confirm")
+
+
+def implied_by(config: Any, namespace: Any = None) -> list[str]:
+    """The gate options given on the command line (their ini keys): any of them implies ``--roofline``.
+    ``namespace``: the parsed options (``early_config.known_args_namespace`` before ``config.option`` is)."""
+    namespace = config.option if namespace is None else namespace
+    return [name for name in GATE_OPTIONS if getattr(namespace, name, None) not in (None, False)]
+
+
+def value_options() -> set[str]:
+    """The options that take a value (``--roofline-baseline PATH``)."""
+    return {flag for flag, *_ in _OPTIONS}

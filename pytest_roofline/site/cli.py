@@ -17,8 +17,8 @@ def _date(text: str) -> datetime:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("history", type=Path, metavar="HISTORY_DIR",
-                        help="the history directory (--roofline-history, default .roofline/history)")
+    parser.add_argument("history", type=Path, metavar="HISTORY_DIR", nargs="?", default=Path(".roofline/history"),
+                        help="the history directory (--roofline-history; default .roofline/history)")
     parser.add_argument("--out", type=Path, default=Path(".roofline/site"),
                         help="folder to write the site to (default .roofline/site); open its index.html")
     from pytest_roofline.cli import deprecated_alias

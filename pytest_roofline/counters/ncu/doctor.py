@@ -12,8 +12,9 @@ Checks, one line each, with the fix for each failure:
 6. ``metrics CC X.Y``: ncu profiles the tiny kernel with exactly the list ``--roofline`` asks for on that CC
    (ncu fails the run on a name the chip lacks: "==ERROR== Failed to find metric ...").
 
-Exit status: 0 when every check passed (warnings allowed), 1 when one failed, 3 (``EXIT_NO_GPU``) when there is no
-NVIDIA GPU here (then ``--roofline-counter auto`` uses the analytic counter and there is nothing to check for ncu).
+Exit status of ``doctor``: 0 when every check passed (warnings allowed), also on a machine without an NVIDIA GPU
+whose CPU path is ready (``--roofline-counter auto`` uses the analytic counter there); 1 when one failed.
+:attr:`Diagnosis.exit_code` of the GPU checks alone is 3 (``EXIT_NO_GPU``) without a GPU.
 Everything runs as subprocesses without a shell; nothing is imported from CUDA libraries in this process.
 """
 
@@ -368,7 +369,10 @@ def run(args: argparse.Namespace) -> int:
     if cpu_failed:
         print(f"verdict: --roofline cannot measure this machine's CPU roofs (failed: {', '.join(cpu_failed)})")
         return EXIT_FAIL
-    print(("verdict: the CPU path is ready; " if diagnosis.no_gpu else "") + diagnosis.verdict().removeprefix(
-        "verdict: " if diagnosis.no_gpu else ""))
+    if diagnosis.no_gpu:  # a CPU machine the CPU path is ready on: nothing failed, exit 0
+        print("verdict: the CPU path is ready; no NVIDIA GPU here: --roofline-counter auto uses the analytic "
+              "counter on this machine (exit 0)")
+        return EXIT_OK
+    print(diagnosis.verdict())
     return diagnosis.exit_code
 

@@ -1,0 +1,127 @@
+"""The summary table read in one glance: one line per test within the terminal's width, short markers
+explained once below it, and a one-line legend. Plain Python, no pytest."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+HEADERS = ("test", "fraction", "min", "bound", "time/call", "GFLOP/s", "GB/s", "verdict")
+RIGHT = (1, 2, 4, 5, 6)  # numeric columns
+MIN_ID = 32  # never shorten a node id below this (a narrow terminal wraps instead): it must stay readable
+LEGEND = "fraction = time at the roof / time measured; bound = the roof that limits it"
+
+# marker -> what it means, said once under the table for the markers the table shows
+MARKERS = {
+    "c": "contended: no free core, measured again at the end of the session",
+    "f": "page faults: its timed calls page-faulted; first touch of fresh memory is in their time",
+    "u": "uncounted ops: FLOP-bearing ops without a counting rule ran; the fraction misses their FLOPs",
+    "!": "above 1: the fraction beat its roof; see its notes in results.json",
+    "g": "GPU shared: other processes ran on its GPU",
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    nodeid: str
+    fraction: float | None
+    min_fraction: float | None
+    bound: str
+    time_s: float | None
+    gflops: float | None
+    gbytes: float | None
+    verdict: str
+    marks: str = ""  # marker letters, e.g. "cf"
+
+
+def time_text(seconds: float | None) -> str:
+    """``2.1 ms``, ``850 us``, ``1.23 s``: three significant digits."""
+    if seconds is None or seconds <= 0:
+        return "-"
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
+        if seconds >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds * 1e9:.3g} ns"
+
+
+def fraction_text(value: float | None) -> str:
+    """Three decimals, or three significant digits below 0.01 (``9.6e-05``, never ``0.000``)."""
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if value >= 0.01 or value == 0 else f"{value:.2g}"
+
+
+def shorten_id(nodeid: str, size: int) -> str:
+    """A node id within ``size`` characters, shortened from the middle: the file name and the parameters
+    (``[...]``) stay, the directories go first, then the middle of the test's name."""
+    if len(nodeid) <= size:
+        return nodeid
+    path, sep, rest = nodeid.partition("::")
+    _folders, slash, name = path.rpartition("/")
+    if slash:
+        candidate = f".../{name}{sep}{rest}"
+        if len(candidate) <= size:
+            return candidate
+        path = f".../{name}"
+    base, bracket, params = rest.partition("[")
+    params = bracket + params
+    if len(params) > size // 2:  # a long parameter id keeps its ends
+        keep = max(size // 2 - 3, 4)
+        params = params[:keep // 2 + 1] + "..." + params[-(keep - keep // 2):]
+    room = size - len(path) - len(sep) - len(params)
+    if room >= 8:
+        head = (room - 3) // 2
+        base = base if len(base) <= room else base[:head] + "..." + base[-(room - 3 - head):]
+        return f"{path}{sep}{base}{params}"
+    if len(path) + len(sep) + 3 + len(params) <= size:  # the name goes before the file or its parameters
+        return f"{path}{sep}...{params}"
+    # not even the file fits beside the parameters: the end (the test's name and parameters) says most
+    return "..." + f"{path}{sep}{base}{params}"[-(size - 3):]
+
+
+def cli_width() -> int:
+    """The width a command's table fits: ``COLUMNS`` when set, the terminal's on a terminal, else 0 (a pipe or a
+    file: no limit, lines stay whole for tools that read them)."""
+    import os
+    import shutil
+    import sys
+
+    text = os.environ.get("COLUMNS", "")
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    return shutil.get_terminal_size().columns if sys.stdout.isatty() else 0
+
+
+def render(rows: Sequence[Row], width: int = 0) -> list[str]:
+    """The header and one line per row; with ``width``, node ids are shortened so each line fits."""
+
+    def num(value: float | None, fmt: str) -> str:
+        return "-" if value is None else format(value, fmt)
+
+    cells = [(r.nodeid, fraction_text(r.fraction), num(r.min_fraction, "g"), r.bound, time_text(r.time_s),
+              num(r.gflops, ".4g"), num(r.gbytes, ".4g"), r.verdict + (f" [{r.marks}]" if r.marks else ""))
+             for r in rows]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(HEADERS)]
+    if width:
+        fixed = sum(widths[1:]) + 2 * (len(HEADERS) - 1)
+        widths[0] = min(widths[0], max(MIN_ID, width - fixed))
+
+    def line(values: Sequence[str]) -> str:
+        first = shorten_id(values[0], widths[0]).ljust(widths[0])
+        rest = [v.rjust(w) if i in RIGHT else v.ljust(w)
+                for i, (v, w) in enumerate(zip(values[1:], widths[1:]), start=1)]
+        return "  ".join([first, *rest]).rstrip()
+
+    return [line(HEADERS), *(line(c) for c in cells)]
+
+
+def marker_lines(rows: Sequence[Row], details: dict[str, list[str]]) -> list[str]:
+    """One line per marker the table shows: ``[c] contended: ...``, with the details gathered per marker."""
+    shown = sorted({m for r in rows for m in r.marks}, key=list(MARKERS).index)
+    out = []
+    for mark in shown:
+        extra = sorted(set(details.get(mark, [])))
+        more = f" ({'; '.join(extra[:3])}{'; ...' if len(extra) > 3 else ''})" if extra else ""
+        head, colon, tail = MARKERS[mark].partition(": ")
+        out.append(f"[{mark}] {head}{more}{colon}{tail}")
+    return out

@@ -1,0 +1,73 @@
+"""The one-glance summary table: ids shortened from the middle, a time column, markers explained once."""
+
+from __future__ import annotations
+
+from pytest_roofline.output.summary import marked_table
+from pytest_roofline.output.table import Row, fraction_text, render, shorten_id, time_text
+
+LONG = "tests/integration/models/vision/test_mobilenet_variants.py::test_depthwise_separable_block[fp32-224-batch8]"
+
+
+def test_an_id_is_shortened_from_the_middle_keeping_file_and_parameters() -> None:
+    short = shorten_id(LONG, 60)
+    assert len(short) <= 60
+    assert short.startswith(".../test_mobilenet_variants.py::") and short.endswith("[fp32-224-batch8]")
+    assert shorten_id(LONG, 200) == LONG
+    assert len(shorten_id(LONG, 76)) <= 76 and "test_mobilenet_variants.py::" in shorten_id(LONG, 76)
+    assert shorten_id("tests/test_a.py::test_b", 24) == "tests/test_a.py::test_b"
+
+
+def test_numbers_read_with_significant_digits() -> None:
+    assert fraction_text(9.6e-05) == "9.6e-05" and fraction_text(0.5) == "0.500" and fraction_text(None) == "-"
+    assert time_text(0.0021) == "2.1 ms" and time_text(850e-6) == "850 us" and time_text(1.234) == "1.23 s"
+
+
+def _record(nodeid: str, contended: bool) -> dict:
+    return {"nodeid": nodeid, "fraction": 0.25, "min_fraction": 0.2, "bound": "compute:fp32", "time_s": 0.004,
+            "flops": 1e8, "bytes": {}, "outcome": "passed",
+            "regions": [{"cores": {"used": [1], "of": [0, 1], "contended": contended, "load": {"1": 0.97},
+                                   "setting": "auto"}}]}
+
+
+def test_one_line_per_test_markers_explained_once_within_120_columns() -> None:
+    records = [_record(LONG, True), _record("tests/test_b.py::test_b", True), _record("tests/test_c.py::c", False)]
+    lines = marked_table(records, 120)
+    assert all(len(line) <= 120 for line in lines)
+    assert lines[0].split() == ["test", "fraction", "min", "bound", "time/call", "GFLOP/s", "GB/s", "verdict"]
+    assert "test_mobilenet_variants.py" in lines[1] and "[fp32-224-batch8]" in lines[1]
+    assert lines[1].rstrip().endswith("passed [c]") and lines[2].rstrip().endswith("passed [c]")
+    assert lines[3].rstrip().endswith("passed") and "4 ms" in lines[3] and "25" in lines[3]  # 1e8 / 4 ms
+    explained = [line for line in lines if line.startswith("[c]")]
+    assert explained == [("[c] contended (core 1 of 2 97% busy): no free core, measured again at the end of the "
+                         "session")]
+    assert lines[-1].startswith("fraction = time at the roof / time measured")
+
+
+def test_render_keeps_numbers_aligned() -> None:
+    rows = [Row("a.py::t", 0.5, None, "memory:DRAM", 0.001, None, 8.0, "passed"),
+            Row("b.py::t", None, 0.3, "-", None, None, None, "failed (not measured)")]
+    header, first, second = render(rows, 100)
+    assert first.index("0.500") + len("0.500") == header.index("fraction") + len("fraction")
+    assert second.split()[1:3] == ["-", "0.3"]
+
+
+def test_a_ratio_that_is_not_one_never_reads_one() -> None:
+    from pytest_roofline.measure.comparison import ratio_text
+
+    assert ratio_text(2.0) == "2.00" and ratio_text(1.0) == "1.00"
+    assert ratio_text(1.0004) == "1.0004" and ratio_text(0.998) == "0.998"
+
+
+def test_work_the_same_where_it_binds_is_not_written_as_times_one() -> None:
+    from pytest_roofline.measure.baseline_stats import Change
+    from pytest_roofline.measure.comparison import explain
+    from pytest_roofline.measure.work import WorkChange
+
+    time = Change("time", 2e-3, 1e-3, 2.0, (1.9, 2.1), None, "worse")
+    fraction = Change("fraction", 0.04, 0.08, 0.5, (0.45, 0.55), None, "worse")
+    work = WorkChange.__new__(WorkChange)
+    object.__setattr__(work, "verdict", "more")
+    object.__setattr__(work, "ratio", 1.0)
+    text = explain("origin/main (abc)", time, fraction, work)
+    assert text == ("time ×2.00 against origin/main (abc) at the same work where it binds (other counts moved): "
+                    "fraction 0.08 → 0.04")
