@@ -21,7 +21,7 @@ def _not_an_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 # In-process runs after other tests imported the plugin warn that it cannot be assertion-rewritten.
-FAST = ("--roofline-max-time", "0.05", "-p", "no:cacheprovider",
+FAST = ("--roofline-max-time=0.05", "-p", "no:cacheprovider",
         "-W", "ignore::pytest.PytestAssertRewriteWarning")
 
 
@@ -58,7 +58,7 @@ def run_roofline(pytester: pytest.Pytester) -> Callable[..., pytest.RunResult]:
     """Run the pytester suite in-process under ``--roofline`` against pinned ceilings, quickly."""
 
     def run(machine_file: Path, *args: str) -> pytest.RunResult:
-        return pytester.runpytest("--roofline", "--roofline-machine", str(machine_file), *FAST, *args)
+        return pytester.runpytest("--roofline", f"--roofline-machine={machine_file}", *FAST, *args)
 
     return run
 

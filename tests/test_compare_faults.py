@@ -156,7 +156,7 @@ def test_an_absolute_test_path_runs_refs_copy(repo: Path, write_machine: Callabl
     assert record["verdict"] == "regressed" and record["changes"]["time"]["ratio"] > 1.5  # REF's copy ran: not ×1.00
     outside = repo.parent / f"{repo.name}-elsewhere.py"
     outside.write_text(TEST)
-    result = run_roofline(machine, "--roofline-compare", "HEAD~1", str(outside))
+    result = run_roofline(machine, "--roofline-compare=HEAD~1", str(outside))  # "=": the path alone is outside
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--roofline-compare: *elsewhere.py* is outside the repository at *"])
 
