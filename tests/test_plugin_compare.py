@@ -79,9 +79,9 @@ def test_a_commit_that_runs_each_step_twice_fails_naming_the_base_and_the_ratio(
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     result.stdout.fnmatch_lines([
         "roofline: slower than REF HEAD~1 (*): time ×[12].* against REF HEAD~1 (*): work ×2.00 at the same*",
-        "  time per call 4.* ms here, 2.* ms at REF; paired ratio [12].*, 95% CI [[]*] over * pairs taken in turns*",
+        "  time per call 4.* ms here, 2.* ms at REF; paired ratio [12].*, 95% CI [[]*] over 3 process pairs (*",
         "*compare: against HEAD~1 (*), call sites taken in turns with REF's twin",
-        "test_perf.py::test_step *regressed",
+        "test_perf.py::test_step *regressed *",
     ])
     result.stdout.fnmatch_lines([
         "  .roofline/sessions/*/test_perf.py__test_step-*.png",
@@ -91,6 +91,13 @@ def test_a_commit_that_runs_each_step_twice_fails_naming_the_base_and_the_ratio(
     assert record["changes"]["time"]["ratio"] == pytest.approx(2.0, rel=0.1)
     assert record["changes"]["work"]["ratio"] == 2.0 and record["ref_outcome"] == "passed"
     assert results(repo)["session"]["compare"]["ref"] == "HEAD~1"
+    # the top level: three process pairs (the slowdown is decided by them), each with its own ratio near 2
+    assert record["process_pairs"] == 3 and len(record["pair_ratios"]) == 3
+    assert all(1.6 < r < 2.4 for r in record["pair_ratios"])
+    assert record["between_cv"] >= 0 and record["interval"] == "t over process pairs"
+    region = results(repo)["tests"][0]["regions"][0]["compare"]
+    assert [w["alloc_first"] for w in region["within"]] == ["this", "ref", "this"] or \
+        [w["alloc_first"] for w in region["within"]] == ["ref", "this", "ref"]  # alternated between pairs
 
 
 def test_a_commit_that_changes_only_the_readme_passes(

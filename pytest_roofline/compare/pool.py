@@ -1,0 +1,217 @@
+"""A pool of process pairs for ``--roofline-compare`` (docs/ab-compare.md, "Process pairs"): ``k`` twins of this
+checkout and ``k`` twins of REF, started once per session (in parallel) and shared by every call site.
+
+Each twin is started with :meth:`.twin.Twin.start`, the twin entry point, unchanged; this module only drives
+several of them. Per test, every pair runs the test; the two processes of a pair run it one after the other up to
+each call site (which one first alternates between pairs: the first allocates its inputs first), and while one
+pair is timed the others wait on their sockets, so no twin's own code runs beside a timed turn.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_roofline.compare.pairs import MAX_PROCESS_PAIRS, SiteResult, measure_site
+from pytest_roofline.compare.twin import TestLink, Twin
+from pytest_roofline.compare.worktree import Checkout
+from pytest_roofline.errors import ChannelClosed, CompareError
+from pytest_roofline.measure.timing import TimingPolicy
+
+
+@dataclass
+class SideLink:
+    """One twin's part in one test, with at most one message read ahead (its next ``ready`` or ``test_done``,
+    read early so that the pair's other process runs its code only after this one reached the call site)."""
+
+    twin: Twin
+    link: TestLink
+    ahead: dict[str, Any] | None = None
+    open: bool = False  # between its "begin" and its "site_end"
+
+    def read_ahead(self) -> None:
+        if self.ahead is None and self.link.active:
+            self.ahead = self.twin.receive()
+
+    def open_site(self, index: int, cores: Sequence[int] | None, roofs: dict[str, Any] | None) -> bool:
+        if not self.link.active:
+            return False
+        message = self.ahead if self.ahead is not None else self.twin.receive()
+        self.ahead = None
+        if message["op"] == "test_done":
+            self.link.active = False
+            self.twin.finished[self.link.nodeid] = message
+            return False
+        if message["op"] != "ready" or message.get("site") != index:
+            self.link.active = False
+            return False
+        self.twin.channel.send(op="begin", cores=list(cores) if cores else None, roofs=roofs)
+        self.open = True
+        return True
+
+    def turn(self, op: str, batch: int) -> tuple[float, int]:
+        return self.link.turn(op, batch)
+
+    def close_site(self) -> dict[str, Any] | None:
+        """End the call site (a site this side never timed ends with no region)."""
+        self.open = False
+        return self.link.close_site()
+
+    def end(self) -> dict[str, Any] | None:
+        if self.ahead is not None and self.ahead.get("op") == "test_done":
+            self.twin.finished[self.link.nodeid] = self.ahead
+        self.ahead = None
+        return self.twin.end_test(self.link)
+
+
+@dataclass
+class Pair:
+    this: SideLink
+    ref: SideLink
+    alloc_first: str  # "this" or "ref": whose process runs the test up to each call site first
+
+    def sides(self) -> tuple[SideLink, SideLink]:
+        return (self.this, self.ref) if self.alloc_first == "this" else (self.ref, self.this)
+
+    def this_turn(self, op: str, batch: int) -> tuple[float, int]:
+        return self.this.turn(op, batch)
+
+    def ref_turn(self, op: str, batch: int) -> tuple[float, int]:
+        return self.ref.turn(op, batch)
+
+
+@dataclass
+class PoolLink:
+    """The comparing side's view of the pool during one test (``Recorder.lockstep``)."""
+
+    __test__ = False
+    nodeid: str
+    pairs: list[Pair]
+    seed: int
+    site: int = 0
+    results: list[SiteResult | None] = field(default_factory=list)
+
+    def measure_site(self, label: str, cores: Sequence[int] | None, roofs: dict[str, Any] | None,
+                     policy: TimingPolicy, tolerance: float) -> SiteResult | None:
+        """Time this test's next call site over the pool's pairs; None when no pair has it on both sides."""
+        index = self.site
+        self.site += 1
+        usable: list[Pair] = []
+        for pair in self.pairs:
+            opened = [side.open_site(index, cores, roofs) for side in pair.sides()]
+            if all(opened):
+                usable.append(pair)
+            else:  # one side has no such call site: the other's site ends untimed
+                for side in pair.sides():
+                    if side.open:
+                        side.close_site()
+        result = measure_site(usable, policy, tolerance, self.seed + index) if usable else None
+        regions: dict[int, dict[str, Any] | None] = {}
+        for number, pair in enumerate(usable):  # every twin ends the site only now: none ran beside a turn
+            for side in pair.sides():
+                region = side.close_site()
+                if side is pair.ref:
+                    regions[number] = region
+                side.read_ahead()
+        if result is not None:
+            result.ref_regions = [regions.get(n) for n in range(len(result.pairs))]
+        self.results.append(result)
+        return result
+
+
+class TwinPool:
+    """``count`` pairs of twins (this checkout, REF), started in parallel; the interface of :class:`.twin.Twin`
+    that the plugin uses (``begin_test``, ``end_test``, ``stop``, ``error``, ``nodeids``)."""
+
+    def __init__(self, pairs: list[tuple[Twin, Twin]]) -> None:
+        self.pairs = pairs
+        self.nodeids: set[str] = set.intersection(*(set(t.nodeids) for pair in pairs for t in pair))
+
+    @property
+    def error(self) -> str | None:
+        return next((t.error for pair in self.pairs for t in pair if t.error is not None), None)
+
+    @property
+    def twins(self) -> list[Twin]:
+        return [t for pair in self.pairs for t in pair]
+
+    @classmethod
+    def start(cls, this: Checkout, ref: Checkout, pytest_args: Sequence[str],
+              roofline_args: Callable[[str], list[str]], folder: Path, python: str | None = None,
+              count: int = MAX_PROCESS_PAIRS) -> TwinPool:
+        """Start ``count`` twins of each checkout; ``roofline_args(name)``: a twin's own roofline arguments
+        (its own folder). Any twin that cannot start stops them all, with that twin's error."""
+        jobs = [(f"{side}-{n}", checkout, py) for n in range(count)
+                for side, checkout, py in (("this", this, None), ("ref", ref, python))]
+
+        def start(job: tuple[str, Checkout, str | None]) -> Twin:
+            name, checkout, py = job
+            return Twin.start(checkout, pytest_args, roofline_args(name), folder / f"twin-{name}.log", python=py)
+
+        started: list[Twin] = []
+        failure: CompareError | None = None
+        with ThreadPoolExecutor(max_workers=len(jobs)) as executor:
+            for future in [executor.submit(start, job) for job in jobs]:
+                try:
+                    started.append(future.result())
+                except CompareError as exc:
+                    failure = failure or exc
+        if failure is not None:
+            for twin in started:
+                twin.stop()
+            raise failure
+        return cls([(started[2 * n], started[2 * n + 1]) for n in range(count)])
+
+    def begin_test(self, nodeid: str) -> PoolLink | None:
+        """Every pair starts ``nodeid``: its two processes one after the other, each run up to its first call
+        site before the next starts; None when a twin lacks the test or has stopped."""
+        if self.error is not None or nodeid not in self.nodeids:
+            return None
+        seed = zlib.crc32(nodeid.encode("utf-8", "surrogatepass"))
+        pairs: list[Pair] = []
+        try:
+            for number, (this, ref) in enumerate(self.pairs):
+                alloc_first = "this" if (number + seed) % 2 == 0 else "ref"
+                links = {}
+                for side, twin in (("this", this), ("ref", ref)) if alloc_first == "this" else (("ref", ref),
+                                                                                              ("this", this)):
+                    link = twin.begin_test(nodeid)
+                    if link is None:
+                        raise ChannelClosed(twin.error or f"twin {side} did not start {nodeid}")
+                    links[side] = SideLink(twin, link)
+                    links[side].read_ahead()
+                pairs.append(Pair(links["this"], links["ref"], alloc_first))
+        except ChannelClosed:
+            for pair in pairs:
+                for side in pair.sides():
+                    self._end_quietly(side)
+            return None
+        return PoolLink(nodeid, pairs, seed)
+
+    @staticmethod
+    def _end_quietly(side: SideLink) -> None:
+        try:
+            side.end()
+        except ChannelClosed:
+            pass
+
+    def end_test(self, link: PoolLink) -> dict[str, Any] | None:
+        """Let every twin's test finish; REF's outcome (of the first pair's REF twin)."""
+        outcome: dict[str, Any] | None = None
+        for number, pair in enumerate(link.pairs):
+            for side in pair.sides():
+                try:
+                    done = side.end()
+                except ChannelClosed:
+                    done = None
+                if side is pair.ref and number == 0:
+                    outcome = done
+        return outcome
+
+    def stop(self) -> None:
+        for twin in self.twins:
+            twin.stop()
