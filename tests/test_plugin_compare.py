@@ -80,7 +80,7 @@ def test_a_commit_that_runs_each_step_twice_fails_naming_the_base_and_the_ratio(
     result.stdout.fnmatch_lines([
         "roofline: slower than REF HEAD~1 (*): time ×[12].* against REF HEAD~1 (*): work ×2.00 at the same*",
         "  time per call 4.* ms here, 2.* ms at REF; paired ratio [12].*, 95% CI [[]*] over 3 process pairs (*",
-        "*compare: against HEAD~1 (*), call sites taken in turns with REF's twin",
+        "*compare: against HEAD~1 (*), each call site in pairs of processes*",
         "test_perf.py::test_step *regressed *",
     ])
     result.stdout.fnmatch_lines([
