@@ -20,7 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pytest_roofline.compare.lockstep import BATCH_TARGET_S, MAX_BATCH, TARGET_HALF_WIDTH, SideTimes
-from pytest_roofline.compare.paired_stats import BetweenPairs, PairedRatio, between_pairs, decided, paired_ratio
+from pytest_roofline.compare.paired_stats import (
+    BetweenPairs,
+    PairedRatio,
+    between_pairs,
+    decided,
+    paired_ratio,
+)
 from pytest_roofline.measure.timing import TimingPolicy
 
 MIN_PROCESS_PAIRS = 3  # a t-interval from fewer pairs is too wide to decide anything

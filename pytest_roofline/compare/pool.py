@@ -173,22 +173,23 @@ class TwinPool:
             return None
         seed = zlib.crc32(nodeid.encode("utf-8", "surrogatepass"))
         pairs: list[Pair] = []
+        started: list[SideLink] = []
         try:
             for number, (this, ref) in enumerate(self.pairs):
                 alloc_first = "this" if (number + seed) % 2 == 0 else "ref"
-                links = {}
-                for side, twin in (("this", this), ("ref", ref)) if alloc_first == "this" else (("ref", ref),
-                                                                                              ("this", this)):
-                    link = twin.begin_test(nodeid)
-                    if link is None:
-                        raise ChannelClosed(twin.error or f"twin {side} did not start {nodeid}")
-                    links[side] = SideLink(twin, link)
+                order = [("this", this), ("ref", ref)]
+                links: dict[str, SideLink] = {}
+                for side, twin in order if alloc_first == "this" else order[::-1]:
+                    test = twin.begin_test(nodeid)
+                    if test is None:
+                        raise ChannelClosed(twin.error or f"the {side} twin did not start {nodeid}")
+                    links[side] = SideLink(twin, test)
+                    started.append(links[side])
                     links[side].read_ahead()
                 pairs.append(Pair(links["this"], links["ref"], alloc_first))
         except ChannelClosed:
-            for pair in pairs:
-                for side in pair.sides():
-                    self._end_quietly(side)
+            for side_link in started:
+                self._end_quietly(side_link)
             return None
         return PoolLink(nodeid, pairs, seed)
 

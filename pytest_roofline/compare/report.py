@@ -146,8 +146,8 @@ def _ms(seconds: float) -> str:
 def summary_lines(ref: str, commit: str, records: Iterable[tuple[str, Mapping[str, Any] | None]]) -> list[str]:
     """The A/B table: test, REF time, this time, ratio [interval], fractions, verdict; then explanations."""
     rows = [(nodeid, r) for nodeid, r in records]
-    lines = [f"compare: against {ref} ({commit[:12]}), each call site in pairs of processes (this checkout, "
-             "REF) taking turns; interval over the pairs"]
+    lines = [(f"compare: against {ref} ({commit[:12]}), each call site in pairs of processes (this checkout, "
+             "REF) taking turns; interval over the pairs")]
     head = (f"{'test':<40} {'REF':>9} {'this':>9} {'ratio [95% CI]':>24}  {'fraction':>11}  {'verdict':<12}  "
             "per-pair ratios (CV)")
     lines.append(head)

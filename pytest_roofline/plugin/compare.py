@@ -76,7 +76,7 @@ class CompareSession:
             self.twin = TwinPool.start(this, self.checkout, self.config.invocation_params.args,
                                        lambda name: twin_roofline_args(state, machine_file.resolve(),
                                                                        (folder / f"twin-{name}").resolve()),
-                                       folder, python=s.compare_python)
+                                       folder, python=s.compare_python, count=s.compare_pairs)
         except CompareError as exc:
             state.compare_error = str(exc)
         state.compare_ref = None if self.checkout is None else {"ref": s.compare, "commit": self.checkout.commit,
