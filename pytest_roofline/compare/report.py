@@ -31,7 +31,7 @@ def combined_ratio(sites: Sequence[tuple[float, PairedRatio]]) -> PairedRatio:
     return PairedRatio(math.exp(log_ratio), (math.exp(lo), math.exp(hi)), sum(r.pairs for _, r in sites))
 
 
-def test_pairs(sites: Sequence[tuple[float, Sequence[float]]]) -> BetweenPairs | None:
+def over_process_pairs(sites: Sequence[tuple[float, Sequence[float]]]) -> BetweenPairs | None:
     """The test's per-pair ratios from its call sites' (REF's time, per-pair ratios), each pair's log ratio
     weighted by the sites' shares of REF's time, and the t-interval over them; None unless every site was
     measured over the same number (at least two) of process pairs."""
@@ -50,7 +50,7 @@ def process_record(regions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     compared = [r for r in regions if (r.get("compare") or {}).get("compared") and r["compare"].get("ref")]
     sites = [(float(r["compare"]["ref"]["time_s"]), r["compare"]["pair_ratios"]) for r in compared
              if r["compare"].get("pair_ratios")]
-    top = test_pairs(sites) if sites and len(sites) == len(compared) else None
+    top = over_process_pairs(sites) if sites and len(sites) == len(compared) else None
     if top is None:
         return {}
     return {"process_pairs": top.pairs, "pair_ratios": list(top.ratios), "between_cv": top.cv,
@@ -79,7 +79,7 @@ def compare_regions(regions: Sequence[Mapping[str, Any]], tolerances: Tolerances
         ref_tmin += float(ref["t_min_s"])
     over_pairs = None
     if len(compared) > 1 and all(r["compare"].get("pair_ratios") for r in compared):
-        over_pairs = test_pairs([(float(r["compare"]["ref"]["time_s"]), r["compare"]["pair_ratios"])
+        over_pairs = over_process_pairs([(float(r["compare"]["ref"]["time_s"]), r["compare"]["pair_ratios"])
                                  for r in compared])
     paired = combined_ratio(sites) if over_pairs is None else over_pairs.as_paired()
     time_verdict = _TIME_VERDICT[verdict(paired, tolerances.max_slowdown)]
