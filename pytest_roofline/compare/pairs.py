@@ -15,7 +15,7 @@ import math
 import random
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -160,17 +160,20 @@ class PairSides(Protocol):
     def ref_turn(self, op: str, batch: int) -> tuple[float, int]: ...
 
 
-def measure_site(pairs: Sequence[PairSides], policy: TimingPolicy, tolerance: float, seed: int, *,
+def measure_site(pairs: Iterable[PairSides], policy: TimingPolicy, tolerance: float, seed: int, *,
                  min_pairs: int = MIN_PROCESS_PAIRS, clock: Callable[[], float] = time.perf_counter) -> SiteResult:
     """Time one call site in process pairs, one pair after another: at least ``min_pairs`` (or all there are),
-    then more until :func:`.paired_stats.decided` or the pool is spent. Each pair has its own share of the
+    then more until :func:`.paired_stats.decided` or ``pairs`` is spent (a pair is taken from it only when
+    needed). Each pair has its own share of the
     budget (``PAIR_BUDGET_SHARE`` of ``--roofline-max-time``)."""
     rng = random.Random(seed)
     start = clock()
     done: list[PairTimes] = []
     top = between_pairs([])
-    for pair in pairs:
-        if len(done) >= min_pairs and decided(top, tolerance, min_pairs):
+    candidates = iter(pairs)  # may start a pair only when it is asked for (compare.pool)
+    while not (len(done) >= min_pairs and decided(top, tolerance, min_pairs)):
+        pair = next(candidates, None)
+        if pair is None:
             break
         done.append(one_pair(pair.this_turn, pair.ref_turn, policy, PAIR_BUDGET_SHARE * policy.max_time_s, rng,
                              alloc_first=pair.alloc_first, clock=clock))

@@ -10,13 +10,13 @@ pair is timed the others wait on their sockets, so no twin's own code runs besid
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_roofline.compare.pairs import MAX_PROCESS_PAIRS, SiteResult, measure_site
+from pytest_roofline.compare.pairs import MAX_PROCESS_PAIRS, MIN_PROCESS_PAIRS, SiteResult, measure_site
 from pytest_roofline.compare.twin import TestLink, Twin
 from pytest_roofline.compare.worktree import Checkout
 from pytest_roofline.errors import ChannelClosed, CompareError
@@ -84,32 +84,96 @@ class Pair:
         return self.ref.turn(op, batch)
 
 
+def start_pair(this: Twin, ref: Twin, nodeid: str, alloc_first: str) -> Pair | None:
+    """Both twins of a pair start ``nodeid``, one after the other (``alloc_first`` first), each run up to its
+    first call site before the other starts; None when one lacks the test or has stopped (the other's test is
+    let finish)."""
+    order = [("this", this), ("ref", ref)]
+    links: dict[str, SideLink] = {}
+    try:
+        for side, twin in order if alloc_first == "this" else order[::-1]:
+            test = twin.begin_test(nodeid)
+            if test is None:
+                raise ChannelClosed(twin.error or f"the {side} twin did not start {nodeid}")
+            links[side] = SideLink(twin, test)
+            links[side].read_ahead()
+    except ChannelClosed:
+        for link in links.values():
+            end_quietly(link)
+        return None
+    return Pair(links["this"], links["ref"], alloc_first)
+
+
+def end_quietly(side: SideLink) -> None:
+    try:
+        side.end()
+    except ChannelClosed:
+        pass
+
+
 @dataclass
 class PoolLink:
-    """The comparing side's view of the pool during one test (``Recorder.lockstep``)."""
+    """The comparing side's view of the pool during one test (``Recorder.lockstep``). The first
+    ``MIN_PROCESS_PAIRS`` pairs start the test with it; a further pair joins only at a call site the first ones
+    did not decide, running the test up to there (the earlier call sites untimed)."""
 
     __test__ = False
     nodeid: str
-    pairs: list[Pair]
+    pool: list[tuple[Twin, Twin]]
     seed: int
+    pairs: list[Pair] = field(default_factory=list)  # the pairs in this test, in the pool's order
+    tried: int = 0  # how many of the pool's pairs were asked to start the test
     site: int = 0
     results: list[SiteResult | None] = field(default_factory=list)
 
+    def join(self, index: int) -> Pair | None:
+        """The pool's next pair, started on this test and brought up to call site ``index`` (not yet open)."""
+        while self.tried < len(self.pool):
+            number = self.tried
+            self.tried += 1
+            this, ref = self.pool[number]
+            pair = start_pair(this, ref, self.nodeid, "this" if (number + self.seed) % 2 == 0 else "ref")
+            if pair is None:
+                continue
+            self.pairs.append(pair)
+            for earlier in range(index):  # call sites measured before it joined: passed untimed
+                for side in pair.sides():
+                    if side.open_site(earlier, None, None):
+                        side.close_site()
+                    side.read_ahead()
+            return pair
+        return None
+
     def measure_site(self, label: str, cores: Sequence[int] | None, roofs: dict[str, Any] | None,
                      policy: TimingPolicy, tolerance: float) -> SiteResult | None:
-        """Time this test's next call site over the pool's pairs; None when no pair has it on both sides."""
+        """Time this test's next call site over process pairs; None when no pair has it on both sides."""
         index = self.site
         self.site += 1
         usable: list[Pair] = []
-        for pair in self.pairs:
-            opened = [side.open_site(index, cores, roofs) for side in pair.sides()]
-            if all(opened):
+
+        def opened(pair: Pair) -> bool:
+            sides = [side.open_site(index, cores, roofs) for side in pair.sides()]
+            if all(sides):
                 usable.append(pair)
-            else:  # one side has no such call site: the other's site ends untimed
-                for side in pair.sides():
-                    if side.open:
-                        side.close_site()
-        result = measure_site(usable, policy, tolerance, self.seed + index) if usable else None
+                return True
+            for side in pair.sides():  # one side has no such call site: the other's ends untimed
+                if side.open:
+                    side.close_site()
+            return False
+
+        def candidates() -> Iterator[Pair]:
+            for pair in list(self.pairs):
+                if opened(pair):
+                    yield pair
+            while (joined := self.join(index)) is not None:
+                if opened(joined):
+                    yield joined
+
+        measured = measure_site(candidates(), policy, tolerance, self.seed + index)
+        result = measured if measured.pairs else None
+        for pair in self.pairs:  # pairs in the test but not needed here are opened too, then closed untimed
+            if pair not in usable:
+                opened(pair)
         regions: dict[int, dict[str, Any] | None] = {}
         for number, pair in enumerate(usable):  # every twin ends the site only now: none ran beside a turn
             for side in pair.sides():
@@ -172,33 +236,13 @@ class TwinPool:
         if self.error is not None or nodeid not in self.nodeids:
             return None
         seed = zlib.crc32(nodeid.encode("utf-8", "surrogatepass"))
-        pairs: list[Pair] = []
-        started: list[SideLink] = []
-        try:
-            for number, (this, ref) in enumerate(self.pairs):
-                alloc_first = "this" if (number + seed) % 2 == 0 else "ref"
-                order = [("this", this), ("ref", ref)]
-                links: dict[str, SideLink] = {}
-                for side, twin in order if alloc_first == "this" else order[::-1]:
-                    test = twin.begin_test(nodeid)
-                    if test is None:
-                        raise ChannelClosed(twin.error or f"the {side} twin did not start {nodeid}")
-                    links[side] = SideLink(twin, test)
-                    started.append(links[side])
-                    links[side].read_ahead()
-                pairs.append(Pair(links["this"], links["ref"], alloc_first))
-        except ChannelClosed:
-            for side_link in started:
-                self._end_quietly(side_link)
-            return None
-        return PoolLink(nodeid, pairs, seed)
-
-    @staticmethod
-    def _end_quietly(side: SideLink) -> None:
-        try:
-            side.end()
-        except ChannelClosed:
+        link = PoolLink(nodeid, self.pairs, seed)
+        while len(link.pairs) < MIN_PROCESS_PAIRS and link.join(0) is not None:
             pass
+        if not link.pairs or self.error is not None:
+            self.end_test(link)
+            return None
+        return link
 
     def end_test(self, link: PoolLink) -> dict[str, Any] | None:
         """Let every twin's test finish; REF's outcome (of the first pair's REF twin)."""
