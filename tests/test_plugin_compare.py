@@ -147,3 +147,57 @@ def test_bisect_finds_the_commit_that_made_the_step_slow(repo: Path, capsys: pyt
     assert code == 0, out
     assert f"first slow commit: {slow} change" in out
     assert "test_perf.py::test_step: time ×" in out
+
+
+TWO_SITES = """
+import time
+import pytest
+
+DOUBLE = {double}
+
+
+def slow():
+    for _ in range(2 if DOUBLE else 1):
+        time.sleep(0.002)
+
+
+def same():
+    time.sleep(0.002)
+
+
+@pytest.mark.roofline(max_slowdown=0.0001)
+def test_two_sites(roofline):
+    roofline.declare(flops=1e8).measure(slow)
+    roofline.declare(flops=1e8).measure(same)
+"""
+
+
+def test_a_fourth_pair_joins_only_where_three_did_not_decide(
+        pytester: pytest.Pytester, write_machine: Callable[..., Path],
+        run_roofline: Callable[..., pytest.RunResult]) -> None:
+    # site 1 doubles its sleep (decided beyond the band by three pairs); site 2 is the same sleep on both sides,
+    # which a band of +-0.01 % cannot decide: a fourth pair joins there, passing site 1 untimed
+    path = pytester.path
+    (path / "test_two.py").write_text(TWO_SITES.format(double=False))
+    (path / ".gitignore").write_text(".roofline/\n__pycache__/\nmachine.json\n")
+    git(path, "init", "-q")
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "base")
+    (path / "test_two.py").write_text(TWO_SITES.format(double=True))
+    git(path, "commit", "-qam", "slow")
+    result = run_roofline(write_machine(MACHINE), "--roofline-compare", "HEAD~1", "--roofline-compare-pairs", "4")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    first, second = (r["compare"] for r in results(path)["tests"][0]["regions"])
+    # under a loaded host the sleeps' pairs spread widely; three pairs decide the doubling almost always
+    assert first["process_pairs"] in (3, 4) and all(r > 1.2 for r in first["pair_ratios"]), first
+    lo, hi = second["ci"]
+    # the band of +-0.01 %: only an interval wholly beyond it (rare, by chance) decides with three pairs
+    assert second["process_pairs"] == 4 or lo > 1.0001 or hi < 1 / 1.0001, second
+    assert len(second["within"]) == second["process_pairs"]
+    assert all(0.7 < r < 1.4 for r in second["pair_ratios"]), second
+    record = results(path)["tests"][0]["compare"]
+    if first["process_pairs"] != second["process_pairs"]:  # unequal pair counts: combined site by site
+        assert "process_pairs" not in record and record["interval"] == "t over process pairs, site by site"
+    result = run_roofline(write_machine(MACHINE), "--roofline-compare", "HEAD~1", "--roofline-compare-pairs", "2")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--roofline-compare-pairs / ini roofline_compare_pairs must be a whole number >= 3*"])

@@ -51,10 +51,12 @@ def process_record(regions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     sites = [(float(r["compare"]["ref"]["time_s"]), r["compare"]["pair_ratios"]) for r in compared
              if r["compare"].get("pair_ratios")]
     top = over_process_pairs(sites) if sites and len(sites) == len(compared) else None
-    if top is None:
+    if not sites:
         return {}
-    return {"process_pairs": top.pairs, "pair_ratios": list(top.ratios), "between_cv": top.cv,
-            "interval": "t over process pairs",
+    overall = {} if top is None else {"process_pairs": top.pairs, "pair_ratios": list(top.ratios),
+                                      "between_cv": top.cv}
+    return {**overall, "interval": "t over process pairs" if top is not None or len(compared) == 1 else
+            "t over process pairs, site by site",
             "sites": [{"label": r.get("label"), "pair_ratios": r["compare"]["pair_ratios"],
                        "within": [{"ratio": w["ratio"], "ci": w["ci"], "turns": w["turns"]}
                                   for w in r["compare"].get("within") or []]} for r in compared]}
@@ -112,6 +114,8 @@ def failure_message(nodeid: str, result: TestComparison, record: Mapping[str, An
              (f"  time per call {_ms(t.now)} here, {_ms(t.reference)} at REF; paired ratio {t.ratio:.3f}{ci} over "
               + (f"{record['process_pairs']} process pairs ({record['pairs']} turns; t-interval over the pairs' "
                  f"Hodges-Lehmann ratios {_ratios(record['pair_ratios'])})" if record.get("pair_ratios") else
+                 f"process pairs ({record['pairs']} turns; t-intervals over the pairs, combined site by site)"
+                 if record.get("sites") else
                  f"{record['pairs']} pairs taken in turns (Hodges-Lehmann, Wilcoxon signed-rank interval)")),
              f"  fraction {f.now:.3g} here, {f.reference:.3g} at REF",
              f"  fails on: {'; '.join(why[q] for q in result.failed_on)}"]
