@@ -106,8 +106,10 @@ def test_a_commit_that_changes_only_the_readme_passes(
     result = run_roofline(write_machine(MACHINE), "--roofline-compare", "HEAD~1")
     assert result.ret == 0, result.stdout.str()
     record = results(repo)["tests"][0]["compare"]
-    assert record["verdict"] == "steady"
-    assert record["changes"]["time"]["ratio"] == pytest.approx(1.0, abs=0.03)
+    # steady, or noisy when the sleeps' process pairs spread beyond the band on a loaded host: never a verdict
+    assert record["verdict"] in ("steady", "noisy"), record
+    if record["verdict"] == "steady":  # the interval over the pairs lies inside the +-3 % band
+        assert record["changes"]["time"]["ratio"] == pytest.approx(1.0, abs=0.03)
     assert record["changes"]["work"]["verdict"] == "same"
 
 

@@ -31,7 +31,7 @@ from pytest_roofline.measure.timing import TimingPolicy
 
 MIN_PROCESS_PAIRS = 3  # a t-interval from fewer pairs is too wide to decide anything
 MAX_PROCESS_PAIRS = 5  # the pool: pairs beyond the third are used only where the first three did not decide
-MIN_TURNS = 6  # turns inside one pair, whatever its budget (a per-pair ratio from fewer is mostly noise)
+MIN_TURNS = 10  # turns inside one pair, whatever its budget (fewer: no Wilcoxon interval, a noisy ratio)
 MAX_TURNS = 400
 PAIR_BUDGET_SHARE = 0.5  # one pair may take this share of --roofline-max-time (warm-up and turns, both sides)
 CHECK_EVERY = 5
