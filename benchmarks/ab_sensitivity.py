@@ -1,18 +1,23 @@
 """A/B sensitivity of ``--roofline-compare``: how small a planted slowdown the lockstep gate catches, and how often
 it flags identical code, on this machine, quiet or beside busy neighbours.
 
-A throwaway git repository holds a package of four workloads (a 768^3 fp32 GEMM and a 3x3 conv2d, compute-bound;
-a 64 MiB copy, memory-bound; a 4096-element add, a small op), each measured once per planted slowdown (the test
-is parametrized by it). Its first commit plants nothing; the second plants, in the test of slowdown p, a busy
-wait of p % of each call's own time (benchmarks/heldout/conftest.py's wrapper: no extra FLOP or byte, as a worse
-kernel would look). Each session runs ``pytest --roofline --roofline-compare HEAD~1`` at the second commit, so
-the 0 % tests compare identical code (A/A) and the others a known slowdown (A/B).
+A throwaway git repository holds a package of five workloads (a 768^3 fp32 GEMM and a 3x3 conv2d, compute-bound;
+a 64 MiB copy and a 4M-element ``x*2+y``, memory-bound; a 4096-element add, a small op), each measured once per
+planted slowdown (the test is parametrized by it) and, for 0 %, in ``--aa`` identical copies. Its first commit
+plants nothing; the second plants, in the test of slowdown p, a busy wait of p % of each call's own time (no
+extra FLOP or byte, as a worse kernel would look). Each session runs ``pytest --roofline --roofline-compare
+HEAD~1`` at the second commit, so the 0 % tests compare identical code (A/A) and the others a known slowdown.
 
-    python benchmarks/ab_sensitivity.py [--sessions 6] [--slowdowns 0 2 3 5 10] [--neighbours 1]
+    python benchmarks/ab_sensitivity.py [--sessions 6] [--slowdowns 0 2 3 5 10] [--aa 1] [--neighbours 1]
+        [--max-time 1.0] [--device cpu|cuda]
 
-Prints, per workload and slowdown, the share of sessions whose gate failed the test as slower; the A/A paired
-ratios' between-session CV; and the cost of a compare session against a plain ``--roofline`` session of the same
-tests (measured side by side, alternating). Say which CPU it ran on when you quote it.
+Prints, per workload and slowdown, the share of comparisons the gate failed as slower; the false-alarm share
+over all A/A comparisons (flagged slower or faster: the time verdict worse or better); the A/A ratios' median
+(symmetry: within +-0.5 % of 1) and between-session CV; the between-pair CV the sessions report (process pairs;
+absent before them); and the cost of a compare session against a plain ``--roofline`` session of the same tests
+(measured side by side, alternating). ``--device cuda``: the workloads on the GPU (4096^2 bf16 GEMM, 1 GiB copy,
+the conv and the elementwise op), the planted wait after a device sync. Say which machine it ran on.
+Run it against another checkout of the plugin with ``PYTHONPATH=/that/checkout``: the sessions import it.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 
@@ -34,6 +40,12 @@ import functools, time
 import torch
 
 SHARES = {shares}  # planted slowdown per test parameter (percent -> share of the call's time)
+DEVICE = {device!r}
+
+
+def sync():
+    if DEVICE == "cuda":
+        torch.cuda.synchronize()
 
 
 @functools.cache
@@ -63,6 +75,8 @@ def slowed(fn, percent, measured=None):
     def call(*args, **kwargs):
         start = time.perf_counter()
         result = fn(*args, **kwargs)
+        if share > 0:
+            sync()  # the call's own time on a GPU includes its kernels
         now = time.perf_counter()
         until = now + share * (now - start + cost) + (lag if share > 0 else 0.0)
         while time.perf_counter() < until:
@@ -73,38 +87,53 @@ def slowed(fn, percent, measured=None):
 
 TESTS = '''
 import pytest, torch
-from workloads import slowed
+from workloads import slowed, DEVICE
 
-PERCENTS = {percents}
+CASES = {cases}  # (percent, copy): copies of 0 % are A/A comparisons of identical code
+IDS = [f"{{p}}-{{c}}" for p, c in CASES]
+CUDA = DEVICE == "cuda"
 
 
 @pytest.mark.roofline
-@pytest.mark.parametrize("percent", PERCENTS)
-def test_gemm(roofline, percent):
-    a, b = torch.randn(768, 768), torch.randn(768, 768)
+@pytest.mark.parametrize("percent,copy", CASES, ids=IDS)
+def test_gemm(roofline, percent, copy):
+    n, dtype = (4096, torch.bfloat16) if CUDA else (768, torch.float32)
+    a, b = torch.randn(n, n, device=DEVICE, dtype=dtype), torch.randn(n, n, device=DEVICE, dtype=dtype)
     roofline.measure(slowed(torch.mm, percent), a, b)
 
 
 @pytest.mark.roofline
-@pytest.mark.parametrize("percent", PERCENTS)
-def test_conv2d(roofline, percent):
-    conv = torch.nn.Conv2d(64, 64, 3, padding=1).eval()
-    x = torch.randn(4, 64, 56, 56)
+@pytest.mark.parametrize("percent,copy", CASES, ids=IDS)
+def test_conv2d(roofline, percent, copy):
+    conv = torch.nn.Conv2d(64, 64, 3, padding=1).eval().to(DEVICE)
+    x = torch.randn(4, 64, 56, 56, device=DEVICE)
     with torch.no_grad():
         roofline.measure(slowed(conv, percent), x)
 
 
 @pytest.mark.roofline
-@pytest.mark.parametrize("percent", PERCENTS)
-def test_copy(roofline, percent):
-    src, dst = torch.randn(16 * 2**20), torch.empty(16 * 2**20)
+@pytest.mark.parametrize("percent,copy", CASES, ids=IDS)
+def test_copy(roofline, percent, copy):
+    n = 256 * 2**20 if CUDA else 16 * 2**20
+    src, dst = torch.randn(n, device=DEVICE), torch.empty(n, device=DEVICE)
     roofline.measure(slowed(dst.copy_, percent), src)
 
 
+def axpy(x, y):
+    return x * 2 + y
+
+
 @pytest.mark.roofline
-@pytest.mark.parametrize("percent", PERCENTS)
-def test_small_add(roofline, percent):
-    x, y = torch.randn(4096), torch.randn(4096)
+@pytest.mark.parametrize("percent,copy", CASES, ids=IDS)
+def test_elementwise(roofline, percent, copy):
+    x, y = torch.randn(4 * 2**20, device=DEVICE), torch.randn(4 * 2**20, device=DEVICE)
+    roofline.measure(slowed(axpy, percent), x, y)
+
+
+@pytest.mark.roofline
+@pytest.mark.parametrize("percent,copy", CASES, ids=IDS)
+def test_small_add(roofline, percent, copy):
+    x, y = torch.randn(4096, device=DEVICE), torch.randn(4096, device=DEVICE)
     roofline.measure(slowed(torch.add, percent), x, y)
 '''
 
@@ -115,80 +144,111 @@ def git(repo: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, env=env)
 
 
-def make_repo(root: Path, percents: list[float]) -> Path:
+def make_repo(root: Path, percents: list[float], copies: int, device: str) -> Path:
     repo = root / "repo"
     (repo / "tests").mkdir(parents=True)
     (repo / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
     (repo / ".gitignore").write_text(".roofline/\n__pycache__/\n")
-    (repo / "tests" / "test_ab.py").write_text(TESTS.format(percents=percents))
-    (repo / "workloads.py").write_text(WORKLOADS.format(shares={}))
+    cases = [(p, c) for p in percents for c in range(copies if p == 0 else 1)]
+    (repo / "tests" / "test_ab.py").write_text(TESTS.format(cases=cases))
+    (repo / "workloads.py").write_text(WORKLOADS.format(shares={}, device=device))
     git(repo, "init", "-q")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "A: nothing planted")
-    (repo / "workloads.py").write_text(WORKLOADS.format(shares={p: p / 100 for p in percents if p}))
+    (repo / "workloads.py").write_text(WORKLOADS.format(shares={p: p / 100 for p in percents if p}, device=device))
     git(repo, "commit", "-qam", "B: planted slowdowns")
     return repo
 
 
-def session(repo: Path, out: Path, compare: bool) -> tuple[float, dict]:
+def session(repo: Path, out: Path, compare: bool, max_time: float) -> tuple[float, dict]:
     args = [sys.executable, "-m", "pytest", "tests", "--roofline", f"--roofline-dir={out}", "--roofline-history=none",
-            "-q", "-p", "no:cacheprovider"]
+            f"--roofline-max-time={max_time}", "-q", "-p", "no:cacheprovider"]
     if compare:
         args.append("--roofline-compare=HEAD~1")
     start = time.perf_counter()
-    subprocess.run(args, cwd=repo, capture_output=True, text=True, check=False)
+    done = subprocess.run(args, cwd=repo, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start
-    return elapsed, json.loads((out / "results.json").read_text())
+    path = out / "results.json"
+    if not path.exists():
+        print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
+        raise SystemExit(f"no results.json from {' '.join(args)}")
+    return elapsed, json.loads(path.read_text())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=6)
     parser.add_argument("--slowdowns", type=float, nargs="+", default=[0, 2, 3, 5, 10])
+    parser.add_argument("--aa", type=int, default=1, help="identical copies of each workload's 0 %% test (A/A)")
     parser.add_argument("--neighbours", type=int, default=0, help="busy Python loops running beside the sessions")
     parser.add_argument("--plain-sessions", type=int, default=2, help="plain --roofline sessions for the cost")
+    parser.add_argument("--max-time", type=float, default=1.0, help="--roofline-max-time of every session")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     args = parser.parse_args()
     percents = [int(p) if p == int(p) else p for p in args.slowdowns]
     neighbours = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.neighbours)]
+    flagged: dict[tuple[str, str], list[bool]] = {}  # failed as slower
+    moved: dict[str, list[bool]] = {}  # A/A: time verdict worse or better
+    ratios: dict[tuple[str, str], list[float]] = {}
+    between: dict[str, list[float]] = {}  # A/A: between-pair CV each comparison reported
+    compare_s: list[float] = []
+    plain_s: list[float] = []
     try:
         with tempfile.TemporaryDirectory(prefix="ab-sensitivity-") as tmp:
             root = Path(tmp)
-            repo = make_repo(root, percents)
-            flagged: dict[tuple[str, object], list[bool]] = {}
-            ratios: dict[tuple[str, object], list[float]] = {}
-            compare_s, plain_s = [], []
+            repo = make_repo(root, percents, args.aa, args.device)
             for index in range(args.sessions):
                 if index < args.plain_sessions:
-                    seconds, _ = session(repo, root / f"plain-{index}", compare=False)
+                    seconds, _ = session(repo, root / f"plain-{index}", False, args.max_time)
                     plain_s.append(seconds)
-                seconds, results = session(repo, root / f"compare-{index}", compare=True)
+                seconds, results = session(repo, root / f"compare-{index}", True, args.max_time)
                 compare_s.append(seconds)
                 for test in results["tests"]:
                     name = test["nodeid"].split("::")[1]
                     workload, _, rest = name.partition("[")
-                    percent = rest.rstrip("]")
+                    percent = rest.rstrip("]").split("-")[0]
                     record = test.get("compare") or {}
                     if "changes" not in record:
                         continue
                     key = (workload.removeprefix("test_"), percent)
                     flagged.setdefault(key, []).append(record["verdict"] == "regressed")
                     ratios.setdefault(key, []).append(record["changes"]["time"]["ratio"])
+                    if percent == "0":
+                        moved.setdefault(key[0], []).append(record["changes"]["time"]["verdict"] in ("worse",
+                                                                                                   "better"))
+                        if isinstance(record.get("between_cv"), float):
+                            between.setdefault(key[0], []).append(record["between_cv"])
                 print(f"session {index + 1}/{args.sessions}: {seconds:.0f} s", file=sys.stderr)
     finally:
         for process in neighbours:
             process.kill()
+    report(args, percents, flagged, moved, ratios, between, compare_s, plain_s)
+
+
+def report(args: argparse.Namespace, percents: list[Any], flagged: dict[tuple[str, str], list[bool]],
+           moved: dict[str, list[bool]], ratios: dict[tuple[str, str], list[float]],
+           between: dict[str, list[float]], compare_s: list[float], plain_s: list[float]) -> None:
     workloads = sorted({w for w, _ in flagged})
-    print(f"\n{args.sessions} sessions, {args.neighbours} busy neighbour(s); share of sessions failed as slower")
-    print(f"{'workload':12s} " + " ".join(f"{str(p) + ' %':>8s}" for p in percents) + "   A/A ratio CV, range")
+    print(f"\n{args.sessions} sessions on {args.device}, {args.neighbours} busy neighbour(s), {args.aa} A/A "
+          f"cop{'y' if args.aa == 1 else 'ies'} per workload, --roofline-max-time {args.max_time}")
+    print("share of comparisons failed as slower, per planted slowdown; A/A: flagged (slower or faster), median "
+          "ratio, CV of the ratios between comparisons, median between-pair CV reported")
+    print(f"{'workload':12s} " + " ".join(f"{str(p) + ' %':>8s}" for p in percents)
+          + "   A/A flagged   median   ratio CV   pair CV")
     for workload in workloads:
         cells = []
         for p in percents:
             hits = flagged.get((workload, str(p)), [])
             cells.append(f"{sum(hits) / len(hits):8.0%}" if hits else f"{'-':>8s}")
-        same = ratios.get((workload, str(percents[0])), [])
+        same = ratios.get((workload, "0"), [])
         cv = statistics.stdev(same) / statistics.fmean(same) if len(same) > 1 else float("nan")
-        span = f"{min(same):.3f}-{max(same):.3f}" if same else "-"
-        print(f"{workload:12s} " + " ".join(cells) + f"   {cv:6.2%}  {span}")
+        aa = moved.get(workload, [])
+        pair_cv = f"{statistics.median(between[workload]):8.2%}" if between.get(workload) else f"{'-':>8s}"
+        print(f"{workload:12s} " + " ".join(cells) + f"   {sum(aa):3d}/{len(aa):<3d}     "
+              f"{statistics.median(same) if same else float('nan'):.4f}   {cv:7.2%}  {pair_cv}")
+    every = [m for v in moved.values() for m in v]
+    if every:
+        print(f"A/A false alarms: {sum(every)} of {len(every)} comparisons ({sum(every) / len(every):.1%})")
     for p in percents:
         values = [statistics.median(ratios[(w, str(p))]) for w in workloads if (w, str(p)) in ratios]
         print(f"  {p} % planted: median paired ratio per workload " + ", ".join(f"{v:.3f}" for v in values))

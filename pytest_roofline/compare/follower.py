@@ -42,6 +42,12 @@ class Follower:
             record.pop("kernels", None)  # the comparing side needs the sums, not every op
             return record
 
-        calls = calls_for(fn, args, kwargs, setup=setup, synchronize=synchronizer())
-        self.following = follow(self.channel, calls, site, label, judge)
+        wait = synchronizer()
+        calls = calls_for(fn, args, kwargs, setup=setup, synchronize=wait)
+        runner = None
+        if wait is not None:  # a GPU: CUDA events inside each turn, the host synchronized between turns
+            from pytest_roofline.compare.cuda_turns import event_runner
+
+            runner = event_runner()
+        self.following = follow(self.channel, calls, site, label, judge, runner)
         return result

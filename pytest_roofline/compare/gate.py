@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_roofline.compare.report import compare_regions, failure_message
+from pytest_roofline.compare.report import compare_regions, failure_message, process_record
 from pytest_roofline.measure.baseline_gate import tolerances_of
 from pytest_roofline.measure.comparison import Tolerances
 from pytest_roofline.measure.settings import MarkerOptions
@@ -37,7 +37,7 @@ def judge_compare(state: RooflineState, entry: TestEntry, options: MarkerOptions
     pairs = sum(int((r.get("compare") or {}).get("pairs") or 0) for r in regions)
     entry.extra["compare"] = {**entry.extra.get("compare", {}), **result.to_dict(), "ref": ref.get("ref"),
                               "commit": ref.get("commit"), "pairs": pairs, "max_drop": tolerances.max_drop,
-                              "max_slowdown": tolerances.max_slowdown}
+                              "max_slowdown": tolerances.max_slowdown, **process_record(regions)}
     if result.verdict != "regressed":
         return None
     message = failure_message(entry.nodeid, result, entry.extra["compare"])

@@ -146,10 +146,13 @@ def pinned_to(cores: list[int] | None) -> Iterator[None]:
 
 
 def follow(channel: Channel, calls: Any, site: int, label: str,
-           judge: Callable[[TimingStats, dict[str, Any] | None], dict[str, Any]]) -> bool:
+           judge: Callable[[TimingStats, dict[str, Any] | None], dict[str, Any]],
+           runner: Callable[[Any, int, bool], tuple[float, int]] | None = None) -> bool:
     """The twin at one call site: say it is ready, then answer turns until this side ends the site (True) or
     the test (False: later call sites of this test are not compared). ``judge`` makes the twin's region record
-    from its timed turns (its own fraction, time and work)."""
+    from its timed turns (its own fraction, time and work). ``runner``: how a turn runs (default
+    :func:`run_batch`; on a GPU, :func:`.cuda_turns.event_runner`'s)."""
+    run = runner or run_batch
     channel.send(op="ready", site=site, label=label)
     side = SideTimes()
     start = time.perf_counter()
@@ -162,7 +165,7 @@ def follow(channel: Channel, calls: Any, site: int, label: str,
             message = channel.receive()
             op = message["op"]
             if op in ("warm", "call"):
-                seconds, faults = run_batch(calls, int(message.get("batch", 1)), rewarm=op == "call")
+                seconds, faults = run(calls, int(message.get("batch", 1)), op == "call")
                 if op == "call":
                     side.times.append(seconds)
                     side.faults.append(faults)

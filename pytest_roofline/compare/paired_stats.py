@@ -91,3 +91,66 @@ def settled(result: PairedRatio, tolerance: float, target_half_width: float) -> 
     lo, hi = result.ci
     band_lo, band_hi = 1 / (1 + tolerance), 1 + tolerance
     return lo > band_hi or hi < band_lo or (band_lo < lo and hi < band_hi)
+
+
+# --- the top level: process pairs (docs/ab-compare.md, "Process pairs") -------------------------------------------
+# Calls inside one pair of processes share that pair's state (where its buffers landed, huge pages, the library's
+# algorithm choice), so the calls' interval above is blind to it. The unit that varies is the process pair: each
+# gives one Hodges-Lehmann log ratio, and the ratio's interval is Student's t over those.
+
+# two-sided 95 % quantiles of Student's t by degrees of freedom (scipy.stats.t.ppf(0.975, df)), to df 30
+_T975 = (12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157, 2.228139,
+         2.200985, 2.178813, 2.160369, 2.144787, 2.131450, 2.119905, 2.109816, 2.100922, 2.093024, 2.085963,
+         2.079614, 2.073873, 2.068658, 2.063899, 2.059539, 2.055529, 2.051831, 2.048407, 2.045230, 2.042272)
+
+
+def t975(df: int) -> float:
+    """The 0.975 quantile of Student's t with ``df`` degrees of freedom (the normal one beyond 30)."""
+    if df < 1:
+        raise ValueError(f"t975() needs df >= 1, got {df}")
+    return _T975[df - 1] if df <= len(_T975) else Z
+
+
+@dataclass(frozen=True)
+class BetweenPairs:
+    """The ratio over process pairs: exp(mean of the per-pair log ratios) with its t-interval (``ci``, None
+    below two pairs); ``ratios``: each pair's ratio; ``cv``: their between-pair spread (sample standard
+    deviation of the log ratios, about the CV of the ratios)."""
+
+    ratio: float
+    ci: tuple[float, float] | None
+    ratios: tuple[float, ...]
+    cv: float
+
+    @property
+    def pairs(self) -> int:
+        return len(self.ratios)
+
+    def as_paired(self) -> PairedRatio:
+        """The same numbers as a :class:`PairedRatio` (``pairs``: process pairs), for :func:`verdict`."""
+        return PairedRatio(self.ratio, self.ci, self.pairs)
+
+
+def between_pairs(ratios: Sequence[float]) -> BetweenPairs:
+    """Mean of the log ratios and the t-interval ``mean ± t(0.975, k-1) · sd / sqrt(k)`` over ``k`` pairs."""
+    logs = [math.log(r) for r in ratios if r > 0 and math.isfinite(r)]
+    k = len(logs)
+    if k == 0:
+        return BetweenPairs(math.nan, None, (), math.nan)
+    mean = sum(logs) / k
+    if k < 2:
+        return BetweenPairs(math.exp(mean), None, tuple(math.exp(v) for v in logs), math.nan)
+    sd = math.sqrt(sum((v - mean) ** 2 for v in logs) / (k - 1))
+    half = t975(k - 1) * sd / math.sqrt(k)
+    return BetweenPairs(math.exp(mean), (math.exp(mean - half), math.exp(mean + half)),
+                        tuple(math.exp(v) for v in logs), sd)
+
+
+def decided(result: BetweenPairs, tolerance: float, min_pairs: int) -> bool:
+    """The stopping rule over process pairs: at least ``min_pairs``, and the t-interval wholly beyond the band
+    (slower or faster) or wholly inside it (unchanged)."""
+    if result.pairs < min_pairs or result.ci is None:
+        return False
+    lo, hi = result.ci
+    band_lo, band_hi = 1 / (1 + tolerance), 1 + tolerance
+    return lo > band_hi or hi < band_lo or (band_lo < lo and hi < band_hi)

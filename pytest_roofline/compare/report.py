@@ -7,7 +7,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pytest_roofline.compare.paired_stats import PairedRatio, verdict
+from pytest_roofline.compare.paired_stats import BetweenPairs, PairedRatio, between_pairs, verdict
 from pytest_roofline.measure.baseline_stats import Change
 from pytest_roofline.measure.comparison import TestComparison, Tolerances, combine
 from pytest_roofline.measure.work import Work, work_change
@@ -31,6 +31,37 @@ def combined_ratio(sites: Sequence[tuple[float, PairedRatio]]) -> PairedRatio:
     return PairedRatio(math.exp(log_ratio), (math.exp(lo), math.exp(hi)), sum(r.pairs for _, r in sites))
 
 
+def over_process_pairs(sites: Sequence[tuple[float, Sequence[float]]]) -> BetweenPairs | None:
+    """The test's per-pair ratios from its call sites' (REF's time, per-pair ratios), each pair's log ratio
+    weighted by the sites' shares of REF's time, and the t-interval over them; None unless every site was
+    measured over the same number (at least two) of process pairs."""
+    counts = {len(r) for _, r in sites}
+    total = sum(t for t, _ in sites)
+    if len(counts) != 1 or min(counts) < 2 or total <= 0:
+        return None
+    k = counts.pop()
+    logs = [sum(t * math.log(r[j]) for t, r in sites) / total for j in range(k)]
+    return between_pairs([math.exp(v) for v in logs])
+
+
+def process_record(regions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What varies between process pairs, for the test's record: per-pair ratios, their CV, and each call
+    site's pairs (their own ratios and intervals, for diagnosis)."""
+    compared = [r for r in regions if (r.get("compare") or {}).get("compared") and r["compare"].get("ref")]
+    sites = [(float(r["compare"]["ref"]["time_s"]), r["compare"]["pair_ratios"]) for r in compared
+             if r["compare"].get("pair_ratios")]
+    top = over_process_pairs(sites) if sites and len(sites) == len(compared) else None
+    if not sites:
+        return {}
+    overall = {} if top is None else {"process_pairs": top.pairs, "pair_ratios": list(top.ratios),
+                                      "between_cv": top.cv}
+    return {**overall, "interval": "t over process pairs" if top is not None or len(compared) == 1 else
+            "t over process pairs, site by site",
+            "sites": [{"label": r.get("label"), "pair_ratios": r["compare"]["pair_ratios"],
+                       "within": [{"ratio": w["ratio"], "ci": w["ci"], "turns": w["turns"]}
+                                  for w in r["compare"].get("within") or []]} for r in compared]}
+
+
 def compare_regions(regions: Sequence[Mapping[str, Any]], tolerances: Tolerances, against: str,
                     bound: str | None) -> TestComparison | None:
     """The test's record from its regions (results.json dicts); None when no call site was compared."""
@@ -43,11 +74,16 @@ def compare_regions(regions: Sequence[Mapping[str, Any]], tolerances: Tolerances
         ci = pair.get("ci")
         ratio = PairedRatio(float(pair["ratio"]), (float(ci[0]), float(ci[1])) if ci else None, int(pair["pairs"]))
         sites.append((float(ref["time_s"]), ratio))
-        this_time += float(region["time_s"])
-        ref_time += float(ref["time_s"])
+        # paired numbers only: the turns of the pairs, never a solo re-measure of this side
+        this_time += float(pair.get("this_time_s") or region["time_s"])
+        ref_time += float(pair.get("ref_time_s") or ref["time_s"])
         this_tmin += float(region["t_min_s"])
         ref_tmin += float(ref["t_min_s"])
-    paired = combined_ratio(sites)
+    over_pairs = None
+    if len(compared) > 1 and all(r["compare"].get("pair_ratios") for r in compared):
+        over_pairs = over_process_pairs([(float(r["compare"]["ref"]["time_s"]), r["compare"]["pair_ratios"])
+                                 for r in compared])
+    paired = combined_ratio(sites) if over_pairs is None else over_pairs.as_paired()
     time_verdict = _TIME_VERDICT[verdict(paired, tolerances.max_slowdown)]
     time = Change("time", this_time, ref_time, paired.ratio, paired.ci, None, time_verdict)
     # fraction = t_min / time on both sides (the same roofs): its ratio is the t_min ratio over the time ratio
@@ -77,13 +113,35 @@ def failure_message(nodeid: str, result: TestComparison, record: Mapping[str, An
     ref = str(record.get("ref") or "REF")
     lines = [f"roofline: A/B regression: {result.explanation}",  # the explanation names REF once
              (f"  time per call {_ms(t.now)} here, {_ms(t.reference)} at {ref}; paired ratio {t.ratio:.3f}{ci} over "
-             f"{record['pairs']} pairs taken in turns (Hodges-Lehmann, Wilcoxon signed-rank interval)"),
+              + (f"{record['process_pairs']} process pairs ({record['pairs']} turns; t-interval over the pairs' "
+                 f"Hodges-Lehmann ratios {_ratios(record['pair_ratios'])})" if record.get("pair_ratios") else
+                 f"process pairs ({record['pairs']} turns; t-intervals over the pairs, combined site by site)"
+                 if record.get("sites") else
+                 f"{record['pairs']} pairs taken in turns (Hodges-Lehmann, Wilcoxon signed-rank interval)")),
              f"  fraction {f.now:.3g} here, {f.reference:.3g} at {ref}",
              f"  fails on: {'; '.join(why[q] for q in result.failed_on)}"]
     if result.work is not None and result.work.verdict != "same":
         lines.append(f"  work: {result.work.now.total_flops:.4g} FLOPs here, {result.work.reference.total_flops:.4g}"
                      f" at {ref}")
     return "\n".join(lines)
+
+
+def _ratios(ratios: Sequence[float]) -> str:
+    return " ".join(f"{r:.3f}" for r in ratios)
+
+
+def process_effects(records: Iterable[tuple[str, Mapping[str, Any] | None]], tolerance: float) -> str | None:
+    """One line when some test's process pairs disagree by more than ``tolerance`` (max/min ratio - 1):
+    "process effects of ±x %", x half the widest spread, naming that test; None when all agree."""
+    widest, name = 0.0, ""
+    for nodeid, record in records:
+        ratios = [r for r in (record or {}).get("pair_ratios") or [] if r > 0]
+        if len(ratios) >= 2 and max(ratios) / min(ratios) - 1 > widest:
+            widest, name = max(ratios) / min(ratios) - 1, nodeid
+    if widest <= tolerance:
+        return None
+    return (f"process effects of ±{100 * widest / 2:.1f} %: process pairs disagree by more than the tolerance "
+            f"({tolerance:.0%}); widest at {name}; only the interval over pairs is to be trusted")
 
 
 def _ms(seconds: float) -> str:
@@ -93,8 +151,10 @@ def _ms(seconds: float) -> str:
 def summary_lines(ref: str, commit: str, records: Iterable[tuple[str, Mapping[str, Any] | None]]) -> list[str]:
     """The A/B table: test, REF time, this time, ratio [interval], fractions, verdict; then explanations."""
     rows = [(nodeid, r) for nodeid, r in records]
-    lines = [f"compare: against {ref} ({commit[:12]}), call sites taken in turns with REF's twin"]
-    head = f"{'test':<40} {'REF':>9} {'this':>9} {'ratio [95% CI]':>24}  {'fraction':>11}  verdict"
+    lines = [(f"compare: against {ref} ({commit[:12]}), each call site in pairs of processes (this checkout, "
+             "REF) taking turns; interval over the pairs")]
+    head = (f"{'test':<40} {'REF':>9} {'this':>9} {'ratio [95% CI]':>24}  {'fraction':>11}  {'verdict':<12}  "
+            "per-pair ratios (CV)")
     lines.append(head)
     counts: dict[str, int] = {}
     for nodeid, record in rows:
@@ -109,8 +169,10 @@ def summary_lines(ref: str, commit: str, records: Iterable[tuple[str, Mapping[st
         t, f = changes["time"], changes["fraction"]
         ci = t.get("ci")
         interval = f"{t['ratio']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else f"{t['ratio']:.3f} [-]"
+        per_pair = record.get("pair_ratios")
+        spread = f"{_ratios(per_pair)} ({record['between_cv']:.1%})" if per_pair else "-"
         lines.append(f"{name:<40} {_ms(t['reference']):>9} {_ms(t['now']):>9} {interval:>24}  "
-                     f"{f['reference']:.3f}→{f['now']:.3f}  {record['verdict']}")
+                     f"{f['reference']:.3f}→{f['now']:.3f}  {record['verdict']:<12}  {spread}")
         counts[record["verdict"]] = counts.get(record["verdict"], 0) + 1
     for nodeid, record in rows:
         if record is not None and record.get("verdict") not in ("steady",):

@@ -61,6 +61,10 @@ def session_label(session: Session) -> str:
 
 
 def _measured(record: Mapping[str, Any]) -> bool:
+    """A fraction a baseline may use: measured, and not in an A/B session (``tests[].compare``): there both
+    sides take turns with each other, so its fractions are not those of a plain session."""
+    if record.get("compare") is not None:
+        return False
     fraction = record.get("fraction")
     return isinstance(fraction, (int, float)) and not isinstance(fraction, bool) and fraction > 0
 

@@ -265,7 +265,10 @@ class Recorder:
         with self.cores.scope() if self.cores is not None else nullcontext() as placed:
             cores = list(placed.used) if placed is not None else None
             roofs = self._machine_for(placed, work_device(counter))
-            if not link.open_site(label, cores, roofs.to_dict()):
+            if hasattr(link, "measure_site"):  # compare.pool.PoolLink: process pairs (docs/ab-compare.md)
+                region = self._region_over_pairs(link, counter, label, kernels, fn, args, kwargs, setup, placed,
+                                                 cores, roofs)
+            elif not link.open_site(label, cores, roofs.to_dict()):
                 timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(), setup=setup)
                 region = self._region(counter, label, kernels, timing, placed)
                 region = replace(region, compare={"compared": False},
@@ -282,6 +285,24 @@ class Recorder:
         self.regions.append(region)
         self.calls[len(self.regions) - 1] = (counter, fn, args, dict(kwargs), setup)
 
+    def _region_over_pairs(self, link: Any, counter: Counter, label: str, kernels: list[KernelSample],
+                           fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any],
+                           setup: Setup | None, placed: Any, cores: list[int] | None, roofs: Machine) -> Region:
+        """The call site timed in process pairs, twins of this checkout against twins of REF; this side's
+        time and fraction are those of this checkout's twins' paired turns (this process times nothing)."""
+        from pytest_roofline.compare.lockstep import side_stats
+
+        site = link.measure_site(label, cores, roofs.to_dict(), self.policy, self.compare_tolerance)
+        if site is None:
+            timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(), setup=setup)
+            region = self._region(counter, label, kernels, timing, placed)
+            return replace(region, compare={"compared": False},
+                           notes=[*region.notes, "not compared: REF's test has no call site here"])
+        timing = side_stats(site.pooled("this"), not site.budget_limited, site.measure_s)
+        region = self._region(counter, label, kernels, timing, placed)
+        return replace(region, compare={"compared": True, **site.summary(), "ref": site.ref_region(),
+                                        "ref_timing": side_stats(site.pooled("ref"), True, 0.0).to_dict()})
+
     def confirm(self) -> bool:
         """Time every region measured here once more and keep, per region, the faster of its two measurements;
         return whether anything was measured again. A gate below its threshold calls this before it fails: a
@@ -290,6 +311,8 @@ class Recorder:
         again = False
         for index, (counter, fn, args, kwargs, setup) in sorted(self.calls.items()):
             old = self.regions[index]
+            if (old.compare or {}).get("compared"):  # A/B: paired numbers only, never a solo re-measure
+                continue
             with self.cores.scope() if self.cores is not None else nullcontext() as placed:
                 probe = self._probe_for(counter, old.kernels, placed)
                 timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(),

@@ -67,8 +67,8 @@ class CompareSession:
         """REF's worktree and twin, once, before the first roofline test (the machine is known by then)."""
         self.started = True
         from pytest_roofline._atomic import write_json_atomic
-        from pytest_roofline.compare.twin import Twin
-        from pytest_roofline.compare.worktree import prepare
+        from pytest_roofline.compare.pool import TwinPool
+        from pytest_roofline.compare.worktree import Checkout, prepare
         from pytest_roofline.errors import CompareError
 
         state = self.state
@@ -80,9 +80,13 @@ class CompareSession:
             self.checkout = prepare(s.compare, Path(str(self.config.invocation_params.dir)), say=say)
             folder = state.session_dir / "compare"
             machine_file = write_json_atomic(folder / "machine.json", state.machine().to_dict())
-            self.twin = Twin.start(self.checkout, self.config.invocation_params.args,
-                                   twin_roofline_args(state, machine_file.resolve(), (folder / "twin").resolve()),
-                                   folder / "twin.log", python=s.compare_python)
+            # both sides in pairs of fresh processes, measured by the same code (docs/ab-compare.md)
+            this = Checkout("(this checkout)", "", self.checkout.toplevel, self.checkout.toplevel,
+                            self.checkout.subdir)
+            self.twin = TwinPool.start(this, self.checkout, self.config.invocation_params.args,
+                                       lambda name: twin_roofline_args(state, machine_file.resolve(),
+                                                                       (folder / f"twin-{name}").resolve()),
+                                       folder, python=s.compare_python, count=s.compare_pairs)
         except (CompareError, OSError) as exc:
             state.compare_error = str(exc) if isinstance(exc, CompareError) else f"--roofline-compare: {exc}"
         state.compare_ref = None if self.checkout is None else {"ref": s.compare, "commit": self.checkout.commit,
@@ -152,13 +156,16 @@ class CompareSession:
                 terminalreporter.write_line(printable(f"roofline: {state.compare_error}"), red=True)
             if state.compare_ref is None:
                 return
-            from pytest_roofline.compare.report import summary_lines
+            from pytest_roofline.compare.report import process_effects, summary_lines
 
             records = [(e.nodeid, e.extra.get("compare")) for e in state.tests.values() if e.recorder is not None]
             records = [(n, r if r and ("changes" in r or r.get("verdict") in ("error", "new")) else None)
                        for n, r in records]
             for line in summary_lines(state.compare_ref["ref"], state.compare_ref["commit"], records):
                 terminalreporter.write_line(printable(line))
+            effects = process_effects(records, state.settings.compare_max_slowdown)
+            if effects is not None:
+                terminalreporter.write_line(f"roofline: compare: {effects}", yellow=True)
             if self.twin is not None and self.twin.error:
                 terminalreporter.write_line(printable(f"roofline: compare: {self.twin.error}"), red=True)
         except Exception as exc:  # noqa: BLE001 - the summary must never turn a finished run into an error

@@ -94,6 +94,9 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
       "the end of the session; still contended, judge fails it when it is worse by more than its tolerance "
       "widened by its measurements' spread (at most by half), excuse reports it unfailed; auto: judge in CI (CI "
       "set) or under --roofline-baseline / --roofline-compare, else excuse"), "auto"),
+    ("--roofline-compare-pairs", "roofline_compare_pairs",
+     ("the most process pairs (a twin of this checkout and one of REF, started once per session) each call site "
+      "is compared in; 3 are always used, more only where 3 do not decide (at least 3)"), "5"),
     ("--roofline-history-keep", "roofline_history_keep",
      ("how much history each machine keeps: N (the newest N sessions), Nd (sessions of the last N days), or all; "
       "each test's newest baseline sessions are always kept"), "200"),
@@ -164,12 +167,25 @@ def read_settings(config: pytest.Config) -> Settings:
         compare_python=str(setting(config, "roofline_compare_python") or "").strip() or None,
         compare_max_slowdown=parse_max_slowdown(setting(config, "roofline_compare_max_slowdown"),
                                                 "--roofline-compare-max-slowdown"),
+        compare_pairs=compare_pairs_setting(setting(config, "roofline_compare_pairs")),
         baseline_any_machine=parse_bool(setting(config, "roofline_baseline_any_machine"),
                                         "--roofline-baseline-any-machine"),
         warn_only=parse_bool(setting(config, "roofline_warn_only"), "--roofline-warn-only"),
         contended=parse_choice(setting(config, "roofline_contended"), ("auto", "judge", "excuse"),
                                "--roofline-contended"),
     )
+
+
+def compare_pairs_setting(value: Any) -> int:
+    """``--roofline-compare-pairs``: a whole number >= 3 (a t-interval over fewer pairs decides nothing)."""
+    from pytest_roofline.errors import SettingError
+    from pytest_roofline.measure.settings import parse_count
+
+    where = "--roofline-compare-pairs / ini roofline_compare_pairs"
+    number = parse_count(value, where)
+    if number < 3:
+        raise SettingError(f"{where} must be a whole number >= 3 (process pairs per call site), got {value!r}")
+    return number
 
 
 def history_setting(value: Any, directory: Path) -> Path | None:

@@ -1,0 +1,181 @@
+"""Process pairs, the top level of an A/B comparison (docs/ab-compare.md, "Process pairs").
+
+Each call site is measured in ``k`` independent pairs of processes: a twin of this checkout and a twin of REF,
+both fresh pytest processes of the same plugin with the same settings, so both sides are measured by the same
+code (:mod:`.lockstep`'s ``follow``). Inside a pair, the two take turns as before (:func:`one_pair`); the pair
+gives one Hodges-Lehmann ratio. Over the pairs, the ratio and its t-interval (:func:`.paired_stats.between_pairs`);
+pairs are added, from ``MIN_PROCESS_PAIRS`` on, until that interval is decided or the pool or budget is spent
+(:func:`measure_site`). Plain Python: the sides are callables, so the statistics and the stopping rule are tested
+with fakes.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pytest_roofline.compare.lockstep import BATCH_TARGET_S, MAX_BATCH, TARGET_HALF_WIDTH, SideTimes
+from pytest_roofline.compare.paired_stats import (
+    BetweenPairs,
+    PairedRatio,
+    between_pairs,
+    decided,
+    paired_ratio,
+)
+from pytest_roofline.measure.timing import TimingPolicy
+
+MIN_PROCESS_PAIRS = 3  # a t-interval from fewer pairs is too wide to decide anything
+MAX_PROCESS_PAIRS = 5  # the pool: pairs beyond the third are used only where the first three did not decide
+MIN_TURNS = 10  # turns inside one pair, whatever its budget (fewer: no Wilcoxon interval, a noisy ratio)
+MAX_TURNS = 400
+PAIR_BUDGET_SHARE = 0.5  # one pair may take this share of --roofline-max-time (warm-up and turns, both sides)
+CHECK_EVERY = 5
+
+Turn = Callable[[str, int], tuple[float, int]]  # (op "warm" or "call", batch) -> (seconds per call, faults)
+
+
+@dataclass
+class PairTimes:
+    """One process pair at one call site: both sides' timed turns and the pair's own ratio."""
+
+    this: SideTimes
+    ref: SideTimes
+    batch: int
+    within: PairedRatio  # the pair's Hodges-Lehmann ratio with its Wilcoxon interval (diagnosis only)
+    first: list[str]  # which side took the first turn of each turn pair
+    warm_first: str  # which side warmed up first
+    alloc_first: str  # which side's process ran the test up to this call site first (allocated first)
+    budget_limited: bool
+    measure_s: float
+
+    def summary(self) -> dict[str, Any]:
+        return {"ratio": self.within.ratio, "ci": None if self.within.ci is None else list(self.within.ci),
+                "turns": self.within.pairs, "batch": self.batch, "this_first": self.first.count("this"),
+                "warm_first": self.warm_first, "alloc_first": self.alloc_first,
+                "budget_limited": self.budget_limited, "measure_s": self.measure_s}
+
+
+def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, rng: random.Random, *,
+             alloc_first: str = "this", clock: Callable[[], float] = time.perf_counter) -> PairTimes:
+    """Warm both sides up, alternating (the first one drawn), until neither faults; then take turns, the order
+    inside each turn pair drawn, until the pair's own interval is settled, ``budget_s`` is spent (after
+    ``MIN_TURNS``) or ``MAX_TURNS``. Both sides are driven the same way: neither is this process."""
+    start = clock()
+    sides = {"this": this, "ref": ref}
+    times = {"this": SideTimes(), "ref": SideTimes()}
+    warm_order = ("this", "ref") if rng.random() < 0.5 else ("ref", "this")
+    quiet = {"this": 0, "ref": 0}
+    last = 0.0
+    while times["this"].warmup < policy.max_warmup:
+        for side in warm_order:
+            seconds, faults = sides[side]("warm", 1)
+            quiet[side] = quiet[side] + 1 if faults == 0 else 0
+            times[side].warmup += 1
+            last = max(last, seconds) if side != warm_order[0] else seconds
+        if clock() - start + 2 * last > policy.warmup_share * budget_s:
+            break
+        if times["this"].warmup >= policy.min_warmup and min(quiet.values()) >= policy.quiet_warmup:
+            break
+    batch = max(1, min(MAX_BATCH, math.ceil(BATCH_TARGET_S / last))) if last > 0 else 1
+    first: list[str] = []
+    within = PairedRatio(math.nan, None, 0)
+    limited = False
+    while len(first) < MAX_TURNS:
+        # a turn pair costs four batches: each side's untimed re-warm and its timed batch
+        if len(first) >= MIN_TURNS and clock() - start + 4 * batch * last > budget_s:
+            limited = True
+            break
+        order = ("this", "ref") if rng.random() < 0.5 else ("ref", "this")
+        for side in order:
+            seconds, faults = sides[side]("call", batch)
+            times[side].times.append(seconds)
+            times[side].faults.append(faults)
+        first.append(order[0])
+        last = max(times["this"].times[-1], times["ref"].times[-1])
+        if len(first) >= MIN_TURNS and len(first) % CHECK_EVERY == 0:
+            within = paired_ratio(times["this"].times, times["ref"].times)
+            if within.half_width <= TARGET_HALF_WIDTH:  # beyond this the between-pair spread dominates
+                break
+    within = paired_ratio(times["this"].times, times["ref"].times)
+    return PairTimes(times["this"], times["ref"], batch, within, first, warm_order[0], alloc_first, limited,
+                     clock() - start)
+
+
+@dataclass
+class SiteResult:
+    """A call site measured over process pairs: the pairs, the top-level ratio, and each side's turns pooled."""
+
+    pairs: list[PairTimes]
+    top: BetweenPairs
+    budget_limited: bool  # the pool or the budget ran out before the top-level interval was decided
+    measure_s: float
+    ref_regions: list[dict[str, Any] | None] = field(default_factory=list)
+
+    def pooled(self, side: str) -> SideTimes:
+        pooled = SideTimes()
+        for pair in self.pairs:
+            times: SideTimes = getattr(pair, side)
+            pooled.times.extend(times.times)
+            pooled.faults.extend(times.faults)
+            pooled.warmup += times.warmup
+        return pooled
+
+    def ref_region(self) -> dict[str, Any] | None:
+        """REF's region as its twins judged it, with the time and fraction of all REF turns of the pairs."""
+        found = next((r for r in self.ref_regions if r), None)
+        if found is None:
+            return None
+        ref = dict(found)
+        ref_time = statistics.median(self.pooled("ref").times)
+        ref["time_s"] = ref_time
+        t_min = float(ref.get("t_min_s") or 0.0)
+        ref["fraction"] = t_min / ref_time if ref_time > 0 else 0.0
+        ref.pop("timing", None)
+        return ref
+
+    def summary(self) -> dict[str, Any]:
+        """The region's ``compare`` record: the top level first, then each pair for diagnosis."""
+        this_time = statistics.median(self.pooled("this").times)
+        ref_time = statistics.median(self.pooled("ref").times)
+        return {"ratio": self.top.ratio, "ci": None if self.top.ci is None else list(self.top.ci),
+                "interval": "t over process pairs", "process_pairs": self.top.pairs,
+                "pair_ratios": list(self.top.ratios), "between_cv": self.top.cv,
+                "pairs": sum(p.within.pairs for p in self.pairs), "batch": max(p.batch for p in self.pairs),
+                "this_time_s": this_time, "ref_time_s": ref_time, "budget_limited": self.budget_limited,
+                "measure_s": self.measure_s, "within": [p.summary() for p in self.pairs]}
+
+
+class PairSides(Protocol):
+    """One process pair as :func:`measure_site` drives it."""
+
+    alloc_first: str
+
+    def this_turn(self, op: str, batch: int) -> tuple[float, int]: ...
+
+    def ref_turn(self, op: str, batch: int) -> tuple[float, int]: ...
+
+
+def measure_site(pairs: Iterable[PairSides], policy: TimingPolicy, tolerance: float, seed: int, *,
+                 min_pairs: int = MIN_PROCESS_PAIRS, clock: Callable[[], float] = time.perf_counter) -> SiteResult:
+    """Time one call site in process pairs, one pair after another: at least ``min_pairs`` (or all there are),
+    then more until :func:`.paired_stats.decided` or ``pairs`` is spent (a pair is taken from it only when
+    needed). Each pair has its own share of the
+    budget (``PAIR_BUDGET_SHARE`` of ``--roofline-max-time``)."""
+    rng = random.Random(seed)
+    start = clock()
+    done: list[PairTimes] = []
+    top = between_pairs([])
+    candidates = iter(pairs)  # may start a pair only when it is asked for (compare.pool)
+    while not (len(done) >= min_pairs and decided(top, tolerance, min_pairs)):
+        pair = next(candidates, None)
+        if pair is None:
+            break
+        done.append(one_pair(pair.this_turn, pair.ref_turn, policy, PAIR_BUDGET_SHARE * policy.max_time_s, rng,
+                             alloc_first=pair.alloc_first, clock=clock))
+        top = between_pairs([p.within.ratio for p in done])
+    return SiteResult(done, top, not decided(top, tolerance, min(min_pairs, len(done))), clock() - start)

@@ -1,0 +1,276 @@
+"""A pool of process pairs for ``--roofline-compare`` (docs/ab-compare.md, "Process pairs"): ``k`` twins of this
+checkout and ``k`` twins of REF, started once per session (in parallel) and shared by every call site.
+
+Each twin is started with :meth:`.twin.Twin.start`, the twin entry point, unchanged; this module only drives
+several of them. Per test, every pair runs the test; the two processes of a pair run it one after the other up to
+each call site (which one first alternates between pairs: the first allocates its inputs first), and while one
+pair is timed the others wait on their sockets, so no twin's own code runs beside a timed turn.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_roofline.compare.pairs import MAX_PROCESS_PAIRS, MIN_PROCESS_PAIRS, SiteResult, measure_site
+from pytest_roofline.compare.twin import TestLink, Twin
+from pytest_roofline.compare.worktree import Checkout
+from pytest_roofline.compare.parity import Missing
+from pytest_roofline.errors import ChannelClosed, CompareError, TwinStopped
+from pytest_roofline.measure.timing import TimingPolicy
+
+
+@dataclass
+class SideLink:
+    """One twin's part in one test, with at most one message read ahead (its next ``ready`` or ``test_done``,
+    read early so that the pair's other process runs its code only after this one reached the call site)."""
+
+    twin: Twin
+    link: TestLink
+    ahead: dict[str, Any] | None = None
+    open: bool = False  # between its "begin" and its "site_end"
+
+    def read_ahead(self) -> None:
+        if self.ahead is None and self.link.active:
+            self.ahead = self.twin.receive()
+
+    def open_site(self, index: int, cores: Sequence[int] | None, roofs: dict[str, Any] | None) -> bool:
+        if not self.link.active:
+            return False
+        message = self.ahead if self.ahead is not None else self.twin.receive()
+        self.ahead = None
+        if message["op"] == "test_done":
+            self.link.active = False
+            self.twin.finished[self.link.nodeid] = message
+            return False
+        if message["op"] != "ready" or message.get("site") != index:
+            self.link.active = False
+            return False
+        self.twin.channel.send(op="begin", cores=list(cores) if cores else None, roofs=roofs)
+        self.open = True
+        return True
+
+    def turn(self, op: str, batch: int) -> tuple[float, int]:
+        return self.link.turn(op, batch)
+
+    def close_site(self) -> dict[str, Any] | None:
+        """End the call site (a site this side never timed ends with no region)."""
+        self.open = False
+        return self.link.close_site()
+
+    def end(self) -> dict[str, Any] | None:
+        if self.ahead is not None and self.ahead.get("op") == "test_done":
+            self.twin.finished[self.link.nodeid] = self.ahead
+        self.ahead = None
+        return self.twin.end_test(self.link)
+
+
+@dataclass
+class Pair:
+    this: SideLink
+    ref: SideLink
+    alloc_first: str  # "this" or "ref": whose process runs the test up to each call site first
+
+    def sides(self) -> tuple[SideLink, SideLink]:
+        return (self.this, self.ref) if self.alloc_first == "this" else (self.ref, self.this)
+
+    def this_turn(self, op: str, batch: int) -> tuple[float, int]:
+        return self.this.turn(op, batch)
+
+    def ref_turn(self, op: str, batch: int) -> tuple[float, int]:
+        return self.ref.turn(op, batch)
+
+
+def start_pair(this: Twin, ref: Twin, nodeid: str, alloc_first: str) -> Pair | None:
+    """Both twins of a pair start ``nodeid``, one after the other (``alloc_first`` first), each run up to its
+    first call site before the other starts; None when one lacks the test or has stopped (the other's test is
+    let finish)."""
+    order = [("this", this), ("ref", ref)]
+    links: dict[str, SideLink] = {}
+    try:
+        for side, twin in order if alloc_first == "this" else order[::-1]:
+            test = twin.begin_test(nodeid)
+            if test is None:
+                raise ChannelClosed(twin.error or f"the {side} twin did not start {nodeid}")
+            links[side] = SideLink(twin, test)
+            links[side].read_ahead()
+    except (ChannelClosed, TwinStopped):
+        for link in links.values():
+            end_quietly(link)
+        return None
+    return Pair(links["this"], links["ref"], alloc_first)
+
+
+def end_quietly(side: SideLink) -> None:
+    try:
+        side.end()
+    except (ChannelClosed, TwinStopped):
+        pass
+
+
+@dataclass
+class PoolLink:
+    """The comparing side's view of the pool during one test (``Recorder.lockstep``). The first
+    ``MIN_PROCESS_PAIRS`` pairs start the test with it; a further pair joins only at a call site the first ones
+    did not decide, running the test up to there (the earlier call sites untimed)."""
+
+    __test__ = False
+    nodeid: str
+    pool: list[tuple[Twin, Twin]]
+    seed: int
+    pairs: list[Pair] = field(default_factory=list)  # the pairs in this test, in the pool's order
+    tried: int = 0  # how many of the pool's pairs were asked to start the test
+    site: int = 0
+    results: list[SiteResult | None] = field(default_factory=list)
+
+    def join(self, index: int) -> Pair | None:
+        """The pool's next pair, started on this test and brought up to call site ``index`` (not yet open)."""
+        while self.tried < len(self.pool):
+            number = self.tried
+            self.tried += 1
+            this, ref = self.pool[number]
+            pair = start_pair(this, ref, self.nodeid, "this" if (number + self.seed) % 2 == 0 else "ref")
+            if pair is None:
+                continue
+            self.pairs.append(pair)
+            for earlier in range(index):  # call sites measured before it joined: passed untimed
+                for side in pair.sides():
+                    if side.open_site(earlier, None, None):
+                        side.close_site()
+                    side.read_ahead()
+            return pair
+        return None
+
+    def measure_site(self, label: str, cores: Sequence[int] | None, roofs: dict[str, Any] | None,
+                     policy: TimingPolicy, tolerance: float) -> SiteResult | None:
+        """Time this test's next call site over process pairs; None when no pair has it on both sides."""
+        index = self.site
+        self.site += 1
+        usable: list[Pair] = []
+
+        def opened(pair: Pair) -> bool:
+            sides = [side.open_site(index, cores, roofs) for side in pair.sides()]
+            if all(sides):
+                usable.append(pair)
+                return True
+            for side in pair.sides():  # one side has no such call site: the other's ends untimed
+                if side.open:
+                    side.close_site()
+            return False
+
+        def candidates() -> Iterator[Pair]:
+            for pair in list(self.pairs):
+                if opened(pair):
+                    yield pair
+            while (joined := self.join(index)) is not None:
+                if opened(joined):
+                    yield joined
+
+        measured = measure_site(candidates(), policy, tolerance, self.seed + index)
+        result = measured if measured.pairs else None
+        for pair in self.pairs:  # pairs in the test but not needed here are opened too, then closed untimed
+            if pair not in usable:
+                opened(pair)
+        regions: dict[int, dict[str, Any] | None] = {}
+        for number, pair in enumerate(usable):  # every twin ends the site only now: none ran beside a turn
+            for side in pair.sides():
+                region = side.close_site()
+                if side is pair.ref:
+                    regions[number] = region
+                side.read_ahead()
+        if result is not None:
+            result.ref_regions = [regions.get(n) for n in range(len(result.pairs))]
+        self.results.append(result)
+        return result
+
+
+class TwinPool:
+    """``count`` pairs of twins (this checkout, REF), started in parallel; the interface of :class:`.twin.Twin`
+    that the plugin uses (``begin_test``, ``end_test``, ``stop``, ``error``, ``nodeids``)."""
+
+    def __init__(self, pairs: list[tuple[Twin, Twin]]) -> None:
+        self.pairs = pairs
+        self.nodeids: set[str] = set.intersection(*(set(t.nodeids) for pair in pairs for t in pair))
+
+    @property
+    def error(self) -> str | None:
+        return next((t.error for pair in self.pairs for t in pair if t.error is not None), None)
+
+    @property
+    def twins(self) -> list[Twin]:
+        return [t for pair in self.pairs for t in pair]
+
+    @classmethod
+    def start(cls, this: Checkout, ref: Checkout, pytest_args: Sequence[str],
+              roofline_args: Callable[[str], list[str]], folder: Path, python: str | None = None,
+              count: int = MAX_PROCESS_PAIRS) -> TwinPool:
+        """Start ``count`` twins of each checkout; ``roofline_args(name)``: a twin's own roofline arguments
+        (its own folder). Any twin that cannot start stops them all, with that twin's error."""
+        jobs = [(f"{side}-{n}", checkout, py) for n in range(count)
+                for side, checkout, py in (("this", this, None), ("ref", ref, python))]
+
+        def start(job: tuple[str, Checkout, str | None]) -> Twin:
+            name, checkout, py = job
+            return Twin.start(checkout, pytest_args, roofline_args(name), folder / f"twin-{name}.log", python=py)
+
+        started: list[Twin] = []
+        failure: CompareError | None = None
+        with ThreadPoolExecutor(max_workers=len(jobs)) as executor:
+            for future in [executor.submit(start, job) for job in jobs]:
+                try:
+                    started.append(future.result())
+                except CompareError as exc:
+                    failure = failure or exc
+        if failure is not None:
+            for twin in started:
+                twin.stop()
+            raise failure
+        return cls([(started[2 * n], started[2 * n + 1]) for n in range(count)])
+
+    def begin_test(self, nodeid: str) -> PoolLink | None:
+        """Every pair starts ``nodeid``: its two processes one after the other, each run up to its first call
+        site before the next starts; None when a twin lacks the test or has stopped."""
+        if self.error is not None or nodeid not in self.nodeids:
+            return None
+        seed = zlib.crc32(nodeid.encode("utf-8", "surrogatepass"))
+        link = PoolLink(nodeid, self.pairs, seed)
+        while len(link.pairs) < MIN_PROCESS_PAIRS and link.join(0) is not None:
+            pass
+        if not link.pairs or self.error is not None:
+            self.end_test(link)
+            return None
+        return link
+
+    def missing(self, nodeid: str) -> Missing:
+        """Why no pair runs ``nodeid``: a twin stopped (not compared), or REF has no such test (new, with the
+        evidence, or an error at REF: not compared), as :meth:`.twin.Twin.missing` says for one twin."""
+        if self.error is not None:
+            return Missing("error", f"not compared: {self.error}")
+        this, ref = self.pairs[0]
+        if nodeid not in ref.nodeids:
+            return ref.missing(nodeid)
+        if nodeid not in this.nodeids:
+            return Missing("error", f"not compared: this checkout's twin did not collect {nodeid} "
+                                    f"(its log: {this.log})")
+        return Missing("error", "not compared: no process pair could start the test")
+
+    def end_test(self, link: PoolLink) -> dict[str, Any] | None:
+        """Let every twin's test finish; REF's outcome (of the first pair's REF twin)."""
+        outcome: dict[str, Any] | None = None
+        for number, pair in enumerate(link.pairs):
+            for side in pair.sides():
+                try:
+                    done = side.end()
+                except (ChannelClosed, TwinStopped):
+                    done = None
+                if side is pair.ref and number == 0:
+                    outcome = done
+        return outcome
+
+    def stop(self) -> None:
+        for twin in self.twins:
+            twin.stop()

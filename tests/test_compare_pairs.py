@@ -1,0 +1,218 @@
+"""Process pairs, the top level of the A/B comparison (compare/pairs.py, paired_stats.between_pairs, report.py):
+the t-interval over per-pair ratios by hand, the stopping rule, the symmetric order, the verdict table, and a
+CUDA turn with a fake ``torch.cuda``. No timing: the sides are fakes that return set times."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import pytest
+
+from pytest_roofline.compare.cuda_turns import run_batch_events
+from pytest_roofline.compare.paired_stats import between_pairs, decided, t975
+from pytest_roofline.compare.pairs import MIN_TURNS, measure_site, one_pair
+from pytest_roofline.compare.report import (
+    compare_regions,
+    over_process_pairs,
+    process_effects,
+    process_record,
+)
+from pytest_roofline.history.baseline import _measured
+from pytest_roofline.measure.comparison import Tolerances
+from pytest_roofline.measure.timing import TimingPolicy
+
+
+def test_the_t_interval_over_three_pairs_by_hand() -> None:
+    # log ratios 0.01, 0.03, 0.02: mean 0.02, sample sd 0.01, half width t(0.975, 2) * 0.01 / sqrt(3)
+    # = 4.303 * 0.005774 = 0.024842
+    result = between_pairs([math.exp(0.01), math.exp(0.03), math.exp(0.02)])
+    assert result.ratio == pytest.approx(math.exp(0.02))
+    assert result.cv == pytest.approx(0.01)
+    assert result.ci is not None
+    assert math.log(result.ci[0]) == pytest.approx(0.02 - 0.024842, abs=1e-6)
+    assert math.log(result.ci[1]) == pytest.approx(0.02 + 0.024842, abs=1e-6)
+    assert result.pairs == 3 and result.as_paired().pairs == 3
+    assert t975(2) == pytest.approx(4.303, abs=1e-3) and t975(4) == pytest.approx(2.776, abs=1e-3)
+    assert t975(100) == pytest.approx(1.96, abs=1e-3)
+    assert between_pairs([1.1]).ci is None  # one pair: no spread, no interval
+
+
+def test_the_stopping_rule_beyond_inside_or_straddling_the_band() -> None:
+    tol = 0.03
+    inside = between_pairs([1.0, 1.005, 0.995])  # half width 4.303 * 0.005 / sqrt(3) = 1.2 %: inside +-3 %
+    assert decided(inside, tol, 3)
+    beyond = between_pairs([1.10, 1.11, 1.09])
+    assert decided(beyond, tol, 3)
+    straddle = between_pairs([1.0, 1.06, 1.03])  # 1.03 +- 7 %: neither
+    assert not decided(straddle, tol, 3)
+    assert not decided(between_pairs([1.0, 1.0]), tol, 3)  # fewer than the minimum pairs
+
+
+class FakePair:
+    """A process pair whose sides take ``this_s`` and ``ref_s`` per call, on a clock they advance."""
+
+    def __init__(self, this_s: float, ref_s: float, clock: list[float], alloc_first: str = "this") -> None:
+        self.this_s, self.ref_s, self.clock, self.alloc_first = this_s, ref_s, clock, alloc_first
+        self.turns: list[str] = []
+
+    def _turn(self, side: str, seconds: float, op: str, batch: int) -> tuple[float, int]:
+        self.clock[0] += seconds * batch * (2 if op == "call" else 1)
+        if op == "call":
+            self.turns.append(side)
+        return seconds, 0
+
+    def this_turn(self, op: str, batch: int) -> tuple[float, int]:
+        return self._turn("this", self.this_s, op, batch)
+
+    def ref_turn(self, op: str, batch: int) -> tuple[float, int]:
+        return self._turn("ref", self.ref_s, op, batch)
+
+
+def site(ratios: list[float], seconds: float = 0.01) -> tuple[Any, list[FakePair]]:
+    clock = [0.0]
+    pairs = [FakePair(seconds * r, seconds, clock) for r in ratios]
+    result = measure_site(pairs, TimingPolicy(max_time_s=1.0), 0.03, seed=1, clock=lambda: clock[0])
+    return result, pairs
+
+
+def test_agreeing_pairs_stop_at_three_and_disagreeing_ones_use_the_pool() -> None:
+    result, pairs = site([1.0, 1.0, 1.0, 1.0, 1.0])
+    assert result.top.pairs == 3 and not result.budget_limited  # decided: a point interval at 1
+    assert result.top.ratio == pytest.approx(1.0) and pairs[3].turns == [] and pairs[4].turns == []
+    # a constant ratio inside a pair settles its own interval at the first look (10 turns)
+    assert [p.within.pairs for p in result.pairs] == [10, 10, 10]
+    result, _ = site([0.95, 1.05, 1.0, 1.04, 0.97])
+    assert result.top.pairs == 5 and result.budget_limited  # the pool is spent, still undecided: inconclusive
+    assert result.top.ratios == pytest.approx((0.95, 1.05, 1.0, 1.04, 0.97))
+    summary = result.summary()
+    assert summary["process_pairs"] == 5 and summary["pair_ratios"] == pytest.approx([0.95, 1.05, 1.0, 1.04, 0.97])
+    assert summary["between_cv"] == pytest.approx(result.top.cv) and len(summary["within"]) == 5
+    result, _ = site([1.2, 1.21, 1.19, 1.0, 1.0])
+    assert result.top.pairs == 3 and result.top.ci is not None and result.top.ci[0] > 1.03  # beyond the band
+
+
+def test_each_turn_pair_draws_its_order_so_both_sides_go_first_alike() -> None:
+    clock = [0.0]
+    pair = FakePair(0.01, 0.01, clock)
+    firsts: list[str] = []
+    warm_firsts = set()
+    rng = random.Random(7)
+    for _ in range(20):
+        times = one_pair(pair.this_turn, pair.ref_turn, TimingPolicy(max_time_s=1.0), 1.0, rng,
+                         clock=lambda: clock[0])
+        firsts += times.first
+        warm_firsts.add(times.warm_first)
+        assert len(times.first) >= MIN_TURNS
+    assert 0.4 < firsts.count("this") / len(firsts) < 0.6
+    assert warm_firsts == {"this", "ref"}
+    # the turns really ran in the drawn order: each turn pair's first call is the side named first
+    assert pair.turns[0::2][-len(times.first):] == times.first
+
+
+def region(ratio: float, pair_ratios: list[float], flops: float = 1e8, ref_flops: float = 1e8,
+           this_time: float | None = None) -> dict[str, Any]:
+    top = between_pairs(pair_ratios)
+    ref = {"time_s": 1e-3, "t_min_s": 0.5e-3 * ref_flops / 1e8, "flops_by_precision": {"fp32": ref_flops},
+           "bytes": {}}
+    return {"label": "step", "time_s": this_time or 1e-3 * ratio, "t_min_s": 0.5e-3 * flops / 1e8,
+            "flops_by_precision": {"fp32": flops}, "bytes": {},
+            "compare": {"compared": True, "ratio": top.ratio, "ci": list(top.ci or ()), "pairs": 30,
+                        "pair_ratios": pair_ratios, "between_cv": top.cv, "this_time_s": 1e-3 * ratio,
+                        "ref_time_s": 1e-3, "within": [{"ratio": r, "ci": None, "turns": 10} for r in pair_ratios],
+                        "ref": ref}}
+
+
+def test_work_is_not_time_changed_versus_regressed() -> None:
+    tolerances = Tolerances(0.1, 0.03, ("time", "fraction"))
+    # 8 % more work, the same time (pairs agree within the band): the work changed, the code is not slower
+    same_time = compare_regions([region(1.0, [0.995, 1.0, 1.005], flops=1.08e8)], tolerances, "REF", "compute:fp32")
+    assert same_time is not None and same_time.verdict == "changed" and same_time.failed_on == ()
+    # 8 % more work and 8 % more time, the interval over pairs above the band: regressed on time
+    slower = compare_regions([region(1.08, [1.07, 1.08, 1.09], flops=1.08e8)], tolerances, "REF", "compute:fp32")
+    assert slower is not None and slower.verdict == "regressed" and slower.failed_on == ("time",)
+    # pairs that disagree (0.98 .. 1.12): the interval reaches 1, so no verdict on time
+    noisy = compare_regions([region(1.05, [0.98, 1.12, 1.05])], tolerances, "REF", "compute:fp32")
+    assert noisy is not None and noisy.time.verdict == "noisy" and noisy.verdict == "noisy"
+
+
+def test_paired_numbers_only_and_call_sites_combined_pair_by_pair() -> None:
+    # this side's region time was replaced by a solo re-measure (0.2 ms); the record keeps the pairs' 1.1 ms
+    one = region(1.1, [1.1, 1.1, 1.1], this_time=0.2e-3)
+    result = compare_regions([one], Tolerances(0.1, 0.03, ("time",)), "REF", None)
+    assert result is not None and result.time.now == pytest.approx(1.1e-3)
+    # two sites, REF times 3 ms and 1 ms: pair j's log ratio is (3 log a_j + log b_j) / 4
+    sites = [(3e-3, [1.0, 1.02, 0.98]), (1e-3, [2.0, 2.0, 2.0])]
+    top = over_process_pairs(sites)
+    assert top is not None
+    assert top.ratios == pytest.approx(tuple(math.exp((3 * math.log(a) + math.log(2.0)) / 4)
+                                             for a in (1.0, 1.02, 0.98)))
+    assert over_process_pairs([(1e-3, [1.0, 1.0, 1.0]), (1e-3, [1.0, 1.0])]) is None  # unequal pair counts
+    record = process_record([one])
+    assert record["process_pairs"] == 3 and record["pair_ratios"] == pytest.approx([1.1, 1.1, 1.1])
+    assert record["sites"][0]["within"][0]["turns"] == 10
+
+
+def test_one_line_says_when_process_pairs_disagree() -> None:
+    records = [("t::a", {"pair_ratios": [1.0, 1.01, 0.99]}), ("t::b", {"pair_ratios": [0.96, 1.04, 1.0]}),
+               ("t::new", None)]
+    line = process_effects(records, 0.03)
+    assert line is not None and line.startswith("process effects of ±4.2 %") and "t::b" in line
+    assert process_effects(records[:1], 0.03) is None
+
+
+def test_a_b_records_stay_out_of_baselines() -> None:
+    assert _measured({"fraction": 0.5})
+    assert not _measured({"fraction": 0.5, "compare": {"verdict": "steady"}})
+
+
+class FakeEvent:
+    def __init__(self, clock: list[float], enable_timing: bool = False) -> None:
+        assert enable_timing
+        self.clock, self.at = clock, math.nan
+
+    def record(self) -> None:
+        self.at = self.clock[0]
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        return (end.at - self.at) * 1e3  # milliseconds, as torch.cuda.Event
+
+
+class FakeCuda:
+    def __init__(self) -> None:
+        self.clock = [0.0]
+        self.log: list[str] = []
+
+    def Event(self, enable_timing: bool = False) -> FakeEvent:
+        return FakeEvent(self.clock, enable_timing)
+
+    def synchronize(self) -> None:
+        self.log.append("sync")
+
+
+class FakeCalls:
+    def __init__(self, cuda: FakeCuda) -> None:
+        self.cuda = cuda
+
+    def fn(self, seconds: float) -> None:
+        self.cuda.clock[0] += seconds
+        self.cuda.log.append("call")
+
+    def arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        self.cuda.clock[0] += 1.0  # setup: outside every event pair
+        return (2e-3,), {}
+
+    def run(self) -> tuple[float, int, int]:
+        self.cuda.log.append("rewarm")
+        return 0.0, 0, 0
+
+    def faults(self) -> tuple[int, int]:
+        return 0, 0
+
+
+def test_a_cuda_turn_times_each_call_between_events_and_syncs_the_host_between_turns() -> None:
+    cuda = FakeCuda()
+    seconds, faults = run_batch_events(FakeCalls(cuda), 3, True, cuda)
+    assert seconds == pytest.approx(2e-3) and faults == 0  # the setup's second per call is not in the time
+    assert cuda.log == ["rewarm", "sync", "call", "call", "call", "sync"]
