@@ -21,14 +21,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "characterize": ("pytest_roofline.characterize.cli", "measure this machine's roofline ceilings"),
     "import-ncu": ("pytest_roofline.counters.ncu.cli", "per-kernel roofline numbers from an Nsight Compute report"),
     "ncu-metrics": ("pytest_roofline.counters.ncu.metrics_cli", "the ncu metric names --roofline asks for on a compute capability"),
-    "doctor": ("pytest_roofline.counters.ncu.doctor", "GPU runner preflight: will --roofline work here with the ncu counter?"),
+    "doctor": ("pytest_roofline.doctor.gpu", "GPU runner preflight: will --roofline work here with the ncu counter?"),
     "audit-ops": ("pytest_roofline.counters.audit_cli", "which aten ops the analytic counter counts (OpInfo samples)"),
     "report": ("pytest_roofline.site.cli", "a static site of the roofline history: trends, change points, trajectories"),
     "bisect": ("pytest_roofline.compare.bisect_cli",
                "the first commit between GOOD and BAD whose tests are slower than at GOOD (A/B in lockstep)"),
     "thresholds": ("pytest_roofline.history.thresholds_cli",
                    "the min_fraction each test's history supports, and the smallest slowdown it catches"),
-    "compare": ("pytest_roofline.history.compare_cli",
+    "compare": ("pytest_roofline.gates.compare_cli",
                 "time, work and fraction of every test of session B against sessions A, as the baseline gate"),
 }
 

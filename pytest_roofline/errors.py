@@ -102,7 +102,7 @@ class UnsupportedComputeCapability(ValueError):
     """The metric tables cover compute capability 7.0 up to 12.x."""
 
 
-# --- raised by pytest_roofline.counters.ncu.parent
+# --- raised by pytest_roofline.measure.ncu_deferred
 
 class NcuUnavailable(RuntimeError):
     """``--roofline-counter=ncu`` was asked for but cannot work here; the message names what is missing."""

@@ -1,9 +1,13 @@
-"""The layout's rules, checked on the source: pytest only in the glue, small modules, one exceptions module."""
+"""The layout's rules, checked on the source: the layers' order and no import circles, pytest only in the glue, small
+modules, one exceptions module, a repository without wheels or large files."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
 from pathlib import Path
+
+import pytest
 
 import pytest_roofline
 
@@ -52,3 +56,141 @@ def test_every_folder_is_a_documented_layer() -> None:
     architecture = (PACKAGE.parent / "docs" / "architecture.md").read_text()
     assert [f for f in folders if f"`{f}/`" not in architecture] == []
     assert (PACKAGE / "py.typed").is_file()
+
+
+# The layer order, lowest first: a module may import its own layer and the layers before it, never one after.
+# docs/architecture.md draws it and names each exception.
+LAYERS: list[set[str]] = [
+    {"errors", "_atomic", "_version", "cli", "fixture_types"},
+    {"model"},
+    {"host"},
+    {"output"},
+    {"history"},
+    {"characterize"},
+    {"counters"},
+    {"measure"},
+    {"compare"},
+    {"gates"},
+    {"doctor", "site"},
+    {"plugin"},
+    {"__init__", "__main__"},
+]
+# An import that runs up the layers, named and justified in docs/architecture.md ("Exceptions").
+UPWARD_EXCEPTIONS: set[tuple[str, str]] = set()
+
+
+def _part(module: str) -> str:
+    """``pytest_roofline.measure.gate`` -> ``measure``; the package's own ``__init__`` -> ``__init__``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def package_imports(path: Path) -> set[str]:
+    """Every ``pytest_roofline`` module this file imports, at any depth of the file (lazy imports count too)."""
+    here = _module_name(path)
+    package = here if path.name == "__init__.py" else here.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "pytest_roofline")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            if module.split(".")[0] != "pytest_roofline":
+                continue
+            found.add(module)
+            found.update(f"{module}.{a.name}" for a in node.names
+                         if (PACKAGE.parent / f"{module}.{a.name}".replace(".", "/")).with_suffix(".py").is_file()
+                         or (PACKAGE.parent / f"{module}.{a.name}".replace(".", "/") / "__init__.py").is_file())
+    return found
+
+
+def _layer_of(part: str) -> int:
+    for index, layer in enumerate(LAYERS):
+        if part in layer:
+            return index
+    raise AssertionError(f"pytest_roofline/{part} is in no layer of tests/test_architecture.py's LAYERS")
+
+
+def test_every_part_has_a_layer() -> None:
+    parts = {p.stem if p.is_file() else p.name for p in PACKAGE.iterdir()
+             if (p.suffix == ".py") or (p / "__init__.py").is_file()}
+    for part in parts:
+        _layer_of(part)
+
+
+def test_imports_run_down_the_layers() -> None:
+    upward = []
+    for path in MODULES:
+        here = _module_name(path)
+        for target in package_imports(path):
+            a, b = _part(here), _part(target)
+            if a != b and _layer_of(b) > _layer_of(a) and (a, b) not in UPWARD_EXCEPTIONS:
+                upward.append(f"{path.relative_to(PACKAGE.parent)} imports {target} ({a} sits below {b})")
+    assert upward == []
+
+
+def test_no_import_circles() -> None:
+    graph: dict[str, set[str]] = {}
+    names = {_module_name(p) for p in MODULES}
+    for path in MODULES:
+        targets = set()
+        for target in package_imports(path):
+            while target not in names and "." in target:
+                target = target.rpartition(".")[0]
+            targets.add(target)
+        graph[_module_name(path)] = targets - {_module_name(path)}
+    # Tarjan's strongly connected components: a component of two or more modules is a circle.
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert circles == []
+
+
+def test_the_repository_carries_no_wheels_or_large_files() -> None:
+    root = PACKAGE.parent
+    if not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], capture_output=True, check=True).stdout
+    files = [name for name in listed.decode().split("\0") if name]
+    binaries_at_root = [f for f in files if "/" not in f and f.endswith((".whl", ".tar.gz", ".zip", ".so", ".exe"))]
+    large = [f for f in files if not f.startswith("tests/fixtures/") and (root / f).is_file()
+             and (root / f).stat().st_size > 1_000_000]
+    assert [f for f in files if f.endswith(".whl")] == []
+    assert binaries_at_root == [] and large == []

@@ -1,4 +1,4 @@
-"""The baseline gate's statistic (measure/baseline_stats.py) on hand-made sessions: t_min is 1 ms, so a
+"""The baseline gate's statistic (gates/baseline_stats.py) on hand-made sessions: t_min is 1 ms, so a
 session whose rounds take 2 ms has fraction 0.5."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from pytest_roofline.measure.baseline_stats import (
+from pytest_roofline.gates.baseline_stats import (
     MIN_POOLED_DF,
     Measurement,
     Spread,

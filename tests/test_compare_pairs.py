@@ -13,14 +13,14 @@ import pytest
 from pytest_roofline.compare.cuda_turns import run_batch_events
 from pytest_roofline.compare.paired_stats import between_pairs, decided, t975
 from pytest_roofline.compare.pairs import MIN_TURNS, measure_site, one_pair
-from pytest_roofline.compare.report import (
+from pytest_roofline.gates.ab_report import (
     compare_regions,
     over_process_pairs,
     process_effects,
     process_record,
 )
+from pytest_roofline.gates.comparison import Tolerances
 from pytest_roofline.history.baseline import _measured
-from pytest_roofline.measure.comparison import Tolerances
 from pytest_roofline.measure.timing import TimingPolicy
 
 

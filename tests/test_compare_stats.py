@@ -1,4 +1,4 @@
-"""The A/B statistic (compare/paired_stats.py) and the per-test record (compare/report.py) on hand-made pairs."""
+"""The A/B statistic (compare/paired_stats.py) and the per-test record (gates/ab_report.py) on hand-made pairs."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ from pytest_roofline.compare.paired_stats import (
     verdict,
     walsh_averages,
 )
-from pytest_roofline.compare.report import combined_ratio, compare_regions
 from pytest_roofline.compare.twin import twin_arguments
-from pytest_roofline.measure.comparison import Tolerances
+from pytest_roofline.gates.ab_report import combined_ratio, compare_regions
+from pytest_roofline.gates.comparison import Tolerances
 
 
 def test_walsh_averages_and_the_hodges_lehmann_estimate_by_hand() -> None:

@@ -1,4 +1,4 @@
-"""The record both gates share (measure/comparison.py, measure/work.py) and history retention, on hand-made
+"""The record both gates share (gates/comparison.py, measure/work.py) and history retention, on hand-made
 numbers."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from pytest_roofline.errors import SettingError
+from pytest_roofline.gates.baseline_stats import Change, Spread
+from pytest_roofline.gates.comparison import combine, explain
 from pytest_roofline.history.retention import Keep, parse_keep, prune_machine
-from pytest_roofline.measure.baseline_stats import Change, Spread
-from pytest_roofline.measure.comparison import combine, explain
 from pytest_roofline.measure.work import Work, usual_work, work_change
 
 SPREAD = Spread(0.01, 4, "own")

@@ -251,7 +251,7 @@ def test_a_bad_per_device_threshold_is_a_collection_error(pytester: pytest.Pytes
 
 
 def test_the_gate_applies_the_threshold_of_the_device_the_test_ran_on(tmp_path: Path) -> None:
-    from pytest_roofline.measure.gate import judge
+    from pytest_roofline.gates.judge import judge
     from pytest_roofline.measure.state import RooflineState, Settings, TestEntry
 
     machine_file = tmp_path / "machine.json"

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from pytest_roofline.errors import CountersNotPermitted, NcuNotFound
+from pytest_roofline.gates.judge import Judgement, judge, remeasure_contended
 from pytest_roofline.measure import settle
-from pytest_roofline.measure.gate import Judgement, judge, remeasure_contended
 from pytest_roofline.measure.regions import Region
 from pytest_roofline.measure.settings import MarkerOptions
 from pytest_roofline.measure.state import RooflineState, Settings, TestEntry
@@ -200,7 +200,7 @@ class PendingRecorder:
 def pending_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counter: str,
                   profile_error: BaseException) -> tuple[RooflineState, TestEntry]:
     """A session that chose ncu, whose profiling of the test raises ``profile_error``."""
-    from pytest_roofline.counters.ncu import parent
+    from pytest_roofline.measure import ncu_deferred as parent
 
     def profile_test(*args: Any, **kwargs: Any) -> Any:
         raise profile_error

@@ -163,8 +163,8 @@ def test_session_files_take_ready_made_records_and_report_errors_as_text(tmp_pat
     """What the pytest-xdist controller calls with the workers' records (dicts); nothing raises."""
     from types import SimpleNamespace
 
+    from pytest_roofline.history.session_files import write_session_files
     from pytest_roofline.model import Machine
-    from pytest_roofline.output.session_files import write_session_files
 
     settings = SimpleNamespace(directory=tmp_path / "out", history=tmp_path / "hist", history_keep=None,
                                baseline_sessions=5)

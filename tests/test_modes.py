@@ -10,7 +10,7 @@ import pytest
 
 from pytest_roofline.host.process_role import CHILD_ENV
 from pytest_roofline.measure.state import RooflineState, Settings
-from pytest_roofline.plugin import modes, xdist
+from pytest_roofline.plugin import modes, select, xdist
 
 
 def state(enabled: bool) -> RooflineState:
@@ -39,7 +39,7 @@ def test_one_mode_per_process(monkeypatch: pytest.MonkeyPatch, enabled: bool, cf
         monkeypatch.setenv(CHILD_ENV, "1")
     else:
         monkeypatch.delenv(CHILD_ENV, raising=False)
-    chosen_name, mode = modes.select_mode(cfg, state(enabled))
+    chosen_name, mode = select.select_mode(cfg, state(enabled))
     assert (chosen_name, type(mode)) == (name, kind)
 
 

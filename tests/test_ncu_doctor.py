@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_roofline.counters.ncu import doctor
-from pytest_roofline.counters.ncu.doctor import EXIT_FAIL, EXIT_NO_GPU, EXIT_OK, diagnose, parse_ncu_version
+from pytest_roofline.doctor import gpu as doctor
+from pytest_roofline.doctor.gpu import EXIT_FAIL, EXIT_NO_GPU, EXIT_OK, diagnose, parse_ncu_version
 
 H100 = "0, NVIDIA H100 80GB HBM3, 9.0, 570.124.06"
 B200 = "0, NVIDIA B200, 10.0, 570.124.06"
@@ -248,7 +248,7 @@ def test_cpu_checks_name_what_is_missing_and_the_fix(tmp_path: Path) -> None:
     import datetime as dt
     import os
 
-    from pytest_roofline.host import cpu_doctor
+    from pytest_roofline.doctor import cpu as cpu_doctor
 
     missing = cpu_doctor.check_compiler(find=lambda: None)
     assert missing.status == "FAIL" and missing.fix is not None and "$CC" in missing.fix

@@ -52,15 +52,15 @@ def test_render_keeps_numbers_aligned() -> None:
 
 
 def test_a_ratio_that_is_not_one_never_reads_one() -> None:
-    from pytest_roofline.measure.comparison import ratio_text
+    from pytest_roofline.gates.comparison import ratio_text
 
     assert ratio_text(2.0) == "2.00" and ratio_text(1.0) == "1.00"
     assert ratio_text(1.0004) == "1.0004" and ratio_text(0.998) == "0.998"
 
 
 def test_work_the_same_where_it_binds_is_not_written_as_times_one() -> None:
-    from pytest_roofline.measure.baseline_stats import Change
-    from pytest_roofline.measure.comparison import explain
+    from pytest_roofline.gates.baseline_stats import Change
+    from pytest_roofline.gates.comparison import explain
     from pytest_roofline.measure.work import WorkChange
 
     time = Change("time", 2e-3, 1e-3, 2.0, (1.9, 2.1), None, "worse")

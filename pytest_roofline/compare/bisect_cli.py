@@ -64,9 +64,7 @@ def run_step(commit: str, good: str, where: Path, roofline_dir: Path, pytest_arg
 
 def _run_in(checkout: Any, commit: str, good: str, pytest_args: list[str], python: str | None) -> Step:
     boot = str(Path(__file__).parent.parent / "plugin" / "twin_boot.py")  # pytest glue: lives with the plugin
-    import pytest_roofline
-
-    package = str(Path(pytest_roofline.__file__).parent)
+    package = str(Path(__file__).parent.parent)  # this package's folder, which the twin's boot puts first on its path
     with tempfile.TemporaryDirectory(prefix="roofline-bisect-") as out:
         command = [python or sys.executable, boot, package, "1", "--", *pytest_args, "--roofline",
                    f"--roofline-compare={good}", f"--roofline-dir={out}", "--roofline-history=none", "-q",

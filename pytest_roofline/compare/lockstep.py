@@ -19,7 +19,7 @@ from typing import Any
 
 from pytest_roofline.compare.channel import Channel
 from pytest_roofline.compare.paired_stats import PairedRatio, paired_ratio, settled
-from pytest_roofline.measure.timing import TimingPolicy, TimingStats, summarize
+from pytest_roofline.measure.timing import TimingPolicy, TimingStats, side_stats, summarize  # noqa: F401 (side_stats re-exported)
 
 TARGET_HALF_WIDTH = 0.005  # stop once the interval is about +-0.5 % (log scale)
 MIN_PAIRS = 20
@@ -124,12 +124,6 @@ def time_pairs(calls: Any, twin: Callable[[str, int], tuple[float, int]], policy
     result = paired_ratio(this.times, ref.times)
     return Pairs(this, ref, batch, result, first, limited and not settled(result, tolerance, TARGET_HALF_WIDTH),
                  clock() - start)
-
-
-def side_stats(side: SideTimes, stable: bool, measure_s: float) -> TimingStats:
-    """One side's timed turns as the usual timing record (its median is that side's time per call)."""
-    return summarize(side.times, side.warmup, stable, minor_faults=side.faults, major_faults=[0] * len(side.faults),
-                     measure_s=measure_s, budget_limited=False)
 
 
 @contextmanager

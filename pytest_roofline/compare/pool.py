@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_roofline.compare.pairs import MAX_PROCESS_PAIRS, MIN_PROCESS_PAIRS, SiteResult, measure_site
+from pytest_roofline.compare.parity import Missing
 from pytest_roofline.compare.twin import TestLink, Twin
 from pytest_roofline.compare.worktree import Checkout
-from pytest_roofline.compare.parity import Missing
 from pytest_roofline.errors import ChannelClosed, CompareError, TwinStopped
 from pytest_roofline.measure.timing import TimingPolicy
 

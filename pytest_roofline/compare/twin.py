@@ -131,9 +131,7 @@ class Twin:
     @classmethod
     def start(cls, checkout: Checkout, pytest_args: Sequence[str], roofline_args: Sequence[str], log: Path,
               python: str | None = None) -> Twin:
-        import pytest_roofline
-
-        package_dir = str(Path(pytest_roofline.__file__).parent)
+        package_dir = str(Path(__file__).parent.parent)  # this package's folder: the twin imports this plugin
         boot = str(Path(__file__).parent.parent / "plugin" / "twin_boot.py")  # pytest glue: lives with the plugin
         cwd_on_path = "1" if ("" in sys.path or os.getcwd() in sys.path) else "0"
         ours, theirs = socket.socketpair()

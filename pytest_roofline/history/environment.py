@@ -42,7 +42,7 @@ def _version(distribution: str) -> str | None:
 
 
 def _own_version() -> str:
-    from pytest_roofline import __version__
+    from pytest_roofline._version import __version__
 
     return __version__
 

@@ -258,30 +258,13 @@ class Recorder:
                         args: tuple[Any, ...], kwargs: Mapping[str, Any], setup: Setup | None) -> None:
         """Time the call site in turns with REF's twin (``--roofline-compare``); both sides on the cores
         chosen here. No live probe: both sides see the same roofs, and the pairing cancels the host's drift."""
-        from pytest_roofline.compare.lockstep import side_stats, time_pairs
-        from pytest_roofline.measure.timing import calls_for
-
         link = self.lockstep
         with self.cores.scope() if self.cores is not None else nullcontext() as placed:
             cores = list(placed.used) if placed is not None else None
             roofs = self._machine_for(placed, work_device(counter))
-            if hasattr(link, "measure_site"):  # compare.pool.PoolLink: process pairs (docs/ab-compare.md)
-                region = self._region_over_pairs(link, counter, label, kernels, fn, args, kwargs, setup, placed,
-                                                 cores, roofs)
-            elif not link.open_site(label, cores, roofs.to_dict()):
-                timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(), setup=setup)
-                region = self._region(counter, label, kernels, timing, placed)
-                region = replace(region, compare={"compared": False},
-                                 notes=[*region.notes, "not compared: REF's test has no call site here"])
-            else:
-                calls = calls_for(fn, args, kwargs, setup=setup, synchronize=synchronizer())
-                pairs = time_pairs(calls, link.turn, self.policy, self.compare_tolerance,
-                                   seed=len(self.regions) + link.seed)
-                ref_region = link.close_site()
-                timing = side_stats(pairs.this, not pairs.budget_limited, pairs.measure_s)
-                region = self._region(counter, label, kernels, timing, placed)
-                region = replace(region, compare={"compared": True, **pairs.summary(), "ref": ref_region,
-                                                  "ref_timing": side_stats(pairs.ref, True, 0.0).to_dict()})
+            # the link (compare.pool.PoolLink) times the site in process pairs (docs/ab-compare.md)
+            region = self._region_over_pairs(link, counter, label, kernels, fn, args, kwargs, setup, placed,
+                                             cores, roofs)
         self.regions.append(region)
         self.calls[len(self.regions) - 1] = (counter, fn, args, dict(kwargs), setup)
 
@@ -290,7 +273,7 @@ class Recorder:
                            setup: Setup | None, placed: Any, cores: list[int] | None, roofs: Machine) -> Region:
         """The call site timed in process pairs, twins of this checkout against twins of REF; this side's
         time and fraction are those of this checkout's twins' paired turns (this process times nothing)."""
-        from pytest_roofline.compare.lockstep import side_stats
+        from pytest_roofline.measure.timing import side_stats
 
         site = link.measure_site(label, cores, roofs.to_dict(), self.policy, self.compare_tolerance)
         if site is None:

@@ -45,7 +45,7 @@ class ChildRun:
 def settle_pending(state: RooflineState, entry: TestEntry, nodeid: str, child: ChildRun,
                    warn: Callable[[Warning], None]) -> Settled:
     """Profile the test under ncu and judge its pending regions."""
-    from pytest_roofline.counters.ncu import parent as ncu_gate
+    from pytest_roofline.measure import ncu_deferred as ncu_gate
 
     if state.ncu_denied is not None:
         entry.extra["ncu"] = {"error": state.ncu_denied, "logs": []}
@@ -81,7 +81,7 @@ def settle_pending(state: RooflineState, entry: TestEntry, nodeid: str, child: C
 
 
 def _batches(state: RooflineState) -> Any:
-    from pytest_roofline.counters.ncu.parent import NcuBatches
+    from pytest_roofline.measure.ncu_deferred import NcuBatches
 
     if getattr(state, "ncu_batches", None) is None:
         state.ncu_batches = NcuBatches()

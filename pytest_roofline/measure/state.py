@@ -216,7 +216,7 @@ class RooflineState:
         """The session's counter (``ncu_gate.CounterChoice``). ``auto`` is decided here, on first need, so that
         torch or CuPy are imported only once a measurement needs a counter; raises ``NcuUnavailable``."""
         if self._choice is None:
-            from pytest_roofline.counters.ncu import parent as ncu_gate
+            from pytest_roofline.measure import ncu_deferred as ncu_gate
 
             self._choice = ncu_gate.choose_counter(self.settings.counter)
             if self._choice.warning:
@@ -231,7 +231,7 @@ class RooflineState:
 
     def fall_back_to_analytic(self, reason: str, warn: Callable[[Warning], None] | None = None) -> None:
         """``auto`` found ncu unusable: the analytic counter for the rest of the session, one warning."""
-        from pytest_roofline.counters.ncu import parent as ncu_gate
+        from pytest_roofline.measure import ncu_deferred as ncu_gate
 
         self._choice = ncu_gate.CounterChoice("analytic")
         self.warn_once(ncu_gate.fallback_message(reason), warn)
@@ -261,7 +261,7 @@ class RooflineState:
         return counter
 
     def _counter_name(self) -> str:
-        from pytest_roofline.counters.ncu.parent import NcuUnavailable
+        from pytest_roofline.measure.ncu_deferred import NcuUnavailable
         from pytest_roofline.measure.regions import CounterUnavailableError
 
         try:
@@ -294,7 +294,7 @@ def builtin_counter(name: str) -> Any:
     from pytest_roofline.measure.regions import CounterUnavailableError
 
     if name == "ncu":
-        from pytest_roofline.counters.ncu.parent import NcuDeferredCounter
+        from pytest_roofline.measure.ncu_deferred import NcuDeferredCounter
 
         return NcuDeferredCounter()
     if name == "declared":

@@ -301,3 +301,10 @@ def time_callable(
         batch = max(batch, len(calls.times) // 2)  # grow batches so checks stay cheap for fast callables
     return summarize(calls.times, warmup, stable, minor_faults=calls.minor, major_faults=calls.major,
                      measure_s=elapsed(), budget_limited=limited and len(calls.times) <= policy.min_rounds)
+
+
+def side_stats(side: Any, stable: bool, measure_s: float) -> TimingStats:
+    """One side's timed turns in an A/B comparison (``compare.lockstep.SideTimes``: ``times``, ``warmup``,
+    ``faults``) as the usual timing record (its median is that side's time per call)."""
+    return summarize(side.times, side.warmup, stable, minor_faults=side.faults, major_faults=[0] * len(side.faults),
+                     measure_s=measure_s, budget_limited=False)

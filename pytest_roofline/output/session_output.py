@@ -7,15 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from pytest_roofline.model import KernelSample, Machine, Verdict
 from pytest_roofline.output.artifacts import artifact_path, results_document, write_kernels_csv, write_results
 from pytest_roofline.output.results_dir import RESULTS_FILE, write_session
 from pytest_roofline.output.text import failure_message, op_lines
 
-if TYPE_CHECKING:  # types only: measure's records are read here, never made
-    from pytest_roofline.measure.regions import Recorder, Region
+# measure.regions' Region and Recorder, read here by their attributes and never made: output sits below measure
+# in the layers (docs/architecture.md), so it names them without importing them.
+Region = Any
+Recorder = Any
 
 # How an unprofiled region's time was taken (results.json's clock_policy); the ncu counter sets its own.
 UNPROFILED_CLOCK_POLICY: dict[str, str] = {

@@ -6,7 +6,7 @@ given and a test needs them.
 
 The ncu counter (``--roofline-counter ncu``, or ``auto`` on a machine with a GPU, ncu and counter access):
 ``roofline.measure`` times each call site here and leaves its counts pending; after the test body returns, the
-measuring session profiles the test once in a child under ncu (:mod:`pytest_roofline.counters.ncu.parent`) and
+measuring session profiles the test once in a child under ncu (:mod:`pytest_roofline.measure.ncu_deferred`) and
 gates on the verdict. In that child (``PYTEST_ROOFLINE_NCU_CHILD=1``) the fixture only marks NVTX ranges
 (:mod:`pytest_roofline.counters.ncu.child`) and the plugin judges and writes nothing. A child that fails, or a
 range without kernels, is an error of the test, raised in its teardown; ERR_NVGPUCTRPERM skips the test
@@ -24,9 +24,10 @@ import pytest
 
 from pytest_roofline.measure.settings import SettingError, parse_bool
 from pytest_roofline.measure.state import RooflineState
+from pytest_roofline.plugin.keys import STATE
 from pytest_roofline.plugin.markers import MARKER_HELP, marker_options
-from pytest_roofline.plugin.modes import STATE, select_mode
-from pytest_roofline.plugin.options import add_options, implied_by, read_settings
+from pytest_roofline.plugin.options import add_options, first_history, implied_by, read_settings
+from pytest_roofline.plugin.select import select_mode
 
 THP_NOTE = pytest.StashKey[str]()
 
@@ -117,14 +118,6 @@ def check_history_paths(settings: Any) -> None:
     except (OSError, ValueError) as exc:
         raise pytest.UsageError(f"--roofline-baseline: {str(reference)!r} is not a history directory, a history "
                                 f"file or a results.json: {exc}") from None
-
-
-def first_history(settings: Any) -> bool:
-    """``--roofline-baseline`` names the history directory this session writes, which does not exist yet: the
-    first run of a CI recipe on a fresh runner (every test is new), not a typo."""
-    reference, history = settings.baseline, settings.history
-    return (reference is not None and history is not None and not reference.exists()
-            and reference.resolve() == history.resolve())
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -14,13 +14,8 @@ import pytest
 
 from pytest_roofline.fixture_types import RooflineFixture
 from pytest_roofline.measure.state import RooflineState
+from pytest_roofline.plugin.keys import FD_VARIABLE, is_twin  # noqa: F401 (re-exported)
 from pytest_roofline.plugin.markers import wants_roofline
-
-FD_VARIABLE = "PYTEST_ROOFLINE_TWIN_FD"  # compare.twin.FD_VARIABLE, without importing it at plugin import
-
-
-def is_twin() -> bool:
-    return FD_VARIABLE in os.environ
 
 
 def twin_roofline_args(state: RooflineState, machine_file: Path, directory: Path) -> list[str]:
@@ -156,7 +151,7 @@ class CompareSession:
                 terminalreporter.write_line(printable(f"roofline: {state.compare_error}"), red=True)
             if state.compare_ref is None:
                 return
-            from pytest_roofline.compare.report import process_effects, summary_lines
+            from pytest_roofline.gates.ab_report import process_effects, summary_lines
 
             records = [(e.nodeid, e.extra.get("compare")) for e in state.tests.values() if e.recorder is not None]
             records = [(n, r if r and ("changes" in r or r.get("verdict") in ("error", "new")) else None)

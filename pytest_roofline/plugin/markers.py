@@ -38,8 +38,7 @@ def gating(config: pytest.Config) -> bool:
     ``@pytest.mark.xfail("gating(config)", strict=True)`` with ``from pytest_roofline.plugin.markers import
     gating`` in the test module (pytest evaluates the string with the module's names and ``config``)."""
     from pytest_roofline.host.process_role import is_profiled_child
-    from pytest_roofline.plugin.compare import is_twin
-    from pytest_roofline.plugin.modes import STATE
+    from pytest_roofline.plugin.keys import STATE, is_twin
 
     state = config.stash.get(STATE, None)
     if state is None or is_profiled_child() or is_twin():

@@ -22,36 +22,8 @@ import pytest
 
 from pytest_roofline.fixture_types import RooflineFixture
 from pytest_roofline.measure.state import RooflineState, TestEntry
+from pytest_roofline.plugin.keys import ENTRY, STATE, TEARDOWN_ERROR
 from pytest_roofline.plugin.markers import marker_options, wants_roofline
-
-STATE = pytest.StashKey[RooflineState]()
-ENTRY = pytest.StashKey[TestEntry]()
-TEARDOWN_ERROR = pytest.StashKey[str]()  # set in the call phase, raised in teardown: an error, not a failure
-
-
-def select_mode(config: pytest.Config, state: RooflineState) -> tuple[str, object]:
-    """The mode object this process registers, with its plugin name."""
-    from pytest_roofline.host.process_role import is_profiled_child
-
-    if is_profiled_child():
-        return "roofline-profiled-child", ProfiledChild()
-    from pytest_roofline.plugin.compare import is_twin
-
-    if is_twin():
-        from pytest_roofline.plugin.compare import TwinSession
-
-        return "roofline-twin", TwinSession(state)
-    if not state.settings.enabled:
-        return "roofline-passive", Passive(state)
-    if hasattr(config, "workerinput"):
-        from pytest_roofline.plugin.xdist import XdistWorker
-
-        return "roofline-xdist-worker", XdistWorker(state, config)
-    if getattr(config.option, "dist", "no") != "no":
-        from pytest_roofline.plugin.xdist import XdistController
-
-        return "roofline-xdist-controller", XdistController(state)
-    return "roofline-session", MeasuringSession(state)
 
 
 class Passive:
@@ -163,7 +135,7 @@ class MeasuringSession:
         recorder.ops_mode = state.settings.ops
         recorder.lockstep = state.compare_link  # --roofline-compare: each call site takes turns with REF's twin
         if recorder.lockstep is not None:
-            from pytest_roofline.compare.gate import compare_tolerances
+            from pytest_roofline.gates.ab import compare_tolerances
 
             recorder.compare_tolerance = compare_tolerances(state, options).max_slowdown
         entry = TestEntry(request.node.nodeid, options.min_fraction if options else None, recorder)
@@ -195,7 +167,7 @@ class MeasuringSession:
             item.warn(RooflineWarning("test is marked roofline but measured nothing: call "
                                       "roofline.measure(fn, *args) through the `roofline` fixture"))
             return result
-        from pytest_roofline.measure.gate import judge
+        from pytest_roofline.gates.judge import judge
 
         outcome = judge(self.state, entry, marker_options(item), xfail=item.get_closest_marker("xfail") is not None)
         if outcome.warning is not None:
@@ -269,7 +241,7 @@ class MeasuringSession:
         state = self.state
         if not state.tests:
             return
-        from pytest_roofline.measure.gate import remeasure_contended
+        from pytest_roofline.gates.judge import remeasure_contended
         from pytest_roofline.output.session_output import test_result
 
         remeasured = remeasure_contended(state)
@@ -299,7 +271,7 @@ class MeasuringSession:
             write_step_summary(state, self.records, machine, int(session.exitstatus))
 
     def _write_results(self, session: pytest.Session) -> None:
-        from pytest_roofline.output.session_files import write_session_files
+        from pytest_roofline.history.session_files import write_session_files
 
         state = self.state
         errors = write_session_files(state, self.records, session_meta(state, session, state.malloc),
@@ -388,7 +360,7 @@ def _load_baseline(state: RooflineState, config: pytest.Config) -> None:
 
     settings = state.settings
     reference = settings.baseline
-    from pytest_roofline.plugin import first_history
+    from pytest_roofline.plugin.options import first_history
 
     if first_history(settings):
         from pytest_roofline.history.baseline import Baseline

@@ -237,3 +237,11 @@ def implied_by(config: Any, namespace: Any = None) -> list[str]:
 def value_options() -> set[str]:
     """The options that take a value (``--roofline-baseline PATH``)."""
     return {flag for flag, *_ in _OPTIONS}
+
+
+def first_history(settings: Any) -> bool:
+    """``--roofline-baseline`` names the history directory this session writes, which does not exist yet: the
+    first run of a CI recipe on a fresh runner (every test is new), not a typo."""
+    reference, history = settings.baseline, settings.history
+    return (reference is not None and history is not None and not reference.exists()
+            and reference.resolve() == history.resolve())

@@ -119,8 +119,8 @@ class XdistController:
         write_step_summary(self.state, merged["tests"], merged["machine"], int(session.exitstatus))
 
     def _write_results(self, session: pytest.Session, merged: dict[str, Any]) -> None:
+        from pytest_roofline.history.session_files import write_session_files
         from pytest_roofline.model import Machine
-        from pytest_roofline.output.session_files import write_session_files
 
         state = self.state
         first = self.payloads[0] if self.payloads else {}

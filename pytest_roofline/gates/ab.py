@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_roofline.compare.report import compare_regions, failure_message, process_record
-from pytest_roofline.measure.baseline_gate import tolerances_of
-from pytest_roofline.measure.comparison import Tolerances
+from pytest_roofline.gates.ab_report import compare_regions, failure_message, process_record
+from pytest_roofline.gates.baseline import tolerances_of
+from pytest_roofline.gates.comparison import Tolerances
 from pytest_roofline.measure.settings import MarkerOptions
 from pytest_roofline.measure.state import RooflineState, TestEntry
 from pytest_roofline.model import sum_maps

@@ -45,11 +45,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_roofline.history.compare import compare_plan, plan, pooled_spreads
-    from pytest_roofline.history.compare_table import table
+    from pytest_roofline.gates.compare_table import table
+    from pytest_roofline.gates.comparison import Tolerances
+    from pytest_roofline.gates.history_compare import compare_plan, plan, pooled_spreads
     from pytest_roofline.history.reader import load
     from pytest_roofline.history.selectors import SelectorError
-    from pytest_roofline.measure.comparison import Tolerances
     from pytest_roofline.output.safe_text import printable
 
     if not args.history.is_dir():

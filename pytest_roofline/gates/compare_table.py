@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pytest_roofline.history.compare import Plan, Row
+from pytest_roofline.gates.baseline_stats import Spread
+from pytest_roofline.gates.comparison import VERDICTS, ratio_text
+from pytest_roofline.gates.history_compare import Plan, Row
 from pytest_roofline.history.selectors import describe
-from pytest_roofline.measure.baseline_stats import Spread
-from pytest_roofline.measure.comparison import VERDICTS, ratio_text
 from pytest_roofline.output.table import fraction_text as ft
 
 HEAD = ("test", "A time", "B time", "time ratio [95% CI]", "fraction A → B", "work", "verdict")

@@ -4,7 +4,7 @@ and fraction) got significantly worse by more than its tolerance. Plain Python; 
 :func:`measure.gate.judge`.
 
 Every test compared gets ``entry.extra["baseline"]`` (into results.json and the history): the shared
-:class:`~pytest_roofline.measure.comparison.TestComparison` record plus the fields older readers know
+:class:`~pytest_roofline.gates.comparison.TestComparison` record plus the fields older readers know
 (``fraction``, ``drop``, ``ci`` of the fraction, ``sessions``, ``commits``, ``statistic``); see docs/history.md
 and docs/comparison.md.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_roofline.measure.baseline_stats import (
+from pytest_roofline.gates.baseline_stats import (
     Measurement,
     describe_interval,
     describe_method,
@@ -21,7 +21,7 @@ from pytest_roofline.measure.baseline_stats import (
     pooled_over,
     seed_for,
 )
-from pytest_roofline.measure.comparison import TestComparison, Tolerances, compare_test
+from pytest_roofline.gates.comparison import TestComparison, Tolerances, compare_test
 from pytest_roofline.measure.settings import MarkerOptions
 from pytest_roofline.measure.state import RooflineState, TestEntry
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_roofline.measure.baseline_stats import Change, Measurement, Spread, compare_quantity
+from pytest_roofline.gates.baseline_stats import Change, Measurement, Spread, compare_quantity
 from pytest_roofline.measure.work import WorkChange, usual_work, work_change
 
 QUANTITIES = ("time", "fraction", "work")

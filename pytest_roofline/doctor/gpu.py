@@ -1,5 +1,5 @@
 """``pytest-roofline doctor``: will ``--roofline`` work here? The CPU path on any machine
-(:mod:`pytest_roofline.host.cpu_doctor`), then, with the ncu counter on a GPU runner:
+(:mod:`pytest_roofline.doctor.cpu`), then, with the ncu counter on a GPU runner:
 
 Checks, one line each, with the fix for each failure:
 
@@ -47,14 +47,14 @@ from pytest_roofline.counters.ncu.metrics import (
     parse_cc,
 )
 from pytest_roofline.counters.ncu.parse import NcuParseError, parse_csv_text
+from pytest_roofline.doctor.checks import FAIL, OK, SKIP, WARN, Check
 
 EXIT_OK = 0
 EXIT_FAIL = 1
 EXIT_NO_GPU = 3
 RUN_TIMEOUT_S = 180.0
-PROBE = Path(__file__).with_name("probe.py")
+PROBE = Path(__file__).parent.parent / "counters" / "ncu" / "probe.py"  # the kernel ncu profiles
 
-OK, WARN, FAIL, SKIP = "ok", "warn", "FAIL", "skip"
 
 # Architecture support by ncu version, from NVIDIA's GPU support tables: ncu 2024.1 lists Volta .. GH100 and no
 # Blackwell (GB10x/GB11x/GB20x appear in the 2025 releases); the current table lists Volta as unsupported (dropped
@@ -69,18 +69,6 @@ _MISSING_METRIC_RE = re.compile(r"Failed to find metric\s+(?:regex:)?\^?(\S+)")
 _NO_DEVICE_RE = re.compile(r"(couldn't communicate with the NVIDIA driver|No devices were found)", re.IGNORECASE)
 
 Runner = Callable[..., "subprocess.CompletedProcess[str]"]
-
-
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: str
-    detail: str
-    fix: str | None = None
-
-    def line(self) -> str:
-        text = f"[{self.status:<4}] {self.name}: {self.detail}"
-        return text + (f" -- fix: {self.fix}" if self.fix and self.status in (FAIL, WARN) else "")
 
 
 @dataclass(frozen=True)
@@ -355,7 +343,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_roofline.host.cpu_doctor import cpu_checks
+    from pytest_roofline.doctor.cpu import cpu_checks
 
     cpu = cpu_checks()
     print("CPU path (any machine):")

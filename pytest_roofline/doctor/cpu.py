@@ -1,6 +1,6 @@
 """``pytest-roofline doctor`` on the CPU path: what ``--roofline`` needs on any machine, GPU or not.
 
-One :class:`~pytest_roofline.counters.ncu.doctor.Check` each: a C compiler (the ERT kernels are built with
+One :class:`~pytest_roofline.doctor.checks.Check` each: a C compiler (the ERT kernels are built with
 it), a writable cache folder, the age of this machine's cached characterization, the allocator policy
 (``--roofline-malloc tuned`` needs glibc's ``mallopt``) and the kernel's transparent huge page mode.
 Plain Python; nothing here imports torch or runs a measurement.
@@ -20,7 +20,7 @@ CACHE_OLD_DAYS = 90  # a characterization this old still matches its fingerprint
 def check_compiler(find: Callable[[], str | None] | None = None, identity: Callable[[], str | None] | None = None
                    ) -> Any:
     from pytest_roofline.characterize.build import compiler_identity, find_compiler
-    from pytest_roofline.counters.ncu.doctor import FAIL, OK, Check
+    from pytest_roofline.doctor.checks import FAIL, OK, Check
 
     path = (find or find_compiler)()
     if path is None:
@@ -31,7 +31,7 @@ def check_compiler(find: Callable[[], str | None] | None = None, identity: Calla
 
 def check_cache_dir(directory: Path | None = None) -> Any:
     from pytest_roofline.characterize.ceiling_cache import CACHE_ENV, default_cache_dir
-    from pytest_roofline.counters.ncu.doctor import FAIL, OK, Check
+    from pytest_roofline.doctor.checks import FAIL, OK, Check
 
     folder = directory or default_cache_dir()
     try:
@@ -45,7 +45,7 @@ def check_cache_dir(directory: Path | None = None) -> Any:
 
 
 def check_characterization(path: Path | None = None, now: _dt.datetime | None = None) -> Any:
-    from pytest_roofline.counters.ncu.doctor import OK, WARN, Check
+    from pytest_roofline.doctor.checks import OK, WARN, Check
 
     if path is None:
         from pytest_roofline.characterize.machine import cache_file_for
@@ -63,7 +63,7 @@ def check_characterization(path: Path | None = None, now: _dt.datetime | None = 
 
 
 def check_allocator(probe: Callable[[], str | None] | None = None) -> Any:
-    from pytest_roofline.counters.ncu.doctor import OK, WARN, Check
+    from pytest_roofline.doctor.checks import OK, WARN, Check
     from pytest_roofline.host.allocator import tune_malloc
 
     done = (probe or tune_malloc)()  # sets glibc's thresholds in this short-lived process only
@@ -74,7 +74,7 @@ def check_allocator(probe: Callable[[], str | None] | None = None) -> Any:
 
 
 def check_thp(mode: str | None | Callable[[], str | None] = None) -> Any:
-    from pytest_roofline.counters.ncu.doctor import OK, WARN, Check
+    from pytest_roofline.doctor.checks import OK, WARN, Check
     from pytest_roofline.host.allocator import THP_SETTING, thp_mode
 
     value = mode() if callable(mode) else (mode if mode is not None else thp_mode())

@@ -8,8 +8,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from pytest_roofline.compare.paired_stats import BetweenPairs, PairedRatio, between_pairs, verdict
-from pytest_roofline.measure.baseline_stats import Change
-from pytest_roofline.measure.comparison import TestComparison, Tolerances, combine
+from pytest_roofline.gates.baseline_stats import Change
+from pytest_roofline.gates.comparison import TestComparison, Tolerances, combine
 from pytest_roofline.measure.work import Work, work_change
 from pytest_roofline.model import sum_maps
 

@@ -36,7 +36,7 @@ def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
     if state.compare_error is not None and outcome.failure is None:  # the A/B gate could not run: never a pass
         outcome = Judgement(failure=f"roofline: {state.compare_error}")
     elif state.compare_ref is not None and outcome.failure is None:
-        from pytest_roofline.compare.gate import judge_compare
+        from pytest_roofline.gates.ab import judge_compare
 
         outcome = Judgement(failure=judge_compare(state, entry, options))
     if outcome.failure is not None and state.settings.warn_only:
@@ -47,7 +47,7 @@ def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
 
 def _with_baseline(state: RooflineState, entry: TestEntry, options: MarkerOptions | None, xfail: bool,
                    outcome: Judgement) -> Judgement:
-    from pytest_roofline.measure.baseline_gate import compare_entry, judge_baseline, tolerances_of
+    from pytest_roofline.gates.baseline import compare_entry, judge_baseline, tolerances_of
 
     if outcome.failure is None:
         regression = judge_baseline(state, entry, options, xfail)
@@ -189,7 +189,7 @@ def remeasure_contended(state: RooflineState) -> list[Remeasured]:
         below = threshold is not None and verdict is not None and verdict.fraction < threshold
         compared = None
         if state.baseline is not None and verdict is not None and "baseline" in entry.extra:
-            from pytest_roofline.measure.baseline_gate import compare_entry, tolerances_from_record
+            from pytest_roofline.gates.baseline import compare_entry, tolerances_from_record
 
             # compared again on the new measurement; a regression fails like a fraction below its threshold
             tolerances = tolerances_from_record(entry.extra["baseline"])
@@ -220,7 +220,7 @@ def _late_failure(state: RooflineState, entry: TestEntry, verdict: Any, regressi
                   judged: str | None = None) -> str:
     """The failure message of a test failed after it was measured again, as the gate would have said it."""
     if regression is not None or entry.min_fraction is None:
-        from pytest_roofline.measure.baseline_gate import regression_report
+        from pytest_roofline.gates.baseline import regression_report
 
         message = regression_report(state, entry, regression)
     else:

@@ -1,0 +1,1 @@
+"""doctor: see docs/architecture.md."""

@@ -1,0 +1,1 @@
+"""gates: see docs/architecture.md."""
