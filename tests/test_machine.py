@@ -240,3 +240,16 @@ def test_a_read_only_empty_cache_measures_into_a_temporary_one(tmp_path: Path, f
     temporary = Path(os.environ[cache_module.CACHE_ENV])
     assert temporary != tmp_path / "ro" and len(list(temporary.glob("machine-cpu-*.json"))) == 1
     assert not list((tmp_path / "ro").glob("machine-cpu-*.json"))
+
+
+def test_the_spot_check_line_fits_120_columns() -> None:
+    """The longest spot-check line, prefixed as the session prints it, with the widest readings a host gives."""
+    from pytest_roofline.characterize.clean import Spot
+    from pytest_roofline.characterize.machine import spot_summary
+
+    spots = {"L1": Spot.of(413.47e9, 359.21e9), "DRAM": Spot.of(44.812e9, 52.337e9, (37.1e9, 53.2e9)),
+             "fp64": Spot.of(101.23e9, 53.512e9, unit="GFLOP/s")}
+    summary = spot_summary(spots)
+    assert summary == "L1 413/359 DRAM 44.8/52.3 GB/s, fp64 101/53.5 GFLOP/s"
+    longest = f"roofline: spot check unconfirmed, cached roofs used (now/cached: {summary})"
+    assert len(longest) <= 120, len(longest)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import datetime as _dt
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -206,6 +206,17 @@ def _wants_spot_check(machine: Machine, kind: str) -> bool:
 SPOT_CONFIRM_PAUSE = 0.5  # seconds before a disagreeing spot check is repeated
 
 
+def spot_summary(spots: Mapping[str, Any]) -> str:
+    """``L1 359/413 DRAM 44.8/52.3 GB/s, fp64 101/102 GFLOP/s``: each check's spot and cached rate, three digits,
+    a unit once per run of checks that share it, so the progress line fits 120 columns at ``-q``."""
+    items = list(spots.items())
+    parts = []
+    for index, (name, s) in enumerate(items):
+        last_of_unit = index + 1 == len(items) or items[index + 1][1].unit != s.unit
+        parts.append(f"{name} {s.spot / 1e9:.3g}/{s.cached / 1e9:.3g}" + (f" {s.unit}," if last_of_unit else ""))
+    return " ".join(parts).rstrip(",")
+
+
 def _spot_check_holds(machine: Machine, report: Callable[[str], None]) -> bool:
     """False when quiet spot passes disagree with the record by more than clean.SPOT_MARGIN twice, on the same
     side, ``SPOT_CONFIRM_PAUSE`` apart: one disagreeing check may be a moment of the host (DRAM swings by a
@@ -223,15 +234,13 @@ def _spot_check_holds(machine: Machine, report: Callable[[str], None]) -> bool:
             report(f"spot check of the cached roofs {done}; using them")
             return True
         reasons = clean.spot_reasons(spots)
-        summary = ", ".join(f"{name} {s.spot / 1e9:.4g}/{s.cached / 1e9:.4g} {s.unit}"
-                            for name, s in clean.as_spots(spots).items())
+        summary = spot_summary(clean.as_spots(spots))
         seen = clean.spot_directions(spots)
         if directions is not None:
             seen = {name: side for name, side in seen.items() if directions.get(name) == side}
         if not seen:
-            report(f"spot check: a second check does not confirm the first ({summary}, spot/cached); using "
-                   "the cached roofs" if turn == 2 else f"spot check agrees with the cached roofs ({summary}, "
-                   "spot/cached)")
+            report(f"spot check unconfirmed, cached roofs used (now/cached: {summary})"
+                   if turn == 2 else f"spot check agrees with the cached roofs (now/cached: {summary})")
             return True
         if turn == 2:
             report(f"spot check: the cached roofs disagree with this machine now, twice "
