@@ -229,7 +229,9 @@ def test_calls_for_fits_half_the_budget() -> None:
     assert op_profile.calls_for(0.01, 1.0) == 5
     assert op_profile.calls_for(0.05, 1.0) == 5  # 0.5 s / (2 x 50 ms)
     assert op_profile.calls_for(0.1, 1.0) == 3  # 2 fit: at least 3
-    assert op_profile.calls_for(2.0, 1.0) == 3
+    assert op_profile.calls_for(0.4, 1.0) == 3  # a pair fits the budget: still 3
+    assert op_profile.calls_for(0.6, 1.0) == 1  # a pair outlasts the budget: one profiled call, bounded
+    assert op_profile.calls_for(2.0, 1.0) == 1
 
 
 # ---- a module of known ops: the join is exact --------------------------------------------------------

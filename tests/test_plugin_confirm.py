@@ -112,3 +112,15 @@ def test_released():
     assert REFS[0]() is None  # nothing of the plugin holds the first test's arguments any more
 """)
     assert run_roofline(machine_file, "--roofline-max-time", "0.05").ret == 0
+
+
+def test_a_call_longer_than_the_budget_runs_its_stated_calls_once(
+        pytester: pytest.Pytester, machine_file: Path, run_roofline: Callable[..., pytest.RunResult]) -> None:
+    """A 120 ms call under a 50 ms budget, below its threshold: 1 counted + 1 warm-up + 3 timed calls, and the
+    confirmation does not time it again (docs/writing-tests.md states the bound)."""
+    pytester.makepyfile(TEST.replace("{slow}", "1000").replace("time.sleep(0.02 if", "time.sleep(0.12 if"))
+    result = run_roofline(machine_file, "--roofline-max-time=0.05", "--roofline-ops=off")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert json.loads((pytester.path / "calls.json").read_text()) == 5
+    assert "confirmed" not in region(pytester)
+    assert any("not measured again" in note for note in region(pytester)["notes"])

@@ -42,9 +42,12 @@ class ProfiledCalls:
 
 
 def calls_for(median_s: float, budget_s: float) -> int:
-    """How many calls to profile (each after a bare one): as many pairs as fit half the time budget, 3 to 5."""
+    """How many calls to profile (each after a bare one): as many pairs as fit half the time budget, 3 to 5; one
+    when a pair does not fit the whole budget (a call longer than half of it stays bounded: one more pair)."""
     if median_s <= 0:
         return MAX_CALLS
+    if 2 * median_s > budget_s:
+        return 1
     return max(MIN_CALLS, min(MAX_CALLS, int(0.5 * budget_s / (2 * median_s))))
 
 

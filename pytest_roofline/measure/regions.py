@@ -38,6 +38,10 @@ from pytest_roofline.model import KernelSample, Machine, Verdict, combine, evalu
 from pytest_roofline.model.placement import place_working_set
 from pytest_roofline.output.text import above_one_note
 
+# A call site whose one call outlasts --roofline-max-time runs 1 + 1 + 3 calls (counted, warm-up, timed), once:
+# neither --roofline-confirm nor the contended re-measure times it again (docs/writing-tests.md).
+OVER_BUDGET_NOTE = ("not measured again: one call takes longer than the time budget (--roofline-max-time), so it "
+                    "runs its minimum of calls once")
 
 @dataclass(frozen=True)
 class Region:
@@ -296,6 +300,9 @@ class Recorder:
             old = self.regions[index]
             if (old.compare or {}).get("compared"):  # A/B: paired numbers only, never a solo re-measure
                 continue
+            if old.timing.median_s > self.policy.max_time_s:  # its stated calls once, no more
+                self.regions[index] = replace(old, notes=[*old.notes, OVER_BUDGET_NOTE])
+                continue
             with self.cores.scope() if self.cores is not None else nullcontext() as placed:
                 probe = self._probe_for(counter, old.kernels, placed)
                 timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(),
@@ -474,6 +481,9 @@ class Recorder:
         redo, self.contended = self.contended, []
         for index, counter, fn, args, kwargs, setup in redo:
             old = self.regions[index]
+            if old.timing.median_s > self.policy.max_time_s:  # its stated calls once, no more
+                self.regions[index] = replace(old, notes=[*old.notes, OVER_BUDGET_NOTE])
+                continue
             with self.cores.scope() if self.cores is not None else nullcontext() as placed:
                 probe = self._probe_for(counter, old.kernels, placed)
                 timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(),
