@@ -89,7 +89,7 @@ def test_a_commit_that_runs_each_step_twice_fails_naming_the_base_and_the_ratio(
     ])
     record = results(repo)["tests"][0]["compare"]
     assert record["verdict"] == "regressed" and record["failed_on"] == ["time"]
-    assert record["changes"]["time"]["ratio"] == pytest.approx(2.0, rel=0.1)
+    assert record["changes"]["time"]["ratio"] > 1.5  # twice the sleeps; how far above 2 a loaded host says varies
     assert record["changes"]["work"]["ratio"] == 2.0 and record["ref_outcome"] == "passed"
     assert results(repo)["session"]["compare"]["ref"] == "HEAD~1"
     # the top level: three process pairs (the slowdown is decided by them), each with its own ratio near 2
