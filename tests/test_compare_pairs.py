@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -216,3 +217,37 @@ def test_a_cuda_turn_times_each_call_between_events_and_syncs_the_host_between_t
     seconds, faults = run_batch_events(FakeCalls(cuda), 3, True, cuda)
     assert seconds == pytest.approx(2e-3) and faults == 0  # the setup's second per call is not in the time
     assert cuda.log == ["rewarm", "sync", "call", "call", "call", "sync"]
+
+
+def test_the_pool_never_calls_new_a_test_this_checkouts_twin_lacks(tmp_path: Path) -> None:
+    """``missing``: this checkout's own twin lacking the id is an error (unstable ids), never ``new``; a REF twin
+    lacking it says why with REF's evidence."""
+    from types import SimpleNamespace
+
+    from pytest_roofline.compare.parity import Missing
+    from pytest_roofline.compare.pool import TwinPool
+
+    def twin(ids: set[str], verdict: str = "new") -> Any:
+        return SimpleNamespace(nodeids=ids, error=None, log=tmp_path / "twin.log",
+                               missing=lambda nodeid: Missing(verdict, f"{nodeid}: REF's evidence"))
+
+    pool = TwinPool([(twin({"t.py::a"}), twin({"t.py::a", "t.py::b"})),
+                     (twin({"t.py::a", "t.py::b"}), twin({"t.py::a", "t.py::b"}))])
+    assert pool.missing("t.py::b").verdict == "error"  # pair 0's own twin did not collect it
+    assert "this checkout's twin did not collect t.py::b" in pool.missing("t.py::b").explanation
+    pool = TwinPool([(twin({"t.py::a", "t.py::c"}), twin({"t.py::a"}))])
+    assert pool.missing("t.py::c") == Missing("new", "t.py::c: REF's evidence")
+
+
+def test_a_line_cut_short_is_a_closed_channel() -> None:
+    """A twin that dies while it writes leaves half a JSON line: the pipe is closed, not a JSONDecodeError."""
+    import socket
+
+    from pytest_roofline.compare.channel import Channel
+    from pytest_roofline.errors import ChannelClosed
+
+    ours, theirs = socket.socketpair()
+    theirs.sendall(b'{"op": "rea\n')
+    theirs.close()
+    with pytest.raises(ChannelClosed, match="not a message"):
+        Channel(ours).receive()

@@ -60,10 +60,11 @@ class FakeRecorder:
     def time_ops(self) -> None:
         """No per-op pass for declared work."""
 
-    def remeasure_contended(self) -> None:
+    def remeasure_contended(self) -> int:
         self.remeasured += 1
         self.busy_now = False
         self.regions = [self._region(self.times.pop(0))]
+        return 1
 
 
 def make_state(tmp_path: Path, **overrides: Any) -> RooflineState:

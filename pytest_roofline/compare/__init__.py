@@ -4,5 +4,6 @@
 - :mod:`.twin`: the twin pytest process in that worktree, and the pipe both sides talk over.
 - :mod:`.lockstep`: the two sides take turns, one call (or one short batch) each, the order in each pair random.
 - :mod:`.paired_stats`: the paired ratio time(this) / time(REF) with its Wilcoxon interval, and its verdict.
-- :mod:`.report`: the comparison record of each test (the shared ``measure.comparison.TestComparison``).
+- :mod:`.pool` / :mod:`.pairs`: process pairs (twins of this checkout and of REF) and their interval; the verdict is
+  :mod:`pytest_roofline.gates.ab` / :mod:`pytest_roofline.gates.ab_report`.
 """

@@ -27,7 +27,10 @@ class Channel:
             raise ChannelClosed(str(exc)) from None
         if not line:
             raise ChannelClosed("the other side closed the connection")
-        message = json.loads(line)
+        try:
+            message = json.loads(line)
+        except ValueError:  # a line cut short: the other side died while it wrote
+            raise ChannelClosed(f"not a message: {line[:200]!r}") from None
         if not isinstance(message, dict) or "op" not in message:
             raise ChannelClosed(f"not a message: {line[:200]!r}")
         return message

@@ -50,7 +50,7 @@ class SideLink:
         if message["op"] != "ready" or message.get("site") != index:
             self.link.active = False
             return False
-        self.twin.channel.send(op="begin", cores=list(cores) if cores else None, roofs=roofs)
+        self.twin.send(op="begin", cores=list(cores) if cores else None, roofs=roofs)  # a dead twin: TwinStopped
         self.open = True
         return True
 
@@ -225,6 +225,8 @@ class TwinPool:
                     started.append(future.result())
                 except CompareError as exc:
                     failure = failure or exc
+                except OSError as exc:  # its log could not be opened: stop the others all the same
+                    failure = failure or CompareError(f"--roofline-compare: cannot start a twin: {exc}")
         if failure is not None:
             for twin in started:
                 twin.stop()
@@ -250,12 +252,13 @@ class TwinPool:
         evidence, or an error at REF: not compared), as :meth:`.twin.Twin.missing` says for one twin."""
         if self.error is not None:
             return Missing("error", f"not compared: {self.error}")
-        this, ref = self.pairs[0]
-        if nodeid not in ref.nodeids:
-            return ref.missing(nodeid)
-        if nodeid not in this.nodeids:
+        lacking = next((twin for pair in self.pairs for twin in pair[:1] if nodeid not in twin.nodeids), None)
+        if lacking is not None:  # this checkout's own twin did not collect it (unstable ids?): never "new"
             return Missing("error", f"not compared: this checkout's twin did not collect {nodeid} "
-                                    f"(its log: {this.log})")
+                                    f"(its log: {lacking.log})")
+        ref = next((pair[1] for pair in self.pairs if nodeid not in pair[1].nodeids), None)
+        if ref is not None:
+            return ref.missing(nodeid)
         return Missing("error", "not compared: no process pair could start the test")
 
     def end_test(self, link: PoolLink) -> dict[str, Any] | None:

@@ -178,7 +178,8 @@ class Twin:
                 except subprocess.TimeoutExpired:
                     status = None
             said = "is still running but" if status is None else f"exited with status {status}:"
-            self.error = (f"REF {self.checkout.ref}'s twin (pid {self.process.pid}) {said} {why}; its log "
+            whose = "this checkout's" if not self.checkout.commit else f"REF {self.checkout.ref}'s"
+            self.error = (f"{whose} twin (pid {self.process.pid}) {said} {why}; its log "
                           f"{self.log} ends:\n{self.log_tail()}")
         return TwinStopped(self.error)
 

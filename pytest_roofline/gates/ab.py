@@ -1,5 +1,5 @@
 """The A/B gate (``--roofline-compare``): a measured test's paired comparison with REF, recorded in
-``entry.extra["compare"]``, and its failure message and artifacts. Called from :func:`measure.gate.judge`."""
+``entry.extra["compare"]``, and its failure message and artifacts. Called from :func:`gates.judge.judge`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The A/B verdict of a test: its call sites' paired ratios combined into the shared comparison record
-(``measure.comparison.TestComparison``), explained in roofline terms, and the lines the summary prints."""
+(``gates.comparison.TestComparison``), explained in roofline terms, and the lines the summary prints."""
 
 from __future__ import annotations
 

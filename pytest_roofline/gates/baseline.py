@@ -1,7 +1,7 @@
 """The baseline gate (``--roofline-baseline``): compare a test's time per call, counted work and fraction with
 its own baseline sessions, and fail it when a quantity it is failed on (``--roofline-fail-on``, default time
 and fraction) got significantly worse by more than its tolerance. Plain Python; called from
-:func:`measure.gate.judge`.
+:func:`gates.judge.judge`.
 
 Every test compared gets ``entry.extra["baseline"]`` (into results.json and the history): the shared
 :class:`~pytest_roofline.gates.comparison.TestComparison` record plus the fields older readers know

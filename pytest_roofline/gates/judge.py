@@ -174,9 +174,9 @@ def remeasure_contended(state: RooflineState) -> list[Remeasured]:
             entry.recorder.contended.clear()
             continue
         first_times = contention.region_times(entry.recorder.regions)
-        entry.recorder.remeasure_contended()
+        remeasured = entry.recorder.remeasure_contended() > 0  # not a call longer than the budget
         contended = entry.recorder.is_contended()
-        entry.extra["contended"] = {"remeasured": True, "still_contended": contended}
+        entry.extra["contended"] = {"remeasured": remeasured, "still_contended": contended}
         judged = contended and judge_mode == "judge"
         widen = 0.0
         if judged:  # judged all the same, with the tolerance its own contended measurements need

@@ -474,16 +474,19 @@ class Recorder:
             return self._machine()
         return self.machine_for_cores(placed.count)
 
-    def remeasure_contended(self) -> None:
+    def remeasure_contended(self) -> int:
         """Time the regions that were measured without a free core once more (cores chosen anew) and judge
         them again, notes and all. An uncontended measurement replaces the first; one still contended replaces
-        it only when faster (it stays marked contended), else the first is kept."""
+        it only when faster (it stays marked contended), else the first is kept. Returns how many regions were
+        timed again (a call longer than the budget is not)."""
         redo, self.contended = self.contended, []
+        timed = 0
         for index, counter, fn, args, kwargs, setup in redo:
             old = self.regions[index]
             if old.timing.median_s > self.policy.max_time_s:  # its stated calls once, no more
                 self.regions[index] = replace(old, notes=[*old.notes, OVER_BUDGET_NOTE])
                 continue
+            timed += 1
             with self.cores.scope() if self.cores is not None else nullcontext() as placed:
                 probe = self._probe_for(counter, old.kernels, placed)
                 timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(),
@@ -502,6 +505,7 @@ class Recorder:
                 self.regions[index] = replace(new, notes=[*new.notes, note], ops=old.ops, confirmed=old.confirmed)
             if still:
                 self.contended.append((index, counter, fn, args, kwargs, setup))
+        return timed
 
     def is_contended(self) -> bool:
         """Whether any region's last measurement had no free core."""

@@ -22,7 +22,7 @@ PROBE_MODES = ("live", "off")
 OPS_MODES = ("always", "failed", "off")  # the per-op timing pass (measure/op_times.py): every test, failing ones, none
 CONFIRM_MODES = ("on", "off")  # mirrors probes.PROBE_MODES without importing it (numpy) at plugin import
 MARKER_ARGUMENTS = ("min_fraction", "uncounted", "max_drop", "max_slowdown", "fail_on")
-FAIL_ON_QUANTITIES = ("time", "fraction", "work")  # measure.comparison.QUANTITIES, without its import
+FAIL_ON_QUANTITIES = ("time", "fraction", "work")  # gates.comparison.QUANTITIES, without its import
 FRACTION_DEVICES = ("cpu", "cuda")  # the keys of min_fraction={...}: where a call site's work ran (device_roofs)
 
 

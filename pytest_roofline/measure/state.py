@@ -81,7 +81,7 @@ class RooflineState:
         self._choice: Any = None  # ncu_gate.CounterChoice, resolved on first need
         self._warned = False
         self.ncu_denied: str | None = None  # explicit ncu got ERR_NVGPUCTRPERM: later tests skip at once
-        self.ncu_batches: Any = None  # counters.ncu.parent.NcuBatches: the batched ncu runs of this session
+        self.ncu_batches: Any = None  # measure.ncu_deferred.NcuBatches: the batched ncu runs of this session
         self.started = _dt.datetime.now(_dt.timezone.utc)
         self.session_id = new_session_id(self.started)
         self.write_error: str | None = None  # results could not be written; said in the summary
