@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from pytest_roofline.output.summary import marked_table
 from pytest_roofline.output.table import Row, fraction_text, render, shorten_id, time_text
 
@@ -71,3 +73,20 @@ def test_work_the_same_where_it_binds_is_not_written_as_times_one() -> None:
     text = explain("origin/main (abc)", time, fraction, work)
     assert text == ("time ×2.00 against origin/main (abc) at the same work where it binds (other counts moved): "
                     "fraction 0.08 → 0.04")
+
+
+def test_a_log_gets_at_least_120_columns_a_terminal_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In CI (no terminal, no COLUMNS) pytest assumes 80 columns; the table takes 120, so ids keep their names."""
+    from types import SimpleNamespace
+
+    from pytest_roofline.plugin.modes import summary_width
+
+    def reporter(width: int, tty: bool) -> object:
+        return SimpleNamespace(_tw=SimpleNamespace(fullwidth=width), isatty=tty)
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert summary_width(reporter(80, tty=False)) == 120
+    assert summary_width(reporter(200, tty=False)) == 200
+    assert summary_width(reporter(80, tty=True)) == 80
+    monkeypatch.setenv("COLUMNS", "80")
+    assert summary_width(reporter(80, tty=False)) == 80

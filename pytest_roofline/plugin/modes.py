@@ -306,7 +306,21 @@ def summary_context(state: RooflineState, config: pytest.Config, terminalreporte
 
     directory = state.settings.directory if state.results_written else None  # never an earlier run's file
     return SummaryContext(machines, dict(fewer_cores or {}), directory, counter, baseline,
-                          terminalreporter._tw.fullwidth, config.get_verbosity() > 0)
+                          summary_width(terminalreporter), config.get_verbosity() > 0)
+
+
+LOG_WIDTH = 120  # a CI log has no terminal: pytest assumes 80 columns, a log viewer shows 120 and more
+
+
+def summary_width(terminalreporter: Any) -> int:
+    """The terminal's width; in a log (no terminal, no ``COLUMNS``) at least ``LOG_WIDTH``, so node ids are not
+    cut to fit an 80-column terminal nobody looks at."""
+    import os
+
+    width = int(terminalreporter._tw.fullwidth)
+    if not getattr(terminalreporter, "isatty", False) and not os.environ.get("COLUMNS", "").strip():
+        return max(width, LOG_WIDTH)
+    return width
 
 
 def write_summary(terminalreporter: Any, config: pytest.Config, records: list[dict[str, Any]], context: Any,
