@@ -90,3 +90,9 @@ def test_a_log_gets_at_least_120_columns_a_terminal_its_own(monkeypatch: pytest.
     assert summary_width(reporter(80, tty=True)) == 80
     monkeypatch.setenv("COLUMNS", "80")
     assert summary_width(reporter(80, tty=False)) == 80
+
+
+def test_a_long_file_name_is_cut_before_the_tests_name() -> None:
+    """pytester-style ids: the file is named after the test; the test's own name must survive."""
+    short = shorten_id("test_passing_test_fills_results_and_summary.py::test_ok", 51)
+    assert short == "test_passing_test_f...sults_and_summary.py::test_ok" and len(short) == 51

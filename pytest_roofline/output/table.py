@@ -73,6 +73,10 @@ def shorten_id(nodeid: str, size: int) -> str:
         head = (room - 3) // 2
         base = base if len(base) <= room else base[:head] + "..." + base[-(room - 3 - head):]
         return f"{path}{sep}{base}{params}"
+    tail = f"{sep}{base}{params}"
+    if size - len(tail) >= 16:  # a long file name: its middle goes before the test's name does
+        keep = size - len(tail) - 3
+        return path[:keep // 2] + "..." + path[len(path) - (keep - keep // 2):] + tail
     if len(path) + len(sep) + 3 + len(params) <= size:  # the name goes before the file or its parameters
         return f"{path}{sep}...{params}"
     # not even the file fits beside the parameters: the end (the test's name and parameters) says most
