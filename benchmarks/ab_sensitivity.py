@@ -156,7 +156,7 @@ def make_repo(root: Path, percents: list[float], copies: int, device: str) -> Pa
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "A: nothing planted")
     (repo / "workloads.py").write_text(WORKLOADS.format(shares={p: p / 100 for p in percents if p}, device=device))
-    git(repo, "commit", "-qam", "B: planted slowdowns")
+    git(repo, "commit", "-qam", "B: planted slowdowns", "--allow-empty")  # A/A only: nothing planted
     return repo
 
 
