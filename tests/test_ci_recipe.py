@@ -17,6 +17,7 @@ from typing import Any
 import matplotlib.pyplot  # noqa: F401
 import numpy  # noqa: F401
 import pytest
+from test_plugin_history import fake_session as history_session
 
 from pytest_roofline.history.machine_key import machine_key
 from pytest_roofline.measure import contention
@@ -45,17 +46,7 @@ def machine_file(write_machine: Callable[..., Path]) -> Path:
 
 def fake_session(folder: Path, index: int, fraction: float, nodeid: str = NODEID, commit: str | None = None) -> None:
     """A history file whose test took 1 ms / fraction in each of 20 rounds (t_min 1 ms)."""
-    doc: dict[str, Any] = {
-        "format": "pytest-roofline-history", "schema": 1,
-        "session": {"id": f"base-{index}", "start": f"2026-11-25T06:0{index}:00+00:00",
-                    "git": {"commit": commit or f"{index:040d}", "branch": None, "dirty": False}},
-        "machine": {"key": KEY, **MACHINE},
-        "tests": [{"nodeid": nodeid, "fraction": fraction,
-                   "regions": [{"t_min_s": 1e-3, "timing": {"samples_s": [1e-3 / fraction] * 20}}]}],
-    }
-    path = folder / KEY / f"2026112{index}T060000Z-{index:012d}-abcd.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc))
+    history_session(folder, index, fraction, nodeid, commit=commit)
 
 
 def record(pytester: pytest.Pytester) -> dict[str, Any]:

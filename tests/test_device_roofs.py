@@ -25,7 +25,7 @@ from pytest_roofline.counters.ncu import metrics as ncu_metrics
 from pytest_roofline.measure.regions import Recorder
 from pytest_roofline.measure.settings import MarkerOptions, SettingError
 from pytest_roofline.measure.timing import TimingPolicy
-from pytest_roofline.model import KernelSample, Machine
+from pytest_roofline.model import KernelSample, Machine, sum_maps
 from pytest_roofline.output import session_output
 from pytest_roofline.output.session_output import failure_report
 
@@ -62,11 +62,7 @@ def count_in(mode: FakeTensorMode, fn: Callable[[], Any]) -> tuple[AnalyticCount
 
 
 def flops_of(kernels: list[KernelSample]) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for k in kernels:
-        for precision, value in k.flops.items():
-            out[precision] = out.get(precision, 0.0) + value
-    return out
+    return sum_maps(k.flops for k in kernels)
 
 
 @pytest.fixture

@@ -47,12 +47,13 @@ def history_files(pytester: pytest.Pytester, folder: str = ".roofline/history") 
     return sorted((pytester.path / folder).rglob("*.json"))
 
 
-def fake_session(folder: Path, index: int, fraction: float, nodeid: str = NODEID, key: str = KEY) -> Path:
+def fake_session(folder: Path, index: int, fraction: float, nodeid: str = NODEID, key: str = KEY,
+                 commit: str | None = None) -> Path:
     """A history file whose test took 1 ms / fraction in every one of 20 rounds (t_min 1 ms)."""
     doc: dict[str, Any] = {
         "format": "pytest-roofline-history", "schema": 1,
         "session": {"id": f"base-{index}", "start": f"2026-11-25T06:0{index}:00+00:00",
-                    "git": {"commit": f"{index:040d}", "branch": None, "dirty": False}},
+                    "git": {"commit": commit or f"{index:040d}", "branch": None, "dirty": False}},
         "machine": {"key": key, **MACHINE},
         "tests": [{"nodeid": nodeid, "fraction": fraction,
                    "regions": [{"t_min_s": 1e-3, "timing": {"samples_s": [1e-3 / fraction] * 20}}]}],
