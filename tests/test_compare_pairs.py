@@ -135,7 +135,20 @@ def test_work_is_not_time_changed_versus_regressed() -> None:
     assert slower is not None and slower.verdict == "regressed" and slower.failed_on == ("time",)
     # pairs that disagree (0.98 .. 1.12): the interval reaches 1, so no verdict on time
     noisy = compare_regions([region(1.05, [0.98, 1.12, 1.05])], tolerances, "REF", "compute:fp32")
-    assert noisy is not None and noisy.time.verdict == "noisy" and noisy.verdict == "noisy"
+    assert noisy is not None and noisy.time.verdict == "inconclusive" and noisy.verdict == "inconclusive"
+    assert noisy.failed_on == () and "process pairs 0.980 1.120 1.050" in noisy.explanation
+
+
+def test_a_ratio_inside_the_band_with_an_interval_past_it_is_inconclusive_not_steady() -> None:
+    tolerances = Tolerances(0.1, 0.03, ("time", "fraction"))
+    # mean of the logs ~1.000; sd ~3 %: t(2) = 4.30 puts the interval at about [0.93, 1.08], past the 3 % band
+    wide = compare_regions([region(1.0, [0.97, 1.0, 1.03])], tolerances, "REF", "compute:fp32")
+    assert wide is not None and wide.time.verdict == "inconclusive" and wide.verdict == "inconclusive"
+    assert wide.time.ci is not None and wide.time.ci[0] < 1 / 1.03 and wide.time.ci[1] > 1.03
+    assert "reaches past the ±3% band" in wide.explanation
+    # the same mean with pairs that agree to 0.5 %: the interval [0.988, 1.012] lies inside the band
+    narrow = compare_regions([region(1.0, [0.995, 1.0, 1.005])], tolerances, "REF", "compute:fp32")
+    assert narrow is not None and narrow.time.verdict == "same" and narrow.verdict == "steady"
 
 
 def test_paired_numbers_only_and_call_sites_combined_pair_by_pair() -> None:
@@ -251,3 +264,31 @@ def test_a_line_cut_short_is_a_closed_channel() -> None:
     theirs.close()
     with pytest.raises(ChannelClosed, match="not a message"):
         Channel(ours).receive()
+
+
+def test_the_pool_starts_further_pairs_only_when_asked_and_stops_growing_when_one_cannot_start(
+        tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from pytest_roofline.compare.pool import TwinPool
+    from pytest_roofline.errors import CompareError
+
+    def twin() -> Any:
+        return SimpleNamespace(nodeids={"t.py::a"}, error=None, log=tmp_path / "twin.log")
+
+    started: list[int] = []
+
+    def starter(number: int) -> Any:
+        started.append(number)
+        if number == 4:
+            raise CompareError("--roofline-compare: the twin in /ref did not start")
+        return (twin(), twin())
+
+    pool = TwinPool([(twin(), twin()) for _ in range(3)], starter=starter, limit=6)
+    assert started == [] and len(pool.pairs) == 3  # nothing started before a call site asks
+    assert pool.grow() and started == [3] and len(pool.pairs) == 4
+    assert not pool.grow() and started == [3, 4] and len(pool.pairs) == 4  # the fifth failed: no sixth tried
+    assert pool.limit == 4 and pool.grow_error is not None and "did not start" in pool.grow_error
+    assert not pool.grow() and started == [3, 4]
+    fixed = TwinPool([(twin(), twin())])  # no starter: a fixed pool never grows
+    assert not fixed.grow() and fixed.limit == 1

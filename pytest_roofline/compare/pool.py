@@ -122,6 +122,7 @@ class PoolLink:
     nodeid: str
     pool: list[tuple[Twin, Twin]]
     seed: int
+    grow: Callable[[], bool] | None = None  # starts one more pair in the pool; False when it cannot
     pairs: list[Pair] = field(default_factory=list)  # the pairs in this test, in the pool's order
     tried: int = 0  # how many of the pool's pairs were asked to start the test
     site: int = 0
@@ -129,7 +130,7 @@ class PoolLink:
 
     def join(self, index: int) -> Pair | None:
         """The pool's next pair, started on this test and brought up to call site ``index`` (not yet open)."""
-        while self.tried < len(self.pool):
+        while self.tried < len(self.pool) or (self.grow is not None and self.grow()):
             number = self.tried
             self.tried += 1
             this, ref = self.pool[number]
@@ -188,13 +189,34 @@ class PoolLink:
         return result
 
 
-class TwinPool:
-    """``count`` pairs of twins (this checkout, REF), started in parallel; the interface of :class:`.twin.Twin`
-    that the plugin uses (``begin_test``, ``end_test``, ``stop``, ``error``, ``nodeids``)."""
+TwinStarter = Callable[[int], tuple[Twin, Twin]]  # pair number -> its two twins, started in parallel
 
-    def __init__(self, pairs: list[tuple[Twin, Twin]]) -> None:
+
+class TwinPool:
+    """Pairs of twins (this checkout, REF): ``MIN_PROCESS_PAIRS`` started at once, in parallel, and more, up to
+    ``limit``, only when a call site needs them (:meth:`grow`); the interface of :class:`.twin.Twin` that the
+    plugin uses (``begin_test``, ``end_test``, ``stop``, ``error``, ``nodeids``)."""
+
+    def __init__(self, pairs: list[tuple[Twin, Twin]], starter: TwinStarter | None = None,
+                 limit: int | None = None) -> None:
         self.pairs = pairs
         self.nodeids: set[str] = set.intersection(*(set(t.nodeids) for pair in pairs for t in pair))
+        self.starter = starter
+        self.limit = len(pairs) if limit is None or starter is None else max(limit, len(pairs))
+        self.grow_error: str | None = None  # why a later pair could not start (the pool stopped growing)
+
+    def grow(self) -> bool:
+        """Start one more pair, in parallel with nothing timed (every other twin waits on its socket)."""
+        if self.starter is None or len(self.pairs) >= self.limit or self.error is not None:
+            return False
+        try:
+            pair = self.starter(len(self.pairs))
+        except CompareError as exc:
+            self.grow_error = str(exc)
+            self.limit = len(self.pairs)
+            return False
+        self.pairs.append(pair)
+        return True
 
     @property
     def error(self) -> str | None:
@@ -208,30 +230,35 @@ class TwinPool:
     def start(cls, this: Checkout, ref: Checkout, pytest_args: Sequence[str],
               roofline_args: Callable[[str], list[str]], folder: Path, python: str | None = None,
               count: int = MAX_PROCESS_PAIRS) -> TwinPool:
-        """Start ``count`` twins of each checkout; ``roofline_args(name)``: a twin's own roofline arguments
-        (its own folder). Any twin that cannot start stops them all, with that twin's error."""
-        jobs = [(f"{side}-{n}", checkout, py) for n in range(count)
-                for side, checkout, py in (("this", this, None), ("ref", ref, python))]
+        """Start ``min(count, MIN_PROCESS_PAIRS)`` pairs now, the rest up to ``count`` when needed;
+        ``roofline_args(name)``: a twin's own roofline arguments (its own folder). Any twin that cannot start
+        now stops them all, with that twin's error."""
 
         def start(job: tuple[str, Checkout, str | None]) -> Twin:
             name, checkout, py = job
             return Twin.start(checkout, pytest_args, roofline_args(name), folder / f"twin-{name}.log", python=py)
 
-        started: list[Twin] = []
-        failure: CompareError | None = None
-        with ThreadPoolExecutor(max_workers=len(jobs)) as executor:
-            for future in [executor.submit(start, job) for job in jobs]:
-                try:
-                    started.append(future.result())
-                except CompareError as exc:
-                    failure = failure or exc
-                except OSError as exc:  # its log could not be opened: stop the others all the same
-                    failure = failure or CompareError(f"--roofline-compare: cannot start a twin: {exc}")
-        if failure is not None:
-            for twin in started:
-                twin.stop()
-            raise failure
-        return cls([(started[2 * n], started[2 * n + 1]) for n in range(count)])
+        def start_pairs(numbers: Sequence[int]) -> list[tuple[Twin, Twin]]:
+            jobs = [(f"{side}-{n}", checkout, py) for n in numbers
+                    for side, checkout, py in (("this", this, None), ("ref", ref, python))]
+            started: list[Twin] = []
+            failure: CompareError | None = None
+            with ThreadPoolExecutor(max_workers=len(jobs)) as executor:
+                for future in [executor.submit(start, job) for job in jobs]:
+                    try:
+                        started.append(future.result())
+                    except CompareError as exc:
+                        failure = failure or exc
+                    except OSError as exc:  # its log could not be opened: stop the others all the same
+                        failure = failure or CompareError(f"--roofline-compare: cannot start a twin: {exc}")
+            if failure is not None:
+                for twin in started:
+                    twin.stop()
+                raise failure
+            return [(started[2 * n], started[2 * n + 1]) for n in range(len(numbers))]
+
+        first = start_pairs(range(min(count, MIN_PROCESS_PAIRS)))
+        return cls(first, starter=lambda number: start_pairs([number])[0], limit=count)
 
     def begin_test(self, nodeid: str) -> PoolLink | None:
         """Every pair starts ``nodeid``: its two processes one after the other, each run up to its first call
@@ -239,7 +266,7 @@ class TwinPool:
         if self.error is not None or nodeid not in self.nodeids:
             return None
         seed = zlib.crc32(nodeid.encode("utf-8", "surrogatepass"))
-        link = PoolLink(nodeid, self.pairs, seed)
+        link = PoolLink(nodeid, self.pairs, seed, grow=self.grow)
         while len(link.pairs) < MIN_PROCESS_PAIRS and link.join(0) is not None:
             pass
         if not link.pairs or self.error is not None:
@@ -275,5 +302,8 @@ class TwinPool:
         return outcome
 
     def stop(self) -> None:
+        """All twins at once: each tears its session down in parallel with the others."""
         for twin in self.twins:
-            twin.stop()
+            twin.ask_to_exit()
+        for twin in self.twins:
+            twin.wait_exit()

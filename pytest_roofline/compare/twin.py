@@ -238,14 +238,21 @@ class Twin:
             return None
         return self.finished.get(link.nodeid)
 
-    def stop(self) -> None:
+    def ask_to_exit(self) -> None:
+        """Tell the twin to end its session (it tears its fixtures down, then leaves without a summary)."""
         try:
             self.channel.send(op="exit")
         except ChannelClosed:
             pass
+
+    def wait_exit(self, timeout_s: float = 30.0) -> None:
         try:
-            self.process.wait(timeout=30)
+            self.process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
         self.channel.close()
+
+    def stop(self) -> None:
+        self.ask_to_exit()
+        self.wait_exit()

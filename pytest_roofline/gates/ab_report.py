@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -13,7 +14,35 @@ from pytest_roofline.gates.comparison import TestComparison, Tolerances, combine
 from pytest_roofline.measure.work import Work, work_change
 from pytest_roofline.model import sum_maps
 
-_TIME_VERDICT = {"slower": "worse", "faster": "better", "unchanged": "same", "inconclusive": "noisy"}
+_TIME_VERDICT = {"slower": "worse", "faster": "better", "unchanged": "same", "inconclusive": "inconclusive"}
+
+
+def undecided(paired: PairedRatio, tolerance: float) -> bool:
+    """A ratio inside the band whose interval still reaches past it: the pairs cannot tell "unchanged" from a
+    change of the size asked about (``inconclusive``, not ``steady``)."""
+    if paired.ci is None:
+        return True
+    band_lo, band_hi = 1 / (1 + tolerance), 1 + tolerance
+    return paired.ci[0] < band_lo or paired.ci[1] > band_hi
+
+
+def time_verdict(paired: PairedRatio, tolerance: float) -> str:
+    """``worse`` / ``better`` (beyond the band, the interval excluding 1), ``same`` (the interval inside the
+    band), else ``inconclusive``."""
+    said = verdict(paired, tolerance)
+    if said == "unchanged" and undecided(paired, tolerance):
+        said = "inconclusive"
+    return _TIME_VERDICT[said]
+
+
+def inconclusive_note(paired: PairedRatio, record_ratios: Sequence[float] | None, tolerance: float) -> str:
+    """Why no verdict: the interval against the band, and what the process pairs said."""
+    if paired.ci is None:
+        return f"; inconclusive: too few process pairs for an interval ({paired.pairs})"
+    pairs = "" if not record_ratios else (
+        f"; process pairs {_ratios(record_ratios)} (CV {between_pairs(record_ratios).cv:.1%})")
+    return (f"; inconclusive: the interval [{paired.ci[0]:.3f}, {paired.ci[1]:.3f}] reaches past the ±"
+            f"{tolerance:.0%} band{pairs}")
 
 
 def combined_ratio(sites: Sequence[tuple[float, PairedRatio]]) -> PairedRatio:
@@ -84,8 +113,8 @@ def compare_regions(regions: Sequence[Mapping[str, Any]], tolerances: Tolerances
         over_pairs = over_process_pairs([(float(r["compare"]["ref"]["time_s"]), r["compare"]["pair_ratios"])
                                  for r in compared])
     paired = combined_ratio(sites) if over_pairs is None else over_pairs.as_paired()
-    time_verdict = _TIME_VERDICT[verdict(paired, tolerances.max_slowdown)]
-    time = Change("time", this_time, ref_time, paired.ratio, paired.ci, None, time_verdict)
+    time = Change("time", this_time, ref_time, paired.ratio, paired.ci, None,
+                  time_verdict(paired, tolerances.max_slowdown))
     # fraction = t_min / time on both sides (the same roofs): its ratio is the t_min ratio over the time ratio
     scale = this_tmin / ref_tmin if ref_tmin > 0 else 1.0
     f_ci = None if paired.ci is None else (scale / paired.ci[1], scale / paired.ci[0])
@@ -100,7 +129,13 @@ def compare_regions(regions: Sequence[Mapping[str, Any]], tolerances: Tolerances
                                                                     or {}) for r in compared),
                                  "bytes": sum_maps((r["compare"]["ref"].get("bytes") or {}) for r in compared)})
     work = None if now is None or ref_work is None else work_change(now, ref_work, bound)
-    return combine(against, time, fraction, work, tolerances.fail_on)
+    result = combine(against, time, fraction, work, tolerances.fail_on)
+    if result.verdict != "inconclusive" or time.verdict != "inconclusive":
+        return result
+    ratios = over_pairs.ratios if over_pairs is not None else compared[0]["compare"].get("pair_ratios") \
+        if len(compared) == 1 else None
+    return replace(result, explanation=result.explanation + inconclusive_note(paired, ratios,
+                                                                               tolerances.max_slowdown))
 
 
 def failure_message(nodeid: str, result: TestComparison, record: Mapping[str, Any]) -> str:

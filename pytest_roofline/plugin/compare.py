@@ -163,8 +163,29 @@ class CompareSession:
                 terminalreporter.write_line(f"roofline: compare: {effects}", yellow=True)
             if self.twin is not None and self.twin.error:
                 terminalreporter.write_line(printable(f"roofline: compare: {self.twin.error}"), red=True)
+            grow_error = getattr(self.twin, "grow_error", None)
+            if grow_error:
+                terminalreporter.write_line(printable(f"roofline: compare: no further process pair could start, "
+                                                      f"call sites were judged on fewer: {grow_error}"), yellow=True)
         except Exception as exc:  # noqa: BLE001 - the summary must never turn a finished run into an error
             terminalreporter.write_line(f"roofline: could not write the compare summary: {exc!r}")
+
+
+def warm_up_counting() -> None:
+    """Count one tiny op when the tests imported torch: its first dispatch under a counting mode imports
+    ``torch._dynamo`` (about 1 s), which a twin would otherwise pay at its first call site, one twin after
+    another."""
+    import sys
+
+    if "torch" not in sys.modules:
+        return
+    from pytest_roofline.counters.analytic import AnalyticCounter
+
+    torch = sys.modules["torch"]
+    try:
+        AnalyticCounter().count(torch.neg, (torch.zeros(4),), {})
+    except Exception:  # noqa: BLE001 - a warm-up only: the first real count says what is wrong
+        pass
 
 
 def paths_outside(positional: list[str], where: Path, top: Path) -> str | None:
@@ -224,12 +245,24 @@ class TwinSession:
         elif report.outcome != "passed":
             self.outcomes[report.nodeid] = f"{report.outcome} in {report.when}"
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Nobody reads a twin's summary: once pytest's runner tore the session's fixtures down (its
+        sessionfinish runs before this trylast one), leave without the terminal summary, the other plugins'
+        unconfigure and the interpreter's teardown, which took 3 s per twin with torch loaded."""
+        import sys
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(exitstatus))
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtestloop(self, session: pytest.Session) -> bool:
         from pytest_roofline.errors import ChannelClosed
 
         items = {item.nodeid: item for item in session.items}
         self.state.machine()  # the pinned roofs, loaded before the first turn
+        warm_up_counting()  # while the other twins start too, not in turn with them at the first test
         try:
             self.channel.send(op="collected", nodeids=sorted(items), errors=self.collect_errors,
                               rootdir=str(session.config.rootpath))
