@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -191,6 +192,9 @@ def main() -> None:
     moved: dict[str, list[bool]] = {}  # A/A: time verdict worse or better
     ratios: dict[tuple[str, str], list[float]] = {}
     between: dict[str, list[float]] = {}  # A/A: between-pair CV each comparison reported
+    undecided: dict[str, list[bool]] = {}  # A/A: the time verdict neither same nor a change (inconclusive)
+    within: dict[str, list[float]] = {}  # A/A: each pair's own (Wilcoxon) interval, half its width
+    persistent: dict[str, list[float]] = {}  # A/A: share of the pairs' spread that follows the pair's processes
     compare_s: list[float] = []
     plain_s: list[float] = []
     try:
@@ -203,6 +207,7 @@ def main() -> None:
                     plain_s.append(seconds)
                 seconds, results = session(repo, root / f"compare-{index}", True, args.max_time)
                 compare_s.append(seconds)
+                pair_logs: dict[str, list[list[float]]] = {}  # workload -> per A/A copy, its first 3 pairs
                 for test in results["tests"]:
                     name = test["nodeid"].split("::")[1]
                     workload, _, rest = name.partition("[")
@@ -218,11 +223,58 @@ def main() -> None:
                                                                                                    "better"))
                         if isinstance(record.get("between_cv"), float):
                             between.setdefault(key[0], []).append(record["between_cv"])
+                        undecided.setdefault(key[0], []).append(
+                            record["changes"]["time"]["verdict"] in ("noisy", "inconclusive"))
+                        for region in test.get("regions") or []:
+                            for pair in (region.get("compare") or {}).get("within") or []:
+                                if pair.get("ci"):
+                                    within.setdefault(key[0], []).append(
+                                        math.log(pair["ci"][1] / pair["ci"][0]) / 2)
+                        if len(record.get("pair_ratios") or []) >= 3:
+                            pair_logs.setdefault(key[0], []).append(
+                                [math.log(r) for r in record["pair_ratios"][:3]])
+                for workload, rows in pair_logs.items():
+                    share = persistent_share(rows)
+                    if share is not None:
+                        persistent.setdefault(workload, []).append(share)
                 print(f"session {index + 1}/{args.sessions}: {seconds:.0f} s", file=sys.stderr)
     finally:
         for process in neighbours:
             process.kill()
     report(args, percents, flagged, moved, ratios, between, compare_s, plain_s)
+    levels(undecided, within, between, ratios, persistent)
+
+
+def persistent_share(rows: list[list[float]]) -> float | None:
+    """Of the spread between pairs, the share that follows the pair's processes from one test to the next
+    (the same pool serves every test of a session): the variance of each pair's mean log ratio over the A/A
+    copies against the variance of all, both about the grand mean; None below two copies or with no spread."""
+    if len(rows) < 2:
+        return None
+    every = [v for row in rows for v in row]
+    grand = statistics.fmean(every)
+    total = statistics.fmean([(v - grand) ** 2 for v in every])
+    if total <= 0:
+        return None
+    means = [statistics.fmean(row[j] for row in rows) for j in range(len(rows[0]))]
+    return statistics.fmean([(m - grand) ** 2 for m in means]) / total
+
+
+def levels(undecided: dict[str, list[bool]], within: dict[str, list[float]], between: dict[str, list[float]],
+           ratios: dict[tuple[str, str], list[float]], persistent: dict[str, list[float]]) -> None:
+    """Which level of variance dominates, per workload, over the A/A comparisons."""
+    print("A/A variance by level: inside a pair (median half-width of a pair's own interval), between process "
+          "pairs (median CV), between sessions (CV of the ratios); share of the pairs' spread that follows the "
+          "pair's processes across tests (about 1/--aa if nothing does); share of comparisons inconclusive")
+    for workload in sorted(undecided):
+        same = ratios.get((workload, "0"), [])
+        session_cv = statistics.stdev(same) / statistics.fmean(same) if len(same) > 1 else float("nan")
+        inside = statistics.median(within[workload]) if within.get(workload) else float("nan")
+        pairs = statistics.median(between[workload]) if between.get(workload) else float("nan")
+        follows = statistics.median(persistent[workload]) if persistent.get(workload) else float("nan")
+        flags = undecided[workload]
+        print(f"  {workload:12s} inside a pair ±{inside:.2%}, between pairs {pairs:.2%}, between sessions "
+              f"{session_cv:.2%}; follows the processes {follows:.0%}; inconclusive {sum(flags)}/{len(flags)}")
 
 
 def report(args: argparse.Namespace, percents: list[Any], flagged: dict[tuple[str, str], list[bool]],
