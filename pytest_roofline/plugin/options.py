@@ -95,8 +95,9 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
       "widened by its measurements' spread (at most by half), excuse reports it unfailed; auto: judge in CI (CI "
       "set) or under --roofline-baseline / --roofline-compare, else excuse"), "auto"),
     ("--roofline-compare-pairs", "roofline_compare_pairs",
-     ("the most process pairs (a twin of this checkout and one of REF, started once per session) each call site "
-      "is compared in; 3 are always used, more only where 3 do not decide (at least 3)"), "5"),
+     ("the most process pairs (a twin of this checkout and one of REF) each call site is compared in; 3 are "
+      "started with the session and always used, more are started and used only where 3 do not decide (at least "
+      "3)"), "5"),
     ("--roofline-history-keep", "roofline_history_keep",
      ("how much history each machine keeps: N (the newest N sessions), Nd (sessions of the last N days), or all; "
       "each test's newest baseline sessions are always kept"), "200"),
