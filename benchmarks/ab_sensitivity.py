@@ -9,7 +9,7 @@ extra FLOP or byte, as a worse kernel would look). Each session runs ``pytest --
 HEAD~1`` at the second commit, so the 0 % tests compare identical code (A/A) and the others a known slowdown.
 
     python benchmarks/ab_sensitivity.py [--sessions 6] [--slowdowns 0 2 3 5 10] [--aa 1] [--neighbours 1]
-        [--max-time 1.0] [--device cpu|cuda]
+        [--max-time 1.0] [--device cpu|cuda] [--pairs N]
 
 Prints, per workload and slowdown, the share of comparisons the gate failed as slower; the false-alarm share
 over all A/A comparisons (flagged slower or faster: the time verdict worse or better); the A/A ratios' median
@@ -161,11 +161,13 @@ def make_repo(root: Path, percents: list[float], copies: int, device: str) -> Pa
     return repo
 
 
-def session(repo: Path, out: Path, compare: bool, max_time: float) -> tuple[float, dict]:
+def session(repo: Path, out: Path, compare: bool, max_time: float, pairs: int | None = None) -> tuple[float, dict]:
     args = [sys.executable, "-m", "pytest", "tests", "--roofline", f"--roofline-dir={out}", "--roofline-history=none",
             f"--roofline-max-time={max_time}", "-q", "-p", "no:cacheprovider"]
     if compare:
         args.append("--roofline-compare=HEAD~1")
+        if pairs is not None:
+            args.append(f"--roofline-compare-pairs={pairs}")
     start = time.perf_counter()
     done = subprocess.run(args, cwd=repo, capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - start
@@ -185,6 +187,7 @@ def main() -> None:
     parser.add_argument("--plain-sessions", type=int, default=2, help="plain --roofline sessions for the cost")
     parser.add_argument("--max-time", type=float, default=1.0, help="--roofline-max-time of every session")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--pairs", type=int, default=None, help="--roofline-compare-pairs (default: the plugin's)")
     args = parser.parse_args()
     percents = [int(p) if p == int(p) else p for p in args.slowdowns]
     neighbours = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.neighbours)]
@@ -205,7 +208,7 @@ def main() -> None:
                 if index < args.plain_sessions:
                     seconds, _ = session(repo, root / f"plain-{index}", False, args.max_time)
                     plain_s.append(seconds)
-                seconds, results = session(repo, root / f"compare-{index}", True, args.max_time)
+                seconds, results = session(repo, root / f"compare-{index}", True, args.max_time, args.pairs)
                 compare_s.append(seconds)
                 pair_logs: dict[str, list[list[float]]] = {}  # workload -> per A/A copy, its first 3 pairs
                 for test in results["tests"]:
@@ -282,7 +285,8 @@ def report(args: argparse.Namespace, percents: list[Any], flagged: dict[tuple[st
            between: dict[str, list[float]], compare_s: list[float], plain_s: list[float]) -> None:
     workloads = sorted({w for w, _ in flagged})
     print(f"\n{args.sessions} sessions on {args.device}, {args.neighbours} busy neighbour(s), {args.aa} A/A "
-          f"cop{'y' if args.aa == 1 else 'ies'} per workload, --roofline-max-time {args.max_time}")
+          f"cop{'y' if args.aa == 1 else 'ies'} per workload, --roofline-max-time {args.max_time}"
+          + ("" if args.pairs is None else f", --roofline-compare-pairs {args.pairs}"))
     print("share of comparisons failed as slower, per planted slowdown; A/A: flagged (slower or faster), median "
           "ratio, CV of the ratios between comparisons, median between-pair CV reported")
     print(f"{'workload':12s} " + " ".join(f"{str(p) + ' %':>8s}" for p in percents)
