@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from pytest_roofline.compare.paired_stats import BetweenPairs, PairedRatio, between_pairs, verdict
@@ -132,8 +132,11 @@ def compare_regions(regions: Sequence[Mapping[str, Any]], tolerances: Tolerances
     result = combine(against, time, fraction, work, tolerances.fail_on)
     if result.verdict != "inconclusive" or time.verdict != "inconclusive":
         return result
-    ratios = over_pairs.ratios if over_pairs is not None else compared[0]["compare"].get("pair_ratios") \
-        if len(compared) == 1 else None
+    ratios: Sequence[float] | None = None  # the pairs' ratios, where one set stands for the whole test
+    if over_pairs is not None:
+        ratios = over_pairs.ratios
+    elif len(compared) == 1:
+        ratios = compared[0]["compare"].get("pair_ratios")
     return replace(result, explanation=result.explanation + inconclusive_note(paired, ratios,
                                                                                tolerances.max_slowdown))
 

@@ -4,6 +4,7 @@ runs tests only when told and answers turns). The logic lives in :mod:`pytest_ro
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from collections.abc import Generator
@@ -182,10 +183,8 @@ def warm_up_counting() -> None:
     from pytest_roofline.counters.analytic import AnalyticCounter
 
     torch = sys.modules["torch"]
-    try:
+    with contextlib.suppress(Exception):  # a warm-up only: the first real count says what is wrong
         AnalyticCounter().count(torch.neg, (torch.zeros(4),), {})
-    except Exception:  # noqa: BLE001 - a warm-up only: the first real count says what is wrong
-        pass
 
 
 def paths_outside(positional: list[str], where: Path, top: Path) -> str | None:
