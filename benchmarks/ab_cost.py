@@ -14,33 +14,16 @@ it ran on.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ab_sensitivity import make_repo
+from ab_sensitivity import make_repo, session
 
 HERE = Path(__file__).resolve().parent.parent
-
-
-def timed_session(repo: Path, out: Path, checkout: Path, compare: bool, max_time: float) -> float:
-    args = [sys.executable, "-m", "pytest", "tests", "--roofline", f"--roofline-dir={out}", "--roofline-history=none",
-            f"--roofline-max-time={max_time}", "-q", "-p", "no:cacheprovider"]
-    if compare:
-        args.append("--roofline-compare=HEAD~1")
-    env = {**os.environ, "PYTHONPATH": str(checkout)}
-    start = time.perf_counter()
-    done = subprocess.run(args, cwd=repo, capture_output=True, text=True, check=False, env=env)
-    elapsed = time.perf_counter() - start
-    if not (out / "results.json").exists():
-        print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
-        raise SystemExit(f"no results.json from {' '.join(args)} with PYTHONPATH={checkout}")
-    return elapsed
 
 
 def main() -> None:
@@ -63,10 +46,10 @@ def main() -> None:
             root = Path(tmp)
             repo = make_repo(root, percents, args.aa, "cpu")
             for index in range(args.rounds):
-                plain.append(timed_session(repo, root / f"plain-{index}", HERE, False, args.max_time))
+                plain.append(session(repo, root / f"plain-{index}", False, args.max_time, plugin=HERE)[0])
                 for number, checkout in enumerate(checkouts):
-                    compare[checkout].append(timed_session(repo, root / f"compare-{index}-{number}", checkout, True,
-                                                           args.max_time))
+                    compare[checkout].append(session(repo, root / f"compare-{index}-{number}", True, args.max_time,
+                                                     plugin=checkout)[0])
                 print(f"round {index + 1}/{args.rounds}: plain {plain[-1]:.0f} s, compare "
                       + ", ".join(f"{compare[c][-1]:.0f} s" for c in checkouts), file=sys.stderr)
     finally:

@@ -161,7 +161,9 @@ def make_repo(root: Path, percents: list[float], copies: int, device: str) -> Pa
     return repo
 
 
-def session(repo: Path, out: Path, compare: bool, max_time: float, pairs: int | None = None) -> tuple[float, dict]:
+def session(repo: Path, out: Path, compare: bool, max_time: float, pairs: int | None = None,
+            plugin: Path | None = None) -> tuple[float, dict]:
+    """One session's wall time and results; ``plugin``: a checkout of pytest-roofline to import instead."""
     args = [sys.executable, "-m", "pytest", "tests", "--roofline", f"--roofline-dir={out}", "--roofline-history=none",
             f"--roofline-max-time={max_time}", "-q", "-p", "no:cacheprovider"]
     if compare:
@@ -169,12 +171,14 @@ def session(repo: Path, out: Path, compare: bool, max_time: float, pairs: int | 
         if pairs is not None:
             args.append(f"--roofline-compare-pairs={pairs}")
     start = time.perf_counter()
-    done = subprocess.run(args, cwd=repo, capture_output=True, text=True, check=False)
+    env = None if plugin is None else {**os.environ, "PYTHONPATH": str(plugin)}
+    done = subprocess.run(args, cwd=repo, capture_output=True, text=True, check=False, env=env)
     elapsed = time.perf_counter() - start
     path = out / "results.json"
     if not path.exists():
         print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
-        raise SystemExit(f"no results.json from {' '.join(args)}")
+        raise SystemExit(f"no results.json from {' '.join(args)}" + ("" if plugin is None else
+                                                                      f" with PYTHONPATH={plugin}"))
     return elapsed, json.loads(path.read_text())
 
 

@@ -221,3 +221,26 @@ def test_a_fourth_pair_joins_only_where_three_did_not_decide(
     result = run_roofline(write_machine(MACHINE), "--roofline-compare", "HEAD~1", "--roofline-compare-pairs", "2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--roofline-compare-pairs / ini roofline_compare_pairs must be a whole number >= 3*"])
+
+
+def test_a_call_site_refs_test_lacks_starts_no_further_pair(
+        pytester: pytest.Pytester, write_machine: Callable[..., Path],
+        run_roofline: Callable[..., pytest.RunResult]) -> None:
+    # the first call site doubles its sleep (decided by three pairs, almost always); the second exists here
+    # only: its band of +-0.01 % would call for more pairs, but no pair has the site on both sides, so none is
+    # started for it and the site is not compared
+    path = pytester.path
+    one_site = TWO_SITES.format(double=False).replace("    roofline.declare(flops=1e8).measure(same)\n", "")
+    (path / "test_two.py").write_text(one_site)
+    (path / ".gitignore").write_text(".roofline/\n__pycache__/\nmachine.json\n")
+    git(path, "init", "-q")
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "base: one call site")
+    (path / "test_two.py").write_text(TWO_SITES.format(double=True))
+    git(path, "commit", "-qam", "a slower first call site, and a second one")
+    result = run_roofline(write_machine(MACHINE), "--roofline-compare", "HEAD~1", "--roofline-compare-pairs", "5")
+    first, second = results(path)["tests"][0]["regions"]
+    assert (second.get("compare") or {}).get("compared") is not True, result.stdout.str()
+    logs = sorted(p.name for p in (path / ".roofline" / "sessions").glob("*/compare/twin-*.log"))
+    expected = {f"twin-{side}-{n}.log" for side in ("ref", "this") for n in range(first["compare"]["process_pairs"])}
+    assert set(logs) == expected, logs

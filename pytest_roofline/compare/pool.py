@@ -126,7 +126,6 @@ class PoolLink:
     pairs: list[Pair] = field(default_factory=list)  # the pairs in this test, in the pool's order
     tried: int = 0  # how many of the pool's pairs were asked to start the test
     site: int = 0
-    results: list[SiteResult | None] = field(default_factory=list)
 
     def join(self, index: int) -> Pair | None:
         """The pool's next pair, started on this test and brought up to call site ``index`` (not yet open)."""
@@ -152,21 +151,26 @@ class PoolLink:
         index = self.site
         self.site += 1
         usable: list[Pair] = []
+        offered: list[Pair] = []  # asked to open this call site (once each)
 
         def opened(pair: Pair) -> bool:
+            offered.append(pair)
             sides = [side.open_site(index, cores, roofs) for side in pair.sides()]
             if all(sides):
                 usable.append(pair)
                 return True
-            for side in pair.sides():  # one side has no such call site: the other's ends untimed
-                if side.open:
+            for side in pair.sides():  # one side has no such call site: the other's ends untimed, then
+                if side.open:  # runs on only to its next call site or its test's end, before any turn
                     side.close_site()
+                    side.read_ahead()
             return False
 
         def candidates() -> Iterator[Pair]:
             for pair in list(self.pairs):
                 if opened(pair):
                     yield pair
+            if self.pairs and not usable:  # no pair has this call site on both sides: a new one would not either
+                return
             while (joined := self.join(index)) is not None:
                 if opened(joined):
                     yield joined
@@ -174,7 +178,7 @@ class PoolLink:
         measured = measure_site(candidates(), policy, tolerance, self.seed + index)
         result = measured if measured.pairs else None
         for pair in self.pairs:  # pairs in the test but not needed here are opened too, then closed untimed
-            if pair not in usable:
+            if not any(pair is seen for seen in offered):
                 opened(pair)
         regions: dict[int, dict[str, Any] | None] = {}
         for number, pair in enumerate(usable):  # every twin ends the site only now: none ran beside a turn
@@ -185,7 +189,6 @@ class PoolLink:
                 side.read_ahead()
         if result is not None:
             result.ref_regions = [regions.get(n) for n in range(len(result.pairs))]
-        self.results.append(result)
         return result
 
 

@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -80,28 +80,7 @@ class TestLink:
     __test__ = False
     twin: Twin
     nodeid: str
-    seed: int = 0  # of the order inside each pair (the test's own, so a rerun draws the same orders)
-    site: int = 0
-    active: bool = True  # False once the twin's test ended or stopped comparing
-    results: list[dict[str, Any]] = field(default_factory=list)  # per call site: the twin's region, or None
-
-    def open_site(self, label: str, cores: Sequence[int] | None, roofs: dict[str, Any] | None = None) -> bool:
-        """Wait for the twin to reach this test's next call site; True when it did (then: turns, then
-        :meth:`close_site`), False when its test ended first (this call site is not compared)."""
-        index = self.site
-        self.site += 1
-        if not self.active:
-            return False
-        message = self.twin.receive()
-        if message["op"] == "test_done":
-            self.active = False
-            self.twin.finished[self.nodeid] = message
-            return False
-        if message["op"] != "ready" or message.get("site") != index:
-            self.active = False
-            return False
-        self.twin.send(op="begin", cores=list(cores) if cores else None, roofs=roofs)
-        return True
+    active: bool = True  # False once the twin's test ended or stopped comparing (compare.pool opens its sites)
 
     def turn(self, op: str, batch: int) -> tuple[float, int]:
         self.twin.send(op=op, batch=batch)
@@ -216,9 +195,7 @@ class Twin:
             self.send(op="run", nodeid=nodeid)
         except TwinStopped:
             return None
-        import zlib
-
-        return TestLink(self, nodeid, seed=zlib.crc32(nodeid.encode("utf-8", "surrogatepass")))
+        return TestLink(self, nodeid)
 
     def end_test(self, link: TestLink) -> dict[str, Any] | None:
         """Let the twin's test finish (any call site this side did not reach is not compared); its outcome."""

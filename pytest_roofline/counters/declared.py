@@ -13,10 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_roofline.counters import CounterBase
-from pytest_roofline.model import KernelSample
-
-DEVICES = ("cpu", "cuda")
-MAIN_MEMORY = {"cpu": "DRAM", "cuda": "HBM"}  # the level bytes are declared at by default, per device
+from pytest_roofline.model import DEVICES, MAIN_MEMORY, KernelSample  # MAIN_MEMORY: bytes' default level
 
 
 def _as_map(value: float | Mapping[str, float] | None, default_key: str, what: str) -> dict[str, float]:

@@ -18,10 +18,7 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import Any
 
-from pytest_roofline.model import Machine
-
-DEVICES = ("cpu", "cuda")
-MAIN_MEMORY = {"cpu": "DRAM", "cuda": "HBM"}
+from pytest_roofline.model import DEVICES, MAIN_MEMORY, Machine
 
 
 def machine_device(machine: Machine) -> str:
@@ -57,9 +54,3 @@ def gating_device(devices: Iterable[str | None]) -> str | None:
     """The device a test's thresholds are chosen by: ``cuda`` if any of its call sites ran on a GPU."""
     seen = {d for d in devices if d}
     return "cuda" if "cuda" in seen else ("cpu" if seen else None)
-
-
-def devices_text(devices: Iterable[str | None]) -> str | None:
-    """``cpu``, ``cuda`` or ``cpu+cuda``: what a test's record says it ran on."""
-    seen = sorted({d for d in devices if d})
-    return "+".join(seen) if seen else None

@@ -193,7 +193,7 @@ class Recorder:
         self.probe_cache: dict[Any, Any] = {}
         # index of each region measured here -> (counter, fn, args, kwargs, setup): what confirm() times again
         self.calls: dict[int, tuple[Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any], Setup | None]] = {}
-        self.lockstep: Any = None  # compare.twin.TestLink: call sites take turns with REF's twin
+        self.lockstep: Any = None  # compare.pool.PoolLink: call sites take turns in process pairs
         self.follower: Any = None  # compare.follower.Follower: this process is the twin, answering turns
         self.compare_tolerance = 0.03  # --roofline-compare-max-slowdown: when the lockstep may stop early
         self.roofs_override: Machine | None = None  # the twin judges with the roofs the comparing side used

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_roofline.errors import SettingError
+from pytest_roofline.model import DEVICES as DEVICES_RUN
 
 COUNTERS = ("auto", "analytic", "declared", "ncu")
 DEVICES = ("auto", "cpu", "cuda")
@@ -23,7 +24,7 @@ OPS_MODES = ("always", "failed", "off")  # the per-op timing pass (measure/op_ti
 CONFIRM_MODES = ("on", "off")  # mirrors probes.PROBE_MODES without importing it (numpy) at plugin import
 MARKER_ARGUMENTS = ("min_fraction", "uncounted", "max_drop", "max_slowdown", "fail_on")
 FAIL_ON_QUANTITIES = ("time", "fraction", "work")  # gates.comparison.QUANTITIES, without its import
-FRACTION_DEVICES = ("cpu", "cuda")  # the keys of min_fraction={...}: where a call site's work ran (device_roofs)
+FRACTION_DEVICES = DEVICES_RUN  # the keys of min_fraction={...}: where a call site's work ran (device_roofs)
 
 
 @dataclass(frozen=True)

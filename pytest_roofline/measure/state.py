@@ -95,7 +95,7 @@ class RooflineState:
         self._worker_pin: Any = None  # an xdist worker's pinning to its share, held for the whole session
         self.history_file: str | None = None  # this session's history entry, once written
         self.baseline: Any = None  # history.baseline.Baseline, loaded before the first test (--roofline-baseline)
-        self.compare_link: Any = None  # compare.twin.TestLink of the test running now (--roofline-compare)
+        self.compare_link: Any = None  # compare.pool.PoolLink of the test running now (--roofline-compare)
         self.compare_ref: dict[str, Any] | None = None  # {"ref", "commit", "worktree"} once the twin started
         self.compare_error: str | None = None  # why --roofline-compare could not run; said in the summary
 

@@ -6,6 +6,8 @@ the memory level that serves a working set, ``units`` the SI formatting every la
 
 from pytest_roofline.model.roofline import (
     BOUND_NONE,
+    DEVICES,
+    MAIN_MEMORY,
     KernelSample,
     LowerBound,
     Machine,
@@ -19,4 +21,4 @@ from pytest_roofline.model.roofline import (
     sum_maps,
 )
 
-__all__ = ["BOUND_NONE", "KernelSample", "LowerBound", "Machine", "MissingCeilingError", "Verdict", "arithmetic_intensity", "combine", "evaluate", "evaluate_region", "lower_bound", "sum_maps"]
+__all__ = ["BOUND_NONE", "DEVICES", "MAIN_MEMORY", "KernelSample", "LowerBound", "Machine", "MissingCeilingError", "Verdict", "arithmetic_intensity", "combine", "evaluate", "evaluate_region", "lower_bound", "sum_maps"]

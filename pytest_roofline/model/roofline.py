@@ -21,6 +21,8 @@ from typing import Any
 from pytest_roofline.errors import MissingCeilingError
 
 # Main memory is "DRAM" on CPUs and "HBM" on most data-centre GPUs; either name finds the other's roof.
+DEVICES = ("cpu", "cuda")  # where a call site's work runs; each has its own roofs
+MAIN_MEMORY = {"cpu": "DRAM", "cuda": "HBM"}  # each device's main memory level, by its record's name
 _LEVEL_ALIASES: dict[str, tuple[str, ...]] = {"DRAM": ("HBM",), "HBM": ("DRAM",)}
 # TF32 and FP8 exist only on Tensor Cores: either name finds the other's roof. A Tensor Core precision of a
 # record without Tensor Core roofs (a GPU without them, an older record) is judged on its plain roof.

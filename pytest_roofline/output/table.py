@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pytest_roofline.output.text import fraction_digits
+
 HEADERS = ("test", "fraction", "min", "bound", "time/call", "GFLOP/s", "GB/s", "verdict")
 RIGHT = (1, 2, 4, 5, 6)  # numeric columns
 MIN_ID = 32  # never shorten a node id below this (a narrow terminal wraps instead): it must stay readable
@@ -45,10 +47,8 @@ def time_text(seconds: float | None) -> str:
 
 
 def fraction_text(value: float | None) -> str:
-    """Three decimals, or three significant digits below 0.01 (``9.6e-05``, never ``0.000``)."""
-    if value is None:
-        return "-"
-    return f"{value:.3f}" if value >= 0.01 or value == 0 else f"{value:.2g}"
+    """Three decimals, or two significant digits below 0.01 (``9.6e-05``, never ``0.000``); ``-`` for none."""
+    return "-" if value is None else fraction_digits(value)
 
 
 def shorten_id(nodeid: str, size: int) -> str:

@@ -25,7 +25,10 @@ def twin_roofline_args(state: RooflineState, machine_file: Path, directory: Path
     s = state.settings
     # NAME=VALUE, one word each: pytest looks for its rootdir among words that are not options, and a path
     # given as a separate word (this session's folder) would move the twin's rootdir out of REF's worktree
+    # its own --basetemp inside its folder: a twin leaves with os._exit, so pytest's atexit cleanup of a
+    # numbered /tmp/pytest-of-USER/pytest-N (and its lock) never runs
     return ["--roofline", f"--roofline-machine={machine_file}", f"--roofline-dir={directory}",
+            f"--basetemp={directory / 'tmp'}",
             "--roofline-history=none", f"--roofline-counter={s.counter}", f"--roofline-malloc={s.malloc}",
             f"--roofline-max-time={s.max_time_s}", f"--roofline-min-time={s.min_time_s}", "-p", "no:cacheprovider",
             "-q"]
@@ -248,7 +251,8 @@ class TwinSession:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """Nobody reads a twin's summary: once pytest's runner tore the session's fixtures down (its
         sessionfinish runs before this trylast one), leave without the terminal summary, the other plugins'
-        unconfigure and the interpreter's teardown, which took 3 s per twin with torch loaded."""
+        unconfigure, the second half of hook wrappers, atexit handlers (hence the twin's own ``--basetemp``) and
+        the interpreter's teardown, which took 3 s per twin with torch loaded."""
         import sys
 
         sys.stdout.flush()

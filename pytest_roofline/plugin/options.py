@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from pytest_roofline.measure.contention import CONTENDED_MODES
 from pytest_roofline.measure.settings import (
     CONFIRM_MODES,
     COUNTERS,
@@ -172,7 +173,7 @@ def read_settings(config: pytest.Config) -> Settings:
         baseline_any_machine=parse_bool(setting(config, "roofline_baseline_any_machine"),
                                         "--roofline-baseline-any-machine"),
         warn_only=parse_bool(setting(config, "roofline_warn_only"), "--roofline-warn-only"),
-        contended=parse_choice(setting(config, "roofline_contended"), ("auto", "judge", "excuse"),
+        contended=parse_choice(setting(config, "roofline_contended"), CONTENDED_MODES,
                                "--roofline-contended"),
     )
 
