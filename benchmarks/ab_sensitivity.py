@@ -9,14 +9,16 @@ extra FLOP or byte, as a worse kernel would look). Each session runs ``pytest --
 HEAD~1`` at the second commit, so the 0 % tests compare identical code (A/A) and the others a known slowdown.
 
     python benchmarks/ab_sensitivity.py [--sessions 6] [--slowdowns 0 2 3 5 10] [--aa 1] [--neighbours 1]
-        [--max-time 1.0] [--device cpu|cuda] [--pairs N]
+        [--max-time 1.0] [--device cpu|cuda] [--pairs N] [--keep DIR]
 
 Prints, per workload and slowdown, the share of comparisons the gate failed as slower; the false-alarm share
 over all A/A comparisons (flagged slower or faster: the time verdict worse or better); the A/A ratios' median
 (symmetry: within +-0.5 % of 1) and between-session CV; the between-pair CV the sessions report (process pairs;
 absent before them); and the cost of a compare session against a plain ``--roofline`` session of the same tests
 (measured side by side, alternating). ``--device cuda``: the workloads on the GPU (4096^2 bf16 GEMM, 1 GiB copy,
-the conv and the elementwise op), the planted wait after a device sync. Say which machine it ran on.
+the conv and the elementwise op), the planted slowdown a spin kernel (``torch.cuda._sleep``) of p % of the call's
+device time queued after it. Every session counts analytically (on a GPU runner ``auto`` would profile the plain
+sessions under ncu). Say which machine it ran on.
 Run it against another checkout of the plugin with ``PYTHONPATH=/that/checkout``: the sessions import it.
 """
 
@@ -44,11 +46,6 @@ SHARES = {shares}  # planted slowdown per test parameter (percent -> share of th
 DEVICE = {device!r}
 
 
-def sync():
-    if DEVICE == "cuda":
-        torch.cuda.synchronize()
-
-
 @functools.cache
 def costs():
     def nothing():
@@ -68,16 +65,52 @@ def costs():
     return cost, sorted(lags)[1000]
 
 
+@functools.cache
+def sleep_cycles_per_second():
+    """The rate of torch.cuda._sleep's spin, from one long spin timed with CUDA events."""
+    torch.cuda._sleep(1_000_000)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record(); torch.cuda._sleep(50_000_000); end.record(); end.synchronize()
+    return 50_000_000 / (start.elapsed_time(end) / 1e3)
+
+
+def device_seconds(fn, args, kwargs):
+    """The median device time of one call, CUDA events around each of 21 calls."""
+    times = []
+    for _ in range(21):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record(); fn(*args, **kwargs); end.record(); end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return sorted(times)[10]
+
+
+def slowed_on_device(fn, share):
+    """A GPU plant: a spin kernel of ``share`` of the call's own device time, queued after its kernels (as a
+    slower kernel would look: no host sync, no extra FLOP or byte a counter sees)."""
+    cycles = {{}}
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        if "n" not in cycles:  # first call (the counted one): calibrate where no counter sees it
+            from torch.utils._python_dispatch import _disable_current_modes
+            with _disable_current_modes():
+                cycles["n"] = int(share * device_seconds(fn, args, kwargs) * sleep_cycles_per_second())
+        result = fn(*args, **kwargs)
+        torch.cuda._sleep(cycles["n"])
+        return result
+    return call
+
+
 def slowed(fn, percent, measured=None):
     share = SHARES.get(percent, 0.0)
+    if DEVICE == "cuda":
+        return slowed_on_device(fn, share) if share > 0 else fn
     cost, lag = costs() if measured is None else measured
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
         start = time.perf_counter()
         result = fn(*args, **kwargs)
-        if share > 0:
-            sync()  # the call's own time on a GPU includes its kernels
         now = time.perf_counter()
         until = now + share * (now - start + cost) + (lag if share > 0 else 0.0)
         while time.perf_counter() < until:
@@ -165,7 +198,7 @@ def session(repo: Path, out: Path, compare: bool, max_time: float, pairs: int | 
             plugin: Path | None = None) -> tuple[float, dict]:
     """One session's wall time and results; ``plugin``: a checkout of pytest-roofline to import instead."""
     args = [sys.executable, "-m", "pytest", "tests", "--roofline", f"--roofline-dir={out}", "--roofline-history=none",
-            f"--roofline-max-time={max_time}", "-q", "-p", "no:cacheprovider"]
+            f"--roofline-max-time={max_time}", "-q", "-p", "no:cacheprovider", "--roofline-counter=analytic"]
     if compare:
         args.append("--roofline-compare=HEAD~1")
         if pairs is not None:
@@ -192,6 +225,8 @@ def main() -> None:
     parser.add_argument("--max-time", type=float, default=1.0, help="--roofline-max-time of every session")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--pairs", type=int, default=None, help="--roofline-compare-pairs (default: the plugin's)")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="copy each compare session's results.json here as it ends (read them if cut short)")
     args = parser.parse_args()
     percents = [int(p) if p == int(p) else p for p in args.slowdowns]
     neighbours = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.neighbours)]
@@ -214,6 +249,9 @@ def main() -> None:
                     plain_s.append(seconds)
                 seconds, results = session(repo, root / f"compare-{index}", True, args.max_time, args.pairs)
                 compare_s.append(seconds)
+                if args.keep is not None:
+                    args.keep.mkdir(parents=True, exist_ok=True)
+                    (args.keep / f"compare-{index}.results.json").write_text(json.dumps(results))
                 pair_logs: dict[str, list[list[float]]] = {}  # workload -> per A/A copy, its first 3 pairs
                 for test in results["tests"]:
                     name = test["nodeid"].split("::")[1]

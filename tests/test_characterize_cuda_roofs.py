@@ -52,6 +52,30 @@ def test_l1_kernels_read_n_vectors_through_the_read_only_path_per_pass(arch: int
         assert _count(r"\bst\.global\b", body) == 1                       # the result, once per thread
 
 
+def _loop_body(body: str) -> list[str]:
+    """The lines of the kernel's one ``nounroll`` loop: from its label to the branch back to it."""
+    lines = [line.strip() for line in body.splitlines()]
+    start = next(i for i, line in enumerate(lines) if line == '.pragma "nounroll";')
+    label = lines[start - 1].rstrip(":")
+    end = next(i for i in range(start, len(lines)) if re.search(rf"\bbra(\.uni)?\s+{re.escape(label)};", lines[i]))
+    return lines[start:end + 1]
+
+
+@pytest.mark.usefixtures("nvrtc")
+@pytest.mark.parametrize("arch", cuda_ert.ARCHITECTURES)
+def test_l1_loads_move_with_the_iteration_so_none_can_leave_the_loop(arch: int) -> None:
+    """On the H100 the loads at fixed addresses read 118 TB/s (the SMs' L1 peak is ~33): read-only loads of
+    loop-invariant addresses may be hoisted by ptxas, leaving only the XORs in the loop. Every load's address
+    must be computed inside the loop from the iteration."""
+    _buildable(arch)
+    for vectors in cuda_roofs.L1_VECTORS:
+        loop = _loop_body(_entries(arch)[cuda_roofs.l1_kernel(vectors)])
+        defined = {m.group(1) for line in loop if (m := re.match(r"[a-z][\w.]*\s+(%\w+),", line))}
+        addresses = re.findall(r"ld\.global\.nc\.v4\.u32\s+\{[^}]*\},\s*\[(%\w+)\]", "\n".join(loop))
+        assert len(addresses) == vectors
+        assert set(addresses) <= defined, f"l1_read_v{vectors}: addresses fixed before the loop"
+
+
 @pytest.mark.usefixtures("nvrtc")
 @pytest.mark.parametrize("arch", cuda_ert.ARCHITECTURES)
 def test_the_triad_reads_two_float4_and_writes_one_per_element(arch: int) -> None:
@@ -151,6 +175,25 @@ def test_roof_kernels_set_l1_and_raise_hbm_and_cuda_core_peaks(monkeypatch: pyte
     assert sources["peak_flops.fp16"] == "peak_fp16x2" and sources["peak_flops.fp32"] == "ert-fma"
     assert sources["bandwidth.L1"] == "l1_read_v4 (16 KiB per block, 4 blocks per SM)"
     assert rows["L1"]["value"] == 31.9e12 and rows["peak_fp16"]["kernel"] == "peak_fp16x2"
+
+
+def test_an_l1_reading_far_above_l2_is_refused_and_the_sweep_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Hoisted(_FakeRoofs):
+        def l1(self) -> RoofReading:  # what the H100 read when ptxas hoisted the loads out of the loop
+            return RoofReading("l1_read_v8", 118.26e12, 528, 1000, 0.002, "32 KiB per block, 4 blocks per SM")
+
+    monkeypatch.setattr(cuda_roofs, "GpuRoofs", Hoisted)
+    bandwidth = {"L2": 7.576e12, "HBM": 2.82e12}
+    sources: dict[str, str] = {}
+    lines: list[str] = []
+    rows = cuda._roof_kernels(0, 2**30, {"L1": 7.40e12, **bandwidth}, bandwidth, {}, sources, lines.append)
+    assert bandwidth["L1"] == 7.40e12 and sources["bandwidth.L1"] == "ert-update-fp64 (launch-bound)"
+    assert rows["L1"]["value"] == 118.26e12 and "above 8x L2 (7.58 TB/s)" in rows["L1"]["rejected"]
+    assert any("not a cache read" in line for line in lines)
+    # 31.9 TB/s, 4.2x this L2, is a real L1 read (the fake's default) and is kept
+    monkeypatch.setattr(cuda_roofs, "GpuRoofs", _FakeRoofs)
+    cuda._roof_kernels(0, 2**30, {"L1": 7.40e12, **bandwidth}, bandwidth, {}, sources, lines.append)
+    assert bandwidth["L1"] == 31.9e12
 
 
 def test_a_failing_roof_kernel_leaves_the_sweep_roofs_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -305,3 +305,27 @@ def test_activations_without_the_pointwise_tag_are_still_pointwise(op: str, monk
     monkeypatch.setattr(op_schema, "_has_tag", lambda func, tag: False)  # as on a build without the tag
     kind, _, _ = op_schema._classify(getattr(torch.ops.aten, op).default)
     assert kind == "pointwise"
+
+
+class _Deferred(CounterBase):
+    """ncu's parent side: runs the call, counts nothing here."""
+
+    name, deferred = "ncu", True
+
+    def count(self, fn: Callable[..., Any], args: Any, kwargs: Any) -> tuple[Any, list[KernelSample]]:
+        return fn(*args, **kwargs), []
+
+
+def test_pending_copies_counted_analytically_carry_the_reason() -> None:
+    """ncu saw no kernel (a copy is a cudaMemcpy): the pending region is counted analytically, with the note."""
+    r = Recorder(enabled=True, machine=lambda: CPU, counter=_Deferred,
+                 policy=TimingPolicy(max_time_s=0.05, min_rounds=3, max_rounds=5, first_batch=3, min_warmup=1,
+                                     quiet_warmup=1))
+    n = 1 << 16
+    src, dst = torch.ones(n), torch.empty(n)
+    r.measure(dst.copy_, src)
+    assert len(r.pending) == 1 and r.regions == []
+    r.count_pending(AnalyticCounter(), "counted by the analytic counter")
+    (region,) = r.regions
+    assert region.counter == "analytic" and region.notes[-1] == "counted by the analytic counter"
+    assert sum(sum(k.bytes.values()) for k in region.kernels) == 2 * 4 * n  # read src, write dst: fp32

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_roofline.errors import CountersNotPermitted, NcuNotFound
+from pytest_roofline.errors import CountersNotPermitted, NcuNotFound, NoKernelsInRange
 from pytest_roofline.gates.judge import Judgement, judge, remeasure_contended
 from pytest_roofline.measure import settle
 from pytest_roofline.measure.regions import Region
@@ -194,8 +194,11 @@ class PendingRecorder:
     def __init__(self) -> None:
         self.counted_with: list[Any] = []
 
-    def count_pending(self, counter: Any) -> None:
+        self.notes: list[str | None] = []
+
+    def count_pending(self, counter: Any, note: str | None = None) -> None:
         self.counted_with.append(counter)
+        self.notes.append(note)
 
 
 def pending_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counter: str,
@@ -225,6 +228,27 @@ def test_auto_falls_back_to_analytic_for_this_and_later_tests(tmp_path: Path, mo
     assert len(warnings) == 1 and "ncu not found" in str(warnings[0])
 
 
+def test_auto_counts_analytically_in_a_compare_session_where_it_would_pick_ncu(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_roofline.measure import ncu_deferred as parent
+
+    monkeypatch.setattr(parent.backend, "detect_compute_capability", lambda: (9, 0))
+    monkeypatch.setattr(parent.backend, "find_ncu", lambda: "/usr/local/cuda/bin/ncu")
+    monkeypatch.setattr(parent, "counters_restricted", lambda: False)
+    assert make_state(tmp_path).choose_counter().name == "ncu"  # a GPU runner: auto picks ncu
+    compare = make_state(tmp_path, compare="HEAD~1")
+    assert compare.choose_counter().name == "analytic" and compare.choose_counter().warning is None
+
+
+def test_a_twin_gets_the_counter_this_side_resolved(tmp_path: Path) -> None:
+    from pytest_roofline.plugin.compare import twin_roofline_args
+
+    for given, sent in (("auto", "analytic"), ("analytic", "analytic"), ("declared", "declared")):
+        state = make_state(tmp_path, counter=given, compare="HEAD~1")
+        args = twin_roofline_args(state, tmp_path / "machine.json", tmp_path / "twin")
+        assert f"--roofline-counter={sent}" in args
+
+
 def test_explicit_ncu_without_counter_access_skips_this_and_later_tests(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     state, entry = pending_state(tmp_path, monkeypatch, "ncu", CountersNotPermitted("ERR_NVGPUCTRPERM"))
@@ -233,6 +257,18 @@ def test_explicit_ncu_without_counter_access_skips_this_and_later_tests(tmp_path
     later = TestEntry("test_gpu2", 0.5, PendingRecorder())
     assert settle.settle_pending(state, later, "test_gpu2", CHILD, lambda w: None).skip == first.skip
     assert later.extra["ncu"] == {"error": first.skip, "logs": []}
+
+
+@pytest.mark.parametrize("counter", ["ncu", "auto"])
+def test_a_test_of_copies_only_is_counted_analytically_with_the_reason(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counter: str) -> None:
+    # the H100: dst.copy_(src) of 1 GiB ran as cudaMemcpy, ncu profiled no kernel, and the test was an error
+    state, entry = pending_state(tmp_path, monkeypatch, counter, NoKernelsInRange("no kernel ran inside ..."))
+    assert settle.settle_pending(state, entry, "test_copy", CHILD, lambda w: None) == settle.Settled()
+    assert entry.recorder.counted_with == ["<analytic counter>"]
+    assert entry.recorder.notes == [settle.NO_KERNEL_NOTE] and "cudaMemcpy" in settle.NO_KERNEL_NOTE
+    assert entry.extra["ncu"]["error"].startswith("no kernel ran inside")
+    assert state.choose_counter().setup is not None  # later tests still go to ncu
 
 
 def test_explicit_ncu_that_is_missing_is_an_error_of_the_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -150,6 +150,15 @@ def test_compare_refuses_xdist(repo: Path, write_machine: Callable[..., Path],
     result.stderr.fnmatch_lines(["*--roofline-compare runs the tests serially*does not run under pytest-xdist*"])
 
 
+def test_compare_refuses_the_ncu_counter_and_names_both_options(
+        repo: Path, write_machine: Callable[..., Path], run_roofline: Callable[..., pytest.RunResult]) -> None:
+    # On the H100 (auto -> ncu) a compare session timed nothing in pairs and read every test "new (not in REF)"
+    result = run_roofline(write_machine(MACHINE), "--roofline-compare", "HEAD", "--roofline-counter", "ncu")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([("*--roofline-counter ncu does not combine with --roofline-compare*"
+                                  "--roofline-counter analytic*")])
+
+
 def test_bisect_finds_the_commit_that_made_the_step_slow(repo: Path, capsys: pytest.CaptureFixture[str],
                                                           write_machine: Callable[..., Path],
                                                           monkeypatch: pytest.MonkeyPatch) -> None:

@@ -344,9 +344,14 @@ def test_no_kernel_in_range_is_a_clear_error(
     pytester.makepyfile(SLEEPY + "\n@pytest.mark.roofline(min_fraction=0.5)\ndef test_a(roofline):\n"
                         "    roofline.measure(sleep_ms, 1)\n")
     result = run_roofline(machine_file, "--roofline-counter", "ncu")
+    # ncu saw no kernel: the analytic counter counts the test (copies are cudaMemcpy), and a host sleep is no work
     result.assert_outcomes(errors=1)  # counted once: as the error of its teardown, not also as a pass
-    result.stdout.fnmatch_lines(["*no kernel ran inside the pytest_roofline NVTX range*roofline.measure*"])
-    assert results(pytester)["tests"][0]["outcome"] == "error"
+    result.stdout.fnmatch_lines(["*no work counted*",
+                                 "*before it, ncu: no kernel ran inside the pytest_roofline NVTX range*"])
+    (test,) = results(pytester)["tests"]
+    assert test["outcome"] == "error" and test["counter"] == "analytic"
+    assert "no kernel ran inside the pytest_roofline NVTX range" in test["ncu"]["error"]
+    assert "cudaMemcpy" in test["regions"][0]["notes"][-1]
 
 
 def test_a_failing_body_is_not_profiled(

@@ -7,9 +7,10 @@
 //
 //   l1_read_v<N>(const uint4 *data, int iterations, unsigned *out)
 //       Each block reads its own region of N x blockDim.x 16-byte vectors (256 threads: N=2,4,8 -> 8, 16, 32
-//       KiB) `iterations` times with ld.global.nc (the read-only path through L1, what __ldg emits). The loads
-//       are volatile asm so none is hoisted out of the iteration loop. Bytes = blocks x iterations x N x
-//       blockDim.x x 16. With 2-4 blocks per SM the regions stay resident in L1.
+//       KiB) `iterations` times with ld.global.nc (the read-only path through L1, what __ldg emits). Each pass
+//       starts at another vector ((k + it) mod N): read-only loads of fixed addresses were hoisted out of the
+//       loop by ptxas (volatile asm does not stop it), and the H100 "read" 118 TB/s. Bytes = blocks x
+//       iterations x N x blockDim.x x 16. With 2-4 blocks per SM the regions stay resident in L1.
 //   hbm_triad(float4 *a, const float4 *b, const float4 *c, float s, long long n)
 //       STREAM triad a = b + s*c over n float4, grid-stride: 2 reads + 1 write of 16 bytes per element.
 //   peak_<p>(T *out, int iterations, T alpha, T beta)
@@ -28,9 +29,10 @@
     unsigned int acc = 0;                                                                                  \
     _Pragma("unroll 1") for (int it = 0; it < iterations; ++it) {                                          \
       _Pragma("unroll") for (int k = 0; k < N; ++k) {                                                      \
+        const unsigned int slot = (unsigned int)(k + it) & (N - 1); /* moves with it: never hoisted */       \
         unsigned int x, y, z, w;                                                                           \
         asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"                                         \
-                     : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "l"(mine + k * blockDim.x));                   \
+                     : "=r"(x), "=r"(y), "=r"(z), "=r"(w) : "l"(mine + slot * blockDim.x));                \
         acc ^= x ^ y ^ z ^ w;                                                                              \
       }                                                                                                    \
     }                                                                                                      \

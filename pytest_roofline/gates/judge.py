@@ -143,8 +143,10 @@ def no_work_message(entry: TestEntry) -> str | None:
     ops = seen_ops(entry.recorder)
     shown = ", ".join(ops[:8]) + (f" and {len(ops) - 8} more" if len(ops) > 8 else "")
     saw = f"the counter saw {shown}" if ops else "the counter saw no op it can count (numpy, C or other code)"
+    ncu = (entry.extra.get("ncu") or {}).get("error") if isinstance(entry.extra, dict) else None
+    why = f"\n  before it, ncu: {ncu}" if ncu else ""  # ncu saw no kernel either: the work is outside the ranges
     return ("no work counted: declare it with roofline.declare(flops=..., bytes=...).measure(fn, *args)\n"
-            f"  {saw}; {len(entry.recorder.regions)} call site(s), {verdict.time_s * 1e3:.3g} ms per call")
+            f"  {saw}; {len(entry.recorder.regions)} call site(s), {verdict.time_s * 1e3:.3g} ms per call{why}")
 
 
 @dataclass(frozen=True)

@@ -438,14 +438,17 @@ class Recorder:
         self.pending.clear()
         return region
 
-    def count_pending(self, counter: Counter) -> None:
-        """Count the pending regions with ``counter`` after all (one more call each) and judge them."""
+    def count_pending(self, counter: Counter, note: str | None = None) -> None:
+        """Count the pending regions with ``counter`` after all (one more call each) and judge them; ``note``
+        (why) goes with each region."""
         for pending in self.pending:
             if pending.call is None:
                 raise ValueError(f"pending region {pending.label!r} was released and cannot be counted")
             fn, args, kwargs = pending.call
             _, kernels = counter.count(fn, args, kwargs)
             self._judge(counter, pending.label, kernels, pending.timing)
+            if note:
+                self.regions[-1] = replace(self.regions[-1], notes=[*self.regions[-1].notes, note])
         self.pending.clear()
 
     def release_pending(self) -> None:

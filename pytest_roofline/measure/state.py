@@ -218,7 +218,10 @@ class RooflineState:
         if self._choice is None:
             from pytest_roofline.measure import ncu_deferred as ncu_gate
 
-            self._choice = ncu_gate.choose_counter(self.settings.counter)
+            # --roofline-compare: ncu would count in a child of its own while the pairs time in the twins, and
+            # nothing would be compared (the H100 read every test "new (not in REF)"): auto counts analytically
+            requested = "analytic" if self.settings.compare and self.settings.counter == "auto" else None
+            self._choice = ncu_gate.choose_counter(requested or self.settings.counter)
             if self._choice.warning:
                 self.warn_once(self._choice.warning)
         return self._choice

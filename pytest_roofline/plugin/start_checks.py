@@ -43,6 +43,16 @@ def check_compare_python(settings: Any) -> None:
                                 "bin/python, or leave it empty for this one)")
 
 
+def check_compare_counter(settings: Any) -> None:
+    """``--roofline-compare`` with ``--roofline-counter ncu``: the pairs time each call site in twin processes
+    while ncu counts in a child of its own, so nothing would be compared; ``auto`` counts analytically there."""
+    if settings.compare and settings.counter == "ncu":
+        raise pytest.UsageError("--roofline-counter ncu does not combine with --roofline-compare: the A/B pairs time "
+                                "each call site in twin processes, and ncu counts in a profiled child of its own; "
+                                "use --roofline-counter analytic (or auto, which counts analytically in a compare "
+                                "session) and run ncu in a plain --roofline session")
+
+
 def counter_known(name: str, config: pytest.Config) -> bool:
     """Whether ``name`` is built in or a plugin registered so far makes a counter of that name."""
     if name in COUNTERS:
@@ -78,6 +88,7 @@ def check_at_start(settings: Any, config: pytest.Config, mode_name: str) -> None
         return
     check_cores(settings)
     check_compare_python(settings)
+    check_compare_counter(settings)
     if settings.counter not in COUNTERS and not counter_known(settings.counter, config):
         if mode_name == "roofline-session" and not config.pluginmanager.has_plugin("roofline-counter-check"):
             config.pluginmanager.register(CounterCheck(settings.counter), "roofline-counter-check")
