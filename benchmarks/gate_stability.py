@@ -13,6 +13,9 @@ neighbours) that each session saw, from /proc/stat.
 ``--compare "ARGS" "ARGS" ...`` alternates sessions between sets of extra pytest arguments, side by side (for
 example ``--compare "--roofline-min-time 0" ""``: the old timing against the default), each with its table.
 
+``--checkouts DIR DIR`` alternates sessions between checkouts of the plugin (``git worktree add DIR COMMIT``),
+each running its own ``example_suite`` and importing its own plugin: before and after, side by side.
+
 ``--cold`` gives every session an empty characterization cache (the compiled kernels are kept), as on a
 fresh CI runner: the spread of the roofs between characterizations lands in the fractions.
 """
@@ -35,11 +38,14 @@ from pathlib import Path
 BUSY_LOOP = "while True: pass"
 
 
-def run_session(directory: Path, pytest_args: list[str], cache: Path | None = None) -> dict[str, dict]:
+def run_session(directory: Path, pytest_args: list[str], cache: Path | None = None,
+                checkout: Path | None = None) -> dict[str, dict]:
+    """One session; ``checkout``: another checkout of pytest-roofline, run in its folder and imported from it."""
     command = [sys.executable, "-m", "pytest", "--roofline", "--roofline-dir", str(directory), "-q",
                "-p", "no:cacheprovider", *pytest_args]
-    env = {**os.environ, "PYTEST_ROOFLINE_CACHE": str(cache)} if cache is not None else None
-    subprocess.run(command, check=False, stdout=subprocess.DEVNULL, env=env)
+    env = {**os.environ, **({"PYTEST_ROOFLINE_CACHE": str(cache)} if cache is not None else {}),
+           **({"PYTHONPATH": str(checkout)} if checkout is not None else {})}
+    subprocess.run(command, check=False, stdout=subprocess.DEVNULL, env=env, cwd=checkout)
     document = json.loads((directory / "results.json").read_text())
     return {t["nodeid"]: t for t in document["tests"] if t["fraction"] is not None}
 
@@ -89,6 +95,9 @@ def main() -> None:
     parser.add_argument("--compare", nargs="+", default=None, metavar="ARGS",
                         help="sets of extra pytest arguments (one quoted string each, '' for none); sessions "
                              "alternate between them, side by side, and each gets its table")
+    parser.add_argument("--checkouts", type=Path, nargs="+", default=None, metavar="DIR",
+                        help="checkouts of pytest-roofline (a git worktree of each commit): sessions alternate "
+                             "between them, each running its own example suite, one table each")
     parser.add_argument("--cold", action="store_true",
                         help="characterize afresh in every session (an empty cache, kernels kept)")
     args, pytest_args = parser.parse_known_args()
@@ -106,6 +115,11 @@ def main() -> None:
         if args.probe:
             pytest_args = [*pytest_args, "--roofline-probe", args.probe[0]]
         kinds = ["quiet", "loaded"] if args.neighbours else ["quiet"]
+    checkouts = [c.resolve() for c in args.checkouts] if args.checkouts else [None]
+    if args.checkouts:  # a kind per checkout and load: "DIR quiet", "DIR loaded"
+        if args.compare or (args.probe and len(args.probe) > 1):
+            parser.error("--checkouts takes neither --compare nor several --probe modes")
+        kinds = [f"{c} {k}" for c in checkouts for k in kinds]
     fractions: dict[str, dict[str, list[float]]] = {kind: {} for kind in kinds}
     notes: dict[str, dict[str, set[str]]] = {kind: {} for kind in kinds}
     with tempfile.TemporaryDirectory() as tmp:
@@ -115,7 +129,8 @@ def main() -> None:
                 Path(tmp) / "kernels").mkdir()
         for index in range(args.sessions):
             for kind in kinds:
-                neighbours = start_neighbours(args.neighbours) if kind == "loaded" else []
+                neighbours = start_neighbours(args.neighbours) if kind.endswith("loaded") else []
+                checkout = Path(kind.rsplit(" ", 1)[0]) if args.checkouts else None
                 start, busy, ours = time.perf_counter(), busy_core_seconds(), children_cpu_seconds()
                 try:
                     cache = None
@@ -123,7 +138,7 @@ def main() -> None:
                         cache = Path(tmp) / f"cache-{kind}{index}"
                         shutil.copytree(Path(tmp) / "kernels", cache / "build", dirs_exist_ok=True)
                     tests = run_session(Path(tmp) / f"kind{kinds.index(kind)}-{index}",
-                                        [*pytest_args, *extra.get(kind, [])], cache)
+                                        [*pytest_args, *extra.get(kind, [])], cache, checkout)
                 finally:
                     wall = time.perf_counter() - start
                     stop_neighbours(neighbours)
@@ -135,7 +150,12 @@ def main() -> None:
                 print(f"session {index + 1}/{args.sessions} {kind}: {wall:.1f} s, other processes kept "
                       f"{other:.2f} cores busy", file=sys.stderr)
     if args.neighbours:
-        print_loaded_table(fractions, notes, args)
+        for checkout in checkouts:
+            prefix = "" if checkout is None else f"{checkout} "
+            if checkout is not None:
+                print(f"\n{checkout}:")
+            print_loaded_table({k: fractions[prefix + k] for k in ("quiet", "loaded")},
+                               {k: notes[prefix + k] for k in ("quiet", "loaded")}, args)
         return
     for kind in kinds:
         if len(kinds) > 1:
