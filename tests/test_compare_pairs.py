@@ -292,3 +292,91 @@ def test_the_pool_starts_further_pairs_only_when_asked_and_stops_growing_when_on
     assert not pool.grow() and started == [3, 4]
     fixed = TwinPool([(twin(), twin())])  # no starter: a fixed pool never grows
     assert not fixed.grow() and fixed.limit == 1
+
+
+class ScriptedTwin:
+    """A twin at the message level: one test with one call site; each turn takes ``seconds``; records whether
+    the comparing side asked it for its region at the site's end (a region costs the twin a counted call)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.nodeids = {"t.py::a"}
+        self.error: str | None = None
+        self.finished: dict[str, Any] = {}
+        self.replies: list[dict[str, Any]] = []
+        self.asked: list[bool] = []  # per site_end: was the region asked for
+
+    def begin_test(self, nodeid: str) -> Any:
+        from pytest_roofline.compare.twin import TestLink
+
+        self.replies.append({"op": "ready", "site": 0, "label": "f"})
+        return TestLink(self, nodeid)  # type: ignore[arg-type]
+
+    def send(self, **message: Any) -> None:
+        op = message["op"]
+        if op in ("warm", "call"):
+            self.replies.append({"op": "t", "s": self.seconds, "faults": 0})
+        elif op == "site_end":
+            self.asked.append(bool(message.get("region")))
+            self.replies.append({"op": "site", "region": {"t_min_s": 1e-3, "flops": 1.0} if message.get("region")
+                                 else None})
+            self.replies.append({"op": "test_done", "outcome": "passed"})
+
+    def receive(self) -> dict[str, Any]:
+        return self.replies.pop(0)
+
+    def end_test(self, link: Any) -> dict[str, Any]:
+        return {"op": "test_done", "outcome": "passed"}
+
+
+def test_only_one_ref_twin_per_call_site_counts_its_call_and_sends_its_region() -> None:
+    from pytest_roofline.compare.pool import PoolLink
+
+    pool = [(ScriptedTwin(1e-3), ScriptedTwin(1e-3 * (1 + 0.01 * k))) for k in range(3)]
+    link = PoolLink("t.py::a", pool, seed=0)  # type: ignore[arg-type]
+    for _ in range(3):
+        assert link.join(0) is not None
+    result = link.measure_site("f", None, None, TimingPolicy(max_time_s=0.05), 0.03)
+    assert result is not None and len(result.pairs) == 3
+    assert [ref.asked for _, ref in pool] == [[True], [False], [False]]  # pair 0's REF twin only
+    assert [this.asked for this, _ in pool] == [[False]] * 3  # this checkout's work is counted here
+    assert result.ref_region() is not None and result.ref_region()["t_min_s"] == 1e-3
+
+
+def test_a_twin_counts_its_call_only_when_its_region_is_asked_for() -> None:
+    from types import SimpleNamespace
+
+    from pytest_roofline.compare.follower import Follower
+
+    class Channel:
+        def __init__(self, region: bool) -> None:
+            self.inbox = [{"op": "begin"}, {"op": "call", "batch": 1}, {"op": "site_end", "region": region}]
+            self.sent: list[dict[str, Any]] = []
+
+        def send(self, **message: Any) -> None:
+            self.sent.append(message)
+
+        def receive(self) -> dict[str, Any]:
+            return self.inbox.pop(0)
+
+    class Counter:
+        counted = 0
+
+        def count(self, fn: Any, args: Any, kwargs: Any) -> tuple[Any, list[Any]]:
+            Counter.counted += 1
+            return fn(*args, **kwargs), []
+
+    class Recorder:
+        roofs_override = None
+
+        def _region(self, counter: Any, label: str, kernels: Any, timing: Any) -> Any:
+            return SimpleNamespace(to_dict=lambda: {"label": label, "kernels": kernels})
+
+    calls: list[int] = []
+    for asked, counts in ((False, 0), (True, 1)):
+        Counter.counted = 0
+        channel = Channel(asked)
+        follower = Follower(channel)  # type: ignore[arg-type]
+        assert follower.follow(Recorder(), Counter(), "f", lambda x: calls.append(x) or x, (3,), {}, None) == 3
+        assert Counter.counted == counts
+        assert (channel.sent[-1]["region"] is not None) == asked

@@ -1,5 +1,6 @@
-"""The twin's side of a call site: count the call as usual, then answer this side's turns (:func:`.lockstep.follow`)
-and send back its own region (time, work, fraction judged on the roofs the comparing side used)."""
+"""The twin's side of a call site: run the call, answer this side's turns (:func:`.lockstep.follow`), and, when
+asked (one REF twin per site), count one more call and send back its own region (time, work, fraction judged on
+the roofs the comparing side used)."""
 
 from __future__ import annotations
 
@@ -26,13 +27,15 @@ class Follower:
         from pytest_roofline.host.devices import synchronizer
         from pytest_roofline.model import Machine
 
-        result, kernels = counter.count(fn, *prepared_arguments(setup, args, kwargs))
+        call_args, call_kwargs = prepared_arguments(setup, args, kwargs)
+        result = fn(*call_args, **call_kwargs)  # counted only if the comparing side asks for this twin's region
         if not self.following:
             return result
         site = self.site
         self.site += 1
 
         def judge(timing: TimingStats, roofs: dict[str, Any] | None) -> dict[str, Any]:
+            _, kernels = counter.count(fn, *prepared_arguments(setup, args, kwargs))
             recorder.roofs_override = Machine.from_dict(roofs) if roofs else None
             try:
                 region = recorder._region(counter, label, kernels, timing)

@@ -89,7 +89,8 @@ def follow(channel: Channel, calls: Any, site: int, label: str,
                     side.warmup += 1
                 channel.send(op="t", s=seconds, faults=faults)
             elif op == "site_end":
-                region = judge(side_stats(side, True, time.perf_counter() - start), roofs) if side.times else None
+                wanted = side.times and message.get("region", True)
+                region = judge(side_stats(side, True, time.perf_counter() - start), roofs) if wanted else None
                 channel.send(op="site", region=region)
                 return True
             else:  # end_test, or anything unexpected: stop comparing this test

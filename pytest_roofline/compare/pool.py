@@ -57,10 +57,10 @@ class SideLink:
     def turn(self, op: str, batch: int) -> tuple[float, int]:
         return self.link.turn(op, batch)
 
-    def close_site(self) -> dict[str, Any] | None:
-        """End the call site (a site this side never timed ends with no region)."""
+    def close_site(self, region: bool = False) -> dict[str, Any] | None:
+        """End the call site (a site this side never timed ends with no region); ``region``: ask for it."""
         self.open = False
-        return self.link.close_site()
+        return self.link.close_site(region)
 
     def end(self) -> dict[str, Any] | None:
         if self.ahead is not None and self.ahead.get("op") == "test_done":
@@ -183,7 +183,9 @@ class PoolLink:
         regions: dict[int, dict[str, Any] | None] = {}
         for number, pair in enumerate(usable):  # every twin ends the site only now: none ran beside a turn
             for side in pair.sides():
-                region = side.close_site()
+                # REF's work and region from the first REF twin that has one; no other twin counts
+                wanted = side is pair.ref and not any(regions.values())
+                region = side.close_site(wanted)
                 if side is pair.ref:
                     regions[number] = region
                 side.read_ahead()

@@ -89,8 +89,10 @@ class TestLink:
             raise self.twin.stopped(f"it answered a turn with {str(message.get('op'))[:40]!r}")
         return float(message["s"]), int(message.get("faults", 0))
 
-    def close_site(self) -> dict[str, Any] | None:
-        self.twin.send(op="site_end")
+    def close_site(self, region: bool = True) -> dict[str, Any] | None:
+        """End the call site; ``region``: whether the twin counts its call and sends its region back (one
+        REF twin per site does: counting in every twin cost each a second of startup and a count per test)."""
+        self.twin.send(op="site_end", region=region)
         message = self.twin.receive()
         return message.get("region")
 

@@ -4,7 +4,6 @@ runs tests only when told and answers turns). The logic lives in :mod:`pytest_ro
 
 from __future__ import annotations
 
-import contextlib
 import os
 import socket
 from collections.abc import Generator
@@ -176,21 +175,6 @@ class CompareSession:
             terminalreporter.write_line(f"roofline: could not write the compare summary: {exc!r}")
 
 
-def warm_up_counting() -> None:
-    """Count one tiny op when the tests imported torch: its first dispatch under a counting mode imports
-    ``torch._dynamo`` (about 1 s), which a twin would otherwise pay at its first call site, one twin after
-    another."""
-    import sys
-
-    if "torch" not in sys.modules:
-        return
-    from pytest_roofline.counters.analytic import AnalyticCounter
-
-    torch = sys.modules["torch"]
-    with contextlib.suppress(Exception):  # a warm-up only: the first real count says what is wrong
-        AnalyticCounter().count(torch.neg, (torch.zeros(4),), {})
-
-
 def paths_outside(positional: list[str], where: Path, top: Path) -> str | None:
     """The first test path given on the command line that lies outside the repository at ``top``."""
     root = top.resolve()
@@ -266,7 +250,6 @@ class TwinSession:
 
         items = {item.nodeid: item for item in session.items}
         self.state.machine()  # the pinned roofs, loaded before the first turn
-        warm_up_counting()  # while the other twins start too, not in turn with them at the first test
         try:
             self.channel.send(op="collected", nodeids=sorted(items), errors=self.collect_errors,
                               rootdir=str(session.config.rootpath))
