@@ -7,6 +7,7 @@ twice the time at every moment, and the same sleep is the same time.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -114,7 +115,7 @@ def test_a_commit_that_changes_only_the_readme_passes(
     (repo / "conftest.py").write_text(
         "import os, pytest\n\n@pytest.fixture(scope='session', autouse=True)\ndef marks_its_teardown():\n"
         "    yield\n    with open(os.environ['ROOFLINE_TEST_TEARDOWNS'], 'a') as out:\n"
-        "        out.write(f'{os.getpid()}\\n')\n")
+        "        out.write(f'{os.getpid()} {os.getppid()}\\n')\n")
     commit(repo, 0.002, readme="docs only\n")
     result = run_roofline(write_machine(MACHINE), "--roofline-compare", "HEAD~1")
     assert result.ret == 0, result.stdout.str()
@@ -125,7 +126,14 @@ def test_a_commit_that_changes_only_the_readme_passes(
     if record["verdict"] == "inconclusive":
         assert "inconclusive: the interval [" in record["explanation"], record
     pairs = record.get("process_pairs") or 5
-    assert len(set(teardowns.read_text().split())) == 1 + pairs  # this session and each pair's twin of this side
+    ended = [line.split() for line in teardowns.read_text().splitlines()]
+    assert len({pid for pid, _ in ended}) == 1 + pairs  # this session and each pair's twin of this side
+    from pytest_roofline.compare.forker import supported
+
+    if supported():  # every twin forked from one zygote, not started by this process
+        parents = {parent for pid, parent in ended if int(pid) != os.getpid()}
+        assert len(parents) == 1 and int(parents.pop()) != os.getpid()
+        assert list((repo / ".roofline" / "sessions").glob("*/compare/zygote.log"))
     if record["verdict"] == "steady":  # the interval over the pairs lies inside the +-3 % band
         assert record["changes"]["time"]["ratio"] == pytest.approx(1.0, abs=0.03)
     assert record["changes"]["work"]["verdict"] == "same"

@@ -16,9 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_roofline.compare.forker import Forker
 from pytest_roofline.compare.pairs import MAX_PROCESS_PAIRS, MIN_PROCESS_PAIRS, SiteResult, measure_site
 from pytest_roofline.compare.parity import Missing
-from pytest_roofline.compare.twin import TestLink, Twin
+from pytest_roofline.compare.twin import TestLink, Twin, twin_environment
 from pytest_roofline.compare.worktree import Checkout
 from pytest_roofline.errors import ChannelClosed, CompareError, TwinStopped
 from pytest_roofline.measure.timing import TimingPolicy
@@ -209,6 +210,7 @@ class TwinPool:
         self.starter = starter
         self.limit = len(pairs) if limit is None or starter is None else max(limit, len(pairs))
         self.grow_error: str | None = None  # why a later pair could not start (the pool stopped growing)
+        self.forker: Forker | None = None  # the zygote later pairs are forked from (compare.forker)
 
     def grow(self) -> bool:
         """Start one more pair, in parallel with nothing timed (every other twin waits on its socket)."""
@@ -239,9 +241,13 @@ class TwinPool:
         ``roofline_args(name)``: a twin's own roofline arguments (its own folder). Any twin that cannot start
         now stops them all, with that twin's error."""
 
+        forker = Forker.start(str(Path(__file__).resolve().parent.parent), folder / "zygote.log",
+                              twin_environment())
+
         def start(job: tuple[str, Checkout, str | None]) -> Twin:
             name, checkout, py = job
-            return Twin.start(checkout, pytest_args, roofline_args(name), folder / f"twin-{name}.log", python=py)
+            return Twin.start(checkout, pytest_args, roofline_args(name), folder / f"twin-{name}.log", python=py,
+                              forker=forker)
 
         def start_pairs(numbers: Sequence[int]) -> list[tuple[Twin, Twin]]:
             jobs = [(f"{side}-{n}", checkout, py) for n in numbers
@@ -262,8 +268,15 @@ class TwinPool:
                 raise failure
             return [(started[2 * n], started[2 * n + 1]) for n in range(len(numbers))]
 
-        first = start_pairs(range(min(count, MIN_PROCESS_PAIRS)))
-        return cls(first, starter=lambda number: start_pairs([number])[0], limit=count)
+        try:
+            first = start_pairs(range(min(count, MIN_PROCESS_PAIRS)))
+        except BaseException:
+            if forker is not None:
+                forker.close()
+            raise
+        pool = cls(first, starter=lambda number: start_pairs([number])[0], limit=count)
+        pool.forker = forker
+        return pool
 
     def begin_test(self, nodeid: str) -> PoolLink | None:
         """Every pair starts ``nodeid``: its two processes one after the other, each run up to its first call
@@ -312,3 +325,6 @@ class TwinPool:
             twin.ask_to_exit()
         for twin in self.twins:
             twin.wait_exit()
+        if self.forker is not None:
+            self.forker.close()
+            self.forker = None

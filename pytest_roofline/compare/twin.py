@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_roofline.compare.channel import Channel
+from pytest_roofline.compare.forker import ForkedProcess, Forker
 from pytest_roofline.compare.parity import Missing, why_missing
 from pytest_roofline.compare.worktree import Checkout
 from pytest_roofline.errors import ChannelClosed, CompareError, TwinStopped
@@ -73,6 +74,14 @@ def twin_arguments(args: Sequence[str], toplevel: Path | None = None, worktree: 
     return kept
 
 
+def twin_environment() -> dict[str, str]:
+    """A twin's environment: this process's, less what belongs to this session alone."""
+    env = dict(os.environ)
+    env.pop("PYTEST_XDIST_WORKER", None)
+    env.pop("PYTEST_ADDOPTS", None)  # this session's extra options are this session's
+    return env
+
+
 @dataclass
 class TestLink:
     """This side's view of the twin during one test."""
@@ -98,7 +107,8 @@ class TestLink:
 
 
 class Twin:
-    def __init__(self, process: subprocess.Popen[bytes], channel: Channel, checkout: Checkout, log: Path) -> None:
+    def __init__(self, process: subprocess.Popen[bytes] | ForkedProcess, channel: Channel, checkout: Checkout,
+                 log: Path) -> None:
         self.process = process
         self.channel = channel
         self.checkout = checkout
@@ -111,23 +121,31 @@ class Twin:
 
     @classmethod
     def start(cls, checkout: Checkout, pytest_args: Sequence[str], roofline_args: Sequence[str], log: Path,
-              python: str | None = None) -> Twin:
+              python: str | None = None, forker: Forker | None = None) -> Twin:
+        """A twin of ``checkout``: forked from ``forker``'s zygote where given (this interpreter), else a new
+        interpreter; either way it reports its collection before this returns."""
         package_dir = str(Path(__file__).parent.parent)  # this package's folder: the twin imports this plugin
         boot = str(Path(__file__).parent.parent / "plugin" / "twin_boot.py")  # pytest glue: lives with the plugin
         cwd_on_path = "1" if ("" in sys.path or os.getcwd() in sys.path) else "0"
         ours, theirs = socket.socketpair()
-        env = {**os.environ, FD_VARIABLE: str(theirs.fileno())}
-        env.pop("PYTEST_XDIST_WORKER", None)
-        env.pop("PYTEST_ADDOPTS", None)  # this session's extra options are this session's
+        env = {**twin_environment(), FD_VARIABLE: str(theirs.fileno())}
         command = [python or sys.executable, boot, package_dir, cwd_on_path, "--",
                    *twin_arguments(pytest_args, checkout.toplevel, checkout.path), *roofline_args]
         log.parent.mkdir(parents=True, exist_ok=True)
-        with log.open("wb") as out:
+        process: subprocess.Popen[bytes] | ForkedProcess | None = None
+        if forker is not None and python is None:
             try:
-                process = subprocess.Popen(command, cwd=checkout.cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                           pass_fds=(theirs.fileno(),))
-            except OSError as exc:
-                raise CompareError(f"--roofline-compare: cannot start the twin ({command[0]}): {exc}") from None
+                child_env = {k: v for k, v in env.items() if k != FD_VARIABLE}  # the zygote gives the child's fd
+                process = forker.spawn(command[1:], checkout.cwd, child_env, log, theirs)
+            except OSError:
+                process = None  # the zygote failed: a new interpreter, as without it
+        if process is None:
+            with log.open("wb") as out:
+                try:
+                    process = subprocess.Popen(command, cwd=checkout.cwd, env=env, stdout=out,
+                                               stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),))
+                except OSError as exc:
+                    raise CompareError(f"--roofline-compare: cannot start the twin ({command[0]}): {exc}") from None
         theirs.close()
         ours.settimeout(START_TIMEOUT_S)
         twin = cls(process, Channel(ours), checkout, log)
@@ -230,6 +248,8 @@ class Twin:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        if isinstance(self.process, ForkedProcess):
+            self.process.close()  # its pidfd
         self.channel.close()
 
     def stop(self) -> None:

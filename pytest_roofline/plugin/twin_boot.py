@@ -26,12 +26,13 @@ def _has_entry_point() -> bool:
     return any(ep.value.startswith("pytest_roofline") for ep in metadata.entry_points(group="pytest11"))
 
 
-def main() -> int:
-    sys.path.pop(0)  # this script's folder: not a place to import anything from
-    package_dir, cwd_on_path, separator, *args = sys.argv[1:]
+def run(argv: list[str]) -> int:
+    """``PACKAGE_DIR CWD_ON_PATH -- PYTEST_ARGS``: pytest in this process (the cwd is the twin's checkout)."""
+    package_dir, cwd_on_path, separator, *args = argv
     if separator != "--":
         raise SystemExit("usage: twin_boot.py PACKAGE_DIR CWD_ON_PATH -- PYTEST_ARGS")
-    _load_plugin_package(package_dir)
+    if "pytest_roofline" not in sys.modules:  # a forked twin has it from the zygote already
+        _load_plugin_package(package_dir)
     if cwd_on_path == "1":  # as the comparing session had it (python -m pytest puts the cwd first)
         sys.path.insert(0, os.getcwd())
     import pytest
@@ -39,6 +40,11 @@ def main() -> int:
     if not _has_entry_point():  # another interpreter (--roofline-compare-python) without the plugin installed
         args = ["-p", "pytest_roofline.plugin", *args]
     return int(pytest.main(args))
+
+
+def main() -> int:
+    sys.path.pop(0)  # this script's folder: not a place to import anything from
+    return run(sys.argv[1:])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,127 @@
+"""Started by the comparing session as ``PYTHON twin_zygote.py PACKAGE_DIR`` (the fd of its control socket in
+``PYTEST_ROOFLINE_ZYGOTE_FD``): imports once what every twin imports (torch and numpy where installed, pytest,
+this plugin), then forks one twin per request. A twin started as a new interpreter spent ~3.5 s of CPU on those
+imports; ten of them on a 2-core runner were a quarter of a compare session.
+
+Nothing of either checkout is imported here: the zygote's folder is dropped from ``sys.path`` and its cwd is not
+on it, so each twin imports its own checkout's code after the fork. No thread is started and no tensor is made
+(an OpenMP pool or a CUDA context does not survive a fork); each twin reseeds Python's and numpy's global
+generators, as a new process would have them.
+
+Protocol (``SOCK_SEQPACKET``, one JSON message each way): ``{"op": "spawn", "argv", "cwd", "env", "log"}`` with the
+twin's socket as an attached fd -> ``{"pid"}``; ``{"op": "status", "pid"}`` -> ``{"status"}`` (the exit status
+once the twin has ended, else null). The zygote ends when the control socket closes.
+"""
+
+import sys
+
+if __name__ == "__main__":  # this script's folder holds a select.py: nothing is imported from it
+    sys.path.pop(0)
+
+import importlib.util
+import json
+import os
+import select
+import socket
+import traceback
+
+ZYGOTE_FD = "PYTEST_ROOFLINE_ZYGOTE_FD"
+TWIN_FD = "PYTEST_ROOFLINE_TWIN_FD"  # compare.twin.FD_VARIABLE
+
+
+def _twin_boot():  # type: ignore[no-untyped-def]
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "twin_boot.py")
+    spec = importlib.util.spec_from_file_location("_pytest_roofline_twin_boot", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _preload(boot, package_dir: str) -> None:  # type: ignore[no-untyped-def]
+    boot._load_plugin_package(package_dir)
+    for name in ("torch", "numpy"):  # what makes a twin slow to start; absent is fine
+        try:
+            __import__(name)
+        except Exception:  # noqa: BLE001, S110 - the twin imports (or fails on) it itself
+            pass
+    import pytest  # noqa: F401
+
+    import pytest_roofline.plugin  # noqa: F401
+
+
+def _child(boot, request: dict, fd: int, control: socket.socket) -> None:  # type: ignore[no-untyped-def]
+    """The twin: never returns into the zygote's loop."""
+    code = 70
+    try:
+        control.close()
+        log = os.open(request["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        os.chdir(request["cwd"])
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.environ[TWIN_FD] = str(fd)
+        import random
+
+        random.seed()  # a new process seeds from the OS; a fork would repeat the zygote's sequence
+        if "numpy" in sys.modules:
+            sys.modules["numpy"].random.seed()
+        sys.argv = [request["argv"][0], *request["argv"][1:]]
+        code = int(boot.run(request["argv"][1:]))
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:  # noqa: BLE001 - said in the twin's log, which the comparing side shows
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _reap(statuses: dict) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        statuses[pid] = os.waitstatus_to_exitcode(status)
+
+
+def main() -> int:
+    boot = _twin_boot()
+    control = socket.socket(fileno=int(os.environ.pop(ZYGOTE_FD)))
+    _preload(boot, sys.argv[1])
+    statuses: dict = {}
+    while True:
+        _reap(statuses)
+        if not select.select([control], [], [], 0.2)[0]:
+            continue
+        data, fds, _, _ = socket.recv_fds(control, 1 << 20, 1)
+        if not data:  # the comparing session has ended
+            return 0
+        request = json.loads(data)
+        if request.get("op") == "status":
+            _reap(statuses)
+            control.send(json.dumps({"status": statuses.get(int(request["pid"]))}).encode())
+            continue
+        if not fds:
+            control.send(json.dumps({"error": "no socket came with the spawn request"}).encode())
+            continue
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            _child(boot, request, fds[0], control)
+        os.close(fds[0])
+        control.send(json.dumps({"pid": pid}).encode())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""Twins forked from a zygote (``compare/forker.py``, ``plugin/twin_zygote.py``): the process handle a twin's owner
+uses, and the fall-back to a new interpreter when the zygote cannot fork. The whole path (a compare session's
+twins all children of one zygote) is checked through pytest in ``test_plugin_compare.py``."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_roofline.compare import forker as forker_module
+from pytest_roofline.compare.forker import ForkedProcess
+from pytest_roofline.compare.twin import Twin
+from pytest_roofline.compare.worktree import Checkout
+from pytest_roofline.errors import CompareError
+
+pytestmark = pytest.mark.skipif(not forker_module.supported(), reason="forking twins needs Linux with pidfd_open")
+
+
+class Reaper:
+    """The zygote's part: this test forked the child, so it reaps it and knows its status."""
+
+    def status(self, pid: int) -> int | None:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        return os.waitstatus_to_exitcode(status) if done else None
+
+
+def test_a_forked_twin_is_seen_running_then_ended_with_its_status() -> None:
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(0.5)
+        os._exit(3)
+    process = ForkedProcess(pid, Reaper())  # type: ignore[arg-type]
+    assert process.poll() is None
+    with pytest.raises(subprocess.TimeoutExpired):
+        process.wait(timeout=0.01)
+    assert process.wait(timeout=10) == 3 and process.poll() == 3
+    process.kill()  # ended: nothing to kill, no error
+    process.close()
+
+
+def test_a_zygote_that_cannot_fork_leaves_a_new_interpreter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    class Broken:
+        asked = 0
+
+        def spawn(self, *args: Any) -> Any:
+            Broken.asked += 1
+            raise OSError("the twins' zygote has ended")
+
+    started: list[list[str]] = []
+
+    def popen(command: list[str], **kwargs: Any) -> Any:
+        started.append(command)
+        raise OSError("no interpreter here")
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    checkout = Checkout("(this checkout)", "", tmp_path, tmp_path, Path("."))
+    with pytest.raises(CompareError, match="cannot start the twin"):
+        Twin.start(checkout, [], [], tmp_path / "twin.log", forker=Broken())  # type: ignore[arg-type]
+    assert Broken.asked == 1 and len(started) == 1 and started[0][1].endswith("twin_boot.py")
+
+
+def test_the_zygote_answers_status_and_ends_with_its_control_socket(tmp_path: Path) -> None:
+    forker = forker_module.Forker.start(str(Path(forker_module.__file__).resolve().parent.parent),
+                                        tmp_path / "zygote.log", dict(os.environ))
+    assert forker is not None
+    try:
+        assert forker.status(os.getpid()) is None  # not its child: unknown, not an error
+    finally:
+        forker.close()
+    assert forker.process.returncode == 0
+    with pytest.raises(OSError):
+        forker.spawn(["x"], tmp_path, {}, tmp_path / "t.log", socket.socket())
