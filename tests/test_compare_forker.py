@@ -23,11 +23,17 @@ pytestmark = pytest.mark.skipif(not forker_module.supported(), reason="forking t
 
 
 class Reaper:
-    """The zygote's part: this test forked the child, so it reaps it and knows its status."""
+    """The zygote's part: this test forked the child, so it reaps it and keeps its status."""
+
+    def __init__(self) -> None:
+        self.statuses: dict[int, int] = {}
 
     def status(self, pid: int) -> int | None:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        return os.waitstatus_to_exitcode(status) if done else None
+        if pid not in self.statuses:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                self.statuses[pid] = os.waitstatus_to_exitcode(status)
+        return self.statuses.get(pid)
 
 
 def test_a_forked_twin_is_seen_running_then_ended_with_its_status() -> None:
@@ -44,13 +50,30 @@ def test_a_forked_twin_is_seen_running_then_ended_with_its_status() -> None:
     process.close()
 
 
+def test_without_a_pidfd_the_end_is_asked_of_the_zygote(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_pidfd(pid: int) -> int:
+        raise OSError(38, "Function not implemented")  # a kernel before 5.3, or a seccomp filter
+
+    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(0.3)
+        os._exit(4)
+    process = ForkedProcess(pid, Reaper())  # type: ignore[arg-type]
+    assert process.pidfd is None and not process.gone
+    assert process.wait(timeout=10) == 4
+
+
 def test_a_zygote_that_cannot_fork_leaves_a_new_interpreter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    given: list[socket.socket] = []
+
     class Broken:
         asked = 0
 
         def spawn(self, *args: Any) -> Any:
             Broken.asked += 1
-            raise OSError("the twins' zygote has ended")
+            given.append(args[-1])
+            raise OSError("the twins' zygote did not answer")  # it may still fork that twin, late
 
     started: list[list[str]] = []
 
@@ -63,6 +86,7 @@ def test_a_zygote_that_cannot_fork_leaves_a_new_interpreter(tmp_path: Path, monk
     with pytest.raises(CompareError, match="cannot start the twin"):
         Twin.start(checkout, [], [], tmp_path / "twin.log", forker=Broken())  # type: ignore[arg-type]
     assert Broken.asked == 1 and len(started) == 1 and started[0][1].endswith("twin_boot.py")
+    assert given[0].fileno() == -1  # the socket offered to the zygote is closed: the new interpreter has its own
 
 
 def test_the_zygote_answers_status_and_ends_with_its_control_socket(tmp_path: Path) -> None:
@@ -76,3 +100,17 @@ def test_the_zygote_answers_status_and_ends_with_its_control_socket(tmp_path: Pa
     assert forker.process.returncode == 0
     with pytest.raises(OSError):
         forker.spawn(["x"], tmp_path, {}, tmp_path / "t.log", socket.socket())
+
+
+def test_a_zygote_that_imported_a_compared_checkouts_code_forks_nothing(tmp_path: Path) -> None:
+    """The project under test is a library the zygote imports (here: the plugin, from its own folder): a twin
+    forked from it would run the zygote's copy, not its checkout's."""
+    package = Path(forker_module.__file__).resolve().parent.parent
+    forker = forker_module.Forker.start(str(package), tmp_path / "zygote.log", dict(os.environ),
+                                        avoid=[package.parent])
+    assert forker is not None
+    with pytest.raises(OSError, match="zygote"):
+        forker.spawn(["x"], tmp_path, {}, tmp_path / "t.log", socket.socket())
+    forker.close()
+    assert forker.process.returncode == 3
+    assert "a compared checkout: no forks" in (tmp_path / "zygote.log").read_text()

@@ -40,15 +40,26 @@ class ForkedProcess:
         self.pid = pid
         self.forker = forker
         self.returncode: int | None = None
+        self.gone = False  # ended before its pidfd could be opened
+        self.pidfd: int | None = None
         try:
-            self.pidfd: int | None = os.pidfd_open(pid)
-        except ProcessLookupError:  # ended already
-            self.pidfd = None
+            self.pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:
+            self.gone = True
+        except OSError:  # no pidfd here (an old kernel, a seccomp filter): its status is asked of the zygote
+            pass
 
     def _ended(self, timeout: float) -> bool:
-        if self.pidfd is None:
+        if self.gone:
             return True
-        return bool(select.select([self.pidfd], [], [], timeout)[0])
+        if self.pidfd is not None:
+            return bool(select.select([self.pidfd], [], [], timeout)[0])
+        deadline = time.monotonic() + timeout
+        while self.forker.status(self.pid) is None:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.1)
+        return True
 
     def _status(self) -> int:
         for _ in range(20):  # the zygote reaps its children every 0.2 s
@@ -72,7 +83,10 @@ class ForkedProcess:
 
     def kill(self) -> None:
         try:
-            os.kill(self.pid, signal.SIGKILL)
+            if self.pidfd is not None:  # never another process that reused the pid
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            elif not self.gone:
+                os.kill(self.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
 
@@ -92,15 +106,17 @@ class Forker:
         self.broken: str | None = None
 
     @classmethod
-    def start(cls, package_dir: str, log: Path, env: Mapping[str, str]) -> Forker | None:
-        """The zygote, importing in the background; None where twins cannot be forked here."""
+    def start(cls, package_dir: str, log: Path, env: Mapping[str, str], avoid: Sequence[Path] = ()) -> Forker | None:
+        """The zygote, importing in the background; None where twins cannot be forked here. ``avoid``: the
+        checkouts compared; a zygote whose imports load a module from one of them (the project under test is
+        a library torch imports) ends at once, and twins start as new interpreters."""
         if not supported():
             return None
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         log.parent.mkdir(parents=True, exist_ok=True)
         try:
             with log.open("wb") as out:
-                process = subprocess.Popen([sys.executable, str(SCRIPT), package_dir],
+                process = subprocess.Popen([sys.executable, str(SCRIPT), package_dir, *map(str, avoid)],
                                            env={**env, ZYGOTE_FD: str(theirs.fileno())}, stdin=subprocess.DEVNULL,
                                            stdout=out, stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),))
         except OSError:
@@ -121,10 +137,13 @@ class Forker:
             except OSError as exc:
                 self.broken = f"the twins' zygote did not answer ({exc})"
                 raise OSError(self.broken) from None
-            if not answer:
-                self.broken = f"the twins' zygote has ended (status {self.process.poll()})"
-                raise OSError(self.broken)
-            return dict(json.loads(answer))
+            try:
+                if not answer:
+                    raise ValueError(f"it has ended (status {self.process.poll()})")
+                return dict(json.loads(answer))
+            except ValueError as exc:  # no answer, or not one this side understands: no more forks
+                self.broken = f"the twins' zygote: {exc}"
+                raise OSError(self.broken) from None
 
     def spawn(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str], log: Path,
               sock: socket.socket) -> ForkedProcess:
@@ -133,7 +152,8 @@ class Forker:
         answer = self._ask({"op": "spawn", "argv": list(argv), "cwd": str(cwd), "env": dict(env),
                             "log": str(log)}, [sock.fileno()])
         if "pid" not in answer:
-            raise OSError(f"the twins' zygote could not fork: {answer.get('error')}")
+            self.broken = f"the twins' zygote could not fork: {answer.get('error')}"
+            raise OSError(self.broken)
         return ForkedProcess(int(answer["pid"]), self)
 
     def status(self, pid: int) -> int | None:

@@ -241,8 +241,10 @@ class TwinPool:
         ``roofline_args(name)``: a twin's own roofline arguments (its own folder). Any twin that cannot start
         now stops them all, with that twin's error."""
 
-        forker = Forker.start(str(Path(__file__).resolve().parent.parent), folder / "zygote.log",
-                              twin_environment())
+        # both sides start alike: with REF's own interpreter (--roofline-compare-python) no twin is forked
+        forker = None if python is not None else Forker.start(
+            str(Path(__file__).resolve().parent.parent), folder / "zygote.log", twin_environment(),
+            avoid=[this.path, ref.path])
 
         def start(job: tuple[str, Checkout, str | None]) -> Twin:
             name, checkout, py = job

@@ -137,8 +137,12 @@ class Twin:
             try:
                 child_env = {k: v for k, v in env.items() if k != FD_VARIABLE}  # the zygote gives the child's fd
                 process = forker.spawn(command[1:], checkout.cwd, child_env, log, theirs)
-            except OSError:
-                process = None  # the zygote failed: a new interpreter, as without it
+            except OSError:  # a new interpreter, on a socket pair of its own: a twin the zygote may still fork
+                process = None  # late finds its peer closed and leaves
+                ours.close()
+                theirs.close()
+                ours, theirs = socket.socketpair()
+                env[FD_VARIABLE] = str(theirs.fileno())
         if process is None:
             with log.open("wb") as out:
                 try:

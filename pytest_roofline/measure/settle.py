@@ -20,12 +20,12 @@ from pytest_roofline.errors import (
     NoGpu,
     NoKernelsInRange,
 )
+from pytest_roofline.measure.state import RooflineState, TestEntry
 
 # torch copies between device buffers (copy_, clone, .to) as cudaMemcpy, not a kernel: ncu profiles no launch
 NO_KERNEL_NOTE = ("ncu profiled no kernel in this test's ranges (a copy between GPU buffers runs as cudaMemcpy, which "
                   "ncu does not profile; work outside roofline.measure is not seen either): counted by the analytic "
                   "counter")
-from pytest_roofline.measure.state import RooflineState, TestEntry
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,14 @@
-"""Started by the comparing session as ``PYTHON twin_zygote.py PACKAGE_DIR`` (the fd of its control socket in
+"""Started by the comparing session as ``PYTHON twin_zygote.py PACKAGE_DIR [CHECKOUT...]`` (the fd of its control socket in
 ``PYTEST_ROOFLINE_ZYGOTE_FD``): imports once what every twin imports (torch and numpy where installed, pytest,
 this plugin), then forks one twin per request. A twin started as a new interpreter spent ~3.5 s of CPU on those
 imports; ten of them on a 2-core runner were a quarter of a compare session.
 
 Nothing of either checkout is imported here: the zygote's folder is dropped from ``sys.path`` and its cwd is not
-on it, so each twin imports its own checkout's code after the fork. No thread is started and no tensor is made
-(an OpenMP pool or a CUDA context does not survive a fork); each twin reseeds Python's and numpy's global
-generators, as a new process would have them.
+on it, so each twin imports its own checkout's code after the fork; a zygote whose imports reached into one of
+the CHECKOUTs (the project under test is a library torch imports) ends at once and twins start as new
+interpreters. No tensor is made and no OpenMP region or CUDA context begun (they do not survive a fork); each
+twin reseeds Python's and numpy's global generators, as a new process would have them. Python's hash seed and
+the address-space layout are the zygote's, shared by every twin.
 
 Protocol (``SOCK_SEQPACKET``, one JSON message each way): ``{"op": "spawn", "argv", "cwd", "env", "log"}`` with the
 twin's socket as an attached fd -> ``{"pid"}``; ``{"op": "status", "pid"}`` -> ``{"status"}`` (the exit status
@@ -71,7 +73,7 @@ def _child(boot, request: dict, fd: int, control: socket.socket) -> None:  # typ
         sys.argv = [request["argv"][0], *request["argv"][1:]]
         code = int(boot.run(request["argv"][1:]))
     except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else 1
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     except BaseException:  # noqa: BLE001 - said in the twin's log, which the comparing side shows
         traceback.print_exc()
         code = 1
@@ -98,6 +100,21 @@ def main() -> int:
     boot = _twin_boot()
     control = socket.socket(fileno=int(os.environ.pop(ZYGOTE_FD)))
     _preload(boot, sys.argv[1])
+    avoid = [os.path.realpath(path) + os.sep for path in sys.argv[2:]]
+    for name, module in list(sys.modules.items()):
+        where = getattr(module, "__file__", None) or ""
+        if not isinstance(where, str) or not os.path.isabs(where):  # torch.ops says "_ops.py": no place
+            continue
+        where = os.path.realpath(where)
+        installed = f"{os.sep}site-packages{os.sep}" in where or f"{os.sep}dist-packages{os.sep}" in where
+        if not installed and any(where.startswith(folder) for folder in avoid):  # a checkout's own code (an
+            # editable install of the project under test); a virtualenv inside the repository is not
+            print(f"pytest-roofline zygote: {name} was imported from {where}, a compared checkout: no forks")
+            return 3
+    import gc
+
+    gc.collect()
+    gc.freeze()  # a twin's collections leave the zygote's objects alone: no copy-on-write faults in its turns
     statuses: dict = {}
     while True:
         _reap(statuses)
@@ -116,7 +133,12 @@ def main() -> int:
             continue
         sys.stdout.flush()
         sys.stderr.flush()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as exc:
+            os.close(fds[0])
+            control.send(json.dumps({"error": f"fork: {exc}"}).encode())
+            continue
         if pid == 0:
             _child(boot, request, fds[0], control)
         os.close(fds[0])
