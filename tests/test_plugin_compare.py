@@ -209,19 +209,24 @@ def test_two_sites(roofline):
 """
 
 
+def two_commits(path: Path, base: str, change: str) -> None:
+    """A repository whose test_two.py is ``base`` at HEAD~1 and ``change`` at HEAD."""
+    (path / "test_two.py").write_text(base)
+    (path / ".gitignore").write_text(".roofline/\n__pycache__/\nmachine.json\n")
+    git(path, "init", "-q")
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "base")
+    (path / "test_two.py").write_text(change)
+    git(path, "commit", "-qam", "change")
+
+
 def test_a_fourth_pair_joins_only_where_three_did_not_decide(
         pytester: pytest.Pytester, write_machine: Callable[..., Path],
         run_roofline: Callable[..., pytest.RunResult]) -> None:
     # site 1 doubles its sleep (decided beyond the band by three pairs); site 2 is the same sleep on both sides,
     # which a band of +-0.01 % cannot decide: a fourth pair joins there, passing site 1 untimed
     path = pytester.path
-    (path / "test_two.py").write_text(TWO_SITES.format(double=False))
-    (path / ".gitignore").write_text(".roofline/\n__pycache__/\nmachine.json\n")
-    git(path, "init", "-q")
-    git(path, "add", "-A")
-    git(path, "commit", "-qm", "base")
-    (path / "test_two.py").write_text(TWO_SITES.format(double=True))
-    git(path, "commit", "-qam", "slow")
+    two_commits(path, TWO_SITES.format(double=False), TWO_SITES.format(double=True))
     result = run_roofline(write_machine(MACHINE), "--roofline-compare", "HEAD~1", "--roofline-compare-pairs", "4")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     first, second = (r["compare"] for r in results(path)["tests"][0]["regions"])
@@ -248,13 +253,7 @@ def test_a_call_site_refs_test_lacks_starts_no_further_pair(
     # started for it and the site is not compared
     path = pytester.path
     one_site = TWO_SITES.format(double=False).replace("    roofline.declare(flops=1e8).measure(same)\n", "")
-    (path / "test_two.py").write_text(one_site)
-    (path / ".gitignore").write_text(".roofline/\n__pycache__/\nmachine.json\n")
-    git(path, "init", "-q")
-    git(path, "add", "-A")
-    git(path, "commit", "-qm", "base: one call site")
-    (path / "test_two.py").write_text(TWO_SITES.format(double=True))
-    git(path, "commit", "-qam", "a slower first call site, and a second one")
+    two_commits(path, one_site, TWO_SITES.format(double=True))
     result = run_roofline(write_machine(MACHINE), "--roofline-compare", "HEAD~1", "--roofline-compare-pairs", "5")
     first, second = results(path)["tests"][0]["regions"]
     assert (second.get("compare") or {}).get("compared") is not True, result.stdout.str()

@@ -204,13 +204,13 @@ class TwinPool:
     plugin uses (``begin_test``, ``end_test``, ``stop``, ``error``, ``nodeids``)."""
 
     def __init__(self, pairs: list[tuple[Twin, Twin]], starter: TwinStarter | None = None,
-                 limit: int | None = None) -> None:
+                 limit: int | None = None, forker: Forker | None = None) -> None:
         self.pairs = pairs
         self.nodeids: set[str] = set.intersection(*(set(t.nodeids) for pair in pairs for t in pair))
         self.starter = starter
         self.limit = len(pairs) if limit is None or starter is None else max(limit, len(pairs))
         self.grow_error: str | None = None  # why a later pair could not start (the pool stopped growing)
-        self.forker: Forker | None = None  # the zygote later pairs are forked from (compare.forker)
+        self.forker = forker  # the zygote later pairs are forked from (compare.forker); closed by stop()
 
     def grow(self) -> bool:
         """Start one more pair, in parallel with nothing timed (every other twin waits on its socket)."""
@@ -276,9 +276,7 @@ class TwinPool:
             if forker is not None:
                 forker.close()
             raise
-        pool = cls(first, starter=lambda number: start_pairs([number])[0], limit=count)
-        pool.forker = forker
-        return pool
+        return cls(first, starter=lambda number: start_pairs([number])[0], limit=count, forker=forker)
 
     def begin_test(self, nodeid: str) -> PoolLink | None:
         """Every pair starts ``nodeid``: its two processes one after the other, each run up to its first call

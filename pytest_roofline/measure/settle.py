@@ -99,10 +99,7 @@ def _batches(state: RooflineState) -> Any:
 
 def count_with_analytic(state: RooflineState, entry: TestEntry, note: str | None = None) -> Settled:
     try:
-        if note is None:
-            entry.recorder.count_pending(state.counter())
-        else:
-            entry.recorder.count_pending(state.make_counter("analytic"), note)
+        entry.recorder.count_pending(state.make_counter("analytic"), note)
     except CounterUnavailableError as exc:
         return Settled(fail=f"roofline: {exc}")
     return Settled()

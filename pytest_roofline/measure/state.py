@@ -51,6 +51,13 @@ class Settings:
     min_time_s: float = 0.25  # the timed calls of a call site span at least this long (within max_time_s)
     contended: str = "auto"  # auto|judge|excuse: a test still contended when measured again (contention.py)
 
+    @property
+    def requested_counter(self) -> str:
+        """``--roofline-counter``, except that ``auto`` counts analytically in a ``--roofline-compare`` session
+        (and in its twins): ncu would count in a child of its own while the pairs time in the twins, and nothing
+        would be compared (the H100 read every test "new (not in REF)")."""
+        return "analytic" if self.compare and self.counter == "auto" else self.counter
+
     def timing_policy(self) -> TimingPolicy:
         from pytest_roofline.measure.timing import TimingPolicy
 
@@ -218,10 +225,7 @@ class RooflineState:
         if self._choice is None:
             from pytest_roofline.measure import ncu_deferred as ncu_gate
 
-            # --roofline-compare: ncu would count in a child of its own while the pairs time in the twins, and
-            # nothing would be compared (the H100 read every test "new (not in REF)"): auto counts analytically
-            requested = "analytic" if self.settings.compare and self.settings.counter == "auto" else None
-            self._choice = ncu_gate.choose_counter(requested or self.settings.counter)
+            self._choice = ncu_gate.choose_counter(self.settings.requested_counter)
             if self._choice.warning:
                 self.warn_once(self._choice.warning)
         return self._choice

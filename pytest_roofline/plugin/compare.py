@@ -22,14 +22,13 @@ def twin_roofline_args(state: RooflineState, machine_file: Path, directory: Path
     """The twin's own settings: this session's roofs (no second characterization), no history, no gates of
     its own; the same counter, malloc policy and time budget."""
     s = state.settings
-    counter = "analytic" if s.counter == "auto" else s.counter  # as this side resolves auto in a compare session
     # NAME=VALUE, one word each: pytest looks for its rootdir among words that are not options, and a path
     # given as a separate word (this session's folder) would move the twin's rootdir out of REF's worktree
     # its own --basetemp inside its folder: a twin leaves with os._exit, so pytest's atexit cleanup of a
     # numbered /tmp/pytest-of-USER/pytest-N (and its lock) never runs
     return ["--roofline", f"--roofline-machine={machine_file}", f"--roofline-dir={directory}",
             f"--basetemp={directory / 'tmp'}",
-            "--roofline-history=none", f"--roofline-counter={counter}", f"--roofline-malloc={s.malloc}",
+            "--roofline-history=none", f"--roofline-counter={s.requested_counter}", f"--roofline-malloc={s.malloc}",
             f"--roofline-max-time={s.max_time_s}", f"--roofline-min-time={s.min_time_s}", "-p", "no:cacheprovider",
             "-q"]
 
