@@ -172,6 +172,9 @@ def test_small_add(roofline, percent, copy):
 '''
 
 
+WORKLOAD_NAMES = ("gemm", "conv2d", "copy", "elementwise", "small_add")
+
+
 def git(repo: Path, *args: str) -> None:
     env = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "bench",
            "GIT_COMMITTER_EMAIL": "b@b"}
@@ -195,10 +198,13 @@ def make_repo(root: Path, percents: list[float], copies: int, device: str) -> Pa
 
 
 def session(repo: Path, out: Path, compare: bool, max_time: float, pairs: int | None = None,
-            plugin: Path | None = None) -> tuple[float, dict]:
-    """One session's wall time and results; ``plugin``: a checkout of pytest-roofline to import instead."""
+            plugin: Path | None = None, only: list[str] | None = None) -> tuple[float, dict]:
+    """One session's wall time and results; ``plugin``: a checkout of pytest-roofline to import instead;
+    ``only``: these workloads' tests alone."""
     args = [sys.executable, "-m", "pytest", "tests", "--roofline", f"--roofline-dir={out}", "--roofline-history=none",
             f"--roofline-max-time={max_time}", "-q", "-p", "no:cacheprovider", "--roofline-counter=analytic"]
+    if only:
+        args += ["-k", " or ".join(f"test_{name}" for name in only)]
     if compare:
         args.append("--roofline-compare=HEAD~1")
         if pairs is not None:
@@ -225,6 +231,8 @@ def main() -> None:
     parser.add_argument("--max-time", type=float, default=1.0, help="--roofline-max-time of every session")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--pairs", type=int, default=None, help="--roofline-compare-pairs (default: the plugin's)")
+    parser.add_argument("--only", nargs="+", choices=WORKLOAD_NAMES, default=None,
+                        help="these workloads alone (the cost then compares sessions of these alone)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="copy each compare session's results.json here as it ends (read them if cut short)")
     args = parser.parse_args()
@@ -245,9 +253,10 @@ def main() -> None:
             repo = make_repo(root, percents, args.aa, args.device)
             for index in range(args.sessions):
                 if index < args.plain_sessions:
-                    seconds, _ = session(repo, root / f"plain-{index}", False, args.max_time)
+                    seconds, _ = session(repo, root / f"plain-{index}", False, args.max_time, only=args.only)
                     plain_s.append(seconds)
-                seconds, results = session(repo, root / f"compare-{index}", True, args.max_time, args.pairs)
+                seconds, results = session(repo, root / f"compare-{index}", True, args.max_time, args.pairs,
+                                           only=args.only)
                 compare_s.append(seconds)
                 if args.keep is not None:
                     args.keep.mkdir(parents=True, exist_ok=True)

@@ -380,3 +380,76 @@ def test_a_twin_counts_its_call_only_when_its_region_is_asked_for() -> None:
         assert follower.follow(Recorder(), Counter(), "f", lambda x: calls.append(x) or x, (3,), {}, None) == 3
         assert Counter.counted == counts
         assert (channel.sent[-1]["region"] is not None) == asked
+
+
+def test_a_twin_skips_the_untimed_call_only_where_the_site_says_so() -> None:
+    from pytest_roofline.compare.lockstep import follow
+
+    class Channel:
+        def __init__(self, begin: dict[str, Any]) -> None:
+            self.inbox = [begin, {"op": "warm", "batch": 1}, {"op": "call", "batch": 2}, {"op": "call", "batch": 1},
+                          {"op": "site_end", "region": False}]
+            self.sent: list[dict[str, Any]] = []
+
+        def send(self, **message: Any) -> None:
+            self.sent.append(message)
+
+        def receive(self) -> dict[str, Any]:
+            return self.inbox.pop(0)
+
+    class Calls:
+        runs = 0
+
+        def run(self) -> tuple[float, int, int]:
+            Calls.runs += 1
+            return 1e-3, 0, 0
+
+    # warm: 1 call; timed turns of 2 and 1 calls, each after one untimed call (2 more) unless the site says not
+    for begin, runs in (({"op": "begin"}, 1 + 3 + 2), ({"op": "begin", "rewarm": True}, 6),
+                        ({"op": "begin", "rewarm": False}, 1 + 3)):
+        Calls.runs = 0
+        assert follow(Channel(begin), Calls(), 0, "f", lambda timing, roofs: {})  # type: ignore[arg-type]
+        assert Calls.runs == runs
+
+
+def test_without_the_untimed_call_a_budget_buys_about_twice_the_turns() -> None:
+    class Pair(FakePair):
+        rewarm = True
+        spread = (1.0, 1.1, 0.9, 1.05, 0.95)  # REF's calls vary: the pair's own interval never settles
+        calls = 0
+
+        def _turn(self, side: str, seconds: float, op: str, batch: int) -> tuple[float, int]:
+            self.clock[0] += seconds * batch * (2 if op == "call" and self.rewarm else 1)
+            if side == "ref" and op == "call":
+                self.calls += 1
+                return seconds * self.spread[self.calls % 5], 0
+            return seconds, 0
+
+    turns = {}
+    for rewarm in (True, False):
+        clock = [0.0]
+        pair = Pair(0.01, 0.01, clock)
+        pair.rewarm = rewarm
+
+        def now(clock: list[float] = clock) -> float:
+            return clock[0]
+
+        times = one_pair(pair.this_turn, pair.ref_turn, TimingPolicy(max_time_s=1.0), 1.0, random.Random(3),
+                         rewarm=rewarm, clock=now)
+        assert times.budget_limited and times.rewarm is rewarm and times.summary()["rewarm"] is rewarm
+        turns[rewarm] = len(times.first)
+    # 10 ms calls, 1 s: a turn pair is 40 ms with the untimed calls, 20 ms without, after the same warm-up
+    assert turns[True] >= MIN_TURNS and 1.8 < turns[False] / turns[True] < 2.2
+
+
+def test_a_working_set_is_past_the_last_cache_at_twice_its_size() -> None:
+    from pytest_roofline.measure.probes import past_the_last_cache
+    from pytest_roofline.model import Machine
+
+    cpu = Machine("cpu", {"fp32": 1e12}, {"DRAM": 1e11}, info={"capacities": {"L2": 2**20, "L3": 32 * 2**20}})
+    assert past_the_last_cache(64 * 2**20, cpu)  # a 32 MiB L3: 64 MiB and up
+    assert not past_the_last_cache(64 * 2**20 - 1, cpu)
+    assert not past_the_last_cache(None, cpu)
+    gpu = Machine("gpu", {"bf16": 1e15}, {"HBM": 3e12}, info={"fingerprint": {"l2_bytes": 50 * 2**20}})
+    assert past_the_last_cache(100 * 2**20, gpu) and not past_the_last_cache(99 * 2**20, gpu)
+    assert not past_the_last_cache(2**40, Machine("x", {"fp32": 1.0}, {"DRAM": 1.0}))  # no size known

@@ -52,19 +52,23 @@ class PairTimes:
     alloc_first: str  # which side's process ran the test up to this call site first (allocated first)
     budget_limited: bool
     measure_s: float
+    rewarm: bool = True  # each timed batch began with an untimed call
 
     def summary(self) -> dict[str, Any]:
         return {"ratio": self.within.ratio, "ci": None if self.within.ci is None else list(self.within.ci),
                 "turns": self.within.pairs, "batch": self.batch, "this_first": self.first.count("this"),
                 "warm_first": self.warm_first, "alloc_first": self.alloc_first,
-                "budget_limited": self.budget_limited, "measure_s": self.measure_s}
+                "budget_limited": self.budget_limited, "measure_s": self.measure_s, "rewarm": self.rewarm}
 
 
 def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, rng: random.Random, *,
-             alloc_first: str = "this", clock: Callable[[], float] = time.perf_counter) -> PairTimes:
+             alloc_first: str = "this", rewarm: bool = True,
+             clock: Callable[[], float] = time.perf_counter) -> PairTimes:
     """Warm both sides up, alternating (the first one drawn), until neither faults; then take turns, the order
     inside each turn pair drawn, until the pair's own interval is settled, ``budget_s`` is spent (after
-    ``MIN_TURNS``) or ``MAX_TURNS``. Both sides are driven the same way: neither is this process."""
+    ``MIN_TURNS``) or ``MAX_TURNS``. Both sides are driven the same way: neither is this process. ``rewarm``:
+    whether the twins make an untimed call before each timed batch (they were told when the site opened); it
+    sets what a turn pair costs."""
     start = clock()
     sides = {"this": this, "ref": ref}
     times = {"this": SideTimes(), "ref": SideTimes()}
@@ -86,8 +90,8 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, rng: 
     within = PairedRatio(math.nan, None, 0)
     limited = False
     while len(first) < MAX_TURNS:
-        # a turn pair costs four batches: each side's untimed re-warm and its timed batch
-        if len(first) >= MIN_TURNS and clock() - start + 4 * batch * last > budget_s:
+        # a turn pair costs four batches (each side's untimed re-warm and its timed batch), or two without
+        if len(first) >= MIN_TURNS and clock() - start + (4 if rewarm else 2) * batch * last > budget_s:
             limited = True
             break
         order = ("this", "ref") if rng.random() < 0.5 else ("ref", "this")
@@ -103,7 +107,7 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, rng: 
                 break
     within = paired_ratio(times["this"].times, times["ref"].times)
     return PairTimes(times["this"], times["ref"], batch, within, first, warm_order[0], alloc_first, limited,
-                     clock() - start)
+                     clock() - start, rewarm)
 
 
 @dataclass
@@ -161,7 +165,8 @@ class PairSides(Protocol):
 
 
 def measure_site(pairs: Iterable[PairSides], policy: TimingPolicy, tolerance: float, seed: int, *,
-                 min_pairs: int = MIN_PROCESS_PAIRS, clock: Callable[[], float] = time.perf_counter) -> SiteResult:
+                 min_pairs: int = MIN_PROCESS_PAIRS, rewarm: bool = True,
+                 clock: Callable[[], float] = time.perf_counter) -> SiteResult:
     """Time one call site in process pairs, one pair after another: at least ``min_pairs`` (or all there are),
     then more until :func:`.paired_stats.decided` or ``pairs`` is spent (a pair is taken from it only when
     needed). Each pair has its own share of the
@@ -176,6 +181,6 @@ def measure_site(pairs: Iterable[PairSides], policy: TimingPolicy, tolerance: fl
         if pair is None:
             break
         done.append(one_pair(pair.this_turn, pair.ref_turn, policy, PAIR_BUDGET_SHARE * policy.max_time_s, rng,
-                             alloc_first=pair.alloc_first, clock=clock))
+                             alloc_first=pair.alloc_first, rewarm=rewarm, clock=clock))
         top = between_pairs([p.within.ratio for p in done])
     return SiteResult(done, top, not decided(top, tolerance, min(min_pairs, len(done))), clock() - start)

@@ -39,7 +39,8 @@ class SideLink:
         if self.ahead is None and self.link.active:
             self.ahead = self.twin.receive()
 
-    def open_site(self, index: int, cores: Sequence[int] | None, roofs: dict[str, Any] | None) -> bool:
+    def open_site(self, index: int, cores: Sequence[int] | None, roofs: dict[str, Any] | None,
+                  rewarm: bool = True) -> bool:
         if not self.link.active:
             return False
         message = self.ahead if self.ahead is not None else self.twin.receive()
@@ -51,7 +52,8 @@ class SideLink:
         if message["op"] != "ready" or message.get("site") != index:
             self.link.active = False
             return False
-        self.twin.send(op="begin", cores=list(cores) if cores else None, roofs=roofs)  # a dead twin: TwinStopped
+        # a dead twin: TwinStopped
+        self.twin.send(op="begin", cores=list(cores) if cores else None, roofs=roofs, rewarm=rewarm)
         self.open = True
         return True
 
@@ -147,8 +149,9 @@ class PoolLink:
         return None
 
     def measure_site(self, label: str, cores: Sequence[int] | None, roofs: dict[str, Any] | None,
-                     policy: TimingPolicy, tolerance: float) -> SiteResult | None:
-        """Time this test's next call site over process pairs; None when no pair has it on both sides."""
+                     policy: TimingPolicy, tolerance: float, rewarm: bool = True) -> SiteResult | None:
+        """Time this test's next call site over process pairs; None when no pair has it on both sides.
+        ``rewarm``: each timed turn starts with an untimed call (:func:`.lockstep.run_batch`); both sides alike."""
         index = self.site
         self.site += 1
         usable: list[Pair] = []
@@ -156,7 +159,7 @@ class PoolLink:
 
         def opened(pair: Pair) -> bool:
             offered.append(pair)
-            sides = [side.open_site(index, cores, roofs) for side in pair.sides()]
+            sides = [side.open_site(index, cores, roofs, rewarm) for side in pair.sides()]
             if all(sides):
                 usable.append(pair)
                 return True
@@ -176,7 +179,7 @@ class PoolLink:
                 if opened(joined):
                     yield joined
 
-        measured = measure_site(candidates(), policy, tolerance, self.seed + index)
+        measured = measure_site(candidates(), policy, tolerance, self.seed + index, rewarm=rewarm)
         result = measured if measured.pairs else None
         for pair in self.pairs:  # pairs in the test but not needed here are opened too, then closed untimed
             if not any(pair is seen for seen in offered):

@@ -189,6 +189,18 @@ def wants_probe(footprint_bytes: float | None, machine: Machine, dram_bytes: flo
     return last > 0 and footprint_bytes >= CACHE_MULTIPLE * last
 
 
+def past_the_last_cache(footprint_bytes: float | None, machine: Machine) -> bool:
+    """A working set at least ``CACHE_MULTIPLE`` times the last cache (a CPU's largest, or a GPU's L2): a call
+    finds next to none of its data in cache whatever ran before it. False when either size is unknown."""
+    if not footprint_bytes:
+        return False
+    capacities = machine.info.get("capacities") or {}
+    fingerprint = machine.info.get("fingerprint") or {}
+    last = max((float(v) for v in capacities.values()), default=0.0) or float(
+        fingerprint.get("l2_bytes") or machine.info.get("l2_bytes") or 0.0)
+    return last > 0 and footprint_bytes >= CACHE_MULTIPLE * last
+
+
 def wants_footprint_probe(footprint_bytes: float | None, machine: Machine, level_bytes: Mapping[str, float]) -> str | None:
     """The level to probe at the call site's own working-set size, or None: bytes judged at the last cache or
     at DRAM, with a working set beyond the cache before the last (so it lives in the last cache, or at its
