@@ -9,7 +9,7 @@ extra FLOP or byte, as a worse kernel would look). Each session runs ``pytest --
 HEAD~1`` at the second commit, so the 0 % tests compare identical code (A/A) and the others a known slowdown.
 
     python benchmarks/ab_sensitivity.py [--sessions 6] [--slowdowns 0 2 3 5 10] [--aa 1] [--neighbours 1]
-        [--max-time 1.0] [--device cpu|cuda] [--pairs N] [--keep DIR]
+        [--max-time 1.0] [--device cpu|cuda] [--pairs N] [--only WORKLOAD ...] [--plugin DIR ...] [--keep DIR]
 
 Prints, per workload and slowdown, the share of comparisons the gate failed as slower; the false-alarm share
 over all A/A comparisons (flagged slower or faster: the time verdict worse or better); the A/A ratios' median
@@ -19,7 +19,9 @@ absent before them); and the cost of a compare session against a plain ``--roofl
 the conv and the elementwise op), the planted slowdown a spin kernel (``torch.cuda._sleep``) of p % of the call's
 device time queued after it. Every session counts analytically (on a GPU runner ``auto`` would profile the plain
 sessions under ncu). Say which machine it ran on.
-Run it against another checkout of the plugin with ``PYTHONPATH=/that/checkout``: the sessions import it.
+Run it against another checkout of the plugin with ``--plugin /that/checkout`` (the sessions import it); repeat
+``--plugin`` to measure checkouts side by side, each session index running every one in turn (before/after
+figures from separate runs of a shared host are not comparable).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -221,6 +224,51 @@ def session(repo: Path, out: Path, compare: bool, max_time: float, pairs: int | 
     return elapsed, json.loads(path.read_text())
 
 
+@dataclass
+class Tally:
+    """One plugin checkout's compare sessions, summed over the sessions."""
+
+    flagged: dict[tuple[str, str], list[bool]] = field(default_factory=dict)  # failed as slower
+    moved: dict[str, list[bool]] = field(default_factory=dict)  # A/A: time verdict worse or better
+    ratios: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    between: dict[str, list[float]] = field(default_factory=dict)  # A/A: between-pair CV each comparison reported
+    undecided: dict[str, list[bool]] = field(default_factory=dict)  # A/A: the time verdict inconclusive
+    within: dict[str, list[float]] = field(default_factory=dict)  # A/A: each pair's own interval, half its width
+    persistent: dict[str, list[float]] = field(default_factory=dict)  # A/A: spread that follows the processes
+    compare_s: list[float] = field(default_factory=list)
+    plain_s: list[float] = field(default_factory=list)
+
+    def add(self, results: dict[str, Any]) -> None:
+        pair_logs: dict[str, list[list[float]]] = {}  # workload -> per A/A copy, its first 3 pairs
+        for test in results["tests"]:
+            name = test["nodeid"].split("::")[1]
+            workload, _, rest = name.partition("[")
+            percent = rest.rstrip("]").split("-")[0]
+            record = test.get("compare") or {}
+            if "changes" not in record:
+                continue
+            key = (workload.removeprefix("test_"), percent)
+            self.flagged.setdefault(key, []).append(record["verdict"] == "regressed")
+            self.ratios.setdefault(key, []).append(record["changes"]["time"]["ratio"])
+            if percent != "0":
+                continue
+            time_verdict = record["changes"]["time"]["verdict"]
+            self.moved.setdefault(key[0], []).append(time_verdict in ("worse", "better"))
+            if isinstance(record.get("between_cv"), float):
+                self.between.setdefault(key[0], []).append(record["between_cv"])
+            self.undecided.setdefault(key[0], []).append(time_verdict in ("noisy", "inconclusive"))
+            for region in test.get("regions") or []:
+                for pair in (region.get("compare") or {}).get("within") or []:
+                    if pair.get("ci"):
+                        self.within.setdefault(key[0], []).append(math.log(pair["ci"][1] / pair["ci"][0]) / 2)
+            if len(record.get("pair_ratios") or []) >= 3:
+                pair_logs.setdefault(key[0], []).append([math.log(r) for r in record["pair_ratios"][:3]])
+        for workload, rows in pair_logs.items():
+            share = persistent_share(rows)
+            if share is not None:
+                self.persistent.setdefault(workload, []).append(share)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=6)
@@ -233,70 +281,44 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=None, help="--roofline-compare-pairs (default: the plugin's)")
     parser.add_argument("--only", nargs="+", choices=WORKLOAD_NAMES, default=None,
                         help="these workloads alone (the cost then compares sessions of these alone)")
+    parser.add_argument("--plugin", type=Path, action="append", default=[],
+                        help="a checkout of pytest-roofline the sessions import (repeat it to compare checkouts "
+                             "side by side: each session index runs every checkout in turn, each reported apart)")
     parser.add_argument("--keep", type=Path, default=None,
                         help="copy each compare session's results.json here as it ends (read them if cut short)")
     args = parser.parse_args()
     percents = [int(p) if p == int(p) else p for p in args.slowdowns]
+    plugins: list[Path | None] = [p.resolve() for p in args.plugin] or [None]
+    tallies = [Tally() for _ in plugins]
     neighbours = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.neighbours)]
-    flagged: dict[tuple[str, str], list[bool]] = {}  # failed as slower
-    moved: dict[str, list[bool]] = {}  # A/A: time verdict worse or better
-    ratios: dict[tuple[str, str], list[float]] = {}
-    between: dict[str, list[float]] = {}  # A/A: between-pair CV each comparison reported
-    undecided: dict[str, list[bool]] = {}  # A/A: the time verdict neither same nor a change (inconclusive)
-    within: dict[str, list[float]] = {}  # A/A: each pair's own (Wilcoxon) interval, half its width
-    persistent: dict[str, list[float]] = {}  # A/A: share of the pairs' spread that follows the pair's processes
-    compare_s: list[float] = []
-    plain_s: list[float] = []
     try:
         with tempfile.TemporaryDirectory(prefix="ab-sensitivity-") as tmp:
             root = Path(tmp)
             repo = make_repo(root, percents, args.aa, args.device)
             for index in range(args.sessions):
-                if index < args.plain_sessions:
-                    seconds, _ = session(repo, root / f"plain-{index}", False, args.max_time, only=args.only)
-                    plain_s.append(seconds)
-                seconds, results = session(repo, root / f"compare-{index}", True, args.max_time, args.pairs,
-                                           only=args.only)
-                compare_s.append(seconds)
-                if args.keep is not None:
-                    args.keep.mkdir(parents=True, exist_ok=True)
-                    (args.keep / f"compare-{index}.results.json").write_text(json.dumps(results))
-                pair_logs: dict[str, list[list[float]]] = {}  # workload -> per A/A copy, its first 3 pairs
-                for test in results["tests"]:
-                    name = test["nodeid"].split("::")[1]
-                    workload, _, rest = name.partition("[")
-                    percent = rest.rstrip("]").split("-")[0]
-                    record = test.get("compare") or {}
-                    if "changes" not in record:
-                        continue
-                    key = (workload.removeprefix("test_"), percent)
-                    flagged.setdefault(key, []).append(record["verdict"] == "regressed")
-                    ratios.setdefault(key, []).append(record["changes"]["time"]["ratio"])
-                    if percent == "0":
-                        moved.setdefault(key[0], []).append(record["changes"]["time"]["verdict"] in ("worse",
-                                                                                                   "better"))
-                        if isinstance(record.get("between_cv"), float):
-                            between.setdefault(key[0], []).append(record["between_cv"])
-                        undecided.setdefault(key[0], []).append(
-                            record["changes"]["time"]["verdict"] in ("noisy", "inconclusive"))
-                        for region in test.get("regions") or []:
-                            for pair in (region.get("compare") or {}).get("within") or []:
-                                if pair.get("ci"):
-                                    within.setdefault(key[0], []).append(
-                                        math.log(pair["ci"][1] / pair["ci"][0]) / 2)
-                        if len(record.get("pair_ratios") or []) >= 3:
-                            pair_logs.setdefault(key[0], []).append(
-                                [math.log(r) for r in record["pair_ratios"][:3]])
-                for workload, rows in pair_logs.items():
-                    share = persistent_share(rows)
-                    if share is not None:
-                        persistent.setdefault(workload, []).append(share)
-                print(f"session {index + 1}/{args.sessions}: {seconds:.0f} s", file=sys.stderr)
+                for number, (plugin, tally) in enumerate(zip(plugins, tallies)):
+                    if index < args.plain_sessions:
+                        seconds, _ = session(repo, root / f"plain-{index}-{number}", False, args.max_time,
+                                             plugin=plugin, only=args.only)
+                        tally.plain_s.append(seconds)
+                    seconds, results = session(repo, root / f"compare-{index}-{number}", True, args.max_time,
+                                               args.pairs, plugin=plugin, only=args.only)
+                    tally.compare_s.append(seconds)
+                    if args.keep is not None:
+                        args.keep.mkdir(parents=True, exist_ok=True)
+                        name = f"compare-{index}" + (f"-{number}" if len(plugins) > 1 else "")
+                        (args.keep / f"{name}.results.json").write_text(json.dumps(results))
+                    tally.add(results)
+                    print(f"session {index + 1}/{args.sessions}" + (f" ({plugin})" if plugin else "")
+                          + f": {seconds:.0f} s", file=sys.stderr)
     finally:
         for process in neighbours:
             process.kill()
-    report(args, percents, flagged, moved, ratios, between, compare_s, plain_s)
-    levels(undecided, within, between, ratios, persistent)
+    for plugin, tally in zip(plugins, tallies):
+        if plugin is not None:
+            print(f"\n=== plugin: {plugin}")
+        report(args, percents, tally)
+        levels(tally)
 
 
 def persistent_share(rows: list[list[float]]) -> float | None:
@@ -314,9 +336,10 @@ def persistent_share(rows: list[list[float]]) -> float | None:
     return statistics.fmean([(m - grand) ** 2 for m in means]) / total
 
 
-def levels(undecided: dict[str, list[bool]], within: dict[str, list[float]], between: dict[str, list[float]],
-           ratios: dict[tuple[str, str], list[float]], persistent: dict[str, list[float]]) -> None:
+def levels(tally: Tally) -> None:
     """Which level of variance dominates, per workload, over the A/A comparisons."""
+    undecided, within, between = tally.undecided, tally.within, tally.between
+    ratios, persistent = tally.ratios, tally.persistent
     print("A/A variance by level: inside a pair (median half-width of a pair's own interval), between process "
           "pairs (median CV), between sessions (CV of the ratios); share of the pairs' spread that follows the "
           "pair's processes across tests (about 1/--aa if nothing does); share of comparisons inconclusive")
@@ -331,9 +354,9 @@ def levels(undecided: dict[str, list[bool]], within: dict[str, list[float]], bet
               f"{session_cv:.2%}; follows the processes {follows:.0%}; inconclusive {sum(flags)}/{len(flags)}")
 
 
-def report(args: argparse.Namespace, percents: list[Any], flagged: dict[tuple[str, str], list[bool]],
-           moved: dict[str, list[bool]], ratios: dict[tuple[str, str], list[float]],
-           between: dict[str, list[float]], compare_s: list[float], plain_s: list[float]) -> None:
+def report(args: argparse.Namespace, percents: list[Any], tally: Tally) -> None:
+    flagged, moved, ratios, between = tally.flagged, tally.moved, tally.ratios, tally.between
+    compare_s, plain_s = tally.compare_s, tally.plain_s
     workloads = sorted({w for w, _ in flagged})
     print(f"\n{args.sessions} sessions on {args.device}, {args.neighbours} busy neighbour(s), {args.aa} A/A "
           f"cop{'y' if args.aa == 1 else 'ies'} per workload, --roofline-max-time {args.max_time}"

@@ -10,7 +10,7 @@ import pytest
 
 from pytest_roofline.model import KernelSample, Machine, evaluate_region
 from pytest_roofline.output.artifacts import artifact_path, safe_stem, write_kernels_csv, write_results
-from pytest_roofline.output.text import failure_message, row_for, summary_table
+from pytest_roofline.output.text import failure_message
 
 MACHINE = Machine("hand", {"fp32": 100e9}, {"DRAM": 20e9})
 
@@ -77,18 +77,6 @@ def test_failure_message_states_the_numbers() -> None:
     assert "0.15 GB/s achieved of a 0.6 GB/s roof at DRAM" in text
     assert "headroom 4.00x" in text
     assert "artifact:   /tmp/a.png" in text
-
-
-def test_summary_table_aligns_and_shortens_long_ids() -> None:
-    verdict = evaluate_region([KernelSample("copy", {}, {"DRAM": 80e6})], MACHINE, 0.008)
-    rows = [row_for("tests/" + "deep/" * 30 + "test_copy", verdict, 0.4, "passed"),
-            row_for("tests/test_b.py::test_b", None, None, "failed")]
-    lines = summary_table(rows, width=120)
-    assert lines[0].split()[:3] == ["test", "fraction", "min"]
-    assert "0.500" in lines[1] and "memory:DRAM" in lines[1] and lines[1].startswith("...")
-    assert lines[2].split()[1:3] == ["-", "-"]
-    assert max(len(line) for line in lines) <= 120
-    assert len(lines[1].split()[0]) >= 40
 
 
 def test_isa_ceilings_are_the_narrower_widths_below_the_roof(tmp_path: Path) -> None:

@@ -94,7 +94,8 @@ def test_gemm_roof_names_per_device() -> None:
 
 
 def test_the_names_match_the_ncu_counter() -> None:
-    from pytest_roofline.counters.ncu.metrics import TENSOR_SUFFIX, tensor_precision
+    from pytest_roofline.counters.ncu.metrics import tensor_precision
+    from pytest_roofline.model import TENSOR_SUFFIX
 
     assert validate.TENSOR_SUFFIX == TENSOR_SUFFIX
     names = set(_record()["compute"])

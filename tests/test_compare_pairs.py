@@ -146,6 +146,8 @@ def test_a_ratio_inside_the_band_with_an_interval_past_it_is_inconclusive_not_st
     assert wide is not None and wide.time.verdict == "inconclusive" and wide.verdict == "inconclusive"
     assert wide.time.ci is not None and wide.time.ci[0] < 1 / 1.03 and wide.time.ci[1] > 1.03
     assert "reaches past the ±3% band" in wide.explanation
+    assert wide.explanation.endswith("more process pairs (--roofline-compare-pairs) or a longer --roofline-max-time "
+                                     "narrow it")
     # the same mean with pairs that agree to 0.5 %: the interval [0.988, 1.012] lies inside the band
     narrow = compare_regions([region(1.0, [0.995, 1.0, 1.005])], tolerances, "REF", "compute:fp32")
     assert narrow is not None and narrow.time.verdict == "same" and narrow.verdict == "steady"
@@ -453,3 +455,4 @@ def test_a_working_set_is_past_the_last_cache_at_twice_its_size() -> None:
     gpu = Machine("gpu", {"bf16": 1e15}, {"HBM": 3e12}, info={"fingerprint": {"l2_bytes": 50 * 2**20}})
     assert past_the_last_cache(100 * 2**20, gpu) and not past_the_last_cache(99 * 2**20, gpu)
     assert not past_the_last_cache(2**40, Machine("x", {"fp32": 1.0}, {"DRAM": 1.0}))  # no size known
+

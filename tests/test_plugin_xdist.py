@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_roofline.output.summary import row as row_from_result
+from pytest_roofline.output.summary import compact_row as row_from_result
 from pytest_roofline.output.worker_records import merge_payloads, plain, worker_payload
 
 MACHINE = {"name": "pinned-test-machine", "peak_flops": {"fp32": 100e9}, "bandwidth": {"DRAM": 10e9}}
@@ -151,13 +151,15 @@ def test_summary_row_from_a_record() -> None:
     record = {"nodeid": "t::x", "outcome": "passed", "fraction": 0.25, "min_fraction": 0.1, "time_s": 0.002,
               "bound": "memory:DRAM", "flops": 1e6, "bytes": {"DRAM": 4e6, "L2": 8e6}, "ai": {"DRAM": 0.25}}
     row = row_from_result(record)
-    assert (row.fraction, row.bound, row.ai, row.verdict) == (0.25, "memory:DRAM", "DRAM 0.25", "passed")
+    assert (row.fraction, row.bound, row.time_s, row.verdict, row.marks) == (0.25, "memory:DRAM", 0.002, "passed", "")
     assert row_from_result({**record, "fraction": 0.05}).verdict == "passed (below min)"
     assert row_from_result({**record, "min_fraction": None}).verdict == "passed (no gate)"
     assert math.isclose(row.gflops, 0.5) and math.isclose(row.gbytes, 2.0)  # 1e6 / 2 ms; 4e6 B / 2 ms
     compute = row_from_result({**record, "bound": "compute:fp32"})
     assert math.isclose(compute.gbytes, 4.0)  # not memory-bound: the level that moved the most bytes (L2)
     assert row_from_result({"nodeid": "t::y", "outcome": "skipped", "fraction": None}).verdict == "skipped (not measured)"
+    faulting = {**record, "regions": [{"timing": {"faults_per_call": 12.0}}], "fraction": 1.2}
+    assert row_from_result(faulting).marks == "f!"  # faults per call, and a fraction above 1
 
 
 def test_without_xdist_a_session_still_writes_its_files(pytester: pytest.Pytester,

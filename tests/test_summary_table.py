@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from pytest_roofline.model.units import time_text
 from pytest_roofline.output.summary import marked_table
-from pytest_roofline.output.table import Row, fraction_text, render, shorten_id, time_text
+from pytest_roofline.output.table import Row, fraction_text, render, shorten_id
 
 LONG = "tests/integration/models/vision/test_mobilenet_variants.py::test_depthwise_separable_block[fp32-224-batch8]"
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_roofline.errors import RoofError  # noqa: F401 (re-exported under its old name)
-from pytest_roofline.model import Machine
+from pytest_roofline.model import TENSOR_SUFFIX, Machine
 
 FLOPS_RANGE = (1e7, 1e17)        # FLOP/s: a slow core's scalar rate .. far above any accelerator today
 BANDWIDTH_RANGE = (1e7, 1e16)    # bytes/s: 10 MB/s .. far above any GPU's aggregate L1
@@ -39,7 +39,6 @@ EMULATED_SHARE = 0.5             # measured below this share of the exact-path r
 MIN_CAPACITY = 1024              # bytes; no cache level is smaller
 
 LEVEL_ORDER = ("L1", "L2", "L3", "L4", "DRAM", "HBM")
-TENSOR_SUFFIX = "_tensor"  # a GPU's Tensor Core roofs (fp16_tensor, tf32_tensor, ...), as the ncu counter names them
 # Precisions another precision's units compute exactly (a bf16/fp16 product is exact in fp32).
 EXACT_ON = {"bf16": ("fp32",), "fp16": ("fp32",), "tf32": ("fp32",), "fp8": ("fp16", "bf16", "fp32")}
 LEVEL_PATTERN = re.compile(r"^(L[1-4]|DRAM|HBM)$")
@@ -120,7 +119,7 @@ class PhysicalBounds:
         return self.cores * self.clock_hz * (self.vector_bits / 64) * 2 * 2  # 2 FMA pipes, 2 FLOPs per FMA
 
     def flops(self, precision: str) -> float:
-        base = precision.removesuffix("_tensor")
+        base = precision.removesuffix(TENSOR_SUFFIX)
         if base == "fp64":
             return self.fp64
         if base in ("fp32", "tf32"):

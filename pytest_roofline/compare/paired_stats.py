@@ -81,18 +81,6 @@ def verdict(result: PairedRatio, tolerance: float) -> str:
     return "unchanged"
 
 
-def settled(result: PairedRatio, tolerance: float, target_half_width: float) -> bool:
-    """Enough pairs: the interval is narrow enough, or it already lies wholly beyond the band (clearly slower
-    or faster), or wholly inside it (clearly unchanged)."""
-    if result.ci is None:
-        return False
-    if result.half_width <= target_half_width:
-        return True
-    lo, hi = result.ci
-    band_lo, band_hi = 1 / (1 + tolerance), 1 + tolerance
-    return lo > band_hi or hi < band_lo or (band_lo < lo and hi < band_hi)
-
-
 # --- the top level: process pairs (docs/ab-compare.md, "Process pairs") -------------------------------------------
 # Calls inside one pair of processes share that pair's state (where its buffers landed, huge pages, the library's
 # algorithm choice), so the calls' interval above is blind to it. The unit that varies is the process pair: each

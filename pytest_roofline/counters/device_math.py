@@ -25,6 +25,7 @@ import torch
 
 from pytest_roofline.counters.flop_formulas import precision_of
 from pytest_roofline.counters.op_rules import _packets
+from pytest_roofline.model import TENSOR_SUFFIX
 
 # cuDNN's flag: convolutions (forward and backward, transposed, fused) and cuDNN RNNs
 CUDNN_OPS = frozenset(_packets(
@@ -35,7 +36,6 @@ CUDNN_OPS = frozenset(_packets(
 # cuBLAS's flag: matrix products (GEMMs; matrix-vector products and dot products are not Tensor Core work)
 CUBLAS_OPS = frozenset(_packets("mm", "addmm", "addmm_", "_addmm_activation", "bmm", "baddbmm", "baddbmm_",
                                 "addbmm", "addbmm_"))
-TENSOR_SUFFIX = "_tensor"  # as the ncu counter and the CUDA characterization name Tensor Core roofs
 _TWO_ROOFS = ("fp16", "bf16", "fp64")  # precisions a GPU computes on CUDA cores and on Tensor Cores
 
 

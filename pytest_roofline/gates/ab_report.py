@@ -13,6 +13,7 @@ from pytest_roofline.gates.baseline_stats import Change
 from pytest_roofline.gates.comparison import TestComparison, Tolerances, combine
 from pytest_roofline.measure.work import Work, work_change
 from pytest_roofline.model import sum_maps
+from pytest_roofline.model.units import time_text
 
 _TIME_VERDICT = {"slower": "worse", "faster": "better", "unchanged": "same", "inconclusive": "inconclusive"}
 
@@ -41,8 +42,10 @@ def inconclusive_note(paired: PairedRatio, record_ratios: Sequence[float] | None
         return f"; inconclusive: too few process pairs for an interval ({paired.pairs})"
     pairs = "" if not record_ratios else (
         f"; process pairs {_ratios(record_ratios)} (CV {between_pairs(record_ratios).cv:.1%})")
+    # what narrows it: more pairs (the spread between them), or longer turns inside each (--roofline-max-time)
     return (f"; inconclusive: the interval [{paired.ci[0]:.3f}, {paired.ci[1]:.3f}] reaches past the ±"
-            f"{tolerance:.0%} band{pairs}")
+            f"{tolerance:.0%} band{pairs}; more process pairs (--roofline-compare-pairs) or a longer "
+            f"--roofline-max-time narrow it")
 
 
 def combined_ratio(sites: Sequence[tuple[float, PairedRatio]]) -> PairedRatio:
@@ -150,7 +153,7 @@ def failure_message(nodeid: str, result: TestComparison, record: Mapping[str, An
            "work": "the counted work changed (fail_on includes work)"}
     ref = str(record.get("ref") or "REF")
     lines = [f"roofline: A/B regression: {result.explanation}",  # the explanation names REF once
-             (f"  time per call {_ms(t.now)} here, {_ms(t.reference)} at {ref}; paired ratio {t.ratio:.3f}{ci} over "
+             (f"  time per call {time_text(t.now, 4)} here, {time_text(t.reference, 4)} at {ref}; paired ratio {t.ratio:.3f}{ci} over "
               + (f"{record['process_pairs']} process pairs ({record['pairs']} turns; t-interval over the pairs' "
                  f"Hodges-Lehmann ratios {_ratios(record['pair_ratios'])})" if record.get("pair_ratios") else
                  f"process pairs ({record['pairs']} turns; t-intervals over the pairs, combined site by site)"
@@ -182,9 +185,6 @@ def process_effects(records: Iterable[tuple[str, Mapping[str, Any] | None]], tol
             f"({tolerance:.0%}); widest at {name}; only the interval over pairs is to be trusted")
 
 
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.4g} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.4g} us"
-
 
 def summary_lines(ref: str, commit: str, records: Iterable[tuple[str, Mapping[str, Any] | None]]) -> list[str]:
     """The A/B table: test, REF time, this time, ratio [interval], fractions, verdict; then explanations."""
@@ -209,7 +209,7 @@ def summary_lines(ref: str, commit: str, records: Iterable[tuple[str, Mapping[st
         interval = f"{t['ratio']:.3f} [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else f"{t['ratio']:.3f} [-]"
         per_pair = record.get("pair_ratios")
         spread = f"{_ratios(per_pair)} ({record['between_cv']:.1%})" if per_pair else "-"
-        lines.append(f"{name:<40} {_ms(t['reference']):>9} {_ms(t['now']):>9} {interval:>24}  "
+        lines.append(f"{name:<40} {time_text(t['reference'], 4):>9} {time_text(t['now'], 4):>9} {interval:>24}  "
                      f"{f['reference']:.3f}→{f['now']:.3f}  {record['verdict']:<12}  {spread}")
         counts[record["verdict"]] = counts.get(record["verdict"], 0) + 1
     for nodeid, record in rows:

@@ -24,6 +24,7 @@ from pytest_roofline.gates.baseline_stats import (
 from pytest_roofline.gates.comparison import TestComparison, Tolerances, compare_test
 from pytest_roofline.measure.settings import MarkerOptions
 from pytest_roofline.measure.state import RooflineState, TestEntry
+from pytest_roofline.model.units import time_text
 
 
 def tolerances_of(state: RooflineState, options: MarkerOptions | None) -> Tolerances:
@@ -116,9 +117,6 @@ def judge_baseline(state: RooflineState, entry: TestEntry, options: MarkerOption
     return regression_report(state, entry, result)
 
 
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:.3g} ms" if seconds >= 1e-3 else f"{seconds * 1e6:.3g} us"
-
 
 def regression_report(state: RooflineState, entry: TestEntry, result: TestComparison) -> str:
     """One message: what got worse and why (the explanation), the figures now and in the baseline, the
@@ -134,7 +132,7 @@ def regression_report(state: RooflineState, entry: TestEntry, result: TestCompar
            "fraction": f"fraction fell more than max_drop {record['max_drop']:.0%}",
            "work": "the counted work changed (fail_on includes work)"}
     lines = [f"roofline: regression against the baseline: {result.explanation}",
-             (f"  time {_ms(t.now)} now, {_ms(t.reference)} in the baseline; fraction {f.now:.3g} now, "
+             (f"  time {time_text(t.now)} now, {time_text(t.reference)} in the baseline; fraction {f.now:.3g} now, "
               f"{f.reference:.3g} in the baseline ({'median of ' if count > 1 else ''}{count} "
               f"session{'s' if count > 1 else ''}: {sessions})"),
              f"  fails on: {'; '.join(why[q] for q in result.failed_on)}"]

@@ -94,14 +94,14 @@ def _trees(ops: list[_Op]) -> list[_Op]:
     return roots
 
 
-def _innermost(by_tid: Mapping[Any, list[_Op]], tid: Any, ts: float) -> _Op | None:
-    """The innermost op of thread ``tid`` whose span holds ``ts``."""
-    found = None
-    ops = by_tid.get(tid, [])
-    for op in ops[:bisect.bisect_right([o.start for o in ops], ts)]:
-        if op.start <= ts <= op.end and (found is None or op.start >= found.start):
-            found = op
-    return found
+def _innermost(ops: Sequence[_Op], starts: Sequence[float], ts: float) -> _Op | None:
+    """The innermost op (of one thread's, sorted by start; ``starts`` their starts) whose span holds ``ts``:
+    ops nest, so it is the latest-starting one that has not ended by ``ts``. Searched backwards from ``ts``:
+    a launch's own op began just before it, so this stops within a few ops (a trace holds 10^5 of them)."""
+    for index in range(bisect.bisect_right(starts, ts) - 1, -1, -1):
+        if ops[index].end >= ts:
+            return ops[index]
+    return None
 
 
 def _convert(op: _Op) -> tuple[ProfiledEvent, bool]:
@@ -122,6 +122,7 @@ def calls_from_trace(trace: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> 
     by_tid: dict[Any, list[_Op]] = {}
     for op in sorted(ops, key=lambda o: o.start):
         by_tid.setdefault(op.tid, []).append(op)
+    starts = {tid: [o.start for o in ops_of] for tid, ops_of in by_tid.items()}
     by_external: dict[Any, _Op] = {}
     for e, op in zip((e for e in events if e.get("cat") == "cpu_op"), ops):
         external = (e.get("args") or {}).get("External id")
@@ -129,29 +130,39 @@ def calls_from_trace(trace: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> 
             by_external.setdefault(external, op)
     launches = {(e.get("args") or {}).get("correlation"): e for e in events if e.get("cat") in LAUNCH_CATS}
     device = [e for e in events if e.get("cat") in DEVICE_CATS]
-    placed: list[tuple[Mapping[str, Any], Mapping[str, Any] | None, _Op | None]] = []
+    keyed: list[tuple[float, Mapping[str, Any], Mapping[str, Any] | None]] = []  # (instant, event, launch)
     for kernel in device:
         args = kernel.get("args") or {}
         launch = launches.get(args.get("correlation"))
-        owner = _innermost(by_tid, launch.get("tid"), float(launch["ts"])) if launch is not None else None
+        owner = None
+        if launch is not None:
+            tid = launch.get("tid")
+            owner = _innermost(by_tid.get(tid, []), starts.get(tid, []), float(launch["ts"]))
         if owner is None:
             owner = by_external.get(args.get("External id"))
         if owner is not None:
             owner.device_s += float(kernel["dur"]) * 1e-6
             owner.has_device = True
-        placed.append((kernel, launch, owner))
+        # a device event belongs to the call its launch (else its owning op) started in
+        if launch is not None:
+            keyed.append((float(launch["ts"]), kernel, launch))
+        elif owner is not None:
+            keyed.append((owner.start, kernel, None))
+    keyed.sort(key=lambda item: item[0])
+    instants = [item[0] for item in keyed]
     calls = []
     ranges = sorted((e for e in events if e.get("cat") == "user_annotation" and e.get("name") == CALL_RANGE),
                     key=lambda e: float(e["ts"]))
     for call in ranges:
         start, end = float(call["ts"]), float(call["ts"]) + float(call["dur"])
         # Every thread's ops inside the call: on CUDA, autograd runs the backward pass on a device thread.
-        roots = sorted((root for ops_of in by_tid.values()
-                        for root in _trees([o for o in ops_of if start <= o.start and o.end <= end])),
+        roots = sorted((root for tid, ops_of in by_tid.items()
+                        for root in _trees([o for o in ops_of[bisect.bisect_left(starts[tid], start):
+                                                              bisect.bisect_right(starts[tid], end)]
+                                            if o.end <= end])),
                        key=lambda o: o.start)
-        mine = [(k, launch) for k, launch, owner in placed
-                if (launch is not None and start <= float(launch["ts"]) <= end)
-                or (launch is None and owner is not None and start <= owner.start <= end)]
+        mine = [(kernel, launch) for _, kernel, launch in
+                keyed[bisect.bisect_left(instants, start):bisect.bisect_right(instants, end)]]
         calls.append(KinetoCall(
             roots=[_convert(root)[0] for root in roots],
             wall_s=(end - start) * 1e-6,

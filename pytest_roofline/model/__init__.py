@@ -8,6 +8,7 @@ from pytest_roofline.model.roofline import (
     BOUND_NONE,
     DEVICES,
     MAIN_MEMORY,
+    TENSOR_SUFFIX,
     KernelSample,
     LowerBound,
     Machine,
@@ -21,4 +22,4 @@ from pytest_roofline.model.roofline import (
     sum_maps,
 )
 
-__all__ = ["BOUND_NONE", "DEVICES", "MAIN_MEMORY", "KernelSample", "LowerBound", "Machine", "MissingCeilingError", "Verdict", "arithmetic_intensity", "combine", "evaluate", "evaluate_region", "lower_bound", "sum_maps"]
+__all__ = ["BOUND_NONE", "DEVICES", "MAIN_MEMORY", "TENSOR_SUFFIX", "KernelSample", "LowerBound", "Machine", "MissingCeilingError", "Verdict", "arithmetic_intensity", "combine", "evaluate", "evaluate_region", "lower_bound", "sum_maps"]

@@ -23,6 +23,10 @@ from pytest_roofline.errors import MissingCeilingError
 # Main memory is "DRAM" on CPUs and "HBM" on most data-centre GPUs; either name finds the other's roof.
 DEVICES = ("cpu", "cuda")  # where a call site's work runs; each has its own roofs
 MAIN_MEMORY = {"cpu": "DRAM", "cuda": "HBM"}  # each device's main memory level, by its record's name
+# A GPU's Tensor Core precisions are "fp16_tensor", "bf16_tensor", "tf32_tensor", ...: the ncu counter, the
+# analytic counter's CUDA rules and the characterization's GEMM roofs name them alike, so a Tensor Core roof
+# never hides the CUDA-core roof of the same type
+TENSOR_SUFFIX = "_tensor"
 _LEVEL_ALIASES: dict[str, tuple[str, ...]] = {"DRAM": ("HBM",), "HBM": ("DRAM",)}
 # TF32 and FP8 exist only on Tensor Cores: either name finds the other's roof. A Tensor Core precision of a
 # record without Tensor Core roofs (a GPU without them, an older record) is judged on its plain roof.

@@ -1,4 +1,4 @@
-"""SI formatting shared by every layer that prints a number."""
+"""SI and time formatting shared by every layer that prints a number."""
 
 from __future__ import annotations
 
@@ -9,3 +9,13 @@ def si(value: float, unit: str, sep: str = " ") -> str:
         if abs(value) >= scale:
             return f"{value / scale:.3g}{sep}{prefix}{unit}"
     return f"{value:.3g}{sep}{unit}"
+
+
+def time_text(seconds: float | None, digits: int = 3) -> str:
+    """``2.1 ms``, ``850 us``, ``1.23 s`` (``digits`` significant digits); ``-`` for none."""
+    if seconds is None or seconds <= 0:
+        return "-"
+    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
+        if seconds >= scale:
+            return f"{seconds / scale:.{digits}g} {unit}"
+    return f"{seconds * 1e9:.{digits}g} ns"

@@ -16,7 +16,7 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from pytest_roofline._atomic import write_bytes_atomic
-from pytest_roofline.model import KernelSample, Machine, Verdict, lower_bound
+from pytest_roofline.model import TENSOR_SUFFIX, KernelSample, Machine, Verdict, lower_bound
 from pytest_roofline.model.units import si
 from pytest_roofline.output.label_place import Candidate, Label, box_of, line_boxes, place_labels
 from pytest_roofline.output.safe_text import printable
@@ -58,7 +58,7 @@ TENSOR_ONLY = ("tf32", "fp8")  # precisions that exist only on matrix units (Ten
 
 def is_tensor(precision: str) -> bool:
     """A Tensor Core (matrix unit) roof: ``*_tensor``, or tf32/fp8, which no CUDA core computes."""
-    return precision.endswith("_tensor") or precision in TENSOR_ONLY
+    return precision.endswith(TENSOR_SUFFIX) or precision in TENSOR_ONLY
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_roofline.model import Machine
-from pytest_roofline.output.text import ABOVE_ONE, SummaryRow
+from pytest_roofline.output.text import ABOVE_ONE
 
 NOT_GATED_WHY = {
     "contended": ("measured under contention (no free core) and excused (--roofline-contended judge or "
@@ -86,39 +86,6 @@ def verdict_text(record: Mapping[str, Any]) -> str:
     if reason:  # why is said by the row's markers (contended) and the session's last line
         detail = f"{detail}, not gated" if detail else "not gated"
     return f"{outcome} ({detail})" if detail else outcome
-
-
-def markers(record: Mapping[str, Any]) -> str:
-    """`` [core 1 of 2, 97% busy beside] [2546 faults/call] [uncounted FLOPs]``: what the row's reader must know."""
-    marks: list[str] = []
-    for placement in placements(record):
-        mark = placement.marker()
-        if mark and mark not in marks:
-            marks.append(mark)
-    text = f" [{'; '.join(marks)}]" if marks else ""
-    faults = max((float((r.get("timing") or {}).get("faults_per_call") or 0.0) for r in _regions(record)),
-                 default=0.0)
-    text += f" [{faults:.0f} faults/call]" if faults > 0 else ""
-    text += " [uncounted FLOPs]" if uncounted_text(record) else ""
-    fraction = record.get("fraction")
-    text += " [above 1: see its notes]" if fraction is not None and float(fraction) > ABOVE_ONE else ""
-    return text
-
-
-def row(record: Mapping[str, Any]) -> SummaryRow:
-    """The table row of one record: every figure read from it, none recomputed but the rates."""
-    fraction = record.get("fraction")
-    nodeid = str(record.get("nodeid"))
-    verdict = verdict_text(record) + markers(record)
-    if fraction is None:
-        return SummaryRow(nodeid, None, record.get("min_fraction"), "-", "-", None, None, verdict)
-    time_s = float(record.get("time_s") or 0.0)
-    bound = str(record.get("bound") or "-")
-    flops, moved = _rates(record)
-    ai = ", ".join(f"{name} {float(value):.3g}" for name, value in (record.get("ai") or {}).items()) or "n/a"
-    return SummaryRow(nodeid, float(fraction), record.get("min_fraction"), bound, ai,
-                      flops / time_s / 1e9 if flops is not None and time_s else None,
-                      moved / time_s / 1e9 if moved is not None and time_s else None, verdict)
 
 
 def _rates(record: Mapping[str, Any]) -> tuple[float | None, float | None]:

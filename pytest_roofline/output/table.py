@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pytest_roofline.model.units import time_text
 from pytest_roofline.output.text import fraction_digits
 
 HEADERS = ("test", "fraction", "min", "bound", "time/call", "GFLOP/s", "GB/s", "verdict")
@@ -34,16 +35,6 @@ class Row:
     gbytes: float | None
     verdict: str
     marks: str = ""  # marker letters, e.g. "cf"
-
-
-def time_text(seconds: float | None) -> str:
-    """``2.1 ms``, ``850 us``, ``1.23 s``: three significant digits."""
-    if seconds is None or seconds <= 0:
-        return "-"
-    for scale, unit in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")):
-        if seconds >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds * 1e9:.3g} ns"
 
 
 def fraction_text(value: float | None) -> str:

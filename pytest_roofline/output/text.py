@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,63 +68,6 @@ def _quoted_precision(verdict: Verdict) -> str | None:
         return verdict.bound.split(":", 1)[1]
     counted = {k: v for k, v in verdict.flops.items() if v > 0}
     return max(counted, key=lambda k: counted[k]) if counted else None
-
-
-@dataclass(frozen=True)
-class SummaryRow:
-    nodeid: str
-    fraction: float | None
-    min_fraction: float | None
-    bound: str
-    ai: str
-    gflops: float | None
-    gbytes: float | None
-    verdict: str
-
-
-def row_for(nodeid: str, verdict: Verdict | None, min_fraction: float | None, outcome: str) -> SummaryRow:
-    if verdict is None:
-        return SummaryRow(nodeid, None, min_fraction, "-", "-", None, None, outcome)
-    level = verdict.bound_level
-    return SummaryRow(
-        nodeid,
-        verdict.fraction,
-        min_fraction,
-        verdict.bound,
-        format_ai(verdict),
-        verdict.achieved_flops_per_s / 1e9,
-        verdict.achieved_bytes_per_s(level) / 1e9 if level else None,
-        outcome,
-    )
-
-
-def summary_table(rows: Sequence[SummaryRow], width: int = 0) -> list[str]:
-    """Aligned text table; long node ids are shortened from the left so the numbers stay visible."""
-    headers = ("test", "fraction", "min", "bound", "AI (F/B)", "GFLOP/s", "GB/s", "verdict")
-
-    def num(value: float | None, fmt: str) -> str:
-        return "-" if value is None else format(value, fmt)
-
-    cells = [
-        (r.nodeid, num(r.fraction, ".3f"), num(r.min_fraction, "g"), r.bound, r.ai, num(r.gflops, ".4g"),
-         num(r.gbytes, ".4g"), r.verdict)
-        for r in rows
-    ]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) if cells else len(h) for i, h in enumerate(headers)]
-    if width:
-        fixed = sum(widths[1:]) + 2 * (len(headers) - 1)
-        widths[0] = max(24, min(widths[0], width - fixed))  # keep enough of the id to recognise the test
-
-    def fit(text: str, size: int) -> str:
-        return text if len(text) <= size else "..." + text[-(size - 3):]
-
-    def line(values: Sequence[str]) -> str:
-        first = fit(values[0], widths[0]).ljust(widths[0])
-        rest = [v.rjust(w) if i in (1, 2, 5, 6) else v.ljust(w)
-                for i, (v, w) in enumerate(zip(values[1:], widths[1:]), start=1)]
-        return "  ".join([first, *rest]).rstrip()
-
-    return [line(headers), *(line(c) for c in cells)]
 
 
 def cores_marker(placements: Sequence[object]) -> str:

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_roofline.counters.ncu.metrics import LEVEL_HBM, LEVEL_L1, LEVEL_L2, TENSOR_SUFFIX, parse_cc
-from pytest_roofline.model import Machine, MissingCeilingError, lower_bound
+from pytest_roofline.counters.ncu.metrics import LEVEL_HBM, LEVEL_L1, LEVEL_L2, parse_cc
+from pytest_roofline.model import TENSOR_SUFFIX, Machine, MissingCeilingError, lower_bound
 
 # Without a machine, "high AI" means at least this many FLOPs per byte at every level measured: below the
 # CUDA-core fp32 ridge of every data-centre GPU since V100 (V100 ~17, A100 ~12.5, H100 ~20 FLOP/byte at HBM).

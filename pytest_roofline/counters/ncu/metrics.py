@@ -48,6 +48,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pytest_roofline.errors import UnsupportedComputeCapability
+from pytest_roofline.model import TENSOR_SUFFIX
 
 # -- names -------------------------------------------------------------------------------------------------
 
@@ -57,8 +58,6 @@ LEVEL_HBM = "HBM"  # the model treats HBM and DRAM as one level (``model._LEVEL_
 LEVELS: tuple[str, ...] = (LEVEL_L1, LEVEL_L2, LEVEL_HBM)
 
 CUDA_CORE_PRECISIONS: dict[str, str] = {"fp64": "d", "fp32": "f", "fp16": "h"}
-TENSOR_SUFFIX = "_tensor"  # Tensor Core precisions are "fp16_tensor", "bf16_tensor", "tf32_tensor", ... (as the
-# characterization names its GEMM roofs, so they never hide the CUDA-core roof of the same type)
 
 TIME_METRIC = "gpu__time_duration.sum"
 CYCLES_METRIC = "sm__cycles_elapsed.avg"
