@@ -213,7 +213,8 @@ def session(repo: Path, out: Path, compare: bool, max_time: float, pairs: int | 
         if pairs is not None:
             args.append(f"--roofline-compare-pairs={pairs}")
     start = time.perf_counter()
-    env = None if plugin is None else {**os.environ, "PYTHONPATH": str(plugin)}
+    env = None if plugin is None else {
+        **os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(plugin), os.environ.get("PYTHONPATH")) if p)}
     done = subprocess.run(args, cwd=repo, capture_output=True, text=True, check=False, env=env)
     elapsed = time.perf_counter() - start
     path = out / "results.json"
@@ -296,7 +297,9 @@ def main() -> None:
             root = Path(tmp)
             repo = make_repo(root, percents, args.aa, args.device)
             for index in range(args.sessions):
-                for number, (plugin, tally) in enumerate(zip(plugins, tallies)):
+                # the checkouts in an order that rotates from one session index to the next
+                turn = [(index + k) % len(plugins) for k in range(len(plugins))]
+                for number, plugin, tally in ((n, plugins[n], tallies[n]) for n in turn):
                     if index < args.plain_sessions:
                         seconds, _ = session(repo, root / f"plain-{index}-{number}", False, args.max_time,
                                              plugin=plugin, only=args.only)

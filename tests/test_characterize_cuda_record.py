@@ -97,7 +97,7 @@ def test_the_names_match_the_ncu_counter() -> None:
     from pytest_roofline.counters.ncu.metrics import tensor_precision
     from pytest_roofline.model import TENSOR_SUFFIX
 
-    assert validate.TENSOR_SUFFIX == TENSOR_SUFFIX
+    assert tensor_precision("src_bf16_dst_fp32") == "bf16" + TENSOR_SUFFIX == "bf16_tensor"
     names = set(_record()["compute"])
     for path in ("src_tf32_dst_fp32", "src_fp16_dst_fp32", "src_bf16_dst_fp32", "src_fp64", "src_fp8_dst_fp32"):
         assert tensor_precision(path) in names, path

@@ -440,6 +440,9 @@ def test_without_the_untimed_call_a_budget_buys_about_twice_the_turns() -> None:
                          rewarm=rewarm, clock=now)
         assert times.budget_limited and times.rewarm is rewarm and times.summary()["rewarm"] is rewarm
         turns[rewarm] = len(times.first)
+        # it stops when one more turn pair would overrun the budget: 40 ms with the untimed calls, 20 without
+        pair_s = 0.04 if rewarm else 0.02
+        assert 1.0 - pair_s < times.measure_s <= 1.0
     # 10 ms calls, 1 s: a turn pair is 40 ms with the untimed calls, 20 ms without, after the same warm-up
     assert turns[True] >= MIN_TURNS and 1.8 < turns[False] / turns[True] < 2.2
 
@@ -456,3 +459,23 @@ def test_a_working_set_is_past_the_last_cache_at_twice_its_size() -> None:
     assert past_the_last_cache(100 * 2**20, gpu) and not past_the_last_cache(99 * 2**20, gpu)
     assert not past_the_last_cache(2**40, Machine("x", {"fp32": 1.0}, {"DRAM": 1.0}))  # no size known
 
+
+
+def test_the_untimed_call_is_kept_where_refilling_the_caches_could_cost_a_percent_of_the_call() -> None:
+    from pytest_roofline.measure.probes import rewarm_pays
+    from pytest_roofline.model import Machine
+
+    mib = 2**20
+    cpu = Machine("cpu", {"fp32": 1e11}, {"L2": 2e11, "L3": 1e11, "DRAM": 2e10},
+                  info={"capacities": {"L2": mib, "L3": 32 * mib}})
+    # a 9.4 MB GEMM bound at 7.9 ms: twice it fits the 32 MiB L3; refilling the 1 MiB L2 from it takes
+    # 1 MiB / 100 GB/s = 10.5 us, under 1 % of 7.9 ms (79 us): no untimed call
+    assert not rewarm_pays(9.4e6, 7.9e-3, cpu)
+    assert rewarm_pays(9.4e6, 0.5e-3, cpu)  # bound at 0.5 ms: 1 % is 5 us, under the 10.5 us refill
+    assert rewarm_pays(20 * mib, 1.0, cpu)  # twice 20 MiB does not fit the L3: the other side evicts it
+    assert not rewarm_pays(64 * mib, 1e-6, cpu)  # past the last cache: nothing stays
+    assert rewarm_pays(48 * 2**10, 1e-6, cpu)  # a 48 KiB add: its refill is half its bound
+    assert rewarm_pays(None, 1.0, cpu) and rewarm_pays(9.4e6, 0.0, cpu)  # unknown size or bound
+    no_l3_bandwidth = Machine("cpu", {"fp32": 1e11}, {"DRAM": 2e10}, info=cpu.info)
+    assert rewarm_pays(9.4e6, 7.9e-3, no_l3_bandwidth)
+    assert rewarm_pays(9.4e6, 7.9e-3, Machine("cpu", {"fp32": 1e11}, {"DRAM": 2e10}))  # no cache sizes

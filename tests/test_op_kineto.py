@@ -112,3 +112,32 @@ def test_ops_of_autograds_device_thread_belong_to_the_call() -> None:
     assert [(e.name, e.time_s) for e in call.roots] == [("aten::mm", pytest.approx(6 * US)),
                                                         ("MmBackward0", pytest.approx(7 * US))]
     assert call.launches == 2 and call.kernel_s == pytest.approx(13 * US) and call.launch_s == pytest.approx(5 * US)
+
+
+def test_ops_that_start_together_and_a_launch_outside_every_op() -> None:
+    # One call range [0, 100] us on thread 1: aten::outer [10, 60] holds aten::inner, which starts with it and
+    # ends first [10, 40]; each launches a kernel. A third launch at 80 us lies in no op (a kernel its
+    # External id does not place either): it belongs to the call, to no op. Every number follows by hand.
+    def op(name: str, ts: float, dur: float) -> dict:
+        return {"ph": "X", "cat": "cpu_op", "name": name, "ts": ts, "dur": dur, "tid": 1, "args": {}}
+
+    def launch(ts: float, correlation: int) -> dict:
+        return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": ts, "dur": 2.0, "tid": 1,
+                "args": {"correlation": correlation}}
+
+    def kernel(ts: float, dur: float, correlation: int) -> dict:
+        return {"ph": "X", "cat": "kernel", "name": f"k{correlation}", "ts": ts, "dur": dur, "tid": 7,
+                "args": {"correlation": correlation}}
+
+    events = [{"ph": "X", "cat": "user_annotation", "name": "roofline.call", "ts": 0.0, "dur": 100.0, "tid": 1},
+              op("aten::outer", 10.0, 50.0), op("aten::inner", 10.0, 30.0),
+              launch(20.0, 1), kernel(30.0, 5.0, 1),  # inside both: the inner one, the latest to start, owns it
+              launch(50.0, 2), kernel(55.0, 7.0, 2),  # the inner one has ended: the outer one owns it
+              launch(80.0, 3), kernel(85.0, 11.0, 3),  # in no op
+              launch(150.0, 4), kernel(152.0, 13.0, 4)]  # after the call: not its kernel
+    call, = calls_from_trace(events)
+    outer, = call.roots
+    inner, = outer.children
+    assert inner.time_s == pytest.approx(5 * US) and outer.time_s == pytest.approx((5 + 7) * US)
+    assert call.kernel_s == pytest.approx((5 + 7 + 11) * US) and call.launches == 3
+    assert call.launch_s == pytest.approx(3 * 2 * US) and call.busy_s == pytest.approx(23 * US)

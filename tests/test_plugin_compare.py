@@ -103,6 +103,7 @@ def test_a_commit_that_runs_each_step_twice_fails_naming_the_base_and_the_ratio(
     region = results(repo)["tests"][0]["regions"][0]["compare"]
     assert [w["alloc_first"] for w in region["within"]] == ["this", "ref", "this"] or \
         [w["alloc_first"] for w in region["within"]] == ["ref", "this", "ref"]  # alternated between pairs
+    assert all(w["rewarm"] for w in region["within"])  # roofs without cache sizes: the untimed call stays
 
 
 def test_a_commit_that_changes_only_the_readme_passes(

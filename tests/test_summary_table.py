@@ -23,6 +23,7 @@ def test_an_id_is_shortened_from_the_middle_keeping_file_and_parameters() -> Non
 def test_numbers_read_with_significant_digits() -> None:
     assert fraction_text(9.6e-05) == "9.6e-05" and fraction_text(0.5) == "0.500" and fraction_text(None) == "-"
     assert time_text(0.0021) == "2.1 ms" and time_text(850e-6) == "850 us" and time_text(1.234) == "1.23 s"
+    assert time_text(1.2346e-3, 4) == "1.235 ms" and time_text(4e-10) == "0.4 ns" and time_text(0.0) == "-"
 
 
 def _record(nodeid: str, contended: bool) -> dict:

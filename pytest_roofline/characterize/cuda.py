@@ -21,7 +21,7 @@ from typing import Any
 
 from pytest_roofline.characterize import plateaus
 from pytest_roofline.characterize.cpu_ert import working_set_sizes
-from pytest_roofline.model import Machine
+from pytest_roofline.model import TENSOR_SUFFIX, Machine
 
 SIZES_PER_OCTAVE = 6
 GEMM_SIZES = (4096, 8192)
@@ -75,8 +75,8 @@ def characterize_cuda(index: int, fingerprint_fields: dict[str, Any], progress: 
     gemm_series = _gemm_roofs(index, arch, progress)
     gemm = {k: (value, source) for k, (value, source, _) in gemm_series.items()}
     for precision, (value, source) in gemm.items():
-        peak_flops[f"{precision}_tensor"] = value
-        sources[f"peak_flops.{precision}_tensor"] = source
+        peak_flops[precision + TENSOR_SUFFIX] = value
+        sources[f"peak_flops.{precision}{TENSOR_SUFFIX}"] = source
         if precision in ("tf32", "fp8"):
             peak_flops[precision] = value
             sources[f"peak_flops.{precision}"] = source

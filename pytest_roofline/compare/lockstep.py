@@ -4,9 +4,9 @@ order inside each pair random, until the paired ratio's interval is narrow enoug
 A process pair's driver (:func:`.pairs.measure_site`) drives; each twin (:func:`follow`) answers. Each side times its own calls with its
 own clock; only whole seconds cross the pipe, outside every timed interval. Warm-up runs on both sides first,
 alternating, until neither side's calls fault on fresh pages any more; before each timed turn a side makes one
-untimed call, so its timed call starts on its own warm data (:func:`run_batch`), except at a call site whose
-working set is far beyond the last cache (the driver says so when it opens the site): there no call finds its
-data in cache whatever ran before it, and the untimed call would only halve the turns a budget buys.
+untimed call, so its timed call starts on its own warm data (:func:`run_batch`), except at a call site where
+that warms nothing that matters (the driver says so when it opens the site: ``measure.probes.rewarm_pays``),
+where the untimed call would only halve the turns a budget buys.
 """
 
 from __future__ import annotations

@@ -90,8 +90,8 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, rng: 
     within = PairedRatio(math.nan, None, 0)
     limited = False
     while len(first) < MAX_TURNS:
-        # a turn pair costs four batches (each side's untimed re-warm and its timed batch), or two without
-        if len(first) >= MIN_TURNS and clock() - start + (4 if rewarm else 2) * batch * last > budget_s:
+        # a turn pair costs each side its timed batch and, with the re-warm, one untimed call before it
+        if len(first) >= MIN_TURNS and clock() - start + (2 * batch + (2 if rewarm else 0)) * last > budget_s:
             limited = True
             break
         order = ("this", "ref") if rng.random() < 0.5 else ("ref", "this")

@@ -39,7 +39,8 @@ def time_verdict(paired: PairedRatio, tolerance: float) -> str:
 def inconclusive_note(paired: PairedRatio, record_ratios: Sequence[float] | None, tolerance: float) -> str:
     """Why no verdict: the interval against the band, and what the process pairs said."""
     if paired.ci is None:
-        return f"; inconclusive: too few process pairs for an interval ({paired.pairs})"
+        return (f"; inconclusive: too few process pairs for an interval ({paired.pairs}); more process pairs "
+                f"(--roofline-compare-pairs) give one")
     pairs = "" if not record_ratios else (
         f"; process pairs {_ratios(record_ratios)} (CV {between_pairs(record_ratios).cv:.1%})")
     # what narrows it: more pairs (the spread between them), or longer turns inside each (--roofline-max-time)
@@ -183,7 +184,6 @@ def process_effects(records: Iterable[tuple[str, Mapping[str, Any] | None]], tol
         return None
     return (f"process effects of ±{100 * widest / 2:.1f} %: process pairs disagree by more than the tolerance "
             f"({tolerance:.0%}); widest at {name}; only the interval over pairs is to be trusted")
-
 
 
 def summary_lines(ref: str, commit: str, records: Iterable[tuple[str, Mapping[str, Any] | None]]) -> list[str]:

@@ -117,7 +117,6 @@ def judge_baseline(state: RooflineState, entry: TestEntry, options: MarkerOption
     return regression_report(state, entry, result)
 
 
-
 def regression_report(state: RooflineState, entry: TestEntry, result: TestComparison) -> str:
     """One message: what got worse and why (the explanation), the figures now and in the baseline, the
     sessions, the statistic, the tolerances, and the chart's path."""

@@ -29,12 +29,12 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from pytest_roofline.model import Machine
+from pytest_roofline.model import KernelSample, Machine, MissingCeilingError, evaluate_region
 
 PROBE_MODES = ("live", "off")
 PROBE_LEVEL = "DRAM"
@@ -199,6 +199,37 @@ def past_the_last_cache(footprint_bytes: float | None, machine: Machine) -> bool
     last = max((float(v) for v in capacities.values()), default=0.0) or float(
         fingerprint.get("l2_bytes") or machine.info.get("l2_bytes") or 0.0)
     return last > 0 and footprint_bytes >= CACHE_MULTIPLE * last
+
+
+def least_time(kernels: Sequence[KernelSample], machine: Machine) -> float:
+    """The roofline's least time of kernels run one after another; 0.0 with no work or a missing ceiling."""
+    try:
+        return evaluate_region(list(kernels), machine, 1.0).t_min  # the time does not change the bound
+    except MissingCeilingError:
+        return 0.0
+
+
+REWARM_SHARE = 0.01  # an untimed call before each timed one pays when refilling the caches may cost more than this
+
+
+def rewarm_pays(footprint_bytes: float | None, t_min_s: float, machine: Machine) -> bool:
+    """Whether one untimed call before each timed one (A/B turns, ``compare.lockstep.run_batch``) changes what
+    the timed call measures. No when the working set is past the last cache (nothing of it stays there), or
+    when twice it (this side's and the other side's, taken as large) fits in the last cache and refilling the
+    smaller caches from it takes at most ``REWARM_SHARE`` of the call's least time (``t_min_s``, the roofline's
+    bound: the call takes at least that): the other side's turn then leaves this side's data in the last
+    cache, and what it pushed out of the smaller ones returns in a sliver of the call. Yes whenever a size, the
+    last cache's bandwidth or the bound is unknown."""
+    if past_the_last_cache(footprint_bytes, machine):
+        return False
+    capacities = sorted((float(v), k) for k, v in (machine.info.get("capacities") or {}).items())
+    if not footprint_bytes or len(capacities) < 2 or not t_min_s > 0:
+        return True
+    (last, last_level), (below, _) = capacities[-1], capacities[-2]
+    bandwidth = machine.bandwidth.get(last_level)
+    if not bandwidth or 2 * footprint_bytes > last:
+        return True
+    return min(footprint_bytes, below) / bandwidth > REWARM_SHARE * t_min_s
 
 
 def wants_footprint_probe(footprint_bytes: float | None, machine: Machine, level_bytes: Mapping[str, float]) -> str | None:

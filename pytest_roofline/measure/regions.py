@@ -277,12 +277,12 @@ class Recorder:
                            setup: Setup | None, placed: Any, cores: list[int] | None, roofs: Machine) -> Region:
         """The call site timed in process pairs, twins of this checkout against twins of REF; this side's
         time and fraction are those of this checkout's twins' paired turns (this process times nothing)."""
-        from pytest_roofline.measure.probes import past_the_last_cache
+        from pytest_roofline.measure.probes import least_time, rewarm_pays
         from pytest_roofline.measure.timing import side_stats
 
-        # an untimed call before each timed one keeps a cache-sized working set warm; past the last cache it
-        # warms nothing and would halve the turns the budget buys (this side's footprint rules for both sides)
-        rewarm = not past_the_last_cache(counter.footprint_bytes, roofs)
+        # an untimed call before each timed turn, where it warms what matters (this side's numbers rule both)
+        placed_kernels, _ = self._placed(counter, kernels, roofs)  # bytes at the level that serves them
+        rewarm = rewarm_pays(counter.footprint_bytes, least_time(placed_kernels, roofs), roofs)
         site = link.measure_site(label, cores, roofs.to_dict(), self.policy, self.compare_tolerance, rewarm)
         if site is None:
             timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(), setup=setup)
