@@ -345,21 +345,24 @@ def test_only_one_ref_twin_per_call_site_counts_its_call_and_sends_its_region() 
     assert result.ref_region() is not None and result.ref_region()["t_min_s"] == 1e-3
 
 
+class ScriptedChannel:
+    """A twin's channel that hands out a script of messages and keeps what the twin sent."""
+
+    def __init__(self, inbox: list[dict[str, Any]]) -> None:
+        self.inbox = inbox
+        self.sent: list[dict[str, Any]] = []
+
+    def send(self, **message: Any) -> None:
+        self.sent.append(message)
+
+    def receive(self) -> dict[str, Any]:
+        return self.inbox.pop(0)
+
+
 def test_a_twin_counts_its_call_only_when_its_region_is_asked_for() -> None:
     from types import SimpleNamespace
 
     from pytest_roofline.compare.follower import Follower
-
-    class Channel:
-        def __init__(self, region: bool) -> None:
-            self.inbox = [{"op": "begin"}, {"op": "call", "batch": 1}, {"op": "site_end", "region": region}]
-            self.sent: list[dict[str, Any]] = []
-
-        def send(self, **message: Any) -> None:
-            self.sent.append(message)
-
-        def receive(self) -> dict[str, Any]:
-            return self.inbox.pop(0)
 
     class Counter:
         counted = 0
@@ -377,7 +380,7 @@ def test_a_twin_counts_its_call_only_when_its_region_is_asked_for() -> None:
     calls: list[int] = []
     for asked, counts in ((False, 0), (True, 1)):
         Counter.counted = 0
-        channel = Channel(asked)
+        channel = ScriptedChannel([{"op": "begin"}, {"op": "call", "batch": 1}, {"op": "site_end", "region": asked}])
         follower = Follower(channel)  # type: ignore[arg-type]
         assert follower.follow(Recorder(), Counter(), "f", lambda x: calls.append(x) or x, (3,), {}, None) == 3
         assert Counter.counted == counts
@@ -386,18 +389,6 @@ def test_a_twin_counts_its_call_only_when_its_region_is_asked_for() -> None:
 
 def test_a_twin_skips_the_untimed_call_only_where_the_site_says_so() -> None:
     from pytest_roofline.compare.lockstep import follow
-
-    class Channel:
-        def __init__(self, begin: dict[str, Any]) -> None:
-            self.inbox = [begin, {"op": "warm", "batch": 1}, {"op": "call", "batch": 2}, {"op": "call", "batch": 1},
-                          {"op": "site_end", "region": False}]
-            self.sent: list[dict[str, Any]] = []
-
-        def send(self, **message: Any) -> None:
-            self.sent.append(message)
-
-        def receive(self) -> dict[str, Any]:
-            return self.inbox.pop(0)
 
     class Calls:
         runs = 0
@@ -410,7 +401,9 @@ def test_a_twin_skips_the_untimed_call_only_where_the_site_says_so() -> None:
     for begin, runs in (({"op": "begin"}, 1 + 3 + 2), ({"op": "begin", "rewarm": True}, 6),
                         ({"op": "begin", "rewarm": False}, 1 + 3)):
         Calls.runs = 0
-        assert follow(Channel(begin), Calls(), 0, "f", lambda timing, roofs: {})  # type: ignore[arg-type]
+        script = [begin, {"op": "warm", "batch": 1}, {"op": "call", "batch": 2}, {"op": "call", "batch": 1},
+                  {"op": "site_end", "region": False}]
+        assert follow(ScriptedChannel(script), Calls(), 0, "f", lambda timing, roofs: {})  # type: ignore[arg-type]
         assert Calls.runs == runs
 
 
