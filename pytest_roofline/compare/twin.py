@@ -128,25 +128,24 @@ class Twin:
         boot = str(Path(__file__).parent.parent / "plugin" / "twin_boot.py")  # pytest glue: lives with the plugin
         cwd_on_path = "1" if ("" in sys.path or os.getcwd() in sys.path) else "0"
         ours, theirs = socket.socketpair()
-        env = {**twin_environment(), FD_VARIABLE: str(theirs.fileno())}
+        env = twin_environment()
         command = [python or sys.executable, boot, package_dir, cwd_on_path, "--",
                    *twin_arguments(pytest_args, checkout.toplevel, checkout.path), *roofline_args]
         log.parent.mkdir(parents=True, exist_ok=True)
         process: subprocess.Popen[bytes] | ForkedProcess | None = None
         if forker is not None and python is None:
             try:
-                child_env = {k: v for k, v in env.items() if k != FD_VARIABLE}  # the zygote gives the child's fd
-                process = forker.spawn(command[1:], checkout.cwd, child_env, log, theirs)
+                process = forker.spawn(command[1:], checkout.cwd, env, log, theirs)  # the zygote sets the fd
             except OSError:  # a new interpreter, on a socket pair of its own: a twin the zygote may still fork
                 process = None  # late finds its peer closed and leaves
                 ours.close()
                 theirs.close()
                 ours, theirs = socket.socketpair()
-                env[FD_VARIABLE] = str(theirs.fileno())
         if process is None:
             with log.open("wb") as out:
                 try:
-                    process = subprocess.Popen(command, cwd=checkout.cwd, env=env, stdout=out,
+                    process = subprocess.Popen(command, cwd=checkout.cwd,
+                                               env={**env, FD_VARIABLE: str(theirs.fileno())}, stdout=out,
                                                stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),))
                 except OSError as exc:
                     raise CompareError(f"--roofline-compare: cannot start the twin ({command[0]}): {exc}") from None

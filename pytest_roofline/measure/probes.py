@@ -182,11 +182,7 @@ class ProbeSchedule:
 
 def wants_probe(footprint_bytes: float | None, machine: Machine, dram_bytes: float) -> bool:
     """Probe a region whose bytes are judged at DRAM and whose data cannot stay in the last cache."""
-    if dram_bytes <= 0 or not footprint_bytes:
-        return False
-    capacities = machine.info.get("capacities") or {}
-    last = max((float(v) for v in capacities.values()), default=0.0)
-    return last > 0 and footprint_bytes >= CACHE_MULTIPLE * last
+    return dram_bytes > 0 and past_the_last_cache(footprint_bytes, machine)
 
 
 def past_the_last_cache(footprint_bytes: float | None, machine: Machine) -> bool:
@@ -201,12 +197,14 @@ def past_the_last_cache(footprint_bytes: float | None, machine: Machine) -> bool
     return last > 0 and footprint_bytes >= CACHE_MULTIPLE * last
 
 
-def least_time(kernels: Sequence[KernelSample], machine: Machine) -> float:
-    """The roofline's least time of kernels run one after another; 0.0 with no work or a missing ceiling."""
+def roofline_bound(kernels: Sequence[KernelSample], machine: Machine) -> tuple[float, str]:
+    """The least time and the bound (``compute:fp32``, ``memory:L3``) of kernels run one after another;
+    ``(0.0, "")`` with no work or a missing ceiling."""
     try:
-        return evaluate_region(list(kernels), machine, 1.0).t_min  # the time does not change the bound
+        verdict = evaluate_region(list(kernels), machine, 1.0)  # the time changes neither
     except MissingCeilingError:
-        return 0.0
+        return 0.0, ""
+    return verdict.t_min, verdict.bound
 
 
 REWARM_SHARE = 0.01  # an untimed call before each timed one pays when refilling the caches may cost more than this

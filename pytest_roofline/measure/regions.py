@@ -277,12 +277,12 @@ class Recorder:
                            setup: Setup | None, placed: Any, cores: list[int] | None, roofs: Machine) -> Region:
         """The call site timed in process pairs, twins of this checkout against twins of REF; this side's
         time and fraction are those of this checkout's twins' paired turns (this process times nothing)."""
-        from pytest_roofline.measure.probes import least_time, rewarm_pays
+        from pytest_roofline.measure.probes import rewarm_pays, roofline_bound
         from pytest_roofline.measure.timing import side_stats
 
         # an untimed call before each timed turn, where it warms what matters (this side's numbers rule both)
         placed_kernels, _ = self._placed(counter, kernels, roofs)  # bytes at the level that serves them
-        rewarm = rewarm_pays(counter.footprint_bytes, least_time(placed_kernels, roofs), roofs)
+        rewarm = rewarm_pays(counter.footprint_bytes, roofline_bound(placed_kernels, roofs)[0], roofs)
         site = link.measure_site(label, cores, roofs.to_dict(), self.policy, self.compare_tolerance, rewarm)
         if site is None:
             timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(), setup=setup)
@@ -375,7 +375,7 @@ class Recorder:
         level_bytes = sum_maps(k.bytes for k in placed_kernels)
         if probes.wants_probe(footprint, machine, level_bytes.get(probes.PROBE_LEVEL, 0.0)):
             spec = probes.ProbeSpec.from_machine(machine)
-        elif lower_bound_of(placed_kernels, machine).startswith("memory:"):
+        elif probes.roofline_bound(placed_kernels, machine)[1].startswith("memory:"):
             # a memory-bound working set in or at the edge of the last cache: probe at its own size
             edge = probes.wants_footprint_probe(footprint, machine, level_bytes)
             spec = probes.ProbeSpec.at_footprint(machine, edge, float(footprint or 0)) if edge else None
@@ -521,16 +521,6 @@ class Recorder:
     def verdict(self) -> Verdict | None:
         """The combined verdict of every region measured so far (None if nothing was measured)."""
         return combine(r.verdict for r in self.regions) if self.regions else None
-
-
-def lower_bound_of(kernels: list[KernelSample], machine: Machine) -> str:
-    """The bound of kernels run one after another (``compute:fp32``, ``memory:L3``), or "" with no work."""
-    from pytest_roofline.model import MissingCeilingError
-
-    try:
-        return evaluate_region(kernels, machine, 1.0).bound  # the time does not change the bound
-    except MissingCeilingError:
-        return ""
 
 
 def _judge_live(kernels: list[KernelSample], machine: Machine, timing: TimingStats, schedule: Any,
