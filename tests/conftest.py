@@ -65,13 +65,14 @@ def run_roofline(pytester: pytest.Pytester) -> Callable[..., pytest.RunResult]:
 
 @pytest.fixture
 def fake_core_load(monkeypatch: pytest.MonkeyPatch) -> Callable[[Iterator[Mapping[int, float]]], None]:
-    """``fake_core_load(loads)``: every core placement of the run (``--roofline-cores auto`` on all cores) sees
-    the next of ``loads``, a map of core -> busy share, instead of /proc/stat."""
+    """``fake_core_load(loads)``: every core placement of the run (``--roofline-cores auto`` on the first two
+    cores, whatever the machine has: auto then takes one, as on a 2-core runner) sees the next of ``loads``, a
+    map of core -> busy share, instead of /proc/stat (cores it does not name are idle)."""
     from pytest_roofline.host import cores
     from pytest_roofline.measure import state
 
     def install(loads: Iterator[Mapping[int, float]]) -> None:
-        allowed = cores.base_affinity()
+        allowed = cores.base_affinity()[:2]
 
         def planner(self: state.RooflineState) -> cores.Planner:
             if self.planner is None:

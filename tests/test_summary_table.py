@@ -47,6 +47,24 @@ def test_one_line_per_test_markers_explained_once_within_120_columns() -> None:
     assert lines[-1].startswith("fraction = time at the roof / time measured")
 
 
+def test_gpu_neighbours_mark_only_the_work_that_ran_on_the_gpu() -> None:
+    """The H100 run: in a CUDA session every call site is placed with NVML's list of the GPU's other processes
+    (an xdist neighbour's), and CPU tests read ``[g]``; only a call site whose work ran on the GPU is marked."""
+    from pytest_roofline.output.summary import marks_of
+
+    def record(device: str, others: list[dict]) -> dict:
+        cores = {"used": [0, 1], "of": [0, 1], "contended": False, "setting": "auto", "gpu_processes": others}
+        return {**_record("t.py::t", False), "regions": [{"cores": cores, "device": device}]}
+
+    neighbour = [{"pid": 7, "kind": "compute", "memory_bytes": 2**30}]
+    assert marks_of(record("cuda", neighbour))[0] == "g"
+    assert marks_of(record("cpu", neighbour))[0] == ""
+    assert marks_of(record("cuda", []))[0] == ""
+    lines = marked_table([record("cuda", neighbour), record("cpu", neighbour)], 120)
+    assert lines[1].rstrip().endswith("passed [g]") and lines[2].rstrip().endswith("passed")
+    assert [line for line in lines if line.startswith("[g]")] == ["[g] GPU shared: other processes ran on its GPU"]
+
+
 def test_render_keeps_numbers_aligned() -> None:
     rows = [Row("a.py::t", 0.5, None, "memory:DRAM", 0.001, None, 8.0, "passed"),
             Row("b.py::t", None, 0.3, "-", None, None, None, "failed (not measured)")]

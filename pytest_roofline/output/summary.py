@@ -102,6 +102,10 @@ def _rates(record: Mapping[str, Any]) -> tuple[float | None, float | None]:
 def marks_of(record: Mapping[str, Any]) -> tuple[str, dict[str, list[str]]]:
     """The record's marker letters (:data:`table.MARKERS`) and, per letter, what to say of it below."""
     marks, details = "", {}  # type: tuple[str, dict[str, list[str]]]
+    # another process on the GPU matters only to a call site whose work ran there (a CUDA session's
+    # host code and CPU tests are placed with the GPU's neighbours too)
+    shared_gpu = any(isinstance(r.get("cores"), Mapping) and r["cores"].get("gpu_processes")
+                     and r.get("device") == "cuda" for r in _regions(record))
     for placement in placements(record):
         if placement.contended:
             marks += "c" if "c" not in marks else ""
@@ -109,8 +113,7 @@ def marks_of(record: Mapping[str, Any]) -> tuple[str, dict[str, list[str]]]:
             details.setdefault("c", []).append(
                 f"core{'s' if placement.count > 1 else ''} {','.join(map(str, placement.used))} of "
                 f"{len(placement.allowed)}" + (f" {load:.0%} busy" if load is not None else ""))
-        if placement.gpu_processes and "g" not in marks:
-            marks += "g"
+    marks += "g" if shared_gpu else ""
     faults = max((float((r.get("timing") or {}).get("faults_per_call") or 0.0) for r in _regions(record)),
                  default=0.0)
     if faults > 0:
