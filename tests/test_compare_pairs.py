@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_roofline.compare.cuda_turns import run_batch_events
-from pytest_roofline.compare.paired_stats import between_pairs, decided, t975
+from pytest_roofline.compare.paired_stats import PairedRatio, between_pairs, decided, t975, t995, verdict
 from pytest_roofline.compare.pairs import MIN_TURNS, measure_site, one_pair
 from pytest_roofline.gates.ab_report import (
     compare_regions,
@@ -38,6 +38,34 @@ def test_the_t_interval_over_three_pairs_by_hand() -> None:
     assert t975(2) == pytest.approx(4.303, abs=1e-3) and t975(4) == pytest.approx(2.776, abs=1e-3)
     assert t975(100) == pytest.approx(1.96, abs=1e-3)
     assert between_pairs([1.1]).ci is None  # one pair: no spread, no interval
+
+
+def test_a_change_is_claimed_at_99_percent_and_unchanged_said_at_95() -> None:
+    # log ratios 0.01, 0.03, 0.02 again: the claim interval is t(0.995, 2) * 0.01 / sqrt(3) = 9.925 * 0.005774
+    # = 0.057301 either side of 0.02
+    result = between_pairs([math.exp(0.01), math.exp(0.03), math.exp(0.02)])
+    assert result.claim_ci is not None
+    assert math.log(result.claim_ci[0]) == pytest.approx(0.02 - 0.057301, abs=1e-6)
+    assert math.log(result.claim_ci[1]) == pytest.approx(0.02 + 0.057301, abs=1e-6)
+    assert t995(2) == pytest.approx(9.925, abs=1e-3) and t995(4) == pytest.approx(4.604, abs=1e-3)
+    assert t995(100) == pytest.approx(2.576, abs=1e-3) and result.as_paired().claim_ci == result.claim_ci
+    # the H100's A/A false alarms (2026-11-27): identical code, 5 process pairs whose 95 % interval excluded 1
+    conv = between_pairs([1.183, 1.008, 1.153, 1.072, 1.238])  # 1.128, 95 % [1.019, 1.248], 99 % [0.953, 1.334]
+    add = between_pairs([0.907, 0.824, 0.977, 0.872, 0.888])  # 0.892, 95 % [0.826, 0.964], 99 % [0.785, 1.014]
+    for aa in (conv, add):
+        assert aa.ci is not None and not aa.ci[0] < 1 < aa.ci[1]
+        assert verdict(aa.as_paired(), 0.03) == "inconclusive"  # was slower / faster at 95 %
+        assert not decided(aa, 0.03, 3)  # so more pairs are taken, up to --roofline-compare-pairs
+    assert verdict(PairedRatio(1.128, (1.019, 1.248), 5), 0.03) == "slower"  # no claim interval: the 95 % one
+    said = compare_regions([region(1.128, [1.183, 1.008, 1.153, 1.072, 1.238])], Tolerances(0.1, 0.03, ("time",)),
+                           "REF", "compute:fp32")
+    assert said is not None and said.verdict == "inconclusive" and said.failed_on == ()
+    assert "inconclusive: the 99% interval [0.953, 1.334] reaches 1; process pairs 1.183" in said.explanation
+    assert said.time.claim_ci == pytest.approx((0.9533, 1.3342), abs=1e-4)
+    assert said.to_dict()["changes"]["time"]["claim_ci"] == pytest.approx([0.9533, 1.3342], abs=1e-4)
+    # a real 10 % slowdown, pairs within 1 %: both intervals clear 1 (and the band), decided at three pairs
+    slower = between_pairs([1.10, 1.11, 1.09])
+    assert verdict(slower.as_paired(), 0.03) == "slower" and decided(slower, 0.03, 3)
 
 
 def test_the_stopping_rule_beyond_inside_or_straddling_the_band() -> None:
@@ -119,7 +147,8 @@ def region(ratio: float, pair_ratios: list[float], flops: float = 1e8, ref_flops
            "bytes": {}}
     return {"label": "step", "time_s": this_time or 1e-3 * ratio, "t_min_s": 0.5e-3 * flops / 1e8,
             "flops_by_precision": {"fp32": flops}, "bytes": {},
-            "compare": {"compared": True, "ratio": top.ratio, "ci": list(top.ci or ()), "pairs": 30,
+            "compare": {"compared": True, "ratio": top.ratio, "ci": list(top.ci or ()),
+                        "claim_ci": list(top.claim_ci or ()), "pairs": 30,
                         "pair_ratios": pair_ratios, "between_cv": top.cv, "this_time_s": 1e-3 * ratio,
                         "ref_time_s": 1e-3, "within": [{"ratio": r, "ci": None, "turns": 10} for r in pair_ratios],
                         "ref": ref}}

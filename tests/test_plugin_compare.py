@@ -81,7 +81,8 @@ def test_a_commit_that_runs_each_step_twice_fails_naming_the_base_and_the_ratio(
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     result.stdout.fnmatch_lines([
         "roofline: A/B regression: time ×[12].* against HEAD~1 (*): work ×2.00 at the same*",
-        "  time per call 4.* ms here, 2.* ms at HEAD~1; paired ratio [12].*, 95% CI [[]*] over 3 process pairs (*",
+        "  time per call 4.* ms here, 2.* ms at HEAD~1; paired ratio [12].*, 95% CI [[]*], 99% CI [[]*]*",
+        "*3 process pairs (*",
         "*compare: against HEAD~1 (*), each call site in pairs of processes*",
         "test_perf.py::test_step *regressed *",
     ])

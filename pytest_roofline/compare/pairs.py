@@ -30,7 +30,7 @@ from pytest_roofline.compare.paired_stats import (
 from pytest_roofline.measure.timing import TimingPolicy
 
 MIN_PROCESS_PAIRS = 3  # a t-interval from fewer pairs is too wide to decide anything
-MAX_PROCESS_PAIRS = 5  # the pool: pairs beyond the third are used only where the first three did not decide
+MAX_PROCESS_PAIRS = 8  # the pool: pairs beyond the third are used only where the first three did not decide
 MIN_TURNS = 10  # turns inside one pair, whatever its budget (fewer: no Wilcoxon interval, a noisy ratio)
 MAX_TURNS = 400
 PAIR_BUDGET_SHARE = 0.5  # one pair may take this share of --roofline-max-time (warm-up and turns, both sides)
@@ -147,6 +147,7 @@ class SiteResult:
         this_time = statistics.median(self.pooled("this").times)
         ref_time = statistics.median(self.pooled("ref").times)
         return {"ratio": self.top.ratio, "ci": None if self.top.ci is None else list(self.top.ci),
+                "claim_ci": None if self.top.claim_ci is None else list(self.top.claim_ci),
                 "interval": "t over process pairs", "process_pairs": self.top.pairs,
                 "pair_ratios": list(self.top.ratios), "between_cv": self.top.cv,
                 "pairs": sum(p.within.pairs for p in self.pairs), "batch": max(p.batch for p in self.pairs),

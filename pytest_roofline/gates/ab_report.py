@@ -43,9 +43,14 @@ def inconclusive_note(paired: PairedRatio, record_ratios: Sequence[float] | None
                 f"(--roofline-compare-pairs) give one")
     pairs = "" if not record_ratios else (
         f"; process pairs {_ratios(record_ratios)} (CV {between_pairs(record_ratios).cv:.1%})")
+    beyond = not 1 / (1 + tolerance) <= paired.ratio <= 1 + tolerance
+    claim = paired.claim_interval
+    if beyond and claim is not None and paired.claim_ci is not None:  # a change too uncertain to claim
+        where = f"the 99% interval [{claim[0]:.3f}, {claim[1]:.3f}] reaches 1"
+    else:
+        where = f"the interval [{paired.ci[0]:.3f}, {paired.ci[1]:.3f}] reaches past the ±{tolerance:.0%} band"
     # what narrows it: more pairs (the spread between them), or longer turns inside each (--roofline-max-time)
-    return (f"; inconclusive: the interval [{paired.ci[0]:.3f}, {paired.ci[1]:.3f}] reaches past the ±"
-            f"{tolerance:.0%} band{pairs}; more process pairs (--roofline-compare-pairs) or a longer "
+    return (f"; inconclusive: {where}{pairs}; more process pairs (--roofline-compare-pairs) or a longer "
             f"--roofline-max-time narrow it")
 
 
@@ -59,9 +64,14 @@ def combined_ratio(sites: Sequence[tuple[float, PairedRatio]]) -> PairedRatio:
         return PairedRatio(math.exp(sum(math.log(r.ratio) * t for t, r in sites) / total) if total > 0 else
                            math.nan, None, sum(r.pairs for _, r in sites))
     log_ratio = sum(math.log(r.ratio) * t for t, r in sites) / total
-    lo = sum(math.log(r.ci[0]) * t for t, r in sites if r.ci) / total
-    hi = sum(math.log(r.ci[1]) * t for t, r in sites if r.ci) / total
-    return PairedRatio(math.exp(log_ratio), (math.exp(lo), math.exp(hi)), sum(r.pairs for _, r in sites))
+
+    def combined(ends: Sequence[tuple[float, tuple[float, float]]]) -> tuple[float, float]:
+        return (math.exp(sum(math.log(lo) * t for t, (lo, _) in ends) / total),
+                math.exp(sum(math.log(hi) * t for t, (_, hi) in ends) / total))
+
+    ci = combined([(t, r.ci) for t, r in sites if r.ci is not None])
+    claim = combined([(t, r.claim_interval or r.ci) for t, r in sites if r.ci is not None])
+    return PairedRatio(math.exp(log_ratio), ci, sum(r.pairs for _, r in sites), claim)
 
 
 def over_process_pairs(sites: Sequence[tuple[float, Sequence[float]]]) -> BetweenPairs | None:
@@ -104,8 +114,9 @@ def compare_regions(regions: Sequence[Mapping[str, Any]], tolerances: Tolerances
     sites, this_time, ref_time, this_tmin, ref_tmin = [], 0.0, 0.0, 0.0, 0.0
     for region in compared:
         pair, ref = region["compare"], region["compare"]["ref"]
-        ci = pair.get("ci")
-        ratio = PairedRatio(float(pair["ratio"]), (float(ci[0]), float(ci[1])) if ci else None, int(pair["pairs"]))
+        ci, claim = pair.get("ci"), pair.get("claim_ci")
+        ratio = PairedRatio(float(pair["ratio"]), (float(ci[0]), float(ci[1])) if ci else None, int(pair["pairs"]),
+                            (float(claim[0]), float(claim[1])) if claim else None)
         sites.append((float(ref["time_s"]), ratio))
         # paired numbers only: the turns of the pairs, never a solo re-measure of this side
         this_time += float(pair.get("this_time_s") or region["time_s"])
@@ -118,15 +129,20 @@ def compare_regions(regions: Sequence[Mapping[str, Any]], tolerances: Tolerances
                                  for r in compared])
     paired = combined_ratio(sites) if over_pairs is None else over_pairs.as_paired()
     time = Change("time", this_time, ref_time, paired.ratio, paired.ci, None,
-                  time_verdict(paired, tolerances.max_slowdown))
+                  time_verdict(paired, tolerances.max_slowdown), paired.claim_ci)
     # fraction = t_min / time on both sides (the same roofs): its ratio is the t_min ratio over the time ratio
     scale = this_tmin / ref_tmin if ref_tmin > 0 else 1.0
-    f_ci = None if paired.ci is None else (scale / paired.ci[1], scale / paired.ci[0])
+
+    def fraction_ci(ci: tuple[float, float] | None) -> tuple[float, float] | None:
+        return None if ci is None else (scale / ci[1], scale / ci[0])
+
+    f_ci, f_claim = fraction_ci(paired.ci), fraction_ci(paired.claim_ci)
     f_ratio = scale / paired.ratio
     this_f, ref_f = this_tmin / this_time, ref_tmin / ref_time
-    f_paired = PairedRatio(1 / f_ratio, None if f_ci is None else (1 / f_ci[1], 1 / f_ci[0]), paired.pairs)
+    f_paired = PairedRatio(1 / f_ratio, None if f_ci is None else (1 / f_ci[1], 1 / f_ci[0]), paired.pairs,
+                           None if f_claim is None else (1 / f_claim[1], 1 / f_claim[0]))
     f_verdict = _TIME_VERDICT[verdict(f_paired, 1 / (1 - tolerances.max_drop) - 1)]
-    fraction = Change("fraction", this_f, ref_f, f_ratio, f_ci, None, f_verdict)
+    fraction = Change("fraction", this_f, ref_f, f_ratio, f_ci, None, f_verdict, f_claim)
     now = Work.from_record({"flops_by_precision": sum_maps(r.get("flops_by_precision") or {} for r in compared),
                             "bytes": sum_maps(r.get("bytes") or {} for r in compared)})
     ref_work = Work.from_record({"flops_by_precision": sum_maps((r["compare"]["ref"].get("flops_by_precision")
@@ -148,7 +164,9 @@ def compare_regions(regions: Sequence[Mapping[str, Any]], tolerances: Tolerances
 def failure_message(nodeid: str, result: TestComparison, record: Mapping[str, Any]) -> str:
     """One message: the explanation, both sides' times and fractions, the ratio and its interval, the base."""
     t, f = result.time, result.fraction
-    ci = "" if t.ci is None else f", {int(100 * 0.95)}% CI [{t.ci[0]:.3f}, {t.ci[1]:.3f}]"
+    ci = "" if t.ci is None else f", 95% CI [{t.ci[0]:.3f}, {t.ci[1]:.3f}]"
+    if t.claim_ci is not None:
+        ci += f", 99% CI [{t.claim_ci[0]:.3f}, {t.claim_ci[1]:.3f}]"
     why = {"time": f"time rose more than max_slowdown {record['max_slowdown']:.0%}",
            "fraction": f"fraction fell more than max_drop {record['max_drop']:.0%}",
            "work": "the counted work changed (fail_on includes work)"}

@@ -154,12 +154,16 @@ class Change:
     ci: tuple[float, float] | None  # None: inconclusive, no spread to judge with
     spread: Spread | None
     verdict: str  # "worse", "better", "same", "noisy" (worse beyond tolerance, not significant), "inconclusive"
+    claim_ci: tuple[float, float] | None = None  # A/B: the 99 % interval "worse"/"better" must clear 1 with
 
     def to_dict(self) -> dict[str, Any]:
-        return {"now": self.now, "reference": self.reference, "ratio": self.ratio,
-                "ci": None if self.ci is None else list(self.ci), "verdict": self.verdict,
-                "spread": None if self.spread is None else {"sigma": self.spread.sigma, "df": self.spread.df,
-                                                             "source": self.spread.source}}
+        out = {"now": self.now, "reference": self.reference, "ratio": self.ratio,
+               "ci": None if self.ci is None else list(self.ci), "verdict": self.verdict,
+               "spread": None if self.spread is None else {"sigma": self.spread.sigma, "df": self.spread.df,
+                                                            "source": self.spread.source}}
+        if self.claim_ci is not None:
+            out["claim_ci"] = list(self.claim_ci)
+        return out
 
 
 def seed_for(nodeid: str) -> int:
