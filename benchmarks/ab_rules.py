@@ -1,0 +1,77 @@
+"""The A/B stopping rule and verdict over process pairs, on simulated pairs: false alarms and power.
+
+No processes and no timing: each process pair's log ratio is drawn from a normal law with a chosen spread
+between pairs (``--cv``), a share of outlier pairs (``--outliers``, ±25 %) and a true change (0 % for A/A,
+``--slowdown`` for the planted one). The rule is the plugin's own (``compare.paired_stats.between_pairs``,
+``decided``, ``verdict``; pairs added from three on as in ``compare.pairs.measure_site``), so this measures
+what the code decides, not a model of it. ``--claim 95`` replays the rule before 2026-11-27 (a change claimed
+at 95 %, at most 5 pairs). The real between-pair spreads to try: 0.5-3 % on the 2-core CPU VM, 4-10 % for
+launch-bound kernels on an H100 (docs/ab-compare.md, "Measured").
+
+    python benchmarks/ab_rules.py [--comparisons 4000] [--cv 0.015 0.03 0.08] [--outliers 0 0.05]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import statistics
+from dataclasses import replace
+
+from pytest_roofline.compare.paired_stats import BetweenPairs, between_pairs, decided, verdict
+from pytest_roofline.compare.pairs import MAX_PROCESS_PAIRS, MIN_PROCESS_PAIRS
+
+
+def one_comparison(draw: random.Random, log_change: float, cv: float, outliers: float, tolerance: float,
+                   max_pairs: int, claim_at_95: bool) -> tuple[str, int]:
+    """(verdict, process pairs used) of one simulated call site."""
+    logs: list[float] = []
+
+    def top() -> BetweenPairs:
+        result = between_pairs([math.exp(v) for v in logs])
+        return replace(result, claim_ci=result.ci) if claim_at_95 else result
+
+    while True:
+        value = draw.gauss(log_change, cv)
+        if draw.random() < outliers:
+            value += draw.choice((-1.0, 1.0)) * math.log(1.25)
+        logs.append(value)
+        if len(logs) >= MIN_PROCESS_PAIRS and (decided(top(), tolerance, MIN_PROCESS_PAIRS)
+                                               or len(logs) >= max_pairs):
+            return verdict(top().as_paired(), tolerance), len(logs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--comparisons", type=int, default=4000, help="simulated call sites per cell")
+    parser.add_argument("--cv", type=float, nargs="+", default=[0.015, 0.03, 0.08],
+                        help="spread of the pairs' log ratios")
+    parser.add_argument("--outliers", type=float, nargs="+", default=[0.0, 0.05], help="share of ±25 %% pairs")
+    parser.add_argument("--slowdown", type=float, default=0.05, help="the planted change")
+    parser.add_argument("--tolerance", type=float, default=0.03, help="--roofline-compare-max-slowdown")
+    parser.add_argument("--claim", choices=("95", "99"), default="99",
+                        help="99: the plugin's rule; 95: the rule before (claimed at 95 %%, 5 pairs at most)")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    old = args.claim == "95"
+    max_pairs = 5 if old else MAX_PROCESS_PAIRS
+    draw = random.Random(args.seed)
+    print(f"claimed at {args.claim} %, at most {max_pairs} process pairs, tolerance {args.tolerance:.0%}, "
+          f"{args.comparisons} comparisons per cell")
+    print(f"{'pair CV':>8} {'outliers':>9}  {'A/A flagged':>12} {'pairs':>6}  {'planted caught':>15} {'pairs':>6}")
+    for cv in args.cv:
+        for outliers in args.outliers:
+            cells = []
+            for change in (0.0, math.log(1 + args.slowdown)):
+                runs = [one_comparison(draw, change, cv, outliers, args.tolerance, max_pairs, old)
+                        for _ in range(args.comparisons)]
+                hits = (sum(v != "unchanged" and v != "inconclusive" for v, _ in runs) if change == 0.0 else
+                        sum(v == "slower" for v, _ in runs))
+                cells.append((hits / len(runs), statistics.fmean(k for _, k in runs)))
+            (aa, aa_k), (caught, caught_k) = cells
+            print(f"{cv:8.1%} {outliers:9.0%}  {aa:12.2%} {aa_k:6.1f}  {caught:15.1%} {caught_k:6.1f}")
+
+
+if __name__ == "__main__":
+    main()
