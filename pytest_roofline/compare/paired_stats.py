@@ -97,7 +97,7 @@ def verdict(result: PairedRatio, tolerance: float) -> str:
 # exclude 1. Where the pairs vary by more than the band (launch-bound kernels on a GPU: 4-10 % between pairs
 # against a 3 % band), a 95 % interval excludes 1 in about 5 % of A/A comparisons, and each of those was a
 # false alarm (4 of 45 on the H100, 2026-11-27); at 99 % about 1 %. Up to 8 pairs buy back the power.
-CLAIM_CONFIDENCE = 0.99
+CLAIM_CONFIDENCE = 0.99  # the level of t995 (the 95 % interval's is t975's)
 
 # two-sided 95 % quantiles of Student's t by degrees of freedom (scipy.stats.t.ppf(0.975, df)), to df 30
 _T975 = (12.706205, 4.302653, 3.182446, 2.776445, 2.570582, 2.446912, 2.364624, 2.306004, 2.262157, 2.228139,

@@ -8,7 +8,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from pytest_roofline.compare.paired_stats import BetweenPairs, PairedRatio, between_pairs, verdict
+from pytest_roofline.compare.paired_stats import (
+    CLAIM_CONFIDENCE,
+    BetweenPairs,
+    PairedRatio,
+    between_pairs,
+    verdict,
+)
 from pytest_roofline.gates.baseline_stats import Change
 from pytest_roofline.gates.comparison import TestComparison, Tolerances, combine
 from pytest_roofline.measure.work import Work, work_change
@@ -46,7 +52,7 @@ def inconclusive_note(paired: PairedRatio, record_ratios: Sequence[float] | None
     beyond = not 1 / (1 + tolerance) <= paired.ratio <= 1 + tolerance
     claim = paired.claim_interval
     if beyond and claim is not None and paired.claim_ci is not None:  # a change too uncertain to claim
-        where = f"the 99% interval [{claim[0]:.3f}, {claim[1]:.3f}] reaches 1"
+        where = f"the {CLAIM_CONFIDENCE:.0%} interval [{claim[0]:.3f}, {claim[1]:.3f}] reaches 1"
     else:
         where = f"the interval [{paired.ci[0]:.3f}, {paired.ci[1]:.3f}] reaches past the ±{tolerance:.0%} band"
     # what narrows it: more pairs (the spread between them), or longer turns inside each (--roofline-max-time)
@@ -70,7 +76,7 @@ def combined_ratio(sites: Sequence[tuple[float, PairedRatio]]) -> PairedRatio:
                 math.exp(sum(math.log(hi) * t for t, (_, hi) in ends) / total))
 
     ci = combined([(t, r.ci) for t, r in sites if r.ci is not None])
-    claim = combined([(t, r.claim_interval or r.ci) for t, r in sites if r.ci is not None])
+    claim = combined([(t, r.claim_interval) for t, r in sites if r.claim_interval is not None])
     return PairedRatio(math.exp(log_ratio), ci, sum(r.pairs for _, r in sites), claim)
 
 
@@ -166,7 +172,7 @@ def failure_message(nodeid: str, result: TestComparison, record: Mapping[str, An
     t, f = result.time, result.fraction
     ci = "" if t.ci is None else f", 95% CI [{t.ci[0]:.3f}, {t.ci[1]:.3f}]"
     if t.claim_ci is not None:
-        ci += f", 99% CI [{t.claim_ci[0]:.3f}, {t.claim_ci[1]:.3f}]"
+        ci += f", {CLAIM_CONFIDENCE:.0%} CI [{t.claim_ci[0]:.3f}, {t.claim_ci[1]:.3f}]"
     why = {"time": f"time rose more than max_slowdown {record['max_slowdown']:.0%}",
            "fraction": f"fraction fell more than max_drop {record['max_drop']:.0%}",
            "work": "the counted work changed (fail_on includes work)"}
