@@ -50,8 +50,8 @@ def inconclusive_note(paired: PairedRatio, record_ratios: Sequence[float] | None
     pairs = "" if not record_ratios else (
         f"; process pairs {_ratios(record_ratios)} (CV {between_pairs(record_ratios).cv:.1%})")
     beyond = not 1 / (1 + tolerance) <= paired.ratio <= 1 + tolerance
-    claim = paired.claim_interval
-    if beyond and claim is not None and paired.claim_ci is not None:  # a change too uncertain to claim
+    claim = paired.claim_ci
+    if beyond and claim is not None:  # a change too uncertain to claim
         where = f"the {CLAIM_CONFIDENCE:.0%} interval [{claim[0]:.3f}, {claim[1]:.3f}] reaches 1"
     else:
         where = f"the interval [{paired.ci[0]:.3f}, {paired.ci[1]:.3f}] reaches past the ±{tolerance:.0%} band"
