@@ -11,7 +11,13 @@ from typing import Any
 
 import pytest
 
-from pytest_roofline.compare.cuda_turns import run_batch_events
+from pytest_roofline.compare.cuda_turns import (
+    BACKLOG_CAP_S,
+    BACKLOG_FLOOR_S,
+    Backlog,
+    event_runner,
+    run_batch_events,
+)
 from pytest_roofline.compare.paired_stats import PairedRatio, between_pairs, decided, t975, t995, verdict
 from pytest_roofline.compare.pairs import MIN_TURNS, measure_site, one_pair
 from pytest_roofline.gates.ab_report import (
@@ -261,6 +267,68 @@ def test_a_cuda_turn_times_each_call_between_events_and_syncs_the_host_between_t
     seconds, faults = run_batch_events(FakeCalls(cuda), 3, True, cuda)
     assert seconds == pytest.approx(2e-3) and faults == 0  # the setup's second per call is not in the time
     assert cuda.log == ["rewarm", "sync", "call", "call", "call", "sync"]
+
+
+class SpinningCuda(FakeCuda):
+    """A fake device whose spin kernel runs at 2 GHz, and a host clock each call's launch advances by 10 µs."""
+
+    RATE = 2e9
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.host = [0.0]
+
+    def _sleep(self, cycles: int) -> None:
+        self.clock[0] += cycles / self.RATE
+        self.log.append(f"spin {cycles}")
+
+
+class LaunchingCalls(FakeCalls):
+    def fn(self, seconds: float) -> None:
+        super().fn(seconds)
+        self.cuda.host[0] += 10e-6  # type: ignore[attr-defined]
+
+
+def test_a_cuda_turn_queues_a_spin_first_sized_on_the_hosts_last_turn() -> None:
+    """The backlog: a spin before the first start event, ``BACKLOG_MARGIN`` times the host's time to queue the
+    previous turn (50 µs a call before any), in cycles of the rate calibrated with events; the spin is outside
+    every event pair, so the time is the calls' alone."""
+    cuda = SpinningCuda()
+    backlog = Backlog(cuda)
+    assert backlog.calibrate() and backlog.cycles_per_s == pytest.approx(SpinningCuda.RATE)
+    cuda.log.clear()
+    calls = LaunchingCalls(cuda)
+    seconds, _ = run_batch_events(calls, 3, False, cuda, backlog, clock=lambda: cuda.host[0])
+    assert seconds == pytest.approx(2e-3)
+    first_spin = round(2.0 * 50e-6 * 3 * SpinningCuda.RATE)  # 300 µs of cycles
+    assert cuda.log == ["sync", f"spin {first_spin}", "call", "call", "call", "sync"]
+    assert backlog.host_per_call == pytest.approx(10e-6)
+    cuda.log.clear()
+    run_batch_events(calls, 3, False, cuda, backlog, clock=lambda: cuda.host[0])
+    assert cuda.log[1] == f"spin {round(2.0 * 10e-6 * 3 * SpinningCuda.RATE)}"  # 60 µs: the host's pace, ×2
+    backlog.observe(10.0, 1)  # a turn that waited on the host (a sync inside the call): capped
+    assert backlog.seconds(1) == BACKLOG_CAP_S
+    backlog.observe(0.0, 1)
+    assert backlog.seconds(1) == BACKLOG_FLOOR_S
+
+
+def test_without_a_spin_kernel_a_cuda_turn_is_timed_as_before() -> None:
+    cuda = FakeCuda()  # no _sleep: an older torch, or another array library
+    run = event_runner(cuda)
+    assert run is not None
+    seconds, _ = run(FakeCalls(cuda), 2, False)
+    assert seconds == pytest.approx(2e-3) and cuda.log == ["sync", "call", "call", "sync"]
+    spinning = SpinningCuda()
+    run = event_runner(spinning)
+    assert run is not None
+    run(LaunchingCalls(spinning), 2, False)
+    calibration = ["spin", "spin", "sync"]  # once per process, at its first turn
+    assert [entry.split()[0] for entry in spinning.log] == ["sync", *calibration, "spin", "call", "call", "sync"]
+    spinning.log.clear()
+    run = event_runner(spinning)  # the next call site
+    assert run is not None
+    run(LaunchingCalls(spinning), 2, False)
+    assert [entry.split()[0] for entry in spinning.log] == ["sync", "spin", "call", "call", "sync"]
 
 
 def test_the_pool_never_calls_new_a_test_this_checkouts_twin_lacks(tmp_path: Path) -> None:
