@@ -78,10 +78,13 @@ def sleep_cycles_per_second():
 
 
 def device_seconds(fn, args, kwargs):
-    """The median device time of one call, CUDA events around each of 21 calls, each queued behind a 2 ms spin
-    as the plugin's turns are (compare/cuda_turns.py): the events time the kernels, not the host's launches."""
+    """The median device time of one call, CUDA events around each of 21 calls, each queued behind a spin of
+    four times the host's time to queue it (at least 2 ms), as the plugin's turns are (compare/cuda_turns.py):
+    the events time the kernels, not the host's launches."""
     times = []
-    spin = int(2e-3 * sleep_cycles_per_second())
+    torch.cuda.synchronize()
+    queued = time.perf_counter(); fn(*args, **kwargs); queued = time.perf_counter() - queued
+    spin = int(max(2e-3, 4 * queued) * sleep_cycles_per_second())
     for _ in range(21):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         torch.cuda._sleep(spin); start.record(); fn(*args, **kwargs); end.record(); end.synchronize()

@@ -14,6 +14,7 @@ import pytest
 from pytest_roofline.compare.cuda_turns import (
     BACKLOG_CAP_S,
     BACKLOG_FLOOR_S,
+    CUDA_MAX_BATCH,
     Backlog,
     event_runner,
     run_batch_events,
@@ -278,15 +279,37 @@ class SpinningCuda(FakeCuda):
         super().__init__()
         self.host = [0.0]
 
+        self.pending = 0.0  # device seconds queued since the host last waited
+
     def _sleep(self, cycles: int) -> None:
         self.clock[0] += cycles / self.RATE
+        self.pending += cycles / self.RATE
         self.log.append(f"spin {cycles}")
+
+    def synchronize(self) -> None:
+        self.pending = 0.0
+        super().synchronize()
 
 
 class LaunchingCalls(FakeCalls):
+    """Calls of ``seconds`` on the device whose launch takes the host 10 µs; ``syncs``: each call then waits on
+    the host for everything queued (``.item()``)."""
+
+    def __init__(self, cuda: SpinningCuda, seconds: float = 2e-3, syncs: bool = False) -> None:
+        super().__init__(cuda)
+        self.spinning, self.seconds, self.syncs = cuda, seconds, syncs
+
+    def arguments(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        super().arguments()
+        return (self.seconds,), {}
+
     def fn(self, seconds: float) -> None:
         super().fn(seconds)
-        self.cuda.host[0] += 10e-6  # type: ignore[attr-defined]
+        self.spinning.host[0] += 10e-6
+        self.spinning.pending += seconds
+        if self.syncs:
+            self.spinning.host[0] += self.spinning.pending
+            self.spinning.pending = 0.0
 
 
 def test_a_cuda_turn_queues_a_spin_first_sized_on_the_hosts_last_turn() -> None:
@@ -310,6 +333,26 @@ def test_a_cuda_turn_queues_a_spin_first_sized_on_the_hosts_last_turn() -> None:
     assert backlog.seconds(1) == BACKLOG_CAP_S
     backlog.observe(0.0, 1)
     assert backlog.seconds(1) == BACKLOG_FLOOR_S
+
+
+def test_a_call_that_syncs_stops_growing_the_spin_and_a_turn_holds_at_most_the_batch_cap() -> None:
+    """A call that waits on the host drains the spin, and the host's time then includes the spin: that time is
+    taken as the pace for ``MAX_GROWTH`` turns, then the spin keeps its size (it would double every turn)."""
+    cuda = SpinningCuda()
+    backlog = Backlog(cuda)
+    calls = LaunchingCalls(cuda, seconds=20e-6, syncs=True)
+    spins = []
+    for _ in range(6):
+        run_batch_events(calls, 3, False, cuda, backlog, clock=lambda: cuda.host[0])
+        spins.append(backlog.queued_s)
+    assert spins[:3] == pytest.approx([300e-6, 780e-6, 1740e-6])  # 2 × (spin + 3 × (20 + 10) µs) / 3 × 3
+    assert spins[2:] == pytest.approx([1740e-6] * 4) and spins[-1] < BACKLOG_CAP_S
+    held = LaunchingCalls(cuda, seconds=20e-6)  # the next turns queue faster than the spin: the pace again
+    run_batch_events(held, 3, False, cuda, backlog, clock=lambda: cuda.host[0])
+    assert backlog.drained == 0 and backlog.host_per_call == pytest.approx(10e-6)
+    cuda.log.clear()
+    seconds, _ = run_batch_events(held, 1000, False, cuda, backlog, clock=lambda: cuda.host[0])
+    assert cuda.log.count("call") == CUDA_MAX_BATCH and seconds == pytest.approx(20e-6)
 
 
 def test_without_a_spin_kernel_a_cuda_turn_is_timed_as_before() -> None:

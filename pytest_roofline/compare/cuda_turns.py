@@ -11,9 +11,10 @@ device idle between a start event and its kernel, so the events timed the host's
 On the H100 a 4096-element add read 24 µs a call and a small conv 90 µs, and that host time moved 4-40 %
 between processes (false alarms on identical code). A spin kernel queued first keeps the device busy while the
 host queues the whole turn; the device then runs the turn's events and kernels back to back, and the events
-time the kernels. The spin lasts ``BACKLOG_MARGIN`` times the host's time to queue the previous turn. A call that
-synchronizes the host itself (``.item()``, a copy to the host) drains the backlog; its later calls are timed as
-before.
+time the kernels. The spin lasts ``BACKLOG_MARGIN`` times the host's time to queue the previous turn. A call (or
+a setup step) that synchronizes the host itself (``.item()``, a copy to the host) drains the backlog: the calls
+after it in the turn are timed with their launches, and the spin stops growing after ``MAX_GROWTH`` such turns.
+Work a call queues on another stream never was behind the spin, nor between its events.
 """
 
 from __future__ import annotations
@@ -28,11 +29,14 @@ Runner = Callable[[Any, int, bool], tuple[float, int]]
 
 BACKLOG_MARGIN = 2.0  # the spin covers twice the host's last time to queue a turn (host jitter, a slow launch)
 BACKLOG_FLOOR_S = 20e-6  # and at least this: a first turn, or a host that queued in no time
-BACKLOG_CAP_S = 0.05  # a turn never waits longer than this on its spin
+BACKLOG_CAP_S = 0.02  # a turn never waits longer than this on its spin
+MAX_GROWTH = 2  # turns in a row that may grow the spin after it drained; then its size stays (a call that syncs)
 FIRST_GUESS_S = 50e-6  # host time to queue one call before any turn was seen (a torch op: 5-30 µs)
 CALIBRATION_CYCLES = 20_000_000  # ~10 ms at 2 GHz: the spin's launch is noise against it
+CUDA_MAX_BATCH = 100  # calls behind one spin: each queues two events and its kernels, and a stream holds about
+# a thousand pending launches before the host blocks (and the calls after are timed with their launches)
 
-_RATES: WeakKeyDictionary[Any, float] = WeakKeyDictionary()  # the spin's rate, once per process and device API
+_RATES: WeakKeyDictionary[Any, dict[int, float]] = WeakKeyDictionary()  # the spin's rate per device, per process
 
 
 class Backlog:
@@ -41,12 +45,16 @@ class Backlog:
     def __init__(self, cuda: Any) -> None:
         self.cuda = cuda
         self.spin: Callable[[int], None] | None = getattr(cuda, "_sleep", None)
-        self.cycles_per_s: float | None = _RATES.get(cuda)
+        device = getattr(cuda, "current_device", lambda: 0)
+        self.device: int = device()
+        self.cycles_per_s: float | None = _RATES.get(cuda, {}).get(self.device)
         self.host_per_call = FIRST_GUESS_S  # a call site of its own: its own pace
+        self.queued_s = 0.0  # the spin ahead of the turn now being queued
+        self.drained = 0  # turns in a row whose host took as long as their spin
 
     def calibrate(self) -> bool:
-        """The spin's rate in cycles per second, timed once per process with events; False where there is no
-        spin."""
+        """The spin's rate in cycles per second, timed once per process and device with events; False where
+        there is no spin."""
         if self.spin is None:
             return False
         if self.cycles_per_s is None:
@@ -60,17 +68,29 @@ class Backlog:
             if seconds <= 0:
                 self.spin = None
                 return False
-            self.cycles_per_s = _RATES[self.cuda] = CALIBRATION_CYCLES / seconds
+            self.cycles_per_s = CALIBRATION_CYCLES / seconds
+            _RATES.setdefault(self.cuda, {})[self.device] = self.cycles_per_s
         return True
 
     def seconds(self, batch: int) -> float:
         return min(BACKLOG_CAP_S, max(BACKLOG_FLOOR_S, BACKLOG_MARGIN * self.host_per_call * batch))
 
     def queue(self, batch: int) -> None:
+        self.queued_s = 0.0
         if self.calibrate() and self.spin is not None and self.cycles_per_s:
-            self.spin(round(self.seconds(batch) * self.cycles_per_s))
+            self.queued_s = self.seconds(batch)
+            self.spin(round(self.queued_s * self.cycles_per_s))
 
     def observe(self, host_seconds: float, batch: int) -> None:
+        """Learn the host's pace from a turn's queueing time. A host that took as long as the spin may have
+        waited on it (a call or setup that synchronizes), so such a time is the pace only for ``MAX_GROWTH``
+        turns in a row: the spin grows to cover a slow host, never without bound on a call that syncs."""
+        if self.queued_s and host_seconds >= self.queued_s:
+            self.drained += 1
+            if self.drained > MAX_GROWTH:
+                return
+        else:
+            self.drained = 0
         self.host_per_call = host_seconds / max(1, batch)
 
 
@@ -93,7 +113,9 @@ def run_batch_events(calls: Any, batch: int, rewarm: bool, cuda: Any, backlog: B
                      clock: Callable[[], float] = time.perf_counter) -> tuple[float, int]:
     """``batch`` calls of ``calls`` (a ``timing._Calls``), each between two events; seconds per call (device
     time) and host page faults per call. ``rewarm``: one untimed call first, as on the CPU. ``backlog``: a spin
-    queued first, so that the events time the kernels rather than the host's launches."""
+    queued first, so that the events time the kernels rather than the host's launches. At most
+    ``CUDA_MAX_BATCH`` calls, whatever ``batch`` asks (the time is per call)."""
+    batch = max(1, min(batch, CUDA_MAX_BATCH))
     if rewarm:
         calls.run()
     cuda.synchronize()  # nothing of the other side's turn or of the re-warm is left in flight
