@@ -206,9 +206,9 @@ def make_repo(root: Path, percents: list[float], copies: int, device: str) -> Pa
 
 
 def session(repo: Path, out: Path, compare: bool, max_time: float, pairs: int | None = None,
-            plugin: Path | None = None, only: list[str] | None = None) -> tuple[float, dict]:
-    """One session's wall time and results; ``plugin``: a checkout of pytest-roofline to import instead;
-    ``only``: these workloads' tests alone."""
+            plugin: Path | None = None, only: list[str] | None = None) -> tuple[float, dict, str]:
+    """One session's wall time, results and terminal output; ``plugin``: a checkout of pytest-roofline to import
+    instead; ``only``: these workloads' tests alone."""
     args = [sys.executable, "-m", "pytest", "tests", "--roofline", f"--roofline-dir={out}", "--roofline-history=none",
             f"--roofline-max-time={max_time}", "-q", "-p", "no:cacheprovider", "--roofline-counter=analytic"]
     if only:
@@ -227,7 +227,7 @@ def session(repo: Path, out: Path, compare: bool, max_time: float, pairs: int | 
         print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
         raise SystemExit(f"no results.json from {' '.join(args)}" + ("" if plugin is None else
                                                                       f" with PYTHONPATH={plugin}"))
-    return elapsed, json.loads(path.read_text())
+    return elapsed, json.loads(path.read_text()), done.stdout + done.stderr
 
 
 @dataclass
@@ -243,15 +243,19 @@ class Tally:
     persistent: dict[str, list[float]] = field(default_factory=dict)  # A/A: spread that follows the processes
     compare_s: list[float] = field(default_factory=list)
     plain_s: list[float] = field(default_factory=list)
+    unjudged: list[str] = field(default_factory=list)  # "session: test outcome" of comparisons with no verdict
+    sessions: int = 0
 
     def add(self, results: dict[str, Any]) -> None:
         pair_logs: dict[str, list[list[float]]] = {}  # workload -> per A/A copy, its first 3 pairs
+        self.sessions += 1
         for test in results["tests"]:
             name = test["nodeid"].split("::")[1]
             workload, _, rest = name.partition("[")
             percent = rest.rstrip("]").split("-")[0]
             record = test.get("compare") or {}
             if "changes" not in record:
+                self.unjudged.append(f"session {self.sessions}: {name} {test.get('outcome')}")
                 continue
             key = (workload.removeprefix("test_"), percent)
             self.flagged.setdefault(key, []).append(record["verdict"] == "regressed")
@@ -306,16 +310,17 @@ def main() -> None:
                 turn = [(index + k) % len(plugins) for k in range(len(plugins))]
                 for number, plugin, tally in ((n, plugins[n], tallies[n]) for n in turn):
                     if index < args.plain_sessions:
-                        seconds, _ = session(repo, root / f"plain-{index}-{number}", False, args.max_time,
+                        seconds, _, _ = session(repo, root / f"plain-{index}-{number}", False, args.max_time,
                                              plugin=plugin, only=args.only)
                         tally.plain_s.append(seconds)
-                    seconds, results = session(repo, root / f"compare-{index}-{number}", True, args.max_time,
-                                               args.pairs, plugin=plugin, only=args.only)
+                    seconds, results, output = session(repo, root / f"compare-{index}-{number}", True,
+                                                       args.max_time, args.pairs, plugin=plugin, only=args.only)
                     tally.compare_s.append(seconds)
                     if args.keep is not None:
                         args.keep.mkdir(parents=True, exist_ok=True)
                         name = f"compare-{index}" + (f"-{number}" if len(plugins) > 1 else "")
                         (args.keep / f"{name}.results.json").write_text(json.dumps(results))
+                        (args.keep / f"{name}.log").write_text(output)
                     tally.add(results)
                     print(f"session {index + 1}/{args.sessions}" + (f" ({plugin})" if plugin else "")
                           + f": {seconds:.0f} s", file=sys.stderr)
@@ -387,6 +392,8 @@ def report(args: argparse.Namespace, percents: list[Any], tally: Tally) -> None:
     every = [m for v in moved.values() for m in v]
     if every:
         print(f"A/A false alarms: {sum(every)} of {len(every)} comparisons ({sum(every) / len(every):.1%})")
+    if tally.unjudged:  # a comparison with no verdict is neither caught nor clean: name it (--keep has the log)
+        print(f"no verdict in {len(tally.unjudged)} comparisons: " + "; ".join(tally.unjudged))
     for p in percents:
         values = [statistics.median(ratios[(w, str(p))]) for w in workloads if (w, str(p)) in ratios]
         print(f"  {p} % planted: median paired ratio per workload " + ", ".join(f"{v:.3f}" for v in values))

@@ -19,7 +19,15 @@ from pytest_roofline.compare.cuda_turns import (
     event_runner,
     run_batch_events,
 )
-from pytest_roofline.compare.paired_stats import PairedRatio, between_pairs, decided, t975, t995, verdict
+from pytest_roofline.compare.paired_stats import (
+    PairedRatio,
+    between_pairs,
+    decided,
+    signed_rank_critical,
+    t975,
+    t995,
+    verdict,
+)
 from pytest_roofline.compare.pairs import MIN_TURNS, measure_site, one_pair
 from pytest_roofline.gates.ab_report import (
     compare_regions,
@@ -73,6 +81,32 @@ def test_a_change_is_claimed_at_99_percent_and_unchanged_said_at_95() -> None:
     # a real 10 % slowdown, pairs within 1 %: both intervals clear 1 (and the band), decided at three pairs
     slower = between_pairs([1.10, 1.11, 1.09])
     assert verdict(slower.as_paired(), 0.03) == "slower" and decided(slower, 0.03, 3)
+
+
+def test_one_pair_far_from_the_others_leaves_the_claim_to_the_signed_rank_interval() -> None:
+    # the signed-rank statistic's null law by hand, n = 8: P(W <= 0) = 1/256, two-sided 0.0078 <= 0.01, and
+    # P(W <= 1) = 2/256 (0.0156) is not; P(W <= 3) = 5/256 (two-sided 0.039) <= 0.05 < 7/256 (W <= 4, 0.055)
+    assert signed_rank_critical(8, 0.01) == 0 and signed_rank_critical(8, 0.05) == 3
+    assert signed_rank_critical(7, 0.01) == -1 and signed_rank_critical(10, 0.05) == 8  # 8: the printed tables'
+    # a 5 % planted copy on the CPU VM (2026-11-27, --roofline-max-time 1.0): one pair of 1.207 among seven of
+    # 1.02-1.09 widens the 99 % t-interval to [0.998, 1.141]; all eight pairs read slower, so the 99 % signed-rank
+    # interval is [smallest pair, largest pair] (W = 0) and excludes 1
+    pairs = [1.207, 1.069, 1.018, 1.039, 1.088, 1.056, 1.03, 1.042]
+    robust = between_pairs(pairs)
+    assert robust.interval == "signed-rank" and robust.claim_ci == pytest.approx((1.018, 1.207))
+    assert 1.04 < robust.ratio < 1.07 and robust.ci is not None and robust.ci[0] > 1
+    assert verdict(robust.as_paired(), 0.03) == "slower"
+    # seven of them: no 99 % signed-rank interval exists, the t one decides (and reaches 1)
+    seven = between_pairs(pairs[:7])
+    assert seven.interval == "t" and seven.claim_ci is not None and seven.claim_ci[0] < 1
+    assert verdict(seven.as_paired(), 0.03) == "inconclusive"
+    # identical code with one far pair: its mean is past the band (1.036) but the pairs do not agree on a side,
+    # so the t-interval stays and the comparison stays inconclusive, never slower
+    aa = between_pairs([1.25, 1.02, 0.99, 1.01, 1.02, 1.0, 1.01, 1.01])
+    assert aa.interval == "t" and aa.ratio == pytest.approx(1.036, abs=1e-3)
+    assert verdict(aa.as_paired(), 0.03) == "inconclusive"
+    # agreeing pairs: the t-interval decides, whatever the signed-rank one would say
+    assert between_pairs([1.05, 1.051, 1.049, 1.05, 1.052, 1.048, 1.05, 1.05]).interval == "t"
 
 
 def test_the_stopping_rule_beyond_inside_or_straddling_the_band() -> None:

@@ -104,8 +104,10 @@ def process_record(regions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         return {}
     overall = {} if top is None else {"process_pairs": top.pairs, "pair_ratios": list(top.ratios),
                                       "between_cv": top.cv}
-    return {**overall, "interval": "t over process pairs" if top is not None or len(compared) == 1 else
-            "t over process pairs, site by site",
+    interval = (f"{top.interval} over process pairs" if top is not None else
+                str(compared[0]["compare"].get("interval") or "t over process pairs") if len(compared) == 1 else
+                "t over process pairs, site by site")
+    return {**overall, "interval": interval,
             "sites": [{"label": r.get("label"), "pair_ratios": r["compare"]["pair_ratios"],
                        "within": [{"ratio": w["ratio"], "ci": w["ci"], "turns": w["turns"]}
                                   for w in r["compare"].get("within") or []]} for r in compared]}
