@@ -28,8 +28,8 @@ def one_comparison(draw: random.Random, log_change: float, cv: float, outliers: 
     """(verdict, process pairs used) of one simulated call site."""
     logs: list[float] = []
 
-    def top() -> BetweenPairs:
-        result = between_pairs([math.exp(v) for v in logs], signed_rank)
+    def top(final: bool) -> BetweenPairs:  # as measure_site: stop on the t-interval, the signed-rank tried last
+        result = between_pairs([math.exp(v) for v in logs], signed_rank and final)
         return replace(result, claim_ci=result.ci) if claim_at_95 else result
 
     while True:
@@ -37,9 +37,9 @@ def one_comparison(draw: random.Random, log_change: float, cv: float, outliers: 
         if draw.random() < outliers:
             value += draw.choice((-1.0, 1.0)) * math.log(1.25)
         logs.append(value)
-        if len(logs) >= MIN_PROCESS_PAIRS and (decided(top(), tolerance, MIN_PROCESS_PAIRS)
+        if len(logs) >= MIN_PROCESS_PAIRS and (decided(top(False), tolerance, MIN_PROCESS_PAIRS)
                                                or len(logs) >= max_pairs):
-            return verdict(top().as_paired(), tolerance), len(logs)
+            return verdict(top(True).as_paired(), tolerance), len(logs)
 
 
 def main() -> None:

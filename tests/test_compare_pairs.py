@@ -31,6 +31,7 @@ from pytest_roofline.compare.paired_stats import (
 from pytest_roofline.compare.pairs import MIN_TURNS, measure_site, one_pair
 from pytest_roofline.gates.ab_report import (
     compare_regions,
+    failure_message,
     over_process_pairs,
     process_effects,
     process_record,
@@ -88,14 +89,36 @@ def test_one_pair_far_from_the_others_leaves_the_claim_to_the_signed_rank_interv
     # P(W <= 1) = 2/256 (0.0156) is not; P(W <= 3) = 5/256 (two-sided 0.039) <= 0.05 < 7/256 (W <= 4, 0.055)
     assert signed_rank_critical(8, 0.01) == 0 and signed_rank_critical(8, 0.05) == 3
     assert signed_rank_critical(7, 0.01) == -1 and signed_rank_critical(10, 0.05) == 8  # 8: the printed tables'
+    assert [signed_rank_critical(n, 0.01) for n in (9, 10, 11, 12)] == [1, 3, 5, 7]  # the tables' too
     # a 5 % planted copy on the CPU VM (2026-11-27, --roofline-max-time 1.0): one pair of 1.207 among seven of
     # 1.02-1.09 widens the 99 % t-interval to [0.998, 1.141]; all eight pairs read slower, so the 99 % signed-rank
     # interval is [smallest pair, largest pair] (W = 0) and excludes 1
     pairs = [1.207, 1.069, 1.018, 1.039, 1.088, 1.056, 1.03, 1.042]
     robust = between_pairs(pairs)
     assert robust.interval == "signed-rank" and robust.claim_ci == pytest.approx((1.018, 1.207))
-    assert 1.04 < robust.ratio < 1.07 and robust.ci is not None and robust.ci[0] > 1
+    # the Hodges-Lehmann estimate (median of the 36 Walsh averages) and the 95 % interval from the 4th smallest
+    # and largest of them (W <= 3), where the t-interval's mean read 1.067 and its 95 % interval [1.020, 1.116]
+    assert robust.ratio == pytest.approx(1.0547, abs=1e-4)
+    assert robust.ci == pytest.approx((1.0299, 1.1290), abs=1e-4)
     assert verdict(robust.as_paired(), 0.03) == "slower"
+    # one pair of exactly 1.0 among seven above: the smallest Walsh average is 0, the signed-rank interval
+    # reaches 1 and the t one stays
+    assert between_pairs([1.0, *pairs[1:]]).interval == "t"
+    # ten pairs, all above 1, one far (1.30): the 99 % t-interval reaches 0.995; the signed-rank one is the 4th
+    # smallest and largest Walsh averages (W <= 3), still above 1
+    ten = between_pairs([*pairs, 1.01, 1.30])
+    assert ten.interval == "signed-rank" and ten.claim_ci is not None and ten.claim_ci[0] > 1
+    assert between_pairs([*pairs, 1.01, 1.30], signed_rank=False).claim_ci[0] < 1  # type: ignore[index]
+    # the site tries it once, on its final pairs: stopping went on the t-interval to the pool's 8
+    result, _ = site(pairs)
+    assert result.top.pairs == 8 and result.top.interval == "signed-rank"
+    assert result.summary()["interval"] == "signed-rank over process pairs"
+    record = {"max_slowdown": 0.03, "max_drop": 0.1, "ref": "REF", "pairs": 80,
+              **process_record([region(robust.ratio, pairs)])}
+    assert record["interval"] == "signed-rank over process pairs"
+    said = compare_regions([region(robust.ratio, pairs)], Tolerances(0.1, 0.03, ("time",)), "REF", "memory:DRAM")
+    assert said is not None and said.verdict == "regressed"
+    assert "signed-rank interval over the pairs' Hodges-Lehmann ratios 1.207" in failure_message("t", said, record)
     # seven of them: no 99 % signed-rank interval exists, the t one decides (and reaches 1)
     seven = between_pairs(pairs[:7])
     assert seven.interval == "t" and seven.claim_ci is not None and seven.claim_ci[0] < 1

@@ -241,7 +241,7 @@ def test_a_fourth_pair_joins_only_where_three_did_not_decide(
     assert all(0.7 < r < 1.4 for r in second["pair_ratios"]), second
     record = results(path)["tests"][0]["compare"]
     if first["process_pairs"] != second["process_pairs"]:  # unequal pair counts: combined site by site
-        assert "process_pairs" not in record and record["interval"] == "t over process pairs, site by site"
+        assert "process_pairs" not in record and record["interval"] == "over process pairs, site by site"
     result = run_roofline(write_machine(MACHINE), "--roofline-compare", "HEAD~1", "--roofline-compare-pairs", "2")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--roofline-compare-pairs / ini roofline_compare_pairs must be a whole number >= 3*"])

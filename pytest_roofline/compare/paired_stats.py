@@ -132,8 +132,8 @@ class BetweenPairs:
     """The ratio over process pairs: exp(mean of the per-pair log ratios) with its 95 % t-interval (``ci``) and
     its 99 % one (``claim_ci``), None below two pairs; ``ratios``: each pair's ratio; ``cv``: their between-pair
     spread (sample standard deviation of the log ratios, about the CV of the ratios). ``interval``: "t", or
-    "signed-rank" where a lone pair far from the others widened the t-interval to 1 and the distribution-free
-    one did not (:func:`between_pairs`); then ``ratio`` is the Hodges-Lehmann estimate over the pairs."""
+    "signed-rank" where the 99 % t-interval reaches 1 and the exact signed-rank one does not
+    (:func:`between_pairs`); then ``ratio`` is the Hodges-Lehmann estimate over the pairs."""
 
     ratio: float
     ci: tuple[float, float] | None
@@ -193,13 +193,16 @@ def between_pairs(ratios: Sequence[float], signed_rank: bool = True) -> BetweenP
     q = 0.975 (``ci``) and 0.995 (``claim_ci``).
 
     A t-interval is widened by one pair far from the others (a process pair whose buffers landed badly: on the
-    CPU VM a 64 MiB copy's pairs read 1.02-1.09 and one 1.21), and then a clear change reads ``inconclusive``.
+    CPU VM a 64 MiB copy's pairs read 1.02-1.09 and one 1.207), and then a clear change reads ``inconclusive``.
     From 8 pairs on (the fewest with a 99 % signed-rank interval), where the 99 % t-interval reaches 1 and the
     exact signed-rank one does not, the top level is the signed-rank one: the Hodges-Lehmann estimate over the
-    pairs with its intervals. Either test alone is at its level; taking the second only where the first does
-    not decide adds a little (simulated: 0.1-0.5 point more A/A comparisons flagged where pairs have outliers or
-    spread 8 %, none where they spread up to 2 % without outliers; ``benchmarks/ab_rules.py``). ``signed_rank``:
-    False for the t-interval alone (the benchmark's rule before)."""
+    pairs with its intervals. At 8 pairs that interval excludes 1 exactly when all 8 pairs lie on one side of 1,
+    which identical code does with probability 2/256 (symmetric pairs): the switch adds at most 0.8 point of
+    claims on identical code, less with the verdict's further need of an estimate beyond the band (simulated:
+    0.1-0.5 point where pairs have outliers or spread 8 %, none where they spread up to 2 % without outliers;
+    ``benchmarks/ab_rules.py``). It is meant to be tried once per call site, on its final pairs
+    (:func:`.pairs.measure_site` stops on the t-interval alone). ``signed_rank``: False for the t-interval
+    alone."""
     logs = [math.log(r) for r in ratios if r > 0 and math.isfinite(r)]
     k = len(logs)
     if k == 0:

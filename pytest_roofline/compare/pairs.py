@@ -3,7 +3,7 @@
 Each call site is measured in ``k`` independent pairs of processes: a twin of this checkout and a twin of REF,
 both fresh pytest processes of the same plugin with the same settings, so both sides are measured by the same
 code (:mod:`.lockstep`'s ``follow``). Inside a pair, the two take turns as before (:func:`one_pair`); the pair
-gives one Hodges-Lehmann ratio. Over the pairs, the ratio and its t-interval (:func:`.paired_stats.between_pairs`);
+gives one Hodges-Lehmann ratio. Over the pairs, the ratio and its interval (:func:`.paired_stats.between_pairs`);
 pairs are added, from ``MIN_PROCESS_PAIRS`` on, until that interval is decided or the pool or budget is spent
 (:func:`measure_site`). Plain Python: the sides are callables, so the statistics and the stopping rule are tested
 with fakes.
@@ -183,5 +183,8 @@ def measure_site(pairs: Iterable[PairSides], policy: TimingPolicy, tolerance: fl
             break
         done.append(one_pair(pair.this_turn, pair.ref_turn, policy, PAIR_BUDGET_SHARE * policy.max_time_s, rng,
                              alloc_first=pair.alloc_first, rewarm=rewarm, clock=clock))
-        top = between_pairs([p.within.ratio for p in done])
+        top = between_pairs([p.within.ratio for p in done], signed_rank=False)
+    # the signed-rank interval is tried once, on the pairs there are at the end, never as a stopping rule: each
+    # try is one more chance of a false claim
+    top = between_pairs([p.within.ratio for p in done])
     return SiteResult(done, top, not decided(top, tolerance, min(min_pairs, len(done))), clock() - start)

@@ -82,7 +82,8 @@ def combined_ratio(sites: Sequence[tuple[float, PairedRatio]]) -> PairedRatio:
 
 def over_process_pairs(sites: Sequence[tuple[float, Sequence[float]]]) -> BetweenPairs | None:
     """The test's per-pair ratios from its call sites' (REF's time, per-pair ratios), each pair's log ratio
-    weighted by the sites' shares of REF's time, and the t-interval over them; None unless every site was
+    weighted by the sites' shares of REF's time, and the interval over them (:func:`.paired_stats.between_pairs`:
+    t, or signed-rank where that one decides); None unless every site was
     measured over the same number (at least two) of process pairs."""
     counts = {len(r) for _, r in sites}
     total = sum(t for t, _ in sites)
@@ -106,7 +107,7 @@ def process_record(regions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
                                       "between_cv": top.cv}
     interval = (f"{top.interval} over process pairs" if top is not None else
                 str(compared[0]["compare"].get("interval") or "t over process pairs") if len(compared) == 1 else
-                "t over process pairs, site by site")
+                "over process pairs, site by site")
     return {**overall, "interval": interval,
             "sites": [{"label": r.get("label"), "pair_ratios": r["compare"]["pair_ratios"],
                        "within": [{"ratio": w["ratio"], "ci": w["ci"], "turns": w["turns"]}
@@ -181,9 +182,9 @@ def failure_message(nodeid: str, result: TestComparison, record: Mapping[str, An
     ref = str(record.get("ref") or "REF")
     lines = [f"roofline: A/B regression: {result.explanation}",  # the explanation names REF once
              (f"  time per call {time_text(t.now, 4)} here, {time_text(t.reference, 4)} at {ref}; paired ratio {t.ratio:.3f}{ci} over "
-              + (f"{record['process_pairs']} process pairs ({record['pairs']} turns; t-interval over the pairs' "
-                 f"Hodges-Lehmann ratios {_ratios(record['pair_ratios'])})" if record.get("pair_ratios") else
-                 f"process pairs ({record['pairs']} turns; t-intervals over the pairs, combined site by site)"
+              + (f"{record['process_pairs']} process pairs ({record['pairs']} turns; {_interval_name(record)} over "
+                 f"the pairs' Hodges-Lehmann ratios {_ratios(record['pair_ratios'])})" if record.get("pair_ratios") else
+                 f"process pairs ({record['pairs']} turns; intervals over each site's pairs, combined site by site)"
                  if record.get("sites") else
                  f"{record['pairs']} pairs taken in turns (Hodges-Lehmann, Wilcoxon signed-rank interval)")),
              f"  fraction {f.now:.3g} here, {f.reference:.3g} at {ref}",
@@ -192,6 +193,11 @@ def failure_message(nodeid: str, result: TestComparison, record: Mapping[str, An
         lines.append(f"  work: {result.work.now.total_flops:.4g} FLOPs here, {result.work.reference.total_flops:.4g}"
                      f" at {ref}")
     return "\n".join(lines)
+
+
+def _interval_name(record: Mapping[str, Any]) -> str:
+    """"t-interval" or "signed-rank interval": which one decided (:func:`.paired_stats.between_pairs`)."""
+    return "signed-rank interval" if str(record.get("interval", "")).startswith("signed-rank") else "t-interval"
 
 
 def _ratios(ratios: Sequence[float]) -> str:
