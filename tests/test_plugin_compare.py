@@ -141,6 +141,25 @@ def test_a_commit_that_changes_only_the_readme_passes(
     assert record["changes"]["work"]["verdict"] == "same"
 
 
+def test_a_fraction_past_its_cached_roof_warns_in_an_a_b_session_and_the_a_b_verdict_stands(
+        repo: Path, write_machine: Callable[..., Path], run_roofline: Callable[..., pytest.RunResult]) -> None:
+    """1e8 FLOP in a 2 ms sleep is 5e10 FLOP/s against a pinned 1e10 roof: fraction about 5. A plain session
+    errors (the roof is wrong); an A/B session, which has no live probe, still compares the times and says so
+    (on the 2-core VM a 1-core DRAM roof made 4 A/B comparisons of `x*2+y` errors with no verdict)."""
+    commit(repo, 0.002, readme="docs only\n")
+    low = write_machine({"name": "low-roof", "peak_flops": {"fp32": 1e10}, "bandwidth": {"DRAM": 10e9}})
+    plain = run_roofline(low)
+    assert plain.ret != 0 and "the roof is wrong" in plain.stdout.str()
+    assert results(repo)["tests"][0]["outcome"] == "error"
+    result = run_roofline(low, "--roofline-compare", "HEAD~1")
+    assert result.ret == 0, result.stdout.str()
+    test = results(repo)["tests"][0]
+    assert test["outcome"] == "passed" and "the roof is wrong" in test["roof_warning"]
+    assert test["compare"]["verdict"] in ("steady", "inconclusive"), test["compare"]
+    assert test["compare"]["changes"]["time"]["ratio"] == pytest.approx(1.0, abs=0.1)
+    assert "A/B verdict compares times and stands" in result.stdout.str()
+
+
 def test_a_test_only_here_is_new_and_a_bad_ref_is_a_clear_error(
         repo: Path, write_machine: Callable[..., Path], run_roofline: Callable[..., pytest.RunResult]) -> None:
     (repo / "test_new.py").write_text(TEST.replace("test_step", "test_added"))

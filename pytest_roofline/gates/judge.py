@@ -5,7 +5,7 @@ Plain Python; the pytest glue turns a :class:`Judgement` into a failure or a tea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_roofline.measure.settings import MarkerOptions
@@ -21,7 +21,8 @@ class Judgement:
 
 def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None, xfail: bool) -> Judgement:
     """Gate one measured test (:func:`judge_threshold`, then the baseline gate); under ``--roofline-warn-only``
-    a failure becomes a warning (an error, a fraction no roof allows, stays an error: the roofs are wrong).
+    a failure becomes a warning (an error, a fraction no roof allows, stays an error: the roofs are wrong; in an
+    A/B session it is a warning, and the A/B verdict is still given: :func:`judge_threshold`).
 
     A per-device threshold (``min_fraction={"cpu": ..., "cuda": ...}``) is chosen here, by where the test's
     call sites ran: ``cuda`` if any ran on a GPU."""
@@ -38,11 +39,17 @@ def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
     elif state.compare_ref is not None and outcome.failure is None:
         from pytest_roofline.gates.ab import judge_compare
 
-        outcome = Judgement(failure=judge_compare(state, entry, options))
+        outcome = replace(outcome, failure=judge_compare(state, entry, options))  # keeps a roof warning
     if outcome.failure is not None and state.settings.warn_only:
         entry.extra["not_gated"] = "warn-only"
-        return Judgement(warning=f"{outcome.failure}\n  (--roofline-warn-only: reported, not failed)")
+        warned = f"{outcome.failure}\n  (--roofline-warn-only: reported, not failed)"
+        return Judgement(warning=warned if outcome.warning is None else f"{outcome.warning}\n{warned}")
     return outcome
+
+
+def paired(entry: TestEntry) -> bool:
+    """Whether any call site of the test was timed in process pairs with REF (``--roofline-compare``)."""
+    return any((getattr(region, "compare", None) or {}).get("compared") for region in entry.recorder.regions)
 
 
 def _with_baseline(state: RooflineState, entry: TestEntry, options: MarkerOptions | None, xfail: bool,
@@ -51,7 +58,7 @@ def _with_baseline(state: RooflineState, entry: TestEntry, options: MarkerOption
 
     if outcome.failure is None:
         regression = judge_baseline(state, entry, options, xfail)
-        outcome = Judgement(failure=regression)
+        outcome = replace(outcome, failure=regression)
     else:  # failed on its threshold: still compared, for the record
         compare_entry(state, entry, tolerances_of(state, options))
     return outcome
@@ -82,6 +89,13 @@ def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptio
         # with a threshold there is nothing to hold it to: an error of the test, never a pass
         return Judgement(error=f"roofline: {nothing}") if entry.min_fraction is not None else Judgement()
     impossible = roof_check(state, entry, verdict)
+    if impossible is not None and state.compare_ref is not None and paired(entry):
+        # an A/B session has no live probe (both sides on the cached roofs): on a host running faster than when
+        # it was characterized, a memory-bound call passes its cached roof; the A/B verdict compares times and
+        # does not rest on it, so it is still given (an error here lost it), with the roof named as a warning
+        entry.extra["roof_warning"] = impossible
+        return Judgement(warning=f"{impossible}\n  (an A/B session judges on the cached roofs, with no live probe: "
+                                 "the A/B verdict compares times and stands; the fraction does not)")
     if impossible is not None:
         return Judgement(error=impossible)
     if entry.min_fraction is None or verdict.fraction >= entry.min_fraction:
