@@ -145,11 +145,14 @@ def compare_regions(regions: Sequence[Mapping[str, Any]], tolerances: Tolerances
     def fraction_ci(ci: tuple[float, float] | None) -> tuple[float, float] | None:
         return None if ci is None else (scale / ci[1], scale / ci[0])
 
+    def over_scale(ci: tuple[float, float] | None) -> tuple[float, float] | None:
+        return None if ci is None else (ci[0] / scale, ci[1] / scale)
+
     f_ci, f_claim = fraction_ci(paired.ci), fraction_ci(paired.claim_ci)
     f_ratio = scale / paired.ratio
     this_f, ref_f = this_tmin / this_time, ref_tmin / ref_time
-    f_paired = PairedRatio(1 / f_ratio, None if f_ci is None else (1 / f_ci[1], 1 / f_ci[0]), paired.pairs,
-                           None if f_claim is None else (1 / f_claim[1], 1 / f_claim[0]))
+    # the fraction's drop judged as a slowdown: the time ratio over the t_min ratio, with its intervals
+    f_paired = PairedRatio(paired.ratio / scale, over_scale(paired.ci), paired.pairs, over_scale(paired.claim_ci))
     f_verdict = _TIME_VERDICT[verdict(f_paired, 1 / (1 - tolerances.max_drop) - 1)]
     fraction = Change("fraction", this_f, ref_f, f_ratio, f_ci, None, f_verdict, f_claim)
     now = Work.from_record({"flops_by_precision": sum_maps(r.get("flops_by_precision") or {} for r in compared),
