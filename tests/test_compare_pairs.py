@@ -246,6 +246,28 @@ def test_a_ratio_inside_the_band_with_an_interval_past_it_is_inconclusive_not_st
     assert narrow is not None and narrow.time.verdict == "same" and narrow.verdict == "steady"
 
 
+def test_an_inconclusive_note_says_which_level_to_sample_more() -> None:
+    """Pairs 3 % apart whose own turns are known to ±0.2 % (se 0.1 %): the spread is the pairs' state, which only
+    more pairs sample; the same pairs with turns of ±6 % (se ~3 %, as far apart as the pairs are): the turns
+    explain it, and a longer budget per pair narrows it too."""
+    tolerances = Tolerances(0.1, 0.03, ("time", "fraction"))
+
+    def with_turns(half_width: float) -> dict[str, Any]:
+        record = region(1.0, [0.97, 1.0, 1.03])
+        record["compare"]["within"] = [{"ratio": r, "ci": [r / (1 + half_width), r * (1 + half_width)], "turns": 40}
+                                       for r in record["compare"]["pair_ratios"]]
+        return record
+
+    placed = compare_regions([with_turns(0.002)], tolerances, "REF", "compute:fp32")
+    assert placed is not None and placed.time.verdict == "inconclusive"
+    assert placed.explanation.endswith("the pairs differ by more than their own turns explain: more process pairs "
+                                       "(--roofline-compare-pairs) narrow it, a longer --roofline-max-time hardly does")
+    noisy_turns = compare_regions([with_turns(0.06)], tolerances, "REF", "compute:fp32")
+    assert noisy_turns is not None and noisy_turns.time.verdict == "inconclusive"
+    assert noisy_turns.explanation.endswith("more process pairs (--roofline-compare-pairs) or a longer "
+                                            "--roofline-max-time narrow it")
+
+
 def test_paired_numbers_only_and_call_sites_combined_pair_by_pair() -> None:
     # this side's region time was replaced by a solo re-measure (0.2 ms); the record keeps the pairs' 1.1 ms
     one = region(1.1, [1.1, 1.1, 1.1], this_time=0.2e-3)
@@ -473,7 +495,8 @@ def test_the_pool_starts_further_pairs_only_when_asked_and_stops_growing_when_on
     from pytest_roofline.errors import CompareError
 
     def twin() -> Any:
-        return SimpleNamespace(nodeids={"t.py::a"}, error=None, log=tmp_path / "twin.log")
+        return SimpleNamespace(nodeids={"t.py::a"}, error=None, log=tmp_path / "twin.log",
+                               process=SimpleNamespace(pid=0))
 
     started: list[int] = []
 
@@ -483,7 +506,7 @@ def test_the_pool_starts_further_pairs_only_when_asked_and_stops_growing_when_on
             raise CompareError("--roofline-compare: the twin in /ref did not start")
         return (twin(), twin())
 
-    pool = TwinPool([(twin(), twin()) for _ in range(3)], starter=starter, limit=6)
+    pool = TwinPool([(twin(), twin()) for _ in range(3)], starter=starter, limit=6, room=lambda pids: None)
     assert started == [] and len(pool.pairs) == 3  # nothing started before a call site asks
     assert pool.grow() and started == [3] and len(pool.pairs) == 4
     assert not pool.grow() and started == [3, 4] and len(pool.pairs) == 4  # the fifth failed: no sixth tried

@@ -19,6 +19,7 @@ from typing import Any
 from pytest_roofline.compare.forker import Forker
 from pytest_roofline.compare.pairs import MAX_PROCESS_PAIRS, MIN_PROCESS_PAIRS, SiteResult, measure_site
 from pytest_roofline.compare.parity import Missing
+from pytest_roofline.compare.room import shortfall
 from pytest_roofline.compare.twin import TestLink, Twin, twin_environment
 from pytest_roofline.compare.worktree import Checkout
 from pytest_roofline.errors import ChannelClosed, CompareError, TwinStopped
@@ -207,17 +208,23 @@ class TwinPool:
     plugin uses (``begin_test``, ``end_test``, ``stop``, ``error``, ``nodeids``)."""
 
     def __init__(self, pairs: list[tuple[Twin, Twin]], starter: TwinStarter | None = None,
-                 limit: int | None = None, forker: Forker | None = None) -> None:
+                 limit: int | None = None, forker: Forker | None = None,
+                 room: Callable[[Sequence[int]], str | None] = shortfall) -> None:
         self.pairs = pairs
         self.nodeids: set[str] = set.intersection(*(set(t.nodeids) for pair in pairs for t in pair))
         self.starter = starter
         self.limit = len(pairs) if limit is None or starter is None else max(limit, len(pairs))
         self.grow_error: str | None = None  # why a later pair could not start (the pool stopped growing)
         self.forker = forker  # the zygote later pairs are forked from (compare.forker); closed by stop()
+        self.room = room  # why the machine has no room for one more pair now (compare.room), given the twins' pids
 
     def grow(self) -> bool:
         """Start one more pair, in parallel with nothing timed (every other twin waits on its socket)."""
         if self.starter is None or len(self.pairs) >= self.limit or self.error is not None:
+            return False
+        short = self.room([twin.process.pid for twin in self.twins])
+        if short is not None:  # not now: a later test, holding less, may still grow the pool
+            self.grow_error = f"the pool stayed at {len(self.pairs)} pairs: {short}"
             return False
         try:
             pair = self.starter(len(self.pairs))

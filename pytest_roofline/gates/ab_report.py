@@ -42,8 +42,27 @@ def time_verdict(paired: PairedRatio, tolerance: float) -> str:
     return _TIME_VERDICT[said]
 
 
-def inconclusive_note(paired: PairedRatio, record_ratios: Sequence[float] | None, tolerance: float) -> str:
-    """Why no verdict: the interval against the band, and what the process pairs said."""
+def what_narrows(record_ratios: Sequence[float] | None, within: Sequence[Mapping[str, Any]] | None) -> str:
+    """Which level to sample more: the pairs' spread beyond what their own turns explain (a pair's state: where
+    its buffers landed) is narrowed only by more pairs; the turns' part also by a longer budget per pair. From
+    the pairs' ratios and their own 95 % intervals; the general advice where they do not say."""
+    either = "more process pairs (--roofline-compare-pairs) or a longer --roofline-max-time narrow it"
+    own = [(math.log(w["ci"][1]) - math.log(w["ci"][0])) / (2 * 1.96) for w in within or ()
+           if w.get("ci") and w["ci"][0] > 0 and w["ci"][1] > w["ci"][0]]
+    if not record_ratios or len(record_ratios) < 3 or len(own) != len(record_ratios):
+        return either
+    logs = [math.log(r) for r in record_ratios]
+    spread = sum((v - sum(logs) / len(logs)) ** 2 for v in logs) / (len(logs) - 1)
+    turns = sum(se * se for se in own) / len(own)  # what the turns alone would spread the pairs by
+    if spread > 2 * turns:
+        return ("the pairs differ by more than their own turns explain: more process pairs "
+                "(--roofline-compare-pairs) narrow it, a longer --roofline-max-time hardly does")
+    return either
+
+
+def inconclusive_note(paired: PairedRatio, record_ratios: Sequence[float] | None, tolerance: float,
+                      within: Sequence[Mapping[str, Any]] | None = None) -> str:
+    """Why no verdict: the interval against the band, what the process pairs said, and what would narrow it."""
     if paired.ci is None:
         return (f"; inconclusive: too few process pairs for an interval ({paired.pairs}); more process pairs "
                 f"(--roofline-compare-pairs) give one")
@@ -55,9 +74,7 @@ def inconclusive_note(paired: PairedRatio, record_ratios: Sequence[float] | None
         where = f"the {CLAIM_CONFIDENCE:.0%} interval [{claim[0]:.3f}, {claim[1]:.3f}] reaches 1"
     else:
         where = f"the interval [{paired.ci[0]:.3f}, {paired.ci[1]:.3f}] reaches past the ±{tolerance:.0%} band"
-    # what narrows it: more pairs (the spread between them), or longer turns inside each (--roofline-max-time)
-    return (f"; inconclusive: {where}{pairs}; more process pairs (--roofline-compare-pairs) or a longer "
-            f"--roofline-max-time narrow it")
+    return f"; inconclusive: {where}{pairs}; {what_narrows(record_ratios, within)}"
 
 
 def combined_ratio(sites: Sequence[tuple[float, PairedRatio]]) -> PairedRatio:
@@ -165,12 +182,14 @@ def compare_regions(regions: Sequence[Mapping[str, Any]], tolerances: Tolerances
     if result.verdict != "inconclusive" or time.verdict != "inconclusive":
         return result
     ratios: Sequence[float] | None = None  # the pairs' ratios, where one set stands for the whole test
+    within = None  # and their own intervals, where the test has one call site
     if over_pairs is not None:
         ratios = over_pairs.ratios
     elif len(compared) == 1:
         ratios = compared[0]["compare"].get("pair_ratios")
+        within = compared[0]["compare"].get("within")
     return replace(result, explanation=result.explanation + inconclusive_note(paired, ratios,
-                                                                               tolerances.max_slowdown))
+                                                                               tolerances.max_slowdown, within))
 
 
 def failure_message(nodeid: str, result: TestComparison, record: Mapping[str, Any]) -> str:
