@@ -24,8 +24,9 @@ from pytest_roofline.compare.pairs import MAX_PROCESS_PAIRS, MIN_PROCESS_PAIRS
 
 
 def one_comparison(draw: random.Random, log_change: float, cv: float, outliers: float, tolerance: float,
-                   max_pairs: int, claim_at_95: bool, signed_rank: bool = True) -> tuple[str, int]:
-    """(verdict, process pairs used) of one simulated call site."""
+                   max_pairs: int, claim_at_95: bool, signed_rank: bool = True,
+                   outlier_size: float = 0.25) -> tuple[str, int]:
+    """(verdict, process pairs used) of one simulated call site; an outlier pair is off by ``outlier_size``."""
     logs: list[float] = []
 
     def top(final: bool) -> BetweenPairs:  # as measure_site: stop on the t-interval, the signed-rank tried last
@@ -35,7 +36,7 @@ def one_comparison(draw: random.Random, log_change: float, cv: float, outliers: 
     while True:
         value = draw.gauss(log_change, cv)
         if draw.random() < outliers:
-            value += draw.choice((-1.0, 1.0)) * math.log(1.25)
+            value += draw.choice((-1.0, 1.0)) * math.log1p(outlier_size)
         logs.append(value)
         if len(logs) >= MIN_PROCESS_PAIRS and (decided(top(False), tolerance, MIN_PROCESS_PAIRS)
                                                or len(logs) >= max_pairs):

@@ -30,10 +30,14 @@ from pytest_roofline.compare.paired_stats import (
 from pytest_roofline.measure.timing import TimingPolicy
 
 MIN_PROCESS_PAIRS = 3  # a t-interval from fewer pairs is too wide to decide anything
-MAX_PROCESS_PAIRS = 8  # the pool: pairs beyond the third are used only where the first three did not decide
+# The pool: pairs beyond the third are used only where the first three did not decide. Twelve pairs of a quarter
+# of the budget each, not eight of a half: the pairs' own state (where the buffers landed: a 64 MiB copy's
+# pairs 2 % apart beside turns of ±1.4 %) is sampled only by more pairs, and the 99 % t-interval at the full
+# pool narrows from about ±3.0 % to ±2.5 % there (benchmarks/ab_budget.py; docs/ab-compare.md, "Seventh round").
+MAX_PROCESS_PAIRS = 12
 MIN_TURNS = 10  # turns inside one pair, whatever its budget (fewer: no Wilcoxon interval, a noisy ratio)
 MAX_TURNS = 400
-PAIR_BUDGET_SHARE = 0.5  # one pair may take this share of --roofline-max-time (warm-up and turns, both sides)
+PAIR_BUDGET_SHARE = 0.25  # one pair may take this share of --roofline-max-time (warm-up and turns, both sides)
 CHECK_EVERY = 5
 
 Turn = Callable[[str, int], tuple[float, int]]  # (op "warm" or "call", batch) -> (seconds per call, faults)

@@ -45,7 +45,7 @@ class Settings:
     compare: str | None = None  # --roofline-compare REF: measure REF's twin in lockstep (None: off)
     compare_python: str | None = None  # the interpreter REF's twin runs under (None: this one)
     compare_max_slowdown: float = 0.03  # the A/B gate fails a test slower than this share, when significant
-    compare_pairs: int = 8  # the most process pairs per call site (--roofline-compare-pairs; 3 always)
+    compare_pairs: int = 12  # the most process pairs per call site (--roofline-compare-pairs; 3 always)
     baseline_any_machine: bool = False  # compare with other machines' sessions too
     warn_only: bool = False  # report every gate failure as a warning; fail no test on its performance
     min_time_s: float = 0.25  # the timed calls of a call site span at least this long (within max_time_s)

@@ -98,7 +98,7 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
     ("--roofline-compare-pairs", "roofline_compare_pairs",
      ("the most process pairs (a twin of this checkout and one of REF) each call site is compared in; 3 are "
       "started with the session and always used, more are started and used only where 3 do not decide (at least "
-      "3)"), "8"),
+      "3)"), "12"),
     ("--roofline-history-keep", "roofline_history_keep",
      ("how much history each machine keeps: N (the newest N sessions), Nd (sessions of the last N days), or all; "
       "each test's newest baseline sessions are always kept"), "200"),
