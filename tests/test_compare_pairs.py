@@ -249,23 +249,33 @@ def test_a_ratio_inside_the_band_with_an_interval_past_it_is_inconclusive_not_st
 def test_an_inconclusive_note_says_which_level_to_sample_more() -> None:
     """Pairs 3 % apart whose own turns are known to ±0.2 % (se 0.1 %): the spread is the pairs' state, which only
     more pairs sample; the same pairs with turns of ±6 % (se ~3 %, as far apart as the pairs are): the turns
-    explain it, and a longer budget per pair narrows it too."""
+    explain it, and a longer budget per pair narrows it too, if the pairs ran out of budget; pairs whose turns
+    reached their own target would not use a longer one."""
     tolerances = Tolerances(0.1, 0.03, ("time", "fraction"))
 
-    def with_turns(half_width: float) -> dict[str, Any]:
+    def with_turns(half_width: float, limited: bool = True) -> dict[str, Any]:
         record = region(1.0, [0.97, 1.0, 1.03])
-        record["compare"]["within"] = [{"ratio": r, "ci": [r / (1 + half_width), r * (1 + half_width)], "turns": 40}
-                                       for r in record["compare"]["pair_ratios"]]
+        record["compare"]["within"] = [{"ratio": r, "ci": [r / (1 + half_width), r * (1 + half_width)], "turns": 40,
+                                        "budget_limited": limited} for r in record["compare"]["pair_ratios"]]
         return record
 
-    placed = compare_regions([with_turns(0.002)], tolerances, "REF", "compute:fp32")
-    assert placed is not None and placed.time.verdict == "inconclusive"
-    assert placed.explanation.endswith("the pairs differ by more than their own turns explain: more process pairs "
-                                       "(--roofline-compare-pairs) narrow it, a longer --roofline-max-time hardly does")
-    noisy_turns = compare_regions([with_turns(0.06)], tolerances, "REF", "compute:fp32")
-    assert noisy_turns is not None and noisy_turns.time.verdict == "inconclusive"
-    assert noisy_turns.explanation.endswith("more process pairs (--roofline-compare-pairs) or a longer "
-                                            "--roofline-max-time narrow it")
+    def note(record: dict[str, Any]) -> str:
+        result = compare_regions([record], tolerances, "REF", "compute:fp32")
+        assert result is not None and result.time.verdict == "inconclusive"
+        return result.explanation
+
+    assert note(with_turns(0.002)).endswith("the pairs differ by more than their own turns explain: more process "
+                                           "pairs (--roofline-compare-pairs) narrow it most, a longer "
+                                           "--roofline-max-time hardly")
+    # turns of ±1.5 % (se ~0.75 %): the pairs' 3 % spread is 16 times their variance, still the pairs'
+    assert "narrow it most" in note(with_turns(0.015))
+    # turns of ±3 % (se ~1.5 %): 4 times, at the threshold: either
+    assert note(with_turns(0.03)).endswith("more process pairs (--roofline-compare-pairs) or a longer "
+                                           "--roofline-max-time narrow it")
+    assert note(with_turns(0.06)).endswith("more process pairs (--roofline-compare-pairs) or a longer "
+                                           "--roofline-max-time narrow it")
+    assert note(with_turns(0.06, limited=False)).endswith(
+        "more process pairs (--roofline-compare-pairs) narrow it (each pair's turns reached their own target)")
 
 
 def test_paired_numbers_only_and_call_sites_combined_pair_by_pair() -> None:
@@ -496,7 +506,7 @@ def test_the_pool_starts_further_pairs_only_when_asked_and_stops_growing_when_on
 
     def twin() -> Any:
         return SimpleNamespace(nodeids={"t.py::a"}, error=None, log=tmp_path / "twin.log",
-                               process=SimpleNamespace(pid=0))
+                               process=SimpleNamespace(pid=0, poll=lambda: None))
 
     started: list[int] = []
 
@@ -692,3 +702,15 @@ def test_the_untimed_call_is_kept_where_refilling_the_caches_could_cost_a_percen
     no_l3_bandwidth = Machine("cpu", {"fp32": 1e11}, {"DRAM": 2e10}, info=cpu.info)
     assert rewarm_pays(9.4e6, 7.9e-3, no_l3_bandwidth)
     assert rewarm_pays(9.4e6, 7.9e-3, Machine("cpu", {"fp32": 1e11}, {"DRAM": 2e10}))  # no cache sizes
+
+
+def test_the_pool_size_is_one_number_in_the_option_the_settings_and_the_pool() -> None:
+    from pytest_roofline.compare.pairs import MAX_PROCESS_PAIRS
+    from pytest_roofline.measure.state import Settings
+    from pytest_roofline.plugin.options import _OPTIONS
+
+    option = next(default for flag, _, _, default in _OPTIONS if flag == "--roofline-compare-pairs")
+    import dataclasses
+
+    settings = next(f.default for f in dataclasses.fields(Settings) if f.name == "compare_pairs")
+    assert int(option) == settings == MAX_PROCESS_PAIRS == 12

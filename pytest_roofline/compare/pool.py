@@ -9,6 +9,7 @@ pair is timed the others wait on their sockets, so no twin's own code runs besid
 
 from __future__ import annotations
 
+import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -200,6 +201,7 @@ class PoolLink:
 
 
 TwinStarter = Callable[[int], tuple[Twin, Twin]]  # pair number -> its two twins, started in parallel
+ROOM_RECHECK_S = 2.0  # reading 24 twins' smaps_rollup walks their page tables: not at every undecided call site
 
 
 class TwinPool:
@@ -217,14 +219,22 @@ class TwinPool:
         self.grow_error: str | None = None  # why a later pair could not start (the pool stopped growing)
         self.forker = forker  # the zygote later pairs are forked from (compare.forker); closed by stop()
         self.room = room  # why the machine has no room for one more pair now (compare.room), given the twins' pids
+        self.room_note: str | None = None  # the last time the pool stayed smaller for want of room, and why
+        self.refused_until = 0.0  # after a refusal the twins' memory is not weighed again for a while
 
     def grow(self) -> bool:
         """Start one more pair, in parallel with nothing timed (every other twin waits on its socket)."""
         if self.starter is None or len(self.pairs) >= self.limit or self.error is not None:
             return False
-        short = self.room([twin.process.pid for twin in self.twins])
+        if time.monotonic() < self.refused_until:
+            return False
+        try:  # only twins still running: an ended one's pid may be another process's by now
+            short = self.room([twin.process.pid for twin in self.twins if twin.process.poll() is None])
+        except Exception:  # noqa: BLE001 - a guard that cannot look never costs a call site its comparison
+            short = None
         if short is not None:  # not now: a later test, holding less, may still grow the pool
-            self.grow_error = f"the pool stayed at {len(self.pairs)} pairs: {short}"
+            self.room_note = f"a call site stayed at {len(self.pairs)} pairs: {short}"
+            self.refused_until = time.monotonic() + ROOM_RECHECK_S
             return False
         try:
             pair = self.starter(len(self.pairs))

@@ -42,21 +42,29 @@ def time_verdict(paired: PairedRatio, tolerance: float) -> str:
     return _TIME_VERDICT[said]
 
 
+PAIRS_DOMINATE = 4.0  # the pairs' spread past this many times what their turns explain: turns <= 1/4 of it
+
+
 def what_narrows(record_ratios: Sequence[float] | None, within: Sequence[Mapping[str, Any]] | None) -> str:
-    """Which level to sample more: the pairs' spread beyond what their own turns explain (a pair's state: where
-    its buffers landed) is narrowed only by more pairs; the turns' part also by a longer budget per pair. From
-    the pairs' ratios and their own 95 % intervals; the general advice where they do not say."""
-    either = "more process pairs (--roofline-compare-pairs) or a longer --roofline-max-time narrow it"
-    own = [(math.log(w["ci"][1]) - math.log(w["ci"][0])) / (2 * 1.96) for w in within or ()
+    """Which level to sample more. The pairs' spread beyond what their own turns explain (a pair's state: where
+    its buffers landed) is narrowed only by more pairs; the turns' part also by a longer budget per pair, and only
+    where the pairs ran out of budget (not where their turns reached their own target). From the pairs' ratios
+    and their own 95 % intervals; the general advice where they do not say."""
+    pairs = "more process pairs (--roofline-compare-pairs)"
+    either = f"{pairs} or a longer --roofline-max-time narrow it"
+    records = list(within or ())
+    if records and all("budget_limited" in w for w in records) and not any(w["budget_limited"] for w in records):
+        return f"{pairs} narrow it (each pair's turns reached their own target)"
+    own = [(math.log(w["ci"][1]) - math.log(w["ci"][0])) / (2 * 1.96) for w in records
            if w.get("ci") and w["ci"][0] > 0 and w["ci"][1] > w["ci"][0]]
     if not record_ratios or len(record_ratios) < 3 or len(own) != len(record_ratios):
         return either
     logs = [math.log(r) for r in record_ratios]
     spread = sum((v - sum(logs) / len(logs)) ** 2 for v in logs) / (len(logs) - 1)
     turns = sum(se * se for se in own) / len(own)  # what the turns alone would spread the pairs by
-    if spread > 2 * turns:
-        return ("the pairs differ by more than their own turns explain: more process pairs "
-                "(--roofline-compare-pairs) narrow it, a longer --roofline-max-time hardly does")
+    if spread > PAIRS_DOMINATE * turns:
+        return (f"the pairs differ by more than their own turns explain: {pairs} narrow it most, a longer "
+                f"--roofline-max-time hardly")
     return either
 
 
@@ -182,7 +190,7 @@ def compare_regions(regions: Sequence[Mapping[str, Any]], tolerances: Tolerances
     if result.verdict != "inconclusive" or time.verdict != "inconclusive":
         return result
     ratios: Sequence[float] | None = None  # the pairs' ratios, where one set stands for the whole test
-    within = None  # and their own intervals, where the test has one call site
+    within: Sequence[Mapping[str, Any]] | None = None  # and their own intervals, where the test has one site
     if over_pairs is not None:
         ratios = over_pairs.ratios
     elif len(compared) == 1:

@@ -170,6 +170,11 @@ class CompareSession:
             if grow_error:
                 terminalreporter.write_line(printable(f"roofline: compare: no further process pair could start, "
                                                       f"call sites were judged on fewer: {grow_error}"), yellow=True)
+            room_note = getattr(self.twin, "room_note", None)
+            if room_note:
+                terminalreporter.write_line(printable(f"roofline: compare: the pool of process pairs stayed smaller "
+                                                      f"than --roofline-compare-pairs for want of memory ({room_note})"
+                                                      ), yellow=True)
         except Exception as exc:  # noqa: BLE001 - the summary must never turn a finished run into an error
             terminalreporter.write_line(f"roofline: could not write the compare summary: {exc!r}")
 
