@@ -5,8 +5,8 @@ twelve pairs holds 24 copies of a test's working set, and a CUDA context per twi
 kernel's out-of-memory killer, or one that cannot allocate on the device, costs that test its comparison (and the
 OOM killer may pick the session itself). So a pair is added only while the host (and this job's memory
 cgroup), and the device where this process uses CUDA, has twice what the biggest twin now holds for each of the
-pair's two processes; otherwise the call site is judged on the pairs there are, and the summary says why. Linux only (``/proc``); elsewhere the
-pool grows as asked.
+pair's two processes; otherwise the call site is judged on the pairs there are, and the summary says why.
+Linux only (``/proc``); elsewhere the pool grows as asked.
 """
 
 from __future__ import annotations
@@ -98,7 +98,8 @@ def host_shortfall(pids: Sequence[int], proc: Path = Path("/proc"),
                    cgroup_fs: Path = Path("/sys/fs/cgroup")) -> str | None:
     """Why the host (or this process's memory cgroup) has no room for one more pair of twins like ``pids``; None
     when it has, or cannot tell."""
-    rooms = {"the host has": meminfo_available(proc), "this job's memory cgroup allows": cgroup_room(proc, cgroup_fs)}
+    rooms = {"the host has": meminfo_available(proc),
+             "this job's memory cgroup allows": cgroup_room(proc, cgroup_fs)}
     known = {where: room for where, room in rooms.items() if room is not None}
     if not known:
         return None
