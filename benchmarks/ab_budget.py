@@ -45,12 +45,13 @@ class Spread:
     pair_s: float  # seconds a pair took at ``share``
 
 
-# 2-core Zen 4 VM, --roofline-max-time 1.0, pairs of half the budget (final runs of 2026-11-27's sixth session)
+# 2-core Zen 4 VM, --roofline-max-time 1.0, pairs of half the budget: what --from derives from the sixth
+# session's four kept runs (2026-11-27, 20 sessions, 8 pairs of half the budget; `ab_sensitivity.py --keep`)
 MEASURED = {
-    "copy": Spread(0.020, 0.082, 38, 0.5, 0.495),
-    "gemm": Spread(0.006, 0.054, 15, 0.5, 0.49),
-    "conv2d": Spread(0.004, 0.050, 18, 0.5, 0.49),
-    "elementwise": Spread(0.010, 0.070, 63, 0.5, 0.498),
+    "copy": Spread(0.0126, 0.073, 40, 0.5, 0.50),
+    "gemm": Spread(0.0, 0.058, 17, 0.5, 0.49),
+    "conv2d": Spread(0.0, 0.037, 19, 0.5, 0.49),
+    "elementwise": Spread(0.0045, 0.090, 68, 0.5, 0.50),
 }
 
 

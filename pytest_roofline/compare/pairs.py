@@ -32,8 +32,8 @@ from pytest_roofline.measure.timing import TimingPolicy
 MIN_PROCESS_PAIRS = 3  # a t-interval from fewer pairs is too wide to decide anything
 # The pool: pairs beyond the third are used only where the first three did not decide. Twelve pairs of a quarter
 # of the budget each, not eight of a half: the pairs' own state (where the buffers landed: a 64 MiB copy's
-# pairs 2 % apart beside turns of ±1.4 %) is sampled only by more pairs, and the 99 % t-interval at the full
-# pool narrows from about ±3.0 % to ±2.5 % there (benchmarks/ab_budget.py; docs/ab-compare.md, "Seventh round").
+# pairs 2-3 % apart) is sampled only by more pairs, and the copy's 99 % t-interval at the full pool narrows
+# from about ±2.8 % to ±2.4 % (benchmarks/ab_budget.py; docs/ab-compare.md, "seventh round").
 MAX_PROCESS_PAIRS = 12
 MIN_TURNS = 10  # turns inside one pair, whatever its budget (fewer: no Wilcoxon interval, a noisy ratio)
 MAX_TURNS = 400
