@@ -188,13 +188,10 @@ class PoolLink:
                 opened(pair)
         regions: dict[int, dict[str, Any] | None] = {}
         for number, pair in enumerate(usable):  # every twin ends the site only now: none ran beside a turn
-            # REF's work and region from the first REF twin that has one. Its partner counts a call too (its
-            # region unused: this checkout's work is this session's own count), so the pair's two processes stay
-            # alike for the later tests: a counted call leaves its heap changed, and where the next test's buffers
-            # land with it (a one-sided count put x*2+y's first pair 0.6 % this side's way; docs/ab-compare.md)
-            counting = not any(regions.values())
             for side in pair.sides():
-                region = side.close_site(counting)
+                # REF's work and region from the first REF twin that has one; no other twin counts
+                wanted = side is pair.ref and not any(regions.values())
+                region = side.close_site(wanted)
                 if side is pair.ref:
                     regions[number] = region
                 side.read_ahead()
