@@ -45,11 +45,11 @@ def time_verdict(paired: PairedRatio, tolerance: float) -> str:
 PAIRS_DOMINATE = 4.0  # the pairs' spread past this many times what their turns explain: turns <= 1/4 of it
 
 
-def what_narrows(record_ratios: Sequence[float] | None, within: Sequence[Mapping[str, Any]] | None) -> str:
+def what_narrows(spread: BetweenPairs | None, within: Sequence[Mapping[str, Any]] | None) -> str:
     """Which level to sample more. The pairs' spread beyond what their own turns explain (a pair's state: where
     its buffers landed) is narrowed only by more pairs; the turns' part also by a longer budget per pair, and only
-    where the pairs ran out of budget (not where their turns reached their own target). From the pairs' ratios
-    and their own 95 % intervals; the general advice where they do not say."""
+    where the pairs ran out of budget (not where their turns reached their own target). From the pairs' spread
+    (``spread.cv``) and their own 95 % intervals; the general advice where they do not say."""
     pairs = "more process pairs (--roofline-compare-pairs)"
     either = f"{pairs} or a longer --roofline-max-time narrow it"
     records = list(within or ())
@@ -57,12 +57,10 @@ def what_narrows(record_ratios: Sequence[float] | None, within: Sequence[Mapping
         return f"{pairs} narrow it (each pair's turns reached their own target)"
     own = [(math.log(w["ci"][1]) - math.log(w["ci"][0])) / (2 * 1.96) for w in records
            if w.get("ci") and w["ci"][0] > 0 and w["ci"][1] > w["ci"][0]]
-    if not record_ratios or len(record_ratios) < 3 or len(own) != len(record_ratios):
+    if spread is None or spread.pairs < 3 or len(own) != spread.pairs:
         return either
-    logs = [math.log(r) for r in record_ratios]
-    spread = sum((v - sum(logs) / len(logs)) ** 2 for v in logs) / (len(logs) - 1)
     turns = sum(se * se for se in own) / len(own)  # what the turns alone would spread the pairs by
-    if spread > PAIRS_DOMINATE * turns:
+    if spread.cv ** 2 > PAIRS_DOMINATE * turns:
         return (f"the pairs differ by more than their own turns explain: {pairs} narrow it most, a longer "
                 f"--roofline-max-time hardly")
     return either
@@ -74,15 +72,15 @@ def inconclusive_note(paired: PairedRatio, record_ratios: Sequence[float] | None
     if paired.ci is None:
         return (f"; inconclusive: too few process pairs for an interval ({paired.pairs}); more process pairs "
                 f"(--roofline-compare-pairs) give one")
-    pairs = "" if not record_ratios else (
-        f"; process pairs {_ratios(record_ratios)} (CV {between_pairs(record_ratios).cv:.1%})")
+    spread = between_pairs(record_ratios, signed_rank=False) if record_ratios else None
+    pairs = "" if spread is None else f"; process pairs {_ratios(record_ratios or ())} (CV {spread.cv:.1%})"
     beyond = not 1 / (1 + tolerance) <= paired.ratio <= 1 + tolerance
     claim = paired.claim_ci
     if beyond and claim is not None:  # a change too uncertain to claim
         where = f"the {CLAIM_CONFIDENCE:.0%} interval [{claim[0]:.3f}, {claim[1]:.3f}] reaches 1"
     else:
         where = f"the interval [{paired.ci[0]:.3f}, {paired.ci[1]:.3f}] reaches past the ±{tolerance:.0%} band"
-    return f"; inconclusive: {where}{pairs}; {what_narrows(record_ratios, within)}"
+    return f"; inconclusive: {where}{pairs}; {what_narrows(spread, within)}"
 
 
 def combined_ratio(sites: Sequence[tuple[float, PairedRatio]]) -> PairedRatio:
