@@ -5,7 +5,7 @@ CUDA turn with a fake ``torch.cuda``. No timing: the sides are fakes that return
 from __future__ import annotations
 
 import math
-import random
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -186,22 +186,50 @@ def test_agreeing_pairs_stop_at_three_and_disagreeing_ones_use_the_pool() -> Non
     assert result.top.pairs == 3 and result.top.ci is not None and result.top.ci[0] > 1.03  # beyond the band
 
 
-def test_each_turn_pair_draws_its_order_so_both_sides_go_first_alike() -> None:
+def test_the_turn_orders_alternate_inside_a_pair_from_its_lead() -> None:
+    for lead, other in (("this", "ref"), ("ref", "this")):
+        clock = [0.0]
+        pair = FakePair(0.01, 0.01, clock)
+
+        def now(clock: list[float] = clock) -> float:
+            return clock[0]
+
+        times = one_pair(pair.this_turn, pair.ref_turn, TimingPolicy(max_time_s=1.0), 1.0, lead, clock=now)
+        assert times.warm_first == lead and len(times.first) >= MIN_TURNS
+        # lead, other, lead, ...: each side goes first in every other turn pair, not 60:40 as a draw may leave it
+        assert times.first == [lead if k % 2 == 0 else other for k in range(len(times.first))]
+        # the turns really ran in that order: the calls read lead other | other lead | lead other ...
+        calls = pair.turns[-2 * len(times.first):]
+        assert calls[:4] == [lead, other, other, lead] and calls[0::2] == times.first
+    with pytest.raises(ValueError, match="lead 'this' or 'ref'"):
+        one_pair(pair.this_turn, pair.ref_turn, TimingPolicy(max_time_s=1.0), 1.0, "REF")
+
+
+def test_the_pairs_of_a_call_site_take_the_lead_in_turn_and_the_first_lead_is_drawn() -> None:
     clock = [0.0]
-    pair = FakePair(0.01, 0.01, clock)
-    firsts: list[str] = []
-    warm_firsts = set()
-    rng = random.Random(7)
-    for _ in range(20):
-        times = one_pair(pair.this_turn, pair.ref_turn, TimingPolicy(max_time_s=1.0), 1.0, rng,
-                         clock=lambda: clock[0])
-        firsts += times.first
-        warm_firsts.add(times.warm_first)
-        assert len(times.first) >= MIN_TURNS
-    assert 0.4 < firsts.count("this") / len(firsts) < 0.6
-    assert warm_firsts == {"this", "ref"}
-    # the turns really ran in the drawn order: each turn pair's first call is the side named first
-    assert pair.turns[0::2][-len(times.first):] == times.first
+    leads = {}
+    for seed in range(40):
+        pairs = [FakePair(0.01 * r, 0.01, clock) for r in (0.95, 1.05, 1.0, 1.04, 0.97)]
+        result = measure_site(pairs, TimingPolicy(max_time_s=1.0), 0.03, seed=seed, clock=lambda: clock[0])
+        warm = [p.warm_first for p in result.pairs]
+        assert len(warm) == 5 and all(a != b for a, b in pairwise(warm))  # this, ref, this, ... or the mirror
+        leads[seed] = warm[0]
+    assert set(leads.values()) == {"this", "ref"}  # which side leads the first pair is drawn per seed
+    # the same seed, the same orders (a pool draws its seed once per session: compare/pool.py)
+    again = measure_site([FakePair(0.01, 0.01, clock) for _ in range(3)], TimingPolicy(max_time_s=1.0), 0.03,
+                         seed=7, clock=lambda: clock[0])
+    assert again.pairs[0].warm_first == leads[7]
+
+
+def test_a_pool_draws_its_own_seed_so_a_test_is_not_ordered_alike_every_session() -> None:
+    from pytest_roofline.compare.pool import TwinPool
+
+    class Named:
+        nodeids = ("t.py::a",)
+
+    seeds = {TwinPool([(Named(), Named())]).seed for _ in range(8)}  # type: ignore[list-item]
+    assert len(seeds) > 1
+    assert TwinPool([(Named(), Named())], seed=5).seed == 5  # type: ignore[list-item]
 
 
 def region(ratio: float, pair_ratios: list[float], flops: float = 1e8, ref_flops: float = 1e8,
@@ -659,7 +687,7 @@ def test_without_the_untimed_call_a_budget_buys_about_twice_the_turns() -> None:
         def now(clock: list[float] = clock) -> float:
             return clock[0]
 
-        times = one_pair(pair.this_turn, pair.ref_turn, TimingPolicy(max_time_s=1.0), 1.0, random.Random(3),
+        times = one_pair(pair.this_turn, pair.ref_turn, TimingPolicy(max_time_s=1.0), 1.0, "this",
                          rewarm=rewarm, clock=now)
         assert times.budget_limited and times.rewarm is rewarm and times.summary()["rewarm"] is rewarm
         turns[rewarm] = len(times.first)

@@ -65,18 +65,26 @@ class PairTimes:
                 "budget_limited": self.budget_limited, "measure_s": self.measure_s, "rewarm": self.rewarm}
 
 
-def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, rng: random.Random, *,
+def other_side(side: str) -> str:
+    return "ref" if side == "this" else "this"
+
+
+def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead: str, *,
              alloc_first: str = "this", rewarm: bool = True,
              clock: Callable[[], float] = time.perf_counter) -> PairTimes:
-    """Warm both sides up, alternating (the first one drawn), until neither faults; then take turns, the order
-    inside each turn pair drawn, until the pair's own interval is settled, ``budget_s`` is spent (after
-    ``MIN_TURNS``) or ``MAX_TURNS``. Both sides are driven the same way: neither is this process. ``rewarm``:
-    whether the twins make an untimed call before each timed batch (they were told when the site opened); it
-    sets what a turn pair costs."""
+    """Warm both sides up, alternating (``lead`` first), until neither faults; then take turns, ``lead`` first
+    in the first turn pair and the two orders alternating after it, until the pair's own interval is settled,
+    ``budget_s`` is spent (after ``MIN_TURNS``) or ``MAX_TURNS``. Alternating, not drawn: which side goes first
+    moves a turn's ratio (a GEMM's by about 0.5 % on the CPU VM, docs/ab-compare.md, "eighth round"), and
+    alternation cancels that within the pair, where drawn orders left a pair 60:40 one way as often as not.
+    Both sides are driven the same way: neither is this process. ``rewarm``: whether the twins make an untimed
+    call before each timed batch (they were told when the site opened); it sets what a turn pair costs."""
+    if lead not in ("this", "ref"):
+        raise ValueError(f"one_pair() needs lead 'this' or 'ref', got {lead!r}")
     start = clock()
     sides = {"this": this, "ref": ref}
     times = {"this": SideTimes(), "ref": SideTimes()}
-    warm_order = ("this", "ref") if rng.random() < 0.5 else ("ref", "this")
+    warm_order = (lead, other_side(lead))
     quiet = {"this": 0, "ref": 0}
     last = 0.0
     while times["this"].warmup < policy.max_warmup:
@@ -98,7 +106,7 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, rng: 
         if len(first) >= MIN_TURNS and clock() - start + (2 * batch + (2 if rewarm else 0)) * last > budget_s:
             limited = True
             break
-        order = ("this", "ref") if rng.random() < 0.5 else ("ref", "this")
+        order = warm_order if len(first) % 2 == 0 else warm_order[::-1]
         for side in order:
             seconds, faults = sides[side]("call", batch)
             times[side].times.append(seconds)
@@ -176,7 +184,9 @@ def measure_site(pairs: Iterable[PairSides], policy: TimingPolicy, tolerance: fl
     then more until :func:`.paired_stats.decided` or ``pairs`` is spent (a pair is taken from it only when
     needed). Each pair has its own share of the
     budget (``PAIR_BUDGET_SHARE`` of ``--roofline-max-time``)."""
-    rng = random.Random(seed)
+    # which side leads a pair (warms up first, goes first in its first turn pair) alternates from pair to pair,
+    # the first drawn: an order effect cancels over the pairs too, and is not the same for a test every session
+    lead = "this" if random.Random(seed).random() < 0.5 else "ref"
     start = clock()
     done: list[PairTimes] = []
     top = between_pairs([])
@@ -185,8 +195,9 @@ def measure_site(pairs: Iterable[PairSides], policy: TimingPolicy, tolerance: fl
         pair = next(candidates, None)
         if pair is None:
             break
-        done.append(one_pair(pair.this_turn, pair.ref_turn, policy, PAIR_BUDGET_SHARE * policy.max_time_s, rng,
-                             alloc_first=pair.alloc_first, rewarm=rewarm, clock=clock))
+        done.append(one_pair(pair.this_turn, pair.ref_turn, policy, PAIR_BUDGET_SHARE * policy.max_time_s,
+                             lead if len(done) % 2 == 0 else other_side(lead), alloc_first=pair.alloc_first,
+                             rewarm=rewarm, clock=clock))
         top = between_pairs([p.within.ratio for p in done], signed_rank=False)
     # the signed-rank interval is tried once, on the pairs there are at the end, never as a stopping rule: each
     # try is one more chance of a false claim

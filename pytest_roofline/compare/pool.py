@@ -9,6 +9,7 @@ pair is timed the others wait on their sockets, so no twin's own code runs besid
 
 from __future__ import annotations
 
+import random
 import time
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -211,8 +212,12 @@ class TwinPool:
 
     def __init__(self, pairs: list[tuple[Twin, Twin]], starter: TwinStarter | None = None,
                  limit: int | None = None, forker: Forker | None = None,
-                 room: Callable[[Sequence[int]], str | None] = shortfall) -> None:
+                 room: Callable[[Sequence[int]], str | None] = shortfall, seed: int | None = None) -> None:
         self.pairs = pairs
+        # this session's draw: with the test's id, it picks which side of each pair allocates and leads first;
+        # from the id alone, a test's first pairs had the same orders in every session, and any order effect
+        # stayed that test's bias however many sessions ran
+        self.seed = random.SystemRandom().getrandbits(32) if seed is None else seed
         self.nodeids: set[str] = set.intersection(*(set(t.nodeids) for pair in pairs for t in pair))
         self.starter = starter
         self.limit = len(pairs) if limit is None or starter is None else max(limit, len(pairs))
@@ -303,7 +308,7 @@ class TwinPool:
         site before the next starts; None when a twin lacks the test or has stopped."""
         if self.error is not None or nodeid not in self.nodeids:
             return None
-        seed = zlib.crc32(nodeid.encode("utf-8", "surrogatepass"))
+        seed = zlib.crc32(nodeid.encode("utf-8", "surrogatepass")) ^ self.seed
         link = PoolLink(nodeid, self.pairs, seed, grow=self.grow)
         while len(link.pairs) < MIN_PROCESS_PAIRS and link.join(0) is not None:
             pass
