@@ -241,6 +241,8 @@ class Tally:
     undecided: dict[str, list[bool]] = field(default_factory=dict)  # A/A: the time verdict inconclusive
     within: dict[str, list[float]] = field(default_factory=dict)  # A/A: each pair's own interval, half its width
     persistent: dict[str, list[float]] = field(default_factory=dict)  # A/A: spread that follows the processes
+    # A/A: each pair's log ratio by which side led it (warmed up first, went first in its first turn pair)
+    led: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     compare_s: list[float] = field(default_factory=list)
     plain_s: list[float] = field(default_factory=list)
     unjudged: list[str] = field(default_factory=list)  # "session: test outcome" of comparisons with no verdict
@@ -271,6 +273,8 @@ class Tally:
                 for pair in (region.get("compare") or {}).get("within") or []:
                     if pair.get("ci"):
                         self.within.setdefault(key[0], []).append(math.log(pair["ci"][1] / pair["ci"][0]) / 2)
+                    if pair.get("ratio") and pair.get("warm_first") in ("this", "ref"):
+                        self.led.setdefault((key[0], pair["warm_first"]), []).append(math.log(pair["ratio"]))
             if len(record.get("pair_ratios") or []) >= 3:
                 pair_logs.setdefault(key[0], []).append([math.log(r) for r in record["pair_ratios"][:3]])
         for workload, rows in pair_logs.items():
@@ -332,6 +336,7 @@ def main() -> None:
             print(f"\n=== plugin: {plugin}")
         report(args, percents, tally)
         levels(tally)
+        orders(tally)
 
 
 def persistent_share(rows: list[list[float]]) -> float | None:
@@ -365,6 +370,27 @@ def levels(tally: Tally) -> None:
         flags = undecided[workload]
         print(f"  {workload:12s} inside a pair ±{inside:.2%}, between pairs {pairs:.2%}, between sessions "
               f"{session_cv:.2%}; follows the processes {follows:.0%}; inconclusive {sum(flags)}/{len(flags)}")
+
+
+def mean_and_error(values: list[float]) -> tuple[float, float]:
+    if len(values) < 2:
+        return (values[0] if values else math.nan), math.nan
+    return statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values))
+
+
+def orders(tally: Tally) -> None:
+    """Symmetry over the A/A pairs: their mean log ratio (0 for sides measured alike), and the order effect:
+    pairs led by this side against pairs led by REF (a side that warms up and goes first is measured slower or
+    faster by this much; balanced over the pairs it cancels, drawn it leaves a pair's ratio off by part of it)."""
+    print("A/A symmetry over the pairs: mean log ratio (this / REF) ± its standard error; pairs led by this side "
+          "minus pairs led by REF (the order effect)")
+    for workload in sorted({w for w, _ in tally.led}):
+        by_this, by_ref = tally.led.get((workload, "this"), []), tally.led.get((workload, "ref"), [])
+        mean, error = mean_and_error(by_this + by_ref)
+        (this_mean, this_error), (ref_mean, ref_error) = mean_and_error(by_this), mean_and_error(by_ref)
+        print(f"  {workload:12s} {mean:+.2%} ± {error:.2%} over {len(by_this) + len(by_ref)} pairs; led by this "
+              f"minus led by REF {this_mean - ref_mean:+.2%} ± {math.hypot(this_error, ref_error):.2%} "
+              f"({len(by_this)}:{len(by_ref)})")
 
 
 def report(args: argparse.Namespace, percents: list[Any], tally: Tally) -> None:

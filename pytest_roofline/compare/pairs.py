@@ -51,7 +51,7 @@ class PairTimes:
     ref: SideTimes
     batch: int
     within: PairedRatio  # the pair's Hodges-Lehmann ratio with its Wilcoxon interval (diagnosis only)
-    first: list[str]  # which side took the first turn of each turn pair
+    first: list[str]  # which side took the first turn of each turn pair (the lead, in each)
     warm_first: str  # which side warmed up first
     alloc_first: str  # which side's process ran the test up to this call site first (allocated first)
     budget_limited: bool
@@ -72,13 +72,18 @@ def other_side(side: str) -> str:
 def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead: str, *,
              alloc_first: str = "this", rewarm: bool = True,
              clock: Callable[[], float] = time.perf_counter) -> PairTimes:
-    """Warm both sides up, alternating (``lead`` first), until neither faults; then take turns, ``lead`` first
-    in the first turn pair and the two orders alternating after it, until the pair's own interval is settled,
-    ``budget_s`` is spent (after ``MIN_TURNS``) or ``MAX_TURNS``. Alternating, not drawn: which side goes first
-    moves a turn's ratio (a GEMM's by about 0.5 % on the CPU VM, docs/ab-compare.md, "eighth round"), and
-    alternation cancels that within the pair, where drawn orders left a pair 60:40 one way as often as not.
-    Both sides are driven the same way: neither is this process. ``rewarm``: whether the twins make an untimed
-    call before each timed batch (they were told when the site opened); it sets what a turn pair costs."""
+    """Warm both sides up, alternating (``lead`` first), until neither faults; one settling turn pair, timed by
+    no one; then turn pairs, ``lead`` first in each, until the pair's own interval is settled, ``budget_s`` is
+    spent (after ``MIN_TURNS``) or ``MAX_TURNS``. Both sides are driven the same way: neither is this process.
+
+    Why this order (docs/ab-compare.md, "eighth round"): a call that follows the other side's call reads slower
+    than one that follows its own side's (a GEMM's or conv's by 1.3-2.3 % on the CPU VM), so with the order drawn
+    (or alternated: lead, other | other, lead) about half the calls followed their own side and every turn's
+    ratio carried that difference one way or the other; with the lead first in every turn pair, every timed call
+    follows the other side's, as the warm-up's do. The first timed call after the warm-up read slower still
+    (the lead's GEMM by about 6 % in the median): the settling turn pair takes it. Which side leads alternates
+    from pair to pair (:func:`measure_site`). ``rewarm``: whether the twins make an untimed call before each
+    timed batch (they were told when the site opened); it sets what a turn pair costs."""
     if lead not in ("this", "ref"):
         raise ValueError(f"one_pair() needs lead 'this' or 'ref', got {lead!r}")
     start = clock()
@@ -98,6 +103,8 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead:
         if times["this"].warmup >= policy.min_warmup and min(quiet.values()) >= policy.quiet_warmup:
             break
     batch = max(1, min(MAX_BATCH, math.ceil(BATCH_TARGET_S / last))) if last > 0 else 1
+    for side in warm_order:  # the settling turn pair: a turn's call, kept by no one
+        sides[side]("call", batch)
     first: list[str] = []
     within = PairedRatio(math.nan, None, 0)
     limited = False
@@ -106,12 +113,11 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead:
         if len(first) >= MIN_TURNS and clock() - start + (2 * batch + (2 if rewarm else 0)) * last > budget_s:
             limited = True
             break
-        order = warm_order if len(first) % 2 == 0 else warm_order[::-1]
-        for side in order:
+        for side in warm_order:
             seconds, faults = sides[side]("call", batch)
             times[side].times.append(seconds)
             times[side].faults.append(faults)
-        first.append(order[0])
+        first.append(lead)
         last = max(times["this"].times[-1], times["ref"].times[-1])
         if len(first) >= MIN_TURNS and len(first) % CHECK_EVERY == 0:
             within = paired_ratio(times["this"].times, times["ref"].times)
@@ -184,8 +190,8 @@ def measure_site(pairs: Iterable[PairSides], policy: TimingPolicy, tolerance: fl
     then more until :func:`.paired_stats.decided` or ``pairs`` is spent (a pair is taken from it only when
     needed). Each pair has its own share of the
     budget (``PAIR_BUDGET_SHARE`` of ``--roofline-max-time``)."""
-    # which side leads a pair (warms up first, goes first in its first turn pair) alternates from pair to pair,
-    # the first drawn: an order effect cancels over the pairs too, and is not the same for a test every session
+    # which side leads a pair (warms up first, goes first in each turn pair) alternates from pair to pair, the
+    # first drawn: what leading does to a side cancels over the pairs, and is not one test's bias every session
     lead = "this" if random.Random(seed).random() < 0.5 else "ref"
     start = clock()
     done: list[PairTimes] = []
