@@ -1,5 +1,5 @@
 """The two sides of a comparison take turns at one call site: one call (or one short batch of calls) each, the
-order inside each pair random, until the paired ratio's interval is narrow enough or the budget is spent.
+pair's lead first in each turn pair, until the paired ratio's interval is narrow enough or the budget is spent.
 
 A process pair's driver (:func:`.pairs.measure_site`) drives; each twin (:func:`follow`) answers. Each side times its own calls with its
 own clock; only whole seconds cross the pipe, outside every timed interval. Warm-up runs on both sides first,
