@@ -5,6 +5,7 @@ CUDA turn with a fake ``torch.cuda``. No timing: the sides are fakes that return
 from __future__ import annotations
 
 import math
+import zlib
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -197,24 +198,58 @@ def test_the_lead_goes_first_in_every_turn_pair_after_one_settling_pair() -> Non
         times = one_pair(pair.this_turn, pair.ref_turn, TimingPolicy(max_time_s=1.0), 1.0, lead, clock=now)
         assert times.warm_first == lead and len(times.first) >= MIN_TURNS
         assert times.first == [lead] * len(times.first)
-        # every call follows the other side's: lead other lead other ..., one settling turn pair more than timed
-        assert pair.turns == [lead, other] * (len(times.first) + 1)
+        # every timed call follows the other side's: lead other lead other ... (the settling pair is not a "call")
+        assert pair.turns == [lead, other] * len(times.first)
         assert len(times.this.times) == len(times.ref.times) == len(times.first)
     with pytest.raises(ValueError, match="lead 'this' or 'ref'"):
         one_pair(pair.this_turn, pair.ref_turn, TimingPolicy(max_time_s=1.0), 1.0, "REF")
 
 
-def test_the_settling_turn_pair_is_not_in_the_ratio() -> None:
+@pytest.mark.parametrize("lead", ["this", "ref"])
+def test_the_settling_turn_pair_is_not_in_the_ratio(lead: str) -> None:
     class SlowFirstCall(FakePair):  # the lead's first call after the warm-up 20 % slow, as a GEMM's read
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            self.settled: list[str] = []
+
         def _turn(self, side: str, seconds: float, op: str, batch: int) -> tuple[float, int]:
-            taken, faults = super()._turn(side, seconds, op, batch)
-            return (taken * 1.2 if op == "call" and self.turns == ["this"] else taken), faults
+            if op == "settle":
+                self.settled.append(side)
+                return seconds * 1.2 if side == lead else seconds, 0
+            return super()._turn(side, seconds, op, batch)
 
     clock = [0.0]
     pair = SlowFirstCall(0.01, 0.01, clock)
-    times = one_pair(pair.this_turn, pair.ref_turn, TimingPolicy(max_time_s=1.0), 1.0, "this",
+    times = one_pair(pair.this_turn, pair.ref_turn, TimingPolicy(max_time_s=1.0), 1.0, lead,
                      clock=lambda: clock[0])
-    assert max(times.this.times) == pytest.approx(0.01) and times.within.ratio == pytest.approx(1.0)
+    assert pair.settled == [lead, "ref" if lead == "this" else "this"]  # one settling turn pair, lead first
+    assert max(times.this.times + times.ref.times) == pytest.approx(0.01)  # its slow call is in no side's times
+
+
+def test_a_twin_keeps_no_time_of_the_settling_turn() -> None:
+    from pytest_roofline.compare.lockstep import follow
+
+    class Calls:
+        runs = 0
+
+        def run(self) -> tuple[float, int, int]:
+            self.runs += 1
+            return 0.001 * self.runs, 0, 0  # each call slower than the last: which ones were kept shows
+
+    judged: list[Any] = []
+
+    def judge(stats: Any, roofs: Any) -> dict[str, Any]:
+        judged.append(stats)
+        return {}
+
+    channel = ScriptedChannel([{"op": "begin", "rewarm": False}, {"op": "warm", "batch": 1},
+                               {"op": "settle", "batch": 1}, {"op": "call", "batch": 1},
+                               {"op": "call", "batch": 1}, {"op": "site_end", "region": True}])
+    calls = Calls()
+    assert follow(channel, calls, 0, "f", judge)  # type: ignore[arg-type]
+    assert calls.runs == 4 and [m["s"] for m in channel.sent if m["op"] == "t"] == [0.001, 0.002, 0.003, 0.004]
+    stats = judged[0]
+    assert stats.rounds == 2 and stats.warmup_rounds == 1 and stats.min_s == pytest.approx(0.003)
 
 
 def test_the_pairs_of_a_call_site_take_the_lead_in_turn_and_the_first_lead_is_drawn() -> None:
@@ -234,7 +269,7 @@ def test_the_pairs_of_a_call_site_take_the_lead_in_turn_and_the_first_lead_is_dr
 
 
 def test_a_pool_draws_its_own_seed_so_a_test_is_not_ordered_alike_every_session() -> None:
-    from pytest_roofline.compare.pool import TwinPool
+    from pytest_roofline.compare.pool import TwinPool, site_seed
 
     class Named:
         nodeids = ("t.py::a",)
@@ -242,6 +277,9 @@ def test_a_pool_draws_its_own_seed_so_a_test_is_not_ordered_alike_every_session(
     seeds = {TwinPool([(Named(), Named())]).seed for _ in range(8)}  # type: ignore[list-item]
     assert len(seeds) > 1
     assert TwinPool([(Named(), Named())], seed=5).seed == 5  # type: ignore[list-item]
+    # a test's seed is its id's and the session's together: the same test, another session, other orders
+    assert site_seed("t.py::a", 5) == zlib.crc32(b"t.py::a") ^ 5
+    assert site_seed("t.py::a", 5) != site_seed("t.py::a", 6)
 
 
 def region(ratio: float, pair_ratios: list[float], flops: float = 1e8, ref_flops: float = 1e8,
@@ -586,7 +624,7 @@ class ScriptedTwin:
 
     def send(self, **message: Any) -> None:
         op = message["op"]
-        if op in ("warm", "call"):
+        if op in ("warm", "settle", "call"):
             self.replies.append({"op": "t", "s": self.seconds, "faults": 0})
         elif op == "site_end":
             self.asked.append(bool(message.get("region")))

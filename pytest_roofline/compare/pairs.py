@@ -40,7 +40,8 @@ MAX_TURNS = 400
 PAIR_BUDGET_SHARE = 0.25  # one pair may take this share of --roofline-max-time (warm-up and turns, both sides)
 CHECK_EVERY = 5
 
-Turn = Callable[[str, int], tuple[float, int]]  # (op "warm" or "call", batch) -> (seconds per call, faults)
+# (op "warm", "settle" or "call", batch) -> (seconds per call, faults); a twin keeps only its "call" turns
+Turn = Callable[[str, int], tuple[float, int]]
 
 
 @dataclass
@@ -103,8 +104,8 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead:
         if times["this"].warmup >= policy.min_warmup and min(quiet.values()) >= policy.quiet_warmup:
             break
     batch = max(1, min(MAX_BATCH, math.ceil(BATCH_TARGET_S / last))) if last > 0 else 1
-    for side in warm_order:  # the settling turn pair: a turn's call, kept by no one
-        sides[side]("call", batch)
+    for side in warm_order:  # the settling turn pair: run as a turn, kept by no one (nor by the twins' records)
+        sides[side]("settle", batch)
     first: list[str] = []
     within = PairedRatio(math.nan, None, 0)
     limited = False

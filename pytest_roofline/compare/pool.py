@@ -201,6 +201,11 @@ class PoolLink:
         return result
 
 
+def site_seed(nodeid: str, pool_seed: int) -> int:
+    """A test's seed for its pairs' orders: its id's and this session's (the pool's) together."""
+    return zlib.crc32(nodeid.encode("utf-8", "surrogatepass")) ^ pool_seed
+
+
 TwinStarter = Callable[[int], tuple[Twin, Twin]]  # pair number -> its two twins, started in parallel
 ROOM_RECHECK_S = 2.0  # reading 24 twins' smaps_rollup walks their page tables: not at every undecided call site
 
@@ -308,8 +313,7 @@ class TwinPool:
         site before the next starts; None when a twin lacks the test or has stopped."""
         if self.error is not None or nodeid not in self.nodeids:
             return None
-        seed = zlib.crc32(nodeid.encode("utf-8", "surrogatepass")) ^ self.seed
-        link = PoolLink(nodeid, self.pairs, seed, grow=self.grow)
+        link = PoolLink(nodeid, self.pairs, site_seed(nodeid, self.seed), grow=self.grow)
         while len(link.pairs) < MIN_PROCESS_PAIRS and link.join(0) is not None:
             pass
         if not link.pairs or self.error is not None:
