@@ -241,7 +241,7 @@ class Tally:
     undecided: dict[str, list[bool]] = field(default_factory=dict)  # A/A: the time verdict inconclusive
     within: dict[str, list[float]] = field(default_factory=dict)  # A/A: each pair's own interval, half its width
     persistent: dict[str, list[float]] = field(default_factory=dict)  # A/A: spread that follows the processes
-    # A/A: each pair's log ratio by which side led it (warmed up first, went first in its first turn pair)
+    # A/A: each pair's log ratio by which side led it (warmed up first, goes first in every turn pair)
     led: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     compare_s: list[float] = field(default_factory=list)
     plain_s: list[float] = field(default_factory=list)
@@ -381,7 +381,7 @@ def mean_and_error(values: list[float]) -> tuple[float, float]:
 def orders(tally: Tally) -> None:
     """Symmetry over the A/A pairs: their mean log ratio (0 for sides measured alike), and the order effect:
     pairs led by this side against pairs led by REF (a side that warms up and goes first is measured slower or
-    faster by this much; balanced over the pairs it cancels, drawn it leaves a pair's ratio off by part of it)."""
+    faster by this much; the lead alternates over a site's pairs, so it cancels there)."""
     print("A/A symmetry over the pairs: mean log ratio (this / REF) ± its standard error; pairs led by this side "
           "minus pairs led by REF (the order effect)")
     for workload in sorted({w for w, _ in tally.led}):
