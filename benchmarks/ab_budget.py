@@ -4,7 +4,7 @@ A pair's log ratio is the sum of two draws: the pair's own state (``sp``, what f
 change; sampled only by more pairs) and its turns' noise (``st / sqrt(turns)``; shrunk by more turns). With the
 budget a pair may take fixed (``--shares``: its share of ``--roofline-max-time``), the turns it holds scale with
 that share (at least ``MIN_TURNS``), and the pool (``--pools``) caps the pairs. The rule is the plugin's own
-(``benchmarks/ab_rules.one_comparison``: stop on the t-interval, the signed-rank interval tried last), so this
+(``benchmarks/ab_rules.one_comparison``: stop on the t-interval, the robust intervals tried last), so this
 measures what the code would decide with each split; the cost is the pairs used times a pair's seconds, its
 turns and its joining (``--join-s``: the twins run the test up to the call site).
 

@@ -5,10 +5,12 @@ between pairs (``--cv``), a share of outlier pairs (``--outliers``, ±25 %) and 
 ``--slowdown`` for the planted one). The rule is the plugin's own (``compare.paired_stats.between_pairs``,
 ``decided``, ``verdict``; pairs added from three on as in ``compare.pairs.measure_site``), so this measures
 what the code decides, not a model of it. ``--claim 95`` replays the rule before 2026-11-27 (a change claimed
-at 95 %, at most 5 pairs); ``--t-only`` the rule without the signed-rank interval over 8 pairs or more. The real between-pair spreads to try: 0.5-3 % on the 2-core CPU VM, 4-10 % for
+at 95 %, at most 5 pairs); ``--t-only`` the rule without the robust intervals over 8 pairs or more (signed-rank,
+trimmed mean); ``--no-trimmed`` the rule before the trimmed mean (2026-11-27, ninth round). The real between-pair spreads to try: 0.5-3 % on the 2-core CPU VM, 4-10 % for
 launch-bound kernels on an H100 (docs/ab-compare.md, "Measured").
 
     python benchmarks/ab_rules.py [--comparisons 4000] [--cv 0.015 0.03 0.08] [--outliers 0 0.05] [--t-only]
+        [--no-trimmed] [--seed 1]
 """
 
 from __future__ import annotations
@@ -24,13 +26,13 @@ from pytest_roofline.compare.pairs import MAX_PROCESS_PAIRS, MIN_PROCESS_PAIRS
 
 
 def one_comparison(draw: random.Random, log_change: float, cv: float, outliers: float, tolerance: float,
-                   max_pairs: int, claim_at_95: bool, signed_rank: bool = True,
-                   outlier_size: float = 0.25) -> tuple[str, int]:
+                   max_pairs: int, claim_at_95: bool, robust: bool = True,
+                   outlier_size: float = 0.25, trimmed: bool = True) -> tuple[str, int]:
     """(verdict, process pairs used) of one simulated call site; an outlier pair is off by ``outlier_size``."""
     logs: list[float] = []
 
-    def top(final: bool) -> BetweenPairs:  # as measure_site: stop on the t-interval, the signed-rank tried last
-        result = between_pairs([math.exp(v) for v in logs], signed_rank and final)
+    def top(final: bool) -> BetweenPairs:  # as measure_site: stop on the t-interval, the robust ones tried last
+        result = between_pairs([math.exp(v) for v in logs], robust and final, trimmed)
         return replace(result, claim_ci=result.ci) if claim_at_95 else result
 
     while True:
@@ -54,13 +56,16 @@ def main() -> None:
     parser.add_argument("--claim", choices=("95", "99"), default="99",
                         help="99: the plugin's rule; 95: the rule before (claimed at 95 %%, 5 pairs at most)")
     parser.add_argument("--t-only", action="store_true",
-                        help="no signed-rank interval over 8 pairs or more (the rule before it)")
+                        help="no robust interval over 8 pairs or more (the rule before them)")
+    parser.add_argument("--no-trimmed", action="store_true",
+                        help="no trimmed mean after the signed-rank interval (the rule before it)")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     old = args.claim == "95"
     max_pairs = 5 if old else MAX_PROCESS_PAIRS
     draw = random.Random(args.seed)
-    print(f"claimed at {args.claim} %{' (t only)' if args.t_only else ''}, at most {max_pairs} process pairs, "
+    rule = " (t only)" if args.t_only else " (no trimmed mean)" if args.no_trimmed else ""
+    print(f"claimed at {args.claim} %{rule}, at most {max_pairs} process pairs, "
           f"tolerance {args.tolerance:.0%}, "
           f"{args.comparisons} comparisons per cell")
     print(f"{'pair CV':>8} {'outliers':>9}  {'A/A flagged':>12} {'pairs':>6}  {'planted caught':>15} {'pairs':>6}")
@@ -68,8 +73,8 @@ def main() -> None:
         for outliers in args.outliers:
             cells = []
             for change in (0.0, math.log(1 + args.slowdown)):
-                runs = [one_comparison(draw, change, cv, outliers, args.tolerance, max_pairs, old, not args.t_only)
-                        for _ in range(args.comparisons)]
+                runs = [one_comparison(draw, change, cv, outliers, args.tolerance, max_pairs, old, not args.t_only,
+                                       trimmed=not args.no_trimmed) for _ in range(args.comparisons)]
                 hits = (sum(v != "unchanged" and v != "inconclusive" for v, _ in runs) if change == 0.0 else
                         sum(v == "slower" for v, _ in runs))
                 cells.append((hits / len(runs), statistics.fmean(k for _, k in runs)))

@@ -24,10 +24,12 @@ from pytest_roofline.compare.paired_stats import (
     PairedRatio,
     between_pairs,
     decided,
+    far_pair,
     signed_rank_critical,
     t975,
     t995,
     verdict,
+    yuen_interval,
 )
 from pytest_roofline.compare.pairs import MIN_TURNS, measure_site, one_pair
 from pytest_roofline.gates.ab_report import (
@@ -109,7 +111,7 @@ def test_one_pair_far_from_the_others_leaves_the_claim_to_the_signed_rank_interv
     # smallest and largest Walsh averages (W <= 3), still above 1
     ten = between_pairs([*pairs, 1.01, 1.30])
     assert ten.interval == "signed-rank" and ten.claim_ci is not None and ten.claim_ci[0] > 1
-    assert between_pairs([*pairs, 1.01, 1.30], signed_rank=False).claim_ci[0] < 1  # type: ignore[index]
+    assert between_pairs([*pairs, 1.01, 1.30], robust=False).claim_ci[0] < 1  # type: ignore[index]
     # the site tries it once, on its final pairs: stopping went on the t-interval to the pool's 8
     result, _ = site(pairs)
     assert result.top.pairs == 8 and result.top.interval == "signed-rank"
@@ -131,6 +133,58 @@ def test_one_pair_far_from_the_others_leaves_the_claim_to_the_signed_rank_interv
     assert verdict(aa.as_paired(), 0.03) == "inconclusive"
     # agreeing pairs: the t-interval decides, whatever the signed-rank one would say
     assert between_pairs([1.05, 1.051, 1.049, 1.05, 1.052, 1.048, 1.05, 1.05]).interval == "t"
+
+
+def test_a_far_pair_on_the_other_side_of_1_leaves_the_claim_to_the_trimmed_mean() -> None:
+    # eleven pairs 3-8 % slower and one 22 % faster (as a 5 % planted copy read on the CPU VM, 2026-11-27: eleven
+    # of 1.018-1.136 and one 0.780): the far pair's log ratio is the largest in size, so the signed-rank
+    # statistic of the negative side is its rank, 12 > 7 (the 99 % critical value at 12), and its interval reaches 1
+    logs = [0.05, -0.25, 0.04, 0.06, 0.05, 0.03, 0.07, 0.04, 0.06, 0.05, 0.05, 0.08]
+    pairs = [math.exp(v) for v in logs]
+    plain = between_pairs(pairs, robust=False)
+    assert plain.claim_ci is not None and plain.claim_ci[0] < 1 and plain.ratio == pytest.approx(math.exp(0.0275))
+    assert between_pairs(pairs, trimmed=False).interval == "t"  # the rule before: inconclusive
+    # Yuen by hand: k = 12, g = floor(0.2 k) = 2 cut from each end, h = 8 kept (0.04 0.04 0.05 0.05 0.05 0.05
+    # 0.06 0.06), mean 0.05; winsorized (the two lowest set to 0.04, the two highest to 0.06): eight values 0.01
+    # from their mean 0.05, s_w^2 = 8e-4 / 11, standard error sqrt(11 s_w^2 / (8 * 7)) = sqrt(8e-4 / 56)
+    se = math.sqrt(8e-4 / 56)
+    robust = between_pairs(pairs)
+    assert robust.interval == "trimmed-mean" and robust.ratio == pytest.approx(math.exp(0.05))
+    assert robust.claim_ci == pytest.approx((math.exp(0.05 - 3.499483 * se), math.exp(0.05 + 3.499483 * se)))
+    assert robust.ci == pytest.approx((math.exp(0.05 - 2.364624 * se), math.exp(0.05 + 2.364624 * se)))
+    assert robust.claim_ci[0] == pytest.approx(1.0375, abs=1e-4)  # type: ignore[index]
+    assert robust.ratios == plain.ratios and robust.cv == plain.cv  # the spread reported is the pairs' own
+    assert verdict(robust.as_paired(), 0.03) == "slower"
+    # the site tries it once, on its final pairs (the t-interval, widened by the far pair, never stopped it)
+    result, _ = site(pairs)
+    assert result.top.pairs == 12 and result.top.interval == "trimmed-mean"
+    record = {"max_slowdown": 0.03, "max_drop": 0.1, "ref": "REF", "pairs": 120,
+              **process_record([region(robust.ratio, pairs)])}
+    assert record["interval"] == "trimmed-mean over process pairs"
+    said = compare_regions([region(robust.ratio, pairs)], Tolerances(0.1, 0.03, ("time",)), "REF", "memory:DRAM")
+    assert said is not None and said.verdict == "regressed"
+    assert "trimmed-mean interval (Yuen) over the pairs' Hodges-Lehmann ratios 1.051 0.779" in failure_message(
+        "t", said, record)
+    # no pair far from the others: the same twelve with the far one at 0.00 (3.4 robust sds from the median)
+    assert between_pairs([math.exp(v) for v in [*logs[:1], 0.0, *logs[2:]]]).interval != "trimmed-mean"
+    # seven pairs: too few to trim (as for the signed-rank interval)
+    assert between_pairs(pairs[:7]).interval == "t"
+
+
+def test_far_pair_and_yuen_interval_by_hand() -> None:
+    # median 0.05, absolute deviations 0 0 0.01 0.01 0.3: MAD 0.01, robust sd 0.014826; 0.3 is 20 of them away
+    assert far_pair([0.05, 0.05, 0.04, 0.06, 0.35])
+    assert not far_pair([0.05, 0.05, 0.04, 0.06, 0.09])  # 0.04 away: 2.7 robust sds
+    assert not far_pair([0.05, 0.05, 0.05, 0.04, 0.35])  # MAD 0: no spread to judge by
+    # five values, g = floor(0.2 * 5) = 1, h = 3: kept 0.04 0.05 0.06 (mean 0.05); winsorized 0.04 0.04 0.05
+    # 0.06 0.06 (mean 0.05, s_w^2 = 4e-4 / 4); se = sqrt(4 * 1e-4 / (3 * 2)); t on 2 degrees of freedom
+    mean, half, claim = yuen_interval([0.01, 0.04, 0.05, 0.06, 0.30])  # type: ignore[misc]
+    se = math.sqrt(4 * 1e-4 / 6)
+    assert mean == pytest.approx(0.05) and half == pytest.approx(t975(2) * se) and claim == pytest.approx(t995(2) * se)
+    # four values: nothing cut (g = 0), so Yuen's interval is Student's t: se = sd / sqrt(4) = sqrt(5e-4 / 12)
+    mean, half, _ = yuen_interval([0.01, 0.02, 0.03, 0.04])  # type: ignore[misc]
+    assert mean == pytest.approx(0.025) and half == pytest.approx(t975(3) * math.sqrt(5e-4 / 12))
+    assert yuen_interval([0.01, 0.02]) is None  # fewer than 3 kept
 
 
 def test_the_stopping_rule_beyond_inside_or_straddling_the_band() -> None:

@@ -132,8 +132,8 @@ class BetweenPairs:
     """The ratio over process pairs: exp(mean of the per-pair log ratios) with its 95 % t-interval (``ci``) and
     its 99 % one (``claim_ci``), None below two pairs; ``ratios``: each pair's ratio; ``cv``: their between-pair
     spread (sample standard deviation of the log ratios, about the CV of the ratios). ``interval``: "t", or
-    "signed-rank" where the 99 % t-interval reaches 1 and the exact signed-rank one does not
-    (:func:`between_pairs`); then ``ratio`` is the Hodges-Lehmann estimate over the pairs."""
+    where the 99 % t-interval reaches 1 and a robust one does not (:func:`between_pairs`) "signed-rank" (then
+    ``ratio`` is the Hodges-Lehmann estimate over the pairs) or "trimmed-mean" (Yuen's 20 % trimmed mean)."""
 
     ratio: float
     ci: tuple[float, float] | None
@@ -188,21 +188,82 @@ def _signed_rank_top(logs: Sequence[float], t_top: BetweenPairs) -> BetweenPairs
                         t_top.ratios, t_top.cv, (math.exp(lo), math.exp(hi)), "signed-rank")
 
 
-def between_pairs(ratios: Sequence[float], signed_rank: bool = True) -> BetweenPairs:
+# Yuen's trimmed mean: the fewest pairs it is tried on (as the signed-rank interval), the share trimmed from each end,
+# and how far (in robust standard deviations, 1.4826 x the median absolute deviation) a pair must lie from the
+# pairs' median to count as far from the others (docs/ab-compare.md, "ninth round")
+TRIMMED_MIN_PAIRS = 8
+TRIM_SHARE = 0.2
+FAR_PAIR = 4.0
+
+
+def far_pair(logs: Sequence[float], robust_sds: float = FAR_PAIR) -> bool:
+    """Whether some value lies more than ``robust_sds`` robust standard deviations from the values' median (a
+    process pair whose buffers landed badly); False where half the values or more are equal (no spread to judge
+    by)."""
+    if len(logs) < 3:
+        return False
+    centre = float(np.median(logs))
+    deviations = np.abs(np.asarray(logs, dtype=float) - centre)
+    scale = 1.4826 * float(np.median(deviations))  # the normal law's sd from its median absolute deviation
+    return scale > 0 and float(deviations.max()) > robust_sds * scale
+
+
+def yuen_interval(logs: Sequence[float], trim: float = TRIM_SHARE) -> tuple[float, float, float] | None:
+    """Yuen's trimmed mean of ``logs`` with the half-widths of its 95 % and 99 % intervals: ``g = floor(trim k)``
+    values cut from each end, the standard error from the winsorized variance (each cut value set to the nearest
+    kept one), ``sqrt((k - 1) s_w^2 / (h (h - 1)))`` with ``h = k - 2g`` kept, Student's t on ``h - 1`` degrees
+    of freedom. None below 3 values kept."""
+    values = sorted(logs)
+    k = len(values)
+    g = int(trim * k)
+    h = k - 2 * g
+    if h < 3:
+        return None
+    kept = values[g:k - g]
+    mean = sum(kept) / h
+    winsorized = [min(max(v, kept[0]), kept[-1]) for v in values]
+    w_mean = sum(winsorized) / k
+    w_var = sum((v - w_mean) ** 2 for v in winsorized) / (k - 1)
+    se = math.sqrt((k - 1) * w_var / (h * (h - 1)))
+    return mean, t975(h - 1) * se, t995(h - 1) * se
+
+
+def _trimmed_top(logs: Sequence[float], t_top: BetweenPairs) -> BetweenPairs | None:
+    """Yuen's trimmed mean over the pairs with its intervals (95 %, 99 %), where some pair lies far from the
+    others (:func:`far_pair`) and the 99 % interval excludes 1; else None."""
+    if len(logs) < TRIMMED_MIN_PAIRS or not far_pair(logs):
+        return None
+    found = yuen_interval(logs)
+    if found is None:
+        return None
+    mean, half, claim = found
+    if mean - claim <= 0 <= mean + claim:
+        return None
+    return BetweenPairs(math.exp(mean), (math.exp(mean - half), math.exp(mean + half)), t_top.ratios, t_top.cv,
+                        (math.exp(mean - claim), math.exp(mean + claim)), "trimmed-mean")
+
+
+def between_pairs(ratios: Sequence[float], robust: bool = True, trimmed: bool = True) -> BetweenPairs:
     """Mean of the log ratios and the t-intervals ``mean ± t(q, k-1) · sd / sqrt(k)`` over ``k`` pairs, at
     q = 0.975 (``ci``) and 0.995 (``claim_ci``).
 
     A t-interval is widened by one pair far from the others (a process pair whose buffers landed badly: on the
     CPU VM a 64 MiB copy's pairs read 1.02-1.09 and one 1.207), and then a clear change reads ``inconclusive``.
-    From 8 pairs on (the fewest with a 99 % signed-rank interval), where the 99 % t-interval reaches 1 and the
-    exact signed-rank one does not, the top level is the signed-rank one: the Hodges-Lehmann estimate over the
-    pairs with its intervals. At 8 pairs that interval excludes 1 exactly when all 8 pairs lie on one side of 1,
-    which identical code does with probability 2/256 (symmetric pairs): the switch adds at most 0.8 point of
-    claims on identical code, less with the verdict's further need of an estimate beyond the band (simulated:
-    0.1-0.5 point where pairs have outliers or spread 8 %, none where they spread up to 2 % without outliers;
-    ``benchmarks/ab_rules.py``). It is meant to be tried once per call site, on its final pairs
-    (:func:`.pairs.measure_site` stops on the t-interval alone). ``signed_rank``: False for the t-interval
-    alone."""
+    So, with ``robust``, from 8 pairs on, where the 99 % t-interval reaches 1:
+
+    1. the exact signed-rank interval, where it excludes 1: the Hodges-Lehmann estimate over the pairs with its
+       intervals. At 8 pairs that interval excludes 1 exactly when all 8 pairs lie on one side of 1, which
+       identical code does with probability 2/256 (symmetric pairs). It does not help where the far pair lies on
+       the other side of 1 from the rest: its n Walsh averages pull the interval's low end down with it.
+    2. else, where some pair lies more than 4 robust standard deviations from the pairs' median
+       (:func:`far_pair`), Yuen's 20 % trimmed mean and its interval (``trimmed``; :func:`yuen_interval`), where
+       its 99 % interval excludes 1 (a copy planted 5 % slower: eleven pairs 1.018-1.136 and one 0.780).
+
+    Each adds claims on identical code: simulated, at most 0.8 point (signed-rank) and 0.3-0.6 point more
+    (trimmed mean) where the pairs spread 5-8 %, none measurable where they spread up to 3 %
+    (``benchmarks/ab_rules.py``). Both are meant to be tried once per call site, on its final pairs
+    (:func:`.pairs.measure_site` stops on the t-interval alone). ``robust``: False for the t-interval alone;
+    ``trimmed``: False for the rule before the trimmed mean (benchmarks)."""
     logs = [math.log(r) for r in ratios if r > 0 and math.isfinite(r)]
     k = len(logs)
     if k == 0:
@@ -214,8 +275,8 @@ def between_pairs(ratios: Sequence[float], signed_rank: bool = True) -> BetweenP
     half, claim = (t(k - 1) * sd / math.sqrt(k) for t in (t975, t995))
     top = BetweenPairs(math.exp(mean), (math.exp(mean - half), math.exp(mean + half)),
                        tuple(math.exp(v) for v in logs), sd, (math.exp(mean - claim), math.exp(mean + claim)))
-    if signed_rank and mean - claim <= 0 <= mean + claim:
-        return _signed_rank_top(logs, top) or top
+    if robust and mean - claim <= 0 <= mean + claim:
+        return _signed_rank_top(logs, top) or (_trimmed_top(logs, top) if trimmed else None) or top
     return top
 
 

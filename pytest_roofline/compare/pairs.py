@@ -205,7 +205,7 @@ def measure_site(pairs: Iterable[PairSides], policy: TimingPolicy, tolerance: fl
         done.append(one_pair(pair.this_turn, pair.ref_turn, policy, PAIR_BUDGET_SHARE * policy.max_time_s,
                              lead if len(done) % 2 == 0 else other_side(lead), alloc_first=pair.alloc_first,
                              rewarm=rewarm, clock=clock))
-        top = between_pairs([p.within.ratio for p in done], signed_rank=False)
+        top = between_pairs([p.within.ratio for p in done], robust=False)
     # the signed-rank interval is tried once, on the pairs there are at the end, never as a stopping rule: each
     # try is one more chance of a false claim
     top = between_pairs([p.within.ratio for p in done])

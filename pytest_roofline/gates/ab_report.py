@@ -72,7 +72,7 @@ def inconclusive_note(paired: PairedRatio, record_ratios: Sequence[float] | None
     if paired.ci is None:
         return (f"; inconclusive: too few process pairs for an interval ({paired.pairs}); more process pairs "
                 f"(--roofline-compare-pairs) give one")
-    spread = between_pairs(record_ratios, signed_rank=False) if record_ratios else None
+    spread = between_pairs(record_ratios, robust=False) if record_ratios else None
     pairs = "" if spread is None else f"; process pairs {_ratios(record_ratios or ())} (CV {spread.cv:.1%})"
     beyond = not 1 / (1 + tolerance) <= paired.ratio <= 1 + tolerance
     claim = paired.claim_ci
@@ -106,7 +106,7 @@ def combined_ratio(sites: Sequence[tuple[float, PairedRatio]]) -> PairedRatio:
 def over_process_pairs(sites: Sequence[tuple[float, Sequence[float]]]) -> BetweenPairs | None:
     """The test's per-pair ratios from its call sites' (REF's time, per-pair ratios), each pair's log ratio
     weighted by the sites' shares of REF's time, and the interval over them (:func:`.paired_stats.between_pairs`:
-    t, or signed-rank where that one decides); None unless every site was
+    t, or a robust one where that one decides); None unless every site was
     measured over the same number (at least two) of process pairs."""
     counts = {len(r) for _, r in sites}
     total = sum(t for t, _ in sites)
@@ -224,8 +224,12 @@ def failure_message(nodeid: str, result: TestComparison, record: Mapping[str, An
 
 
 def _interval_name(record: Mapping[str, Any]) -> str:
-    """"t-interval" or "signed-rank interval": which one decided (:func:`.paired_stats.between_pairs`)."""
-    return "signed-rank interval" if str(record.get("interval", "")).startswith("signed-rank") else "t-interval"
+    """"t-interval", "signed-rank interval" or "trimmed-mean interval (Yuen)": which one decided
+    (:func:`.paired_stats.between_pairs`)."""
+    interval = str(record.get("interval", ""))
+    if interval.startswith("signed-rank"):
+        return "signed-rank interval"
+    return "trimmed-mean interval (Yuen)" if interval.startswith("trimmed-mean") else "t-interval"
 
 
 def _ratios(ratios: Sequence[float]) -> str:
