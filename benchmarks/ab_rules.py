@@ -6,11 +6,12 @@ between pairs (``--cv``), a share of outlier pairs (``--outliers``, ±25 %) and 
 ``decided``, ``verdict``; pairs added from three on as in ``compare.pairs.measure_site``), so this measures
 what the code decides, not a model of it. ``--claim 95`` replays the rule before 2026-11-27 (a change claimed
 at 95 %, at most 5 pairs); ``--t-only`` the rule without the robust intervals over 8 pairs or more (signed-rank,
-trimmed mean); ``--no-trimmed`` the rule before the trimmed mean (2026-11-27, ninth round). The real between-pair spreads to try: 0.5-3 % on the 2-core CPU VM, 4-10 % for
+trimmed mean); ``--no-trimmed`` the rule before the trimmed mean and ``--unchanged-95`` the one before
+"unchanged" on the 90 % interval (both 2026-11-27, ninth round). The real between-pair spreads to try: 0.5-3 % on the 2-core CPU VM, 4-10 % for
 launch-bound kernels on an H100 (docs/ab-compare.md, "Measured").
 
     python benchmarks/ab_rules.py [--comparisons 4000] [--cv 0.015 0.03 0.08] [--outliers 0 0.05] [--t-only]
-        [--no-trimmed] [--seed 1]
+        [--no-trimmed] [--unchanged-95] [--seed 1]
 """
 
 from __future__ import annotations
@@ -27,12 +28,15 @@ from pytest_roofline.compare.pairs import MAX_PROCESS_PAIRS, MIN_PROCESS_PAIRS
 
 def one_comparison(draw: random.Random, log_change: float, cv: float, outliers: float, tolerance: float,
                    max_pairs: int, claim_at_95: bool, robust: bool = True,
-                   outlier_size: float = 0.25, trimmed: bool = True) -> tuple[str, int]:
+                   outlier_size: float = 0.25, trimmed: bool = True,
+                   equivalence: bool = True) -> tuple[str, int]:
     """(verdict, process pairs used) of one simulated call site; an outlier pair is off by ``outlier_size``."""
     logs: list[float] = []
 
     def top(final: bool) -> BetweenPairs:  # as measure_site: stop on the t-interval, the robust ones tried last
         result = between_pairs([math.exp(v) for v in logs], robust and final, trimmed)
+        if not equivalence:  # "unchanged" on the 95 % interval, as before
+            result = replace(result, equivalence_ci=None)
         return replace(result, claim_ci=result.ci) if claim_at_95 else result
 
     while True:
@@ -59,12 +63,15 @@ def main() -> None:
                         help="no robust interval over 8 pairs or more (the rule before them)")
     parser.add_argument("--no-trimmed", action="store_true",
                         help="no trimmed mean after the signed-rank interval (the rule before it)")
+    parser.add_argument("--unchanged-95", action="store_true",
+                        help="'unchanged' needs the 95 %% interval inside the band, not the 90 %% one (as before)")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     old = args.claim == "95"
     max_pairs = 5 if old else MAX_PROCESS_PAIRS
     draw = random.Random(args.seed)
     rule = " (t only)" if args.t_only else " (no trimmed mean)" if args.no_trimmed else ""
+    rule += ", unchanged at 95 %" if args.unchanged_95 else ""
     print(f"claimed at {args.claim} %{rule}, at most {max_pairs} process pairs, "
           f"tolerance {args.tolerance:.0%}, "
           f"{args.comparisons} comparisons per cell")
@@ -74,7 +81,8 @@ def main() -> None:
             cells = []
             for change in (0.0, math.log(1 + args.slowdown)):
                 runs = [one_comparison(draw, change, cv, outliers, args.tolerance, max_pairs, old, not args.t_only,
-                                       trimmed=not args.no_trimmed) for _ in range(args.comparisons)]
+                                       trimmed=not args.no_trimmed, equivalence=not args.unchanged_95)
+                        for _ in range(args.comparisons)]
                 hits = (sum(v != "unchanged" and v != "inconclusive" for v, _ in runs) if change == 0.0 else
                         sum(v == "slower" for v, _ in runs))
                 cells.append((hits / len(runs), statistics.fmean(k for _, k in runs)))

@@ -26,6 +26,7 @@ from pytest_roofline.compare.paired_stats import (
     decided,
     far_pair,
     signed_rank_critical,
+    t95,
     t975,
     t995,
     verdict,
@@ -198,6 +199,41 @@ def test_the_stopping_rule_beyond_inside_or_straddling_the_band() -> None:
     assert not decided(between_pairs([1.0, 1.0]), tol, 3)  # fewer than the minimum pairs
 
 
+def test_unchanged_needs_the_90_percent_interval_inside_the_band_from_four_pairs() -> None:
+    tol, band = 0.03, math.log(1.03)  # the band's half width on the log scale: 0.02956
+    # four pairs at log ratios +-0.02: mean 0, sd sqrt(4 * 0.0004 / 3) = 0.023094, sd / sqrt(4) = 0.011547;
+    # 90 %: t95(3) = 2.353363 -> +-0.02717, inside; 95 %: t975(3) = 3.182446 -> +-0.03675, past the band
+    four = between_pairs([math.exp(v) for v in (0.02, -0.02, 0.02, -0.02)])
+    assert t95(3) == pytest.approx(2.353363) and t95(31) == pytest.approx(1.644854, abs=1e-6)
+    assert four.equivalence_ci == pytest.approx((math.exp(-2.353363 * 0.011547), math.exp(2.353363 * 0.011547)),
+                                                rel=1e-5)
+    assert four.ci == pytest.approx((math.exp(-3.182446 * 0.011547), math.exp(3.182446 * 0.011547)), rel=1e-5)
+    assert math.log(four.ci[1]) > band > math.log(four.equivalence_ci[1])  # type: ignore[index]
+    assert decided(four, tol, 3)
+    # three pairs at 0.015, -0.015, 0: sd 0.015; the 90 % interval (+-2.53 %) would lie inside, but below four
+    # pairs the 95 % one decides (t975(2) = 4.302653: +-3.73 %)
+    three = between_pairs([math.exp(v) for v in (0.015, -0.015, 0.0)])
+    assert three.equivalence_ci == three.ci and not decided(three, tol, 3)
+    # a site of such pairs stops at the fourth
+    result, pairs = site([math.exp(v) for v in (0.02, -0.02, 0.02, -0.02, 0.0, 0.0)])
+    assert result.top.pairs == 4 and not result.budget_limited and pairs[4].turns == []
+    assert result.summary()["equivalence_ci"] == pytest.approx(list(four.equivalence_ci))  # type: ignore[arg-type]
+    # the test's verdict reads the record's equivalence interval: steady; a record without one (written before it)
+    # falls back to the 95 % interval: inconclusive, the note naming the interval it read
+    ratios = [math.exp(v) for v in (0.02, -0.02, 0.02, -0.02)]
+    tolerances = Tolerances(0.1, tol, ("time",))
+    steady = compare_regions([region(1.0, ratios)], tolerances, "REF", "memory:DRAM")
+    assert steady is not None and steady.time.verdict == "same" and steady.verdict == "steady"
+    older = region(1.0, ratios)
+    del older["compare"]["equivalence_ci"]
+    unsure = compare_regions([older], tolerances, "REF", "memory:DRAM")
+    assert unsure is not None and unsure.verdict == "inconclusive"
+    assert "the interval [0.964, 1.037] reaches past the ±3% band" in unsure.explanation
+    wide = region(1.0, [math.exp(v) for v in (0.03, -0.03, 0.03, -0.03)])  # 90 %: +-4.1 %
+    said = compare_regions([wide], tolerances, "REF", "memory:DRAM")
+    assert said is not None and "the 90% interval [0.960, 1.042] reaches past the ±3% band" in said.explanation
+
+
 class FakePair:
     """A process pair whose sides take ``this_s`` and ``ref_s`` per call, on a clock they advance."""
 
@@ -344,7 +380,8 @@ def region(ratio: float, pair_ratios: list[float], flops: float = 1e8, ref_flops
     return {"label": "step", "time_s": this_time or 1e-3 * ratio, "t_min_s": 0.5e-3 * flops / 1e8,
             "flops_by_precision": {"fp32": flops}, "bytes": {},
             "compare": {"compared": True, "ratio": top.ratio, "ci": list(top.ci or ()),
-                        "claim_ci": list(top.claim_ci or ()), "pairs": 30,
+                        "claim_ci": list(top.claim_ci or ()), "equivalence_ci": list(top.equivalence_ci or ()),
+                        "pairs": 30,
                         "pair_ratios": pair_ratios, "between_cv": top.cv, "this_time_s": 1e-3 * ratio,
                         "ref_time_s": 1e-3, "within": [{"ratio": r, "ci": None, "turns": 10} for r in pair_ratios],
                         "ref": ref}}

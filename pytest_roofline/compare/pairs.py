@@ -167,6 +167,7 @@ class SiteResult:
         ref_time = statistics.median(self.pooled("ref").times)
         return {"ratio": self.top.ratio, "ci": None if self.top.ci is None else list(self.top.ci),
                 "claim_ci": None if self.top.claim_ci is None else list(self.top.claim_ci),
+                "equivalence_ci": None if self.top.equivalence_ci is None else list(self.top.equivalence_ci),
                 "interval": f"{self.top.interval} over process pairs", "process_pairs": self.top.pairs,
                 "pair_ratios": list(self.top.ratios), "between_cv": self.top.cv,
                 "pairs": sum(p.within.pairs for p in self.pairs), "batch": max(p.batch for p in self.pairs),

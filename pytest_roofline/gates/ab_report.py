@@ -10,6 +10,7 @@ from typing import Any
 
 from pytest_roofline.compare.paired_stats import (
     CLAIM_CONFIDENCE,
+    EQUIVALENCE_CONFIDENCE,
     BetweenPairs,
     PairedRatio,
     between_pairs,
@@ -25,17 +26,19 @@ _TIME_VERDICT = {"slower": "worse", "faster": "better", "unchanged": "same", "in
 
 
 def undecided(paired: PairedRatio, tolerance: float) -> bool:
-    """A ratio inside the band whose interval still reaches past it: the pairs cannot tell "unchanged" from a
-    change of the size asked about (``inconclusive``, not ``steady``)."""
-    if paired.ci is None:
+    """A ratio inside the band whose equivalence interval (90 %; :attr:`.PairedRatio.equivalence_interval`) still
+    reaches past it: the pairs cannot tell "unchanged" from a change of the size asked about (``inconclusive``,
+    not ``steady``)."""
+    interval = paired.equivalence_interval
+    if interval is None:
         return True
     band_lo, band_hi = 1 / (1 + tolerance), 1 + tolerance
-    return paired.ci[0] < band_lo or paired.ci[1] > band_hi
+    return interval[0] < band_lo or interval[1] > band_hi
 
 
 def time_verdict(paired: PairedRatio, tolerance: float) -> str:
-    """``worse`` / ``better`` (beyond the band, the interval excluding 1), ``same`` (the interval inside the
-    band), else ``inconclusive``."""
+    """``worse`` / ``better`` (beyond the band, the claim interval excluding 1), ``same`` (the equivalence
+    interval inside the band), else ``inconclusive``."""
     said = verdict(paired, tolerance)
     if said == "unchanged" and undecided(paired, tolerance):
         said = "inconclusive"
@@ -79,7 +82,9 @@ def inconclusive_note(paired: PairedRatio, record_ratios: Sequence[float] | None
     if beyond and claim is not None:  # a change too uncertain to claim
         where = f"the {CLAIM_CONFIDENCE:.0%} interval [{claim[0]:.3f}, {claim[1]:.3f}] reaches 1"
     else:
-        where = f"the interval [{paired.ci[0]:.3f}, {paired.ci[1]:.3f}] reaches past the ±{tolerance:.0%} band"
+        low, high = paired.equivalence_interval or paired.ci
+        level = f"{EQUIVALENCE_CONFIDENCE:.0%} " if paired.equivalence_ci is not None else ""
+        where = f"the {level}interval [{low:.3f}, {high:.3f}] reaches past the ±{tolerance:.0%} band"
     return f"; inconclusive: {where}{pairs}; {what_narrows(spread, within)}"
 
 
@@ -100,7 +105,8 @@ def combined_ratio(sites: Sequence[tuple[float, PairedRatio]]) -> PairedRatio:
 
     ci = combined([(t, r.ci) for t, r in sites if r.ci is not None])
     claim = combined([(t, r.claim_interval) for t, r in sites if r.claim_interval is not None])
-    return PairedRatio(math.exp(log_ratio), ci, sum(r.pairs for _, r in sites), claim)
+    equivalence = combined([(t, r.equivalence_interval) for t, r in sites if r.equivalence_interval is not None])
+    return PairedRatio(math.exp(log_ratio), ci, sum(r.pairs for _, r in sites), claim, equivalence)
 
 
 def over_process_pairs(sites: Sequence[tuple[float, Sequence[float]]]) -> BetweenPairs | None:
@@ -146,9 +152,10 @@ def compare_regions(regions: Sequence[Mapping[str, Any]], tolerances: Tolerances
     sites, this_time, ref_time, this_tmin, ref_tmin = [], 0.0, 0.0, 0.0, 0.0
     for region in compared:
         pair, ref = region["compare"], region["compare"]["ref"]
-        ci, claim = pair.get("ci"), pair.get("claim_ci")
+        ci, claim, equivalence = pair.get("ci"), pair.get("claim_ci"), pair.get("equivalence_ci")
         ratio = PairedRatio(float(pair["ratio"]), (float(ci[0]), float(ci[1])) if ci else None, int(pair["pairs"]),
-                            (float(claim[0]), float(claim[1])) if claim else None)
+                            (float(claim[0]), float(claim[1])) if claim else None,
+                            (float(equivalence[0]), float(equivalence[1])) if equivalence else None)
         sites.append((float(ref["time_s"]), ratio))
         # paired numbers only: the turns of the pairs, never a solo re-measure of this side
         this_time += float(pair.get("this_time_s") or region["time_s"])
