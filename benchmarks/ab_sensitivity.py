@@ -206,9 +206,10 @@ def make_repo(root: Path, percents: list[float], copies: int, device: str) -> Pa
 
 
 def session(repo: Path, out: Path, compare: bool, max_time: float, pairs: int | None = None,
-            plugin: Path | None = None, only: list[str] | None = None) -> tuple[float, dict, str]:
+            plugin: Path | None = None, only: list[str] | None = None,
+            max_slowdown: float | None = None) -> tuple[float, dict, str]:
     """One session's wall time, results and terminal output; ``plugin``: a checkout of pytest-roofline to import
-    instead; ``only``: these workloads' tests alone."""
+    instead; ``only``: these workloads' tests alone; ``max_slowdown``: the compare sessions' tolerance."""
     args = [sys.executable, "-m", "pytest", "tests", "--roofline", f"--roofline-dir={out}", "--roofline-history=none",
             f"--roofline-max-time={max_time}", "-q", "-p", "no:cacheprovider", "--roofline-counter=analytic"]
     if only:
@@ -217,6 +218,8 @@ def session(repo: Path, out: Path, compare: bool, max_time: float, pairs: int | 
         args.append("--roofline-compare=HEAD~1")
         if pairs is not None:
             args.append(f"--roofline-compare-pairs={pairs}")
+        if max_slowdown is not None:
+            args.append(f"--roofline-compare-max-slowdown={max_slowdown}")
     start = time.perf_counter()
     env = None if plugin is None else {
         **os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(plugin), os.environ.get("PYTHONPATH")) if p)}
@@ -293,6 +296,8 @@ def main() -> None:
     parser.add_argument("--max-time", type=float, default=1.0, help="--roofline-max-time of every session")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--pairs", type=int, default=None, help="--roofline-compare-pairs (default: the plugin's)")
+    parser.add_argument("--max-slowdown", type=float, default=None,
+                        help="--roofline-compare-max-slowdown of the compare sessions (default: the plugin's, 0.03)")
     parser.add_argument("--only", nargs="+", choices=WORKLOAD_NAMES, default=None,
                         help="these workloads alone (the cost then compares sessions of these alone)")
     parser.add_argument("--plugin", type=Path, action="append", default=[],
@@ -318,7 +323,8 @@ def main() -> None:
                                              plugin=plugin, only=args.only)
                         tally.plain_s.append(seconds)
                     seconds, results, output = session(repo, root / f"compare-{index}-{number}", True,
-                                                       args.max_time, args.pairs, plugin=plugin, only=args.only)
+                                                       args.max_time, args.pairs, plugin=plugin, only=args.only,
+                                                       max_slowdown=args.max_slowdown)
                     tally.compare_s.append(seconds)
                     if args.keep is not None:
                         args.keep.mkdir(parents=True, exist_ok=True)
@@ -399,7 +405,8 @@ def report(args: argparse.Namespace, percents: list[Any], tally: Tally) -> None:
     workloads = sorted({w for w, _ in flagged})
     print(f"\n{args.sessions} sessions on {args.device}, {args.neighbours} busy neighbour(s), {args.aa} A/A "
           f"cop{'y' if args.aa == 1 else 'ies'} per workload, --roofline-max-time {args.max_time}"
-          + ("" if args.pairs is None else f", --roofline-compare-pairs {args.pairs}"))
+          + ("" if args.pairs is None else f", --roofline-compare-pairs {args.pairs}")
+          + ("" if args.max_slowdown is None else f", --roofline-compare-max-slowdown {args.max_slowdown}"))
     print("share of comparisons failed as slower, per planted slowdown; A/A: flagged (slower or faster), median "
           "ratio, CV of the ratios between comparisons, median between-pair CV reported")
     print(f"{'workload':12s} " + " ".join(f"{str(p) + ' %':>8s}" for p in percents)

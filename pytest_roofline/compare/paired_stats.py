@@ -288,7 +288,7 @@ def between_pairs(ratios: Sequence[float], robust: bool = True, trimmed: bool = 
        (:func:`far_pair`), Yuen's 20 % trimmed mean and its interval (``trimmed``; :func:`yuen_interval`), where
        its 99 % interval excludes 1 (a copy planted 5 % slower: eleven pairs 1.018-1.136 and one 0.780).
 
-    Each adds claims on identical code: simulated, at most 0.8 point (signed-rank) and 0.3-0.6 point more
+    Each adds claims on identical code: simulated, at most 0.8 point (signed-rank) and 0.3-0.4 point more
     (trimmed mean) where the pairs spread 5-8 %, none measurable where they spread up to 3 %
     (``benchmarks/ab_rules.py``). Both are meant to be tried once per call site, on its final pairs
     (:func:`.pairs.measure_site` stops on the t-interval alone). ``robust``: False for the t-interval alone;
