@@ -34,7 +34,7 @@ def one_comparison(draw: random.Random, log_change: float, cv: float, outliers: 
     logs: list[float] = []
 
     def top(final: bool) -> BetweenPairs:  # as measure_site: stop on the t-interval, the robust ones tried last
-        result = between_pairs([math.exp(v) for v in logs], robust and final, trimmed)
+        result = between_pairs([math.exp(v) for v in logs], robust and final, trimmed, tolerance)
         if not equivalence:  # "unchanged" on the 95 % interval, as before
             result = replace(result, equivalence_ci=None)
         return replace(result, claim_ci=result.ci) if claim_at_95 else result

@@ -172,6 +172,25 @@ def test_a_far_pair_on_the_other_side_of_1_leaves_the_claim_to_the_trimmed_mean(
     assert between_pairs(pairs[:7]).interval == "t"
 
 
+def test_a_robust_estimate_inside_the_band_leaves_unchanged_to_the_t_interval() -> None:
+    # eight pairs that stop as unchanged on the t's 90 % interval at the eighth; one (0.978) is far from the rest,
+    # and the trimmed mean's 99 % interval excludes 1, at 1.021, inside the band: it can claim nothing, so with the
+    # band known the t result stays (steady), and without it the trimmed result keeps the t's equivalence interval
+    pairs = [1.0247, 1.0282, 1.0211, 1.0324, 1.0194, 0.9779, 1.0297, 1.0054]
+    assert [decided(between_pairs(pairs[:k], robust=False), 0.03, 3) for k in range(3, 9)] == [False] * 5 + [True]
+    judged = between_pairs(pairs, tolerance=0.03)
+    assert judged.interval == "t" and decided(judged, 0.03, 3)
+    unbanded = between_pairs(pairs)
+    assert unbanded.interval == "trimmed-mean" and unbanded.equivalence_ci == judged.equivalence_ci
+    assert decided(unbanded, 0.03, 3)
+    result, _ = site(pairs)
+    assert result.top.pairs == 8 and result.top.interval == "t" and not result.budget_limited
+    said = compare_regions([region(judged.ratio, pairs)], Tolerances(0.1, 0.03, ("time",)), "REF", "memory:DRAM")
+    assert said is not None and said.verdict == "steady"
+    assert said.time.equivalence_ci == pytest.approx(judged.equivalence_ci)
+    assert said.time.to_dict()["equivalence_ci"] == pytest.approx(list(judged.equivalence_ci))  # type: ignore[arg-type]
+
+
 def test_far_pair_and_yuen_interval_by_hand() -> None:
     # median 0.05, absolute deviations 0 0 0.01 0.01 0.3: MAD 0.01, robust sd 0.014826; 0.3 is 20 of them away
     assert far_pair([0.05, 0.05, 0.04, 0.06, 0.35])
@@ -213,7 +232,7 @@ def test_unchanged_needs_the_90_percent_interval_inside_the_band_from_four_pairs
     # three pairs at 0.015, -0.015, 0: sd 0.015; the 90 % interval (+-2.53 %) would lie inside, but below four
     # pairs the 95 % one decides (t975(2) = 4.302653: +-3.73 %)
     three = between_pairs([math.exp(v) for v in (0.015, -0.015, 0.0)])
-    assert three.equivalence_ci == three.ci and not decided(three, tol, 3)
+    assert three.equivalence_ci is None and not decided(three, tol, 3)
     # a site of such pairs stops at the fourth
     result, pairs = site([math.exp(v) for v in (0.02, -0.02, 0.02, -0.02, 0.0, 0.0)])
     assert result.top.pairs == 4 and not result.budget_limited and pairs[4].turns == []

@@ -108,9 +108,9 @@ def verdict(result: PairedRatio, tolerance: float) -> str:
 CLAIM_CONFIDENCE = 0.99  # the level of t995 (the 95 % interval's is t975's)
 # "Unchanged" is an equivalence claim: the two one-sided tests (TOST) at 5 % each, "not slower by the band" and "not
 # faster by it", hold together exactly when the 90 % interval lies inside the band (as bioequivalence is judged).
-# The 95 % interval asked twice that confidence of each side and cost identical code 12-17 % more pairs (kept
-# sessions replayed, simulated). From 4 pairs on: three pairs agree by chance too often (a 5 % planted copy's first
-# three read 1.025, 1.012, 1.015: inside the band at 90 %, not at 95 %; docs/ab-compare.md, "ninth round").
+# The 95 % interval allowed each side half that error (2.5 %) and cost identical code up to 14 % more pairs (copy,
+# GEMM, x*2+y; kept sessions replayed). From 4 pairs on: three pairs agree by chance too often (a 5 % planted copy's
+# first three read 1.025, 1.012, 1.015: inside the band at 90 %, not at 95 %; docs/ab-compare.md, "ninth round").
 EQUIVALENCE_CONFIDENCE = 0.90
 EQUIVALENCE_MIN_PAIRS = 4
 
@@ -213,7 +213,7 @@ def _signed_rank_top(logs: Sequence[float], t_top: BetweenPairs) -> BetweenPairs
         return None
     return BetweenPairs(math.exp(float(np.median(walsh))),
                         (math.exp(float(walsh[c95])), math.exp(float(walsh[len(walsh) - 1 - c95]))),
-                        t_top.ratios, t_top.cv, (math.exp(lo), math.exp(hi)), "signed-rank")
+                        t_top.ratios, t_top.cv, (math.exp(lo), math.exp(hi)), "signed-rank", t_top.equivalence_ci)
 
 
 # Yuen's trimmed mean: the fewest pairs it is tried on (as the signed-rank interval), the share trimmed from each end,
@@ -268,13 +268,14 @@ def _trimmed_top(logs: Sequence[float], t_top: BetweenPairs) -> BetweenPairs | N
     if mean - claim <= 0 <= mean + claim:
         return None
     return BetweenPairs(math.exp(mean), (math.exp(mean - half), math.exp(mean + half)), t_top.ratios, t_top.cv,
-                        (math.exp(mean - claim), math.exp(mean + claim)), "trimmed-mean")
+                        (math.exp(mean - claim), math.exp(mean + claim)), "trimmed-mean", t_top.equivalence_ci)
 
 
-def between_pairs(ratios: Sequence[float], robust: bool = True, trimmed: bool = True) -> BetweenPairs:
+def between_pairs(ratios: Sequence[float], robust: bool = True, trimmed: bool = True,
+                  tolerance: float | None = None) -> BetweenPairs:
     """Mean of the log ratios and the t-intervals ``mean ± t(q, k-1) · sd / sqrt(k)`` over ``k`` pairs, at
     q = 0.975 (``ci``), 0.995 (``claim_ci``) and, from 4 pairs on, 0.95 (``equivalence_ci``: the 90 % interval
-    that "unchanged" needs inside the band; below 4 pairs the 95 % one).
+    that "unchanged" needs inside the band; None below 4 pairs, where ``ci`` is the one).
 
     A t-interval is widened by one pair far from the others (a process pair whose buffers landed badly: on the
     CPU VM a 64 MiB copy's pairs read 1.02-1.09 and one 1.207), and then a clear change reads ``inconclusive``.
@@ -291,7 +292,10 @@ def between_pairs(ratios: Sequence[float], robust: bool = True, trimmed: bool = 
     Each adds claims on identical code: simulated, at most 0.8 point (signed-rank) and 0.3-0.4 point more
     (trimmed mean) where the pairs spread 5-8 %, none measurable where they spread up to 3 %
     (``benchmarks/ab_rules.py``). Both are meant to be tried once per call site, on its final pairs
-    (:func:`.pairs.measure_site` stops on the t-interval alone). ``robust``: False for the t-interval alone;
+    (:func:`.pairs.measure_site` stops on the t-interval alone). They are for claims: with ``tolerance`` (the
+    band's half width, ``--roofline-compare-max-slowdown``) a robust estimate inside the band leaves the t one
+    (it could claim nothing, and "unchanged" is the t-interval's to say, as when the pairs stopped); a robust
+    result keeps the t's ``equivalence_ci`` either way. ``robust``: False for the t-interval alone;
     ``trimmed``: False for the rule before the trimmed mean (benchmarks)."""
     logs = [math.log(r) for r in ratios if r > 0 and math.isfinite(r)]
     k = len(logs)
@@ -302,13 +306,14 @@ def between_pairs(ratios: Sequence[float], robust: bool = True, trimmed: bool = 
         return BetweenPairs(math.exp(mean), None, tuple(math.exp(v) for v in logs), math.nan)
     sd = math.sqrt(sum((v - mean) ** 2 for v in logs) / (k - 1))
     half, claim, equivalence = (t(k - 1) * sd / math.sqrt(k) for t in (t975, t995, t95))
-    if k < EQUIVALENCE_MIN_PAIRS:
-        equivalence = half
     top = BetweenPairs(math.exp(mean), (math.exp(mean - half), math.exp(mean + half)),
                        tuple(math.exp(v) for v in logs), sd, (math.exp(mean - claim), math.exp(mean + claim)),
-                       equivalence_ci=(math.exp(mean - equivalence), math.exp(mean + equivalence)))
+                       equivalence_ci=(None if k < EQUIVALENCE_MIN_PAIRS else
+                                       (math.exp(mean - equivalence), math.exp(mean + equivalence))))
     if robust and mean - claim <= 0 <= mean + claim:
-        return _signed_rank_top(logs, top) or (_trimmed_top(logs, top) if trimmed else None) or top
+        found = _signed_rank_top(logs, top) or (_trimmed_top(logs, top) if trimmed else None)
+        if found is not None and (tolerance is None or not 1 / (1 + tolerance) <= found.ratio <= 1 + tolerance):
+            return found
     return top
 
 

@@ -207,7 +207,7 @@ def measure_site(pairs: Iterable[PairSides], policy: TimingPolicy, tolerance: fl
                              lead if len(done) % 2 == 0 else other_side(lead), alloc_first=pair.alloc_first,
                              rewarm=rewarm, clock=clock))
         top = between_pairs([p.within.ratio for p in done], robust=False)
-    # the signed-rank interval is tried once, on the pairs there are at the end, never as a stopping rule: each
-    # try is one more chance of a false claim
-    top = between_pairs([p.within.ratio for p in done])
+    # the robust intervals (signed-rank, trimmed mean) are tried once, on the pairs there are at the end, never as
+    # a stopping rule: each try is one more chance of a false claim
+    top = between_pairs([p.within.ratio for p in done], tolerance=tolerance)
     return SiteResult(done, top, not decided(top, tolerance, min(min_pairs, len(done))), clock() - start)

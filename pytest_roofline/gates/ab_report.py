@@ -105,14 +105,17 @@ def combined_ratio(sites: Sequence[tuple[float, PairedRatio]]) -> PairedRatio:
 
     ci = combined([(t, r.ci) for t, r in sites if r.ci is not None])
     claim = combined([(t, r.claim_interval) for t, r in sites if r.claim_interval is not None])
-    equivalence = combined([(t, r.equivalence_interval) for t, r in sites if r.equivalence_interval is not None])
+    # the 90 % interval only where every site has one (a site of three pairs, or an older record, has its 95 % one)
+    equivalence = (combined([(t, r.equivalence_ci) for t, r in sites if r.equivalence_ci is not None])
+                   if all(r.equivalence_ci is not None for _, r in sites) else None)
     return PairedRatio(math.exp(log_ratio), ci, sum(r.pairs for _, r in sites), claim, equivalence)
 
 
-def over_process_pairs(sites: Sequence[tuple[float, Sequence[float]]]) -> BetweenPairs | None:
+def over_process_pairs(sites: Sequence[tuple[float, Sequence[float]]],
+                       tolerance: float | None = None) -> BetweenPairs | None:
     """The test's per-pair ratios from its call sites' (REF's time, per-pair ratios), each pair's log ratio
     weighted by the sites' shares of REF's time, and the interval over them (:func:`.paired_stats.between_pairs`:
-    t, or a robust one where that one decides); None unless every site was
+    t, or a robust one where that one claims a change beyond ``tolerance``); None unless every site was
     measured over the same number (at least two) of process pairs."""
     counts = {len(r) for _, r in sites}
     total = sum(t for t, _ in sites)
@@ -120,16 +123,16 @@ def over_process_pairs(sites: Sequence[tuple[float, Sequence[float]]]) -> Betwee
         return None
     k = counts.pop()
     logs = [sum(t * math.log(r[j]) for t, r in sites) / total for j in range(k)]
-    return between_pairs([math.exp(v) for v in logs])
+    return between_pairs([math.exp(v) for v in logs], tolerance=tolerance)
 
 
-def process_record(regions: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def process_record(regions: Sequence[Mapping[str, Any]], tolerance: float | None = None) -> dict[str, Any]:
     """What varies between process pairs, for the test's record: per-pair ratios, their CV, and each call
     site's pairs (their own ratios and intervals, for diagnosis)."""
     compared = [r for r in regions if (r.get("compare") or {}).get("compared") and r["compare"].get("ref")]
     sites = [(float(r["compare"]["ref"]["time_s"]), r["compare"]["pair_ratios"]) for r in compared
              if r["compare"].get("pair_ratios")]
-    top = over_process_pairs(sites) if sites and len(sites) == len(compared) else None
+    top = over_process_pairs(sites, tolerance) if sites and len(sites) == len(compared) else None
     if not sites:
         return {}
     overall = {} if top is None else {"process_pairs": top.pairs, "pair_ratios": list(top.ratios),
@@ -165,10 +168,10 @@ def compare_regions(regions: Sequence[Mapping[str, Any]], tolerances: Tolerances
     over_pairs = None
     if len(compared) > 1 and all(r["compare"].get("pair_ratios") for r in compared):
         over_pairs = over_process_pairs([(float(r["compare"]["ref"]["time_s"]), r["compare"]["pair_ratios"])
-                                 for r in compared])
+                                 for r in compared], tolerances.max_slowdown)
     paired = combined_ratio(sites) if over_pairs is None else over_pairs.as_paired()
     time = Change("time", this_time, ref_time, paired.ratio, paired.ci, None,
-                  time_verdict(paired, tolerances.max_slowdown), paired.claim_ci)
+                  time_verdict(paired, tolerances.max_slowdown), paired.claim_ci, paired.equivalence_ci)
     # fraction = t_min / time on both sides (the same roofs): its ratio is the t_min ratio over the time ratio
     scale = this_tmin / ref_tmin if ref_tmin > 0 else 1.0
 

@@ -155,6 +155,7 @@ class Change:
     spread: Spread | None
     verdict: str  # "worse", "better", "same", "noisy" (worse beyond tolerance, not significant), "inconclusive"
     claim_ci: tuple[float, float] | None = None  # A/B: the 99 % interval "worse"/"better" must clear 1 with
+    equivalence_ci: tuple[float, float] | None = None  # A/B: the 90 % interval "same" needed inside the band
 
     def to_dict(self) -> dict[str, Any]:
         out = {"now": self.now, "reference": self.reference, "ratio": self.ratio,
@@ -163,6 +164,8 @@ class Change:
                                                             "source": self.spread.source}}
         if self.claim_ci is not None:
             out["claim_ci"] = list(self.claim_ci)
+        if self.equivalence_ci is not None:
+            out["equivalence_ci"] = list(self.equivalence_ci)
         return out
 
 
