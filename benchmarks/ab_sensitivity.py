@@ -207,11 +207,14 @@ def make_repo(root: Path, percents: list[float], copies: int, device: str) -> Pa
 
 def session(repo: Path, out: Path, compare: bool, max_time: float, pairs: int | None = None,
             plugin: Path | None = None, only: list[str] | None = None,
-            max_slowdown: float | None = None) -> tuple[float, dict, str]:
+            max_slowdown: float | None = None, cores: str | None = None) -> tuple[float, dict, str]:
     """One session's wall time, results and terminal output; ``plugin``: a checkout of pytest-roofline to import
-    instead; ``only``: these workloads' tests alone; ``max_slowdown``: the compare sessions' tolerance."""
+    instead; ``only``: these workloads' tests alone; ``max_slowdown``: the compare sessions' tolerance;
+    ``cores``: ``--roofline-cores`` of every session."""
     args = [sys.executable, "-m", "pytest", "tests", "--roofline", f"--roofline-dir={out}", "--roofline-history=none",
             f"--roofline-max-time={max_time}", "-q", "-p", "no:cacheprovider", "--roofline-counter=analytic"]
+    if cores is not None:
+        args.append(f"--roofline-cores={cores}")
     if only:
         args += ["-k", " or ".join(f"test_{name}" for name in only)]
     if compare:
@@ -296,6 +299,10 @@ def main() -> None:
     parser.add_argument("--max-time", type=float, default=1.0, help="--roofline-max-time of every session")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--pairs", type=int, default=None, help="--roofline-compare-pairs (default: the plugin's)")
+    parser.add_argument("--cores", default=None,
+                        help="--roofline-cores of every session (default: the plugin's auto, half the machine's "
+                             "cores; 'all' on a 2-core VM runs each twin's calls on 2 threads, as auto does on a "
+                             "4-core runner)")
     parser.add_argument("--max-slowdown", type=float, default=None,
                         help="--roofline-compare-max-slowdown of the compare sessions (default: the plugin's, 0.03)")
     parser.add_argument("--only", nargs="+", choices=WORKLOAD_NAMES, default=None,
@@ -319,12 +326,15 @@ def main() -> None:
                 turn = [(index + k) % len(plugins) for k in range(len(plugins))]
                 for number, plugin, tally in ((n, plugins[n], tallies[n]) for n in turn):
                     if index < args.plain_sessions:
-                        seconds, _, _ = session(repo, root / f"plain-{index}-{number}", False, args.max_time,
-                                             plugin=plugin, only=args.only)
+                        seconds, plain, _ = session(repo, root / f"plain-{index}-{number}", False, args.max_time,
+                                                    plugin=plugin, only=args.only, cores=args.cores)
                         tally.plain_s.append(seconds)
+                        if args.keep is not None:  # a plain session's times, beside the paired ones
+                            args.keep.mkdir(parents=True, exist_ok=True)
+                            (args.keep / f"plain-{index}-{number}.results.json").write_text(json.dumps(plain))
                     seconds, results, output = session(repo, root / f"compare-{index}-{number}", True,
                                                        args.max_time, args.pairs, plugin=plugin, only=args.only,
-                                                       max_slowdown=args.max_slowdown)
+                                                       max_slowdown=args.max_slowdown, cores=args.cores)
                     tally.compare_s.append(seconds)
                     if args.keep is not None:
                         args.keep.mkdir(parents=True, exist_ok=True)
@@ -406,7 +416,8 @@ def report(args: argparse.Namespace, percents: list[Any], tally: Tally) -> None:
     print(f"\n{args.sessions} sessions on {args.device}, {args.neighbours} busy neighbour(s), {args.aa} A/A "
           f"cop{'y' if args.aa == 1 else 'ies'} per workload, --roofline-max-time {args.max_time}"
           + ("" if args.pairs is None else f", --roofline-compare-pairs {args.pairs}")
-          + ("" if args.max_slowdown is None else f", --roofline-compare-max-slowdown {args.max_slowdown}"))
+          + ("" if args.max_slowdown is None else f", --roofline-compare-max-slowdown {args.max_slowdown}")
+          + ("" if args.cores is None else f", --roofline-cores {args.cores}"))
     print("share of comparisons failed as slower, per planted slowdown; A/A: flagged (slower or faster), median "
           "ratio, CV of the ratios between comparisons, median between-pair CV reported")
     print(f"{'workload':12s} " + " ".join(f"{str(p) + ' %':>8s}" for p in percents)

@@ -15,7 +15,7 @@ import pytest
 
 from pytest_roofline.compare import forker as forker_module
 from pytest_roofline.compare.forker import ForkedProcess
-from pytest_roofline.compare.twin import Twin
+from pytest_roofline.compare.twin import Twin, twin_environment
 from pytest_roofline.compare.worktree import Checkout
 from pytest_roofline.errors import CompareError
 
@@ -114,3 +114,10 @@ def test_a_zygote_that_imported_a_compared_checkouts_code_forks_nothing(tmp_path
     forker.close()
     assert forker.process.returncode == 3
     assert "a compared checkout: no forks" in (tmp_path / "zygote.log").read_text()
+
+
+def test_twins_openmp_threads_wait_passively_unless_the_user_chose() -> None:
+    env = twin_environment({"PATH": "/bin", "PYTEST_ADDOPTS": "-x", "PYTEST_XDIST_WORKER": "gw0"})
+    assert env == {"PATH": "/bin", "OMP_WAIT_POLICY": "PASSIVE"}  # this session's own options stay here
+    for name, value in (("OMP_WAIT_POLICY", "ACTIVE"), ("GOMP_SPINCOUNT", "1000000"), ("KMP_BLOCKTIME", "200")):
+        assert twin_environment({name: value}) == {name: value}  # the user's choice of how threads wait stands

@@ -16,6 +16,8 @@ import matplotlib.pyplot  # noqa: F401 - imported once, before pytester's in-pro
 import numpy  # noqa: F401
 import pytest
 
+from pytest_roofline.compare.twin import OMP_WAIT_VARIABLES
+
 MACHINE = {"name": "pinned-test-machine", "peak_flops": {"fp32": 100e9}, "bandwidth": {"DRAM": 10e9}}
 
 CODE = """
@@ -117,7 +119,7 @@ def test_a_commit_that_changes_only_the_readme_passes(
     (repo / "conftest.py").write_text(
         "import os, pytest\n\n@pytest.fixture(scope='session', autouse=True)\ndef marks_its_teardown():\n"
         "    yield\n    with open(os.environ['ROOFLINE_TEST_TEARDOWNS'], 'a') as out:\n"
-        "        out.write(f'{os.getpid()} {os.getppid()}\\n')\n")
+        "        out.write(f'{os.getpid()} {os.getppid()} {os.environ.get(\"OMP_WAIT_POLICY\", \"-\")}\\n')\n")
     commit(repo, 0.002, readme="docs only\n")
     result = run_roofline(write_machine(MACHINE), "--roofline-compare", "HEAD~1")
     assert result.ret == 0, result.stdout.str()
@@ -129,11 +131,16 @@ def test_a_commit_that_changes_only_the_readme_passes(
         assert "inconclusive: the interval [" in record["explanation"], record
     pairs = record.get("process_pairs") or 5
     ended = [line.split() for line in teardowns.read_text().splitlines()]
-    assert len({pid for pid, _ in ended}) == 1 + pairs  # this session and each pair's twin of this side
+    assert len({pid for pid, _, _ in ended}) == 1 + pairs  # this session and each pair's twin of this side
+    # the twins' OpenMP threads wait passively (the other side's spin would run on the cores of their turns);
+    # this session's own environment is left as it was
+    if not any(name in os.environ for name in OMP_WAIT_VARIABLES):
+        assert {policy for pid, _, policy in ended if int(pid) != os.getpid()} == {"PASSIVE"}
+        assert [policy for pid, _, policy in ended if int(pid) == os.getpid()] == ["-"]
     from pytest_roofline.compare.forker import supported
 
     if supported():  # every twin forked from one zygote, not started by this process
-        parents = {parent for pid, parent in ended if int(pid) != os.getpid()}
+        parents = {parent for pid, parent, _ in ended if int(pid) != os.getpid()}
         assert len(parents) == 1 and int(parents.pop()) != os.getpid()
         assert list((repo / ".roofline" / "sessions").glob("*/compare/zygote.log"))
     if record["verdict"] == "steady":  # the interval over the pairs lies inside the +-3 % band

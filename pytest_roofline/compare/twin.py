@@ -74,11 +74,24 @@ def twin_arguments(args: Sequence[str], toplevel: Path | None = None, worktree: 
     return kept
 
 
-def twin_environment() -> dict[str, str]:
-    """A twin's environment: this process's, less what belongs to this session alone."""
-    env = dict(os.environ)
+# How an OpenMP runtime's idle threads wait. By default they spin after each parallel region (libgomp, which
+# PyTorch's Linux wheels use: about 300,000 spins, milliseconds; Intel's: 200 ms), and the two twins of a pair take
+# turns on the same cores: the side that just finished spins on the cores the other side's timed call runs on.
+# Two identical processes of two threads on the 2-vCPU VM, in turns: a 3x3 conv read 15.0 ms a call, a 768^3 GEMM
+# 11.4 ms, against 8.8 and 5.8 ms alone; with passive waiting, 9.5 and 6.2 ms (docs/ab-compare.md, "ninth
+# round"). A side's time must not depend on how the other side's code leaves its threads.
+OMP_WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
+
+
+def twin_environment(base: dict[str, str] | None = None) -> dict[str, str]:
+    """A twin's environment (and its zygote's): this process's (``base``), less what belongs to this session
+    alone, with OpenMP's idle threads waiting passively (``OMP_WAIT_POLICY=PASSIVE``: libgomp, LLVM's and
+    Intel's runtimes all read it) unless the user chose how they wait."""
+    env = dict(os.environ if base is None else base)
     env.pop("PYTEST_XDIST_WORKER", None)
     env.pop("PYTEST_ADDOPTS", None)  # this session's extra options are this session's
+    if not any(name in env for name in OMP_WAIT_VARIABLES):
+        env["OMP_WAIT_POLICY"] = "PASSIVE"
     return env
 
 
