@@ -37,7 +37,8 @@ def judge_compare(state: RooflineState, entry: TestEntry, options: MarkerOptions
     pairs = sum(int((r.get("compare") or {}).get("pairs") or 0) for r in regions)
     entry.extra["compare"] = {**entry.extra.get("compare", {}), **result.to_dict(), "ref": ref.get("ref"),
                               "commit": ref.get("commit"), "pairs": pairs, "max_drop": tolerances.max_drop,
-                              "max_slowdown": tolerances.max_slowdown, **process_record(regions, tolerances.max_slowdown)}
+                              "max_slowdown": tolerances.max_slowdown,
+                              **process_record(regions, tolerances.max_slowdown)}
     if result.verdict != "regressed":
         return None
     message = failure_message(entry.nodeid, result, entry.extra["compare"])
