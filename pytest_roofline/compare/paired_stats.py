@@ -79,6 +79,11 @@ def paired_ratio(this: Sequence[float], ref: Sequence[float]) -> PairedRatio:
     return PairedRatio(math.exp(estimate), (math.exp(lo), math.exp(hi)), n)
 
 
+def inside_band(ratio: float, tolerance: float) -> bool:
+    """Whether ``ratio`` lies inside the tolerance band ``[1 / (1 + tolerance), 1 + tolerance]``."""
+    return 1 / (1 + tolerance) <= ratio <= 1 + tolerance
+
+
 def verdict(result: PairedRatio, tolerance: float) -> str:
     """``slower``: the ratio is above ``1 + tolerance`` and its claim interval (:attr:`PairedRatio.claim_interval`)
     above 1; ``faster``: the mirror image; ``unchanged``: the ratio lies inside the tolerance band;
@@ -312,7 +317,7 @@ def between_pairs(ratios: Sequence[float], robust: bool = True, trimmed: bool = 
                                        (math.exp(mean - equivalence), math.exp(mean + equivalence))))
     if robust and mean - claim <= 0 <= mean + claim:
         found = _signed_rank_top(logs, top) or (_trimmed_top(logs, top) if trimmed else None)
-        if found is not None and (tolerance is None or not 1 / (1 + tolerance) <= found.ratio <= 1 + tolerance):
+        if found is not None and (tolerance is None or not inside_band(found.ratio, tolerance)):
             return found
     return top
 

@@ -14,6 +14,7 @@ from pytest_roofline.compare.paired_stats import (
     BetweenPairs,
     PairedRatio,
     between_pairs,
+    inside_band,
     verdict,
 )
 from pytest_roofline.gates.baseline_stats import Change
@@ -77,7 +78,7 @@ def inconclusive_note(paired: PairedRatio, record_ratios: Sequence[float] | None
                 f"(--roofline-compare-pairs) give one")
     spread = between_pairs(record_ratios, robust=False) if record_ratios else None
     pairs = "" if spread is None else f"; process pairs {_ratios(record_ratios or ())} (CV {spread.cv:.1%})"
-    beyond = not 1 / (1 + tolerance) <= paired.ratio <= 1 + tolerance
+    beyond = not inside_band(paired.ratio, tolerance)
     claim = paired.claim_ci
     if beyond and claim is not None:  # a change too uncertain to claim
         where = f"the {CLAIM_CONFIDENCE:.0%} interval [{claim[0]:.3f}, {claim[1]:.3f}] reaches 1"
@@ -155,10 +156,8 @@ def compare_regions(regions: Sequence[Mapping[str, Any]], tolerances: Tolerances
     sites, this_time, ref_time, this_tmin, ref_tmin = [], 0.0, 0.0, 0.0, 0.0
     for region in compared:
         pair, ref = region["compare"], region["compare"]["ref"]
-        ci, claim, equivalence = pair.get("ci"), pair.get("claim_ci"), pair.get("equivalence_ci")
-        ratio = PairedRatio(float(pair["ratio"]), (float(ci[0]), float(ci[1])) if ci else None, int(pair["pairs"]),
-                            (float(claim[0]), float(claim[1])) if claim else None,
-                            (float(equivalence[0]), float(equivalence[1])) if equivalence else None)
+        ratio = PairedRatio(float(pair["ratio"]), _interval(pair.get("ci")), int(pair["pairs"]),
+                            _interval(pair.get("claim_ci")), _interval(pair.get("equivalence_ci")))
         sites.append((float(ref["time_s"]), ratio))
         # paired numbers only: the turns of the pairs, never a solo re-measure of this side
         this_time += float(pair.get("this_time_s") or region["time_s"])
@@ -240,6 +239,11 @@ def _interval_name(record: Mapping[str, Any]) -> str:
     if interval.startswith("signed-rank"):
         return "signed-rank interval"
     return "trimmed-mean interval (Yuen)" if interval.startswith("trimmed-mean") else "t-interval"
+
+
+def _interval(value: Sequence[float] | None) -> tuple[float, float] | None:
+    """A record's interval (a JSON list, or None/empty) as a pair of floats."""
+    return (float(value[0]), float(value[1])) if value else None
 
 
 def _ratios(ratios: Sequence[float]) -> str:
