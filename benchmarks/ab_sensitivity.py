@@ -9,7 +9,8 @@ extra FLOP or byte, as a worse kernel would look). Each session runs ``pytest --
 HEAD~1`` at the second commit, so the 0 % tests compare identical code (A/A) and the others a known slowdown.
 
     python benchmarks/ab_sensitivity.py [--sessions 6] [--slowdowns 0 2 3 5 10] [--aa 1] [--neighbours 1]
-        [--max-time 1.0] [--device cpu|cuda] [--pairs N] [--only WORKLOAD ...] [--plugin DIR ...] [--keep DIR]
+        [--max-time 1.0] [--device cpu|cuda] [--pairs N] [--max-slowdown TOL ...] [--only WORKLOAD ...]
+        [--plugin DIR ...] [--keep DIR]
 
 Prints, per workload and slowdown, the share of comparisons the gate failed as slower; the false-alarm share
 over all A/A comparisons (flagged slower or faster: the time verdict worse or better); the A/A ratios' median
@@ -303,8 +304,9 @@ def main() -> None:
                         help="--roofline-cores of every session (default: the plugin's auto, half the machine's "
                              "cores; 'all' on a 2-core VM runs each twin's calls on 2 threads, as auto does on a "
                              "4-core runner)")
-    parser.add_argument("--max-slowdown", type=float, default=None,
-                        help="--roofline-compare-max-slowdown of the compare sessions (default: the plugin's, 0.03)")
+    parser.add_argument("--max-slowdown", type=float, nargs="+", default=[None],
+                        help="--roofline-compare-max-slowdown of the compare sessions (default: the plugin's, 0.03); "
+                             "several: each measured side by side, as --plugin, and reported apart")
     parser.add_argument("--only", nargs="+", choices=WORKLOAD_NAMES, default=None,
                         help="these workloads alone (the cost then compares sessions of these alone)")
     parser.add_argument("--plugin", type=Path, action="append", default=[],
@@ -315,7 +317,9 @@ def main() -> None:
     args = parser.parse_args()
     percents = [int(p) if p == int(p) else p for p in args.slowdowns]
     plugins: list[Path | None] = [p.resolve() for p in args.plugin] or [None]
-    tallies = [Tally() for _ in plugins]
+    # every checkout at every tolerance; a checkout's plain sessions serve all its tolerances
+    variants = [(plugin, band) for plugin in plugins for band in args.max_slowdown]
+    tallies = [Tally() for _ in variants]
     neighbours = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.neighbours)]
     try:
         with tempfile.TemporaryDirectory(prefix="ab-sensitivity-") as tmp:
@@ -323,9 +327,9 @@ def main() -> None:
             repo = make_repo(root, percents, args.aa, args.device)
             for index in range(args.sessions):
                 # the checkouts in an order that rotates from one session index to the next
-                turn = [(index + k) % len(plugins) for k in range(len(plugins))]
-                for number, plugin, tally in ((n, plugins[n], tallies[n]) for n in turn):
-                    if index < args.plain_sessions:
+                turn = [(index + k) % len(variants) for k in range(len(variants))]
+                for number, (plugin, band), tally in ((n, variants[n], tallies[n]) for n in turn):
+                    if index < args.plain_sessions and band == args.max_slowdown[0]:
                         seconds, plain, _ = session(repo, root / f"plain-{index}-{number}", False, args.max_time,
                                                     plugin=plugin, only=args.only, cores=args.cores)
                         tally.plain_s.append(seconds)
@@ -334,23 +338,26 @@ def main() -> None:
                             (args.keep / f"plain-{index}-{number}.results.json").write_text(json.dumps(plain))
                     seconds, results, output = session(repo, root / f"compare-{index}-{number}", True,
                                                        args.max_time, args.pairs, plugin=plugin, only=args.only,
-                                                       max_slowdown=args.max_slowdown, cores=args.cores)
+                                                       max_slowdown=band, cores=args.cores)
                     tally.compare_s.append(seconds)
                     if args.keep is not None:
                         args.keep.mkdir(parents=True, exist_ok=True)
-                        name = f"compare-{index}" + (f"-{number}" if len(plugins) > 1 else "")
+                        name = f"compare-{index}" + (f"-{number}" if len(variants) > 1 else "")
                         (args.keep / f"{name}.results.json").write_text(json.dumps(results))
                         (args.keep / f"{name}.log").write_text(output)
                     tally.add(results)
                     print(f"session {index + 1}/{args.sessions}" + (f" ({plugin})" if plugin else "")
-                          + f": {seconds:.0f} s", file=sys.stderr)
+                          + ("" if band is None else f" (max_slowdown {band})") + f": {seconds:.0f} s",
+                          file=sys.stderr)
     finally:
         for process in neighbours:
             process.kill()
-    for plugin, tally in zip(plugins, tallies):
-        if plugin is not None:
-            print(f"\n=== plugin: {plugin}")
-        report(args, percents, tally)
+    for (plugin, band), tally in zip(variants, tallies):
+        if not tally.plain_s:  # its checkout's plain sessions ran under the first tolerance
+            tally.plain_s = tallies[variants.index((plugin, args.max_slowdown[0]))].plain_s
+        if plugin is not None or len(args.max_slowdown) > 1:
+            print(f"\n=== plugin: {plugin or 'installed'}" + ("" if band is None else f", max_slowdown {band}"))
+        report(args, percents, tally, band)
         levels(tally)
         orders(tally)
 
@@ -409,14 +416,14 @@ def orders(tally: Tally) -> None:
               f"({len(by_this)}:{len(by_ref)})")
 
 
-def report(args: argparse.Namespace, percents: list[Any], tally: Tally) -> None:
+def report(args: argparse.Namespace, percents: list[Any], tally: Tally, band: float | None) -> None:
     flagged, moved, ratios, between = tally.flagged, tally.moved, tally.ratios, tally.between
     compare_s, plain_s = tally.compare_s, tally.plain_s
     workloads = sorted({w for w, _ in flagged})
     print(f"\n{args.sessions} sessions on {args.device}, {args.neighbours} busy neighbour(s), {args.aa} A/A "
           f"cop{'y' if args.aa == 1 else 'ies'} per workload, --roofline-max-time {args.max_time}"
           + ("" if args.pairs is None else f", --roofline-compare-pairs {args.pairs}")
-          + ("" if args.max_slowdown is None else f", --roofline-compare-max-slowdown {args.max_slowdown}")
+          + ("" if band is None else f", --roofline-compare-max-slowdown {band}")
           + ("" if args.cores is None else f", --roofline-cores {args.cores}"))
     print("share of comparisons failed as slower, per planted slowdown; A/A: flagged (slower or faster), median "
           "ratio, CV of the ratios between comparisons, median between-pair CV reported")
