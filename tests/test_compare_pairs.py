@@ -36,9 +36,11 @@ from pytest_roofline.compare.pairs import MIN_TURNS, measure_site, one_pair
 from pytest_roofline.gates.ab_report import (
     compare_regions,
     failure_message,
+    inside_band_move,
     over_process_pairs,
     process_effects,
     process_record,
+    summary_lines,
 )
 from pytest_roofline.gates.comparison import Tolerances
 from pytest_roofline.history.baseline import _measured
@@ -489,6 +491,27 @@ def test_one_line_says_when_process_pairs_disagree() -> None:
     line = process_effects(records, 0.03)
     assert line is not None and line.startswith("process effects of ±4.2 %") and "t::b" in line
     assert process_effects(records[:1], 0.03) is None
+
+
+def test_a_steady_test_the_pairs_place_past_a_third_of_the_band_is_said_not_failed() -> None:
+    def steady(ratio: float, claim: list[float], tolerance: float = 0.03) -> dict:
+        return {"verdict": "steady", "max_slowdown": tolerance, "pair_ratios": [ratio] * 3, "between_cv": 0.001,
+                "changes": {"time": {"ratio": ratio, "ci": claim, "claim_ci": claim, "now": 1.024e-3,
+                                     "reference": 1e-3},
+                            "fraction": {"now": 0.5, "reference": 0.5}}}
+
+    # a third of a 3 % band is 1.01: a 99 % interval from 1.012 is past it, one from 1.008 is not
+    slower, unsure = steady(1.024, [1.012, 1.037]), steady(1.02, [1.008, 1.033])
+    faster = steady(0.975, [0.962, 0.988])  # 0.988 < 1 / 1.01 = 0.9901
+    assert inside_band_move(slower) == ("slower inside the band: time ×1.024, 99% interval [1.012, 1.037]; "
+                                        "not failed: max_slowdown 3%")
+    assert inside_band_move(unsure) is None
+    assert (inside_band_move(faster) or "").startswith("faster inside the band: time ×0.975")
+    assert inside_band_move(steady(1.024, [1.012, 1.037], tolerance=0.06)) is None  # a third of 6 %: 1.02
+    assert inside_band_move({**slower, "verdict": "worse"}) is None  # a failed test says more already
+    lines = summary_lines("HEAD~1", "0" * 40, [("t::slower", slower), ("t::unsure", unsure), ("t::new", None)])
+    assert "  steady: t::slower: slower inside the band: time ×1.024" in "\n".join(lines)
+    assert not any("t::unsure:" in line for line in lines)
 
 
 def test_a_b_records_stay_out_of_baselines() -> None:
