@@ -503,14 +503,14 @@ def test_a_steady_test_the_pairs_place_past_a_third_of_the_band_is_said_not_fail
     # a third of a 3 % band is 1.01: a 99 % interval from 1.012 is past it, one from 1.008 is not
     slower, unsure = steady(1.024, [1.012, 1.037]), steady(1.02, [1.008, 1.033])
     faster = steady(0.975, [0.962, 0.988])  # 0.988 < 1 / 1.01 = 0.9901
-    assert inside_band_move(slower) == ("slower inside the band: time ×1.024, 99% interval [1.012, 1.037]; "
-                                        "not failed: max_slowdown 3%")
+    assert inside_band_move(slower) == ("slower, inside the ±3% band (max_slowdown): time ×1.024, "
+                                        "99% interval [1.012, 1.037]")
     assert inside_band_move(unsure) is None
-    assert (inside_band_move(faster) or "").startswith("faster inside the band: time ×0.975")
+    assert (inside_band_move(faster) or "").startswith("faster, inside the ±3% band (max_slowdown): time ×0.975")
     assert inside_band_move(steady(1.024, [1.012, 1.037], tolerance=0.06)) is None  # a third of 6 %: 1.02
     assert inside_band_move({**slower, "verdict": "worse"}) is None  # a failed test says more already
     lines = summary_lines("HEAD~1", "0" * 40, [("t::slower", slower), ("t::unsure", unsure), ("t::new", None)])
-    assert "  steady: t::slower: slower inside the band: time ×1.024" in "\n".join(lines)
+    assert "  steady: t::slower: slower, inside the ±3% band (max_slowdown): time ×1.024" in "\n".join(lines)
     assert not any("t::unsure:" in line for line in lines)
 
 

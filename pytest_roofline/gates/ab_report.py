@@ -284,8 +284,8 @@ def inside_band_move(record: Mapping[str, Any]) -> str | None:
         way = "faster"
     else:
         return None
-    return (f"{way} inside the band: time ×{float(time['ratio']):.3f}, 99% interval [{claim[0]:.3f}, "
-            f"{claim[1]:.3f}]; not failed: max_slowdown {float(tolerance):.0%}")
+    return (f"{way}, inside the ±{float(tolerance):.0%} band (max_slowdown): time ×{float(time['ratio']):.3f}, "
+            f"99% interval [{claim[0]:.3f}, {claim[1]:.3f}]")
 
 
 def summary_lines(ref: str, commit: str, records: Iterable[tuple[str, Mapping[str, Any] | None]]) -> list[str]:
