@@ -352,11 +352,12 @@ def main() -> None:
     finally:
         for process in neighbours:
             process.kill()
-    for (plugin, band), tally in zip(variants, tallies):
+    for number, ((plugin, band), tally) in enumerate(zip(variants, tallies)):
         if not tally.plain_s:  # its checkout's plain sessions ran under the first tolerance
             tally.plain_s = tallies[variants.index((plugin, args.max_slowdown[0]))].plain_s
         if plugin is not None or len(args.max_slowdown) > 1:
-            print(f"\n=== plugin: {plugin or 'installed'}" + ("" if band is None else f", max_slowdown {band}"))
+            print(f"\n=== plugin: {plugin or 'installed'}" + ("" if band is None else f", max_slowdown {band}")
+                  + (f" (--keep: compare-<session>-{number})" if len(variants) > 1 else ""))
         report(args, percents, tally, band)
         levels(tally)
         orders(tally)

@@ -507,7 +507,13 @@ def test_a_steady_test_the_pairs_place_past_a_third_of_the_band_is_said_not_fail
                                         "99% interval [1.012, 1.037]")
     assert inside_band_move(unsure) is None
     assert (inside_band_move(faster) or "").startswith("faster, inside the ±3% band (max_slowdown): time ×0.975")
+    # the faster side mirrors on the log scale: below 1 / 1.01 = 0.990099, not below 1 - 0.01 = 0.99
+    assert (inside_band_move(steady(0.98, [0.97, 0.99005])) or "").startswith("faster")
+    assert inside_band_move(steady(1.02, [1.009, 1.03])) is None  # short of a third of the band
     assert inside_band_move(steady(1.024, [1.012, 1.037], tolerance=0.06)) is None  # a third of 6 %: 1.02
+    assert (inside_band_move(steady(1.024, [1.012, 1.037], tolerance=0.025)) or "").startswith(
+        "slower, inside the ±2.5% band")
+    assert inside_band_move({**slower, "changes": {"time": {"ratio": 1.024, "claim_ci": None}}}) is None
     assert inside_band_move({**slower, "verdict": "worse"}) is None  # a failed test says more already
     lines = summary_lines("HEAD~1", "0" * 40, [("t::slower", slower), ("t::unsure", unsure), ("t::new", None)])
     assert "  steady: t::slower: slower, inside the ±3% band (max_slowdown): time ×1.024" in "\n".join(lines)

@@ -275,7 +275,7 @@ def inside_band_move(record: Mapping[str, Any]) -> str | None:
         return None
     time = (record.get("changes") or {}).get("time") or {}
     claim, tolerance = time.get("claim_ci"), record.get("max_slowdown")
-    if not claim or tolerance is None or time.get("ratio") is None:
+    if not isinstance(claim, (list, tuple)) or len(claim) != 2 or tolerance is None or time.get("ratio") is None:
         return None
     edge = 1 + NOTICE_SHARE * float(tolerance)
     if claim[0] > edge:
@@ -284,8 +284,8 @@ def inside_band_move(record: Mapping[str, Any]) -> str | None:
         way = "faster"
     else:
         return None
-    return (f"{way}, inside the ±{float(tolerance):.0%} band (max_slowdown): time ×{float(time['ratio']):.3f}, "
-            f"99% interval [{claim[0]:.3f}, {claim[1]:.3f}]")
+    return (f"{way}, inside the ±{100 * float(tolerance):g}% band (max_slowdown): time ×{float(time['ratio']):.3f}, "
+            f"{CLAIM_CONFIDENCE:.0%} interval [{claim[0]:.3f}, {claim[1]:.3f}]")
 
 
 def summary_lines(ref: str, commit: str, records: Iterable[tuple[str, Mapping[str, Any] | None]]) -> list[str]:
