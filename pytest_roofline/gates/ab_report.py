@@ -31,10 +31,7 @@ def undecided(paired: PairedRatio, tolerance: float) -> bool:
     reaches past it: the pairs cannot tell "unchanged" from a change of the size asked about (``inconclusive``,
     not ``steady``)."""
     interval = paired.equivalence_interval
-    if interval is None:
-        return True
-    band_lo, band_hi = 1 / (1 + tolerance), 1 + tolerance
-    return interval[0] < band_lo or interval[1] > band_hi
+    return interval is None or not (inside_band(interval[0], tolerance) and inside_band(interval[1], tolerance))
 
 
 def time_verdict(paired: PairedRatio, tolerance: float) -> str:
@@ -242,8 +239,8 @@ def _interval_name(record: Mapping[str, Any]) -> str:
 
 
 def _interval(value: Sequence[float] | None) -> tuple[float, float] | None:
-    """A record's interval (a JSON list, or None/empty) as a pair of floats."""
-    return (float(value[0]), float(value[1])) if value else None
+    """A record's interval (a JSON list of two numbers) as a pair of floats; None for anything else."""
+    return (float(value[0]), float(value[1])) if isinstance(value, (list, tuple)) and len(value) == 2 else None
 
 
 def _ratios(ratios: Sequence[float]) -> str:
@@ -274,8 +271,8 @@ def inside_band_move(record: Mapping[str, Any]) -> str | None:
     if record.get("verdict") != "steady":
         return None
     time = (record.get("changes") or {}).get("time") or {}
-    claim, tolerance = time.get("claim_ci"), record.get("max_slowdown")
-    if not isinstance(claim, (list, tuple)) or len(claim) != 2 or tolerance is None or time.get("ratio") is None:
+    claim, tolerance = _interval(time.get("claim_ci")), record.get("max_slowdown")
+    if claim is None or tolerance is None or time.get("ratio") is None:
         return None
     edge = 1 + NOTICE_SHARE * float(tolerance)
     if claim[0] > edge:
