@@ -18,9 +18,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SUITE = ROOT / "example_suite"
-HIGH = {"name": "far above this machine",  # tf32: fp32 convs on a GPU; fp16 also finds fp16_tensor
-        "peak_flops": {"fp64": 1e15, "fp32": 1e15, "tf32": 1e15, "bf16": 1e15, "fp16": 1e15},
-        "bandwidth": {"DRAM": 1e14}}
+# Far above any machine, near the plausible ceilings: the H100's conv forward (tf32 Tensor Cores, 4e14 FLOP/s)
+# attained 0.049 of a 1e15 roof, above its 0.04 gate. tf32: fp32 convs on a GPU; fp16 also finds fp16_tensor
+HIGH = {"name": "far above this machine",
+        "peak_flops": {"fp64": 1e17, "fp32": 1e17, "tf32": 1e17, "bf16": 1e17, "fp16": 1e17},
+        "bandwidth": {"DRAM": 1e15}}
 
 
 GATED = (str(SUITE / "test_inefficient.py"), str(SUITE / "test_declared_numpy.py"),

@@ -80,10 +80,11 @@ def test_ok(roofline):
     result.stdout.fnmatch_lines(
         ["*= roofline =*", "machine: pinned-test-machine (pinned): fp32 100*GFLOP/s; DRAM 10 GB/s",
          "test*fraction*min*bound*time/call*GFLOP/s*GB/s*verdict",
-         "*::test_ok*0.05*compute:fp32*ms*passed",
          "fraction = time at the roof / time measured; bound = the roof that limits it",
          "results: .roofline*results.json"]
     )
+    # a loaded host may add a flag to the verdict (on the H100 with 14 workers: [f], page faults)
+    result.stdout.re_match_lines([r".*::test_ok .*0\.05 .*compute:fp32 .* ms .* passed( \[[a-z]+\])?$"])
     doc = results(pytester)
     assert doc["schema"] == 1 and doc["machine"]["name"] == "pinned-test-machine"
     assert doc["session"]["malloc"].startswith("glibc mallopt: M_MMAP_THRESHOLD=33554432")
