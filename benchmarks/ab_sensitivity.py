@@ -17,8 +17,8 @@ over all A/A comparisons (flagged slower or faster: the time verdict worse or be
 (symmetry: within +-0.5 % of 1) and between-session CV; the between-pair CV the sessions report (process pairs;
 absent before them); and the cost of a compare session against a plain ``--roofline`` session of the same tests
 (measured side by side, alternating). ``--device cuda``: the workloads on the GPU (4096^2 bf16 GEMM, 1 GiB copy,
-the conv and the elementwise op), the planted slowdown a spin kernel (``torch.cuda._sleep``) of p % of the call's
-device time queued after it. Every session counts analytically (on a GPU runner ``auto`` would profile the plain
+the conv and the elementwise op), the planted slowdown a spin kernel (``torch.cuda._sleep``) queued after the
+call, p % of its device time on average (after every k-th call only where a spin's own cost is more than that). Every session counts analytically (on a GPU runner ``auto`` would profile the plain
 sessions under ncu). Say which machine it ran on.
 Run it against another checkout of the plugin with ``--plugin /that/checkout`` (the sessions import it); repeat
 ``--plugin`` to measure checkouts side by side, each session index running every one in turn (before/after
@@ -43,7 +43,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 
 WORKLOADS = '''
-import functools, time
+import functools, math, time
 import torch
 
 SHARES = {shares}  # planted slowdown per test parameter (percent -> share of the call's time)
@@ -93,19 +93,35 @@ def device_seconds(fn, args, kwargs):
     return sorted(times)[10]
 
 
+def spin_overhead(fn, args, kwargs):
+    """The device time a spin of no length adds after a call: its launch and the gap before the next kernel
+    (about 2 us on an H100, half a 4096-element add's own time)."""
+    def then_spin(*a, **k):
+        fn(*a, **k)
+        torch.cuda._sleep(0)
+    return max(0.0, device_seconds(then_spin, args, kwargs) - device_seconds(fn, args, kwargs))
+
+
 def slowed_on_device(fn, share):
-    """A GPU plant: a spin kernel of ``share`` of the call's own device time, queued after its kernels (as a
-    slower kernel would look: no host sync, no extra FLOP or byte a counter sees)."""
-    cycles = {{}}
+    """A GPU plant: on average ``share`` of the call's own device time, as a spin kernel queued after its
+    kernels (as a slower kernel would look: no host sync, no extra FLOP or byte a counter sees). A spin costs
+    some device time whatever its length, so where that is more than the share (short kernels) the spin
+    follows every k-th call only, k the smallest that the share covers, and lasts what is left."""
+    plant = {{}}
 
     @functools.wraps(fn)
     def call(*args, **kwargs):
-        if "n" not in cycles:  # first call (the counted one): calibrate where no counter sees it
+        if "cycles" not in plant:  # first call (the counted one): calibrate where no counter sees it
             from torch.utils._python_dispatch import _disable_current_modes
             with _disable_current_modes():
-                cycles["n"] = int(share * device_seconds(fn, args, kwargs) * sleep_cycles_per_second())
+                target, fixed = share * device_seconds(fn, args, kwargs), spin_overhead(fn, args, kwargs)
+            every = max(1, math.ceil(fixed / target))
+            plant.update(every=every, calls=0,
+                         cycles=int(max(0.0, every * target - fixed) * sleep_cycles_per_second()))
         result = fn(*args, **kwargs)
-        torch.cuda._sleep(cycles["n"])
+        plant["calls"] += 1
+        if plant["calls"] % plant["every"] == 0:
+            torch.cuda._sleep(plant["cycles"])
         return result
     return call
 
