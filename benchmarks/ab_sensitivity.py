@@ -12,7 +12,8 @@ HEAD~1`` at the second commit, so the 0 % tests compare identical code (A/A) and
         [--max-time 1.0] [--device cpu|cuda] [--pairs N] [--max-slowdown TOL ...] [--only WORKLOAD ...]
         [--plugin DIR ...] [--keep DIR]
 
-Prints, per workload and slowdown, the share of comparisons the gate failed as slower; the false-alarm share
+Prints, per workload and slowdown, the share of comparisons the gate failed as slower, and those it failed or
+said slower (a steady or inconclusive test whose 99 % interval lies past a third of the band); the false-alarm share
 over all A/A comparisons (flagged slower or faster: the time verdict worse or better); the A/A ratios' median
 (symmetry: within +-0.5 % of 1) and between-session CV; the between-pair CV the sessions report (process pairs;
 absent before them); and the cost of a compare session against a plain ``--roofline`` session of the same tests
@@ -41,6 +42,8 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
+from pytest_roofline.gates.ab_report import said_move  # reads any checkout's records
 
 WORKLOADS = '''
 import functools, math, time
@@ -258,6 +261,9 @@ class Tally:
     """One plugin checkout's compare sessions, summed over the sessions."""
 
     flagged: dict[tuple[str, str], list[bool]] = field(default_factory=dict)  # failed as slower
+    # failed as slower, or said slower (steady or inconclusive, the 99 % interval past a third of the band);
+    # A/A: said slower or faster
+    said: dict[tuple[str, str], list[bool]] = field(default_factory=dict)
     moved: dict[str, list[bool]] = field(default_factory=dict)  # A/A: time verdict worse or better
     ratios: dict[tuple[str, str], list[float]] = field(default_factory=dict)
     between: dict[str, list[float]] = field(default_factory=dict)  # A/A: between-pair CV each comparison reported
@@ -284,6 +290,9 @@ class Tally:
                 continue
             key = (workload.removeprefix("test_"), percent)
             self.flagged.setdefault(key, []).append(record["verdict"] == "regressed")
+            move = said_move(record)
+            self.said.setdefault(key, []).append(record["verdict"] == "regressed" or move == "slower"
+                                                 if percent != "0" else move is not None)
             self.ratios.setdefault(key, []).append(record["changes"]["time"]["ratio"])
             if percent != "0":
                 continue
@@ -460,6 +469,12 @@ def report(args: argparse.Namespace, percents: list[Any], tally: Tally, band: fl
     every = [m for v in moved.values() for m in v]
     if every:
         print(f"A/A false alarms: {sum(every)} of {len(every)} comparisons ({sum(every) / len(every):.1%})")
+    print("failed or said slower (a steady or inconclusive test whose 99 % interval lies past a third of the band), "
+          "per planted slowdown; 0 %: said slower or faster")
+    print(f"{'workload':12s} " + " ".join(f"{str(p) + ' %':>8s}" for p in percents))
+    for workload in workloads:
+        cells = [tally.said.get((workload, str(p)), []) for p in percents]
+        print(f"{workload:12s} " + " ".join(f"{sum(c)}/{len(c)}".rjust(8) if c else f"{'-':>8s}" for c in cells))
     if tally.unjudged:  # a comparison with no verdict is neither caught nor clean: name it (--keep has the log)
         print(f"no verdict in {len(tally.unjudged)} comparisons: " + "; ".join(tally.unjudged))
     for p in percents:

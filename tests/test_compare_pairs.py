@@ -5,6 +5,7 @@ CUDA turn with a fake ``torch.cuda``. No timing: the sides are fakes that return
 from __future__ import annotations
 
 import math
+import statistics
 import zlib
 from itertools import pairwise
 from pathlib import Path
@@ -40,6 +41,7 @@ from pytest_roofline.gates.ab_report import (
     over_process_pairs,
     process_effects,
     process_record,
+    said_move,
     summary_lines,
 )
 from pytest_roofline.gates.comparison import Tolerances
@@ -466,6 +468,33 @@ def test_an_inconclusive_note_says_which_level_to_sample_more() -> None:
                                            "--roofline-max-time narrow it")
     assert note(with_turns(0.06, limited=False)).endswith(
         "more process pairs (--roofline-compare-pairs) narrow it (each pair's turns reached their own target)")
+
+
+def test_an_inconclusive_change_the_pairs_place_past_a_third_of_the_band_is_said_slower() -> None:
+    """A planted 3 % conv slowdown's twelve pairs (CPU VM, tenth round) against a 3 % band: the 90 % interval
+    reaches past 1.03, so neither steady nor failed; its 99 % interval lies above 1.01 (a third of the band),
+    so the note says "slower all the same". Identical code's inconclusive pairs (0.97, 1.0, 1.03) are not said."""
+    tolerances = Tolerances(0.1, 0.03, ("time", "fraction"))
+    pairs = [1.000, 1.035, 1.041, 1.026, 1.024, 1.024, 1.018, 1.023, 1.028, 1.059, 1.034, 1.017]
+
+    def explained(ratios: list[float]) -> str:
+        result = compare_regions([region(1.0, ratios)], tolerances, "REF", "compute:fp32")
+        assert result is not None and result.time.verdict == "inconclusive" and result.verdict == "inconclusive"
+        return result.explanation
+
+    logs = [math.log(r) for r in pairs]
+    mean, half = statistics.fmean(logs), 3.105807 * statistics.stdev(logs) / math.sqrt(12)  # t(0.995, 11)
+    low, high = math.exp(mean - half), math.exp(mean + half)
+    assert 1.01 < low < 1.03 < high  # by hand: [1.0137, 1.0377]
+    assert (f"; slower all the same: the 99% interval [{low:.3f}, {high:.3f}] lies above ×1.010; process pairs"
+            in explained(pairs))
+    faster = explained([1 / r for r in pairs])  # the mirror, on the log scale: below 1 / 1.01
+    assert f"; faster all the same: the 99% interval [{1 / high:.3f}, {1 / low:.3f}] lies below ×0.990" in faster
+    assert "all the same" not in explained([0.97, 1.0, 1.03])
+    record = {"verdict": "inconclusive", "max_slowdown": 0.03,
+              "changes": {"time": {"ratio": math.exp(mean), "claim_ci": [low, high]}}}
+    assert said_move(record) == "slower" and inside_band_move(record) is None  # said in the note, not twice
+    assert said_move({**record, "verdict": "regressed"}) is None
 
 
 def test_paired_numbers_only_and_call_sites_combined_pair_by_pair() -> None:
