@@ -491,10 +491,12 @@ def test_an_inconclusive_change_the_pairs_place_past_a_third_of_the_band_is_said
     faster = explained([1 / r for r in pairs])  # the mirror, on the log scale: below 1 / 1.01
     assert f"; faster all the same: the 99% interval [{1 / high:.3f}, {1 / low:.3f}] lies below ×0.990" in faster
     assert "all the same" not in explained([0.97, 1.0, 1.03])
-    record = {"verdict": "inconclusive", "max_slowdown": 0.03,
-              "changes": {"time": {"ratio": math.exp(mean), "claim_ci": [low, high]}}}
+    time = {"ratio": math.exp(mean), "claim_ci": [low, high], "verdict": "inconclusive"}
+    record = {"verdict": "inconclusive", "max_slowdown": 0.03, "changes": {"time": time}}
     assert said_move(record) == "slower" and inside_band_move(record) is None  # said in the note, not twice
     assert said_move({**record, "verdict": "regressed"}) is None
+    # inconclusive on the fraction alone, the time decided: no note on the time, nothing said
+    assert said_move({**record, "changes": {"time": {**time, "verdict": "same"}}}) is None
 
 
 def test_paired_numbers_only_and_call_sites_combined_pair_by_pair() -> None:

@@ -289,6 +289,8 @@ def said_move(record: Mapping[str, Any]) -> str | None:
     if record.get("verdict") not in ("steady", "inconclusive"):
         return None
     time = (record.get("changes") or {}).get("time") or {}
+    if record["verdict"] == "inconclusive" and time.get("verdict") != "inconclusive":
+        return None  # the time was decided; what was not is the fraction, and the note speaks of that
     claim, tolerance = _interval(time.get("claim_ci")), record.get("max_slowdown")
     if claim is None or tolerance is None or time.get("ratio") is None:
         return None
