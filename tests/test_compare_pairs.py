@@ -33,7 +33,7 @@ from pytest_roofline.compare.paired_stats import (
     verdict,
     yuen_interval,
 )
-from pytest_roofline.compare.pairs import MIN_TURNS, measure_site, one_pair
+from pytest_roofline.compare.pairs import MAX_SET_ASIDE, MIN_TURNS, SiteResult, measure_site, one_pair
 from pytest_roofline.gates.ab_report import (
     compare_regions,
     failure_message,
@@ -337,6 +337,50 @@ def test_the_settling_turn_pair_is_not_in_the_ratio(lead: str) -> None:
                      clock=lambda: clock[0])
     assert pair.settled == [lead, "ref" if lead == "this" else "this"]  # one settling turn pair, lead first
     assert max(times.this.times + times.ref.times) == pytest.approx(0.01)  # its slow call is in no side's times
+
+
+class Relapse(FakePair):
+    """This side's timed calls ``relapse`` (turn indexes) take 1.8 times as long with 800 page faults each (a
+    freed output too small for the next: fresh pages), as glibc's heap did under a conv on the CPU VM; its
+    warm-up faults only in its first ``warm_faults`` calls."""
+
+    def __init__(self, relapse: range, warm_faults: int = 1) -> None:
+        super().__init__(0.01, 0.01, [0.0])
+        self.relapse, self.warm_faults, self.calls, self.warms = relapse, warm_faults, 0, 0
+
+    def this_turn(self, op: str, batch: int) -> tuple[float, int]:
+        if op == "warm":
+            self.warms += 1
+            return self._turn("this", 0.01, op, batch)[0], 800 if self.warms <= self.warm_faults else 0
+        if op != "call":
+            return self._turn("this", 0.01, op, batch)
+        self.calls += 1
+        if self.calls - 1 in self.relapse:
+            return self._turn("this", 0.018, op, batch)[0], 800
+        return self._turn("this", 0.01, op, batch)
+
+
+def pair_of(fake: Relapse) -> Any:
+    return one_pair(fake.this_turn, fake.ref_turn, TimingPolicy(max_time_s=1.0), 1.0, "this",
+                    clock=lambda: fake.clock[0])
+
+
+def test_a_relapse_into_page_faults_after_a_fault_free_warm_up_is_set_aside() -> None:
+    # turns 2-8 relapse: set aside, and ten fault-free turn pairs still counted; the ratio is theirs, 1.0
+    times = pair_of(Relapse(range(2, 9)))
+    assert times.kept is not None and times.kept.count(False) == 7 and times.kept.count(True) >= MIN_TURNS
+    assert times.within.ratio == pytest.approx(1.0) and times.within.pairs == times.kept.count(True)
+    assert times.summary()["set_aside"] == 7 and len(times.this.times) == len(times.kept)  # the record keeps all
+    result = SiteResult([times], between_pairs([times.within.ratio]), False, 0.0)
+    assert result.pooled("this").times == pytest.approx([0.01] * times.kept.count(True))
+    assert max(result.pooled("this").faults) == 0
+    # a side whose warm-up never ran fault-free faults as the call's own cost: every turn counts, 1.8 in 7 of 10
+    times = pair_of(Relapse(range(2, 9), warm_faults=50))
+    assert times.kept == [True] * len(times.first) and times.within.ratio > 1.3
+    # faults in more than MAX_SET_ASIDE turn pairs are no relapse: every turn pair counts again
+    times = pair_of(Relapse(range(400)))
+    assert times.kept == [True] * len(times.first) and times.within.ratio == pytest.approx(1.8)
+    assert times.within.pairs == len(times.first) > MAX_SET_ASIDE
 
 
 def test_a_twin_keeps_no_time_of_the_settling_turn() -> None:

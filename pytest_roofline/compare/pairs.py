@@ -39,6 +39,13 @@ MIN_TURNS = 10  # turns inside one pair, whatever its budget (fewer: no Wilcoxon
 MAX_TURNS = 400
 PAIR_BUDGET_SHARE = 0.25  # one pair may take this share of --roofline-max-time (warm-up and turns, both sides)
 CHECK_EVERY = 5
+# A turn pair in which either side took more page faults per call than this is set aside, where both sides' warm-up
+# ended fault-free: glibc's heap relapses (a freed output a few bytes too small for the next one: allocator.py) and a
+# call then first-touches fresh pages for several calls in a row. Forked twins of one checkout run the same
+# allocations, so one side's twins can relapse together at a site: on the CPU VM a conv's A/A pairs read 1.64, 1.82,
+# 1.85, this side's calls 17 ms with 274-1844 faults against 9 ms without (docs/ab-compare.md, "eleventh round").
+FAULTS_NOISE = 16  # a few pages a call: a small block's first touch, no relapse
+MAX_SET_ASIDE = MIN_TURNS  # past this many set aside in one pair, faults are the call's own: every turn counts
 
 # (op "warm", "settle" or "call", batch) -> (seconds per call, faults); a twin keeps only its "call" turns
 Turn = Callable[[str, int], tuple[float, int]]
@@ -58,12 +65,19 @@ class PairTimes:
     budget_limited: bool
     measure_s: float
     rewarm: bool = True  # each timed batch began with an untimed call
+    kept: list[bool] | None = None  # per turn pair, whether it counts (None: every one); see FAULTS_NOISE
+
+    def counted(self, side: str) -> list[float]:
+        """That side's seconds per call in the turn pairs that count."""
+        times: list[float] = getattr(self, side).times
+        return times if self.kept is None else [t for t, k in zip(times, self.kept, strict=True) if k]
 
     def summary(self) -> dict[str, Any]:
         return {"ratio": self.within.ratio, "ci": None if self.within.ci is None else list(self.within.ci),
                 "turns": self.within.pairs, "batch": self.batch, "this_first": self.first.count("this"),
                 "warm_first": self.warm_first, "alloc_first": self.alloc_first,
-                "budget_limited": self.budget_limited, "measure_s": self.measure_s, "rewarm": self.rewarm}
+                "budget_limited": self.budget_limited, "measure_s": self.measure_s, "rewarm": self.rewarm,
+                "set_aside": 0 if self.kept is None else self.kept.count(False)}
 
 
 def other_side(side: str) -> str:
@@ -84,7 +98,12 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead:
     follows the other side's, as the warm-up's do. The first timed call after the warm-up read slower still
     (the lead's GEMM by about 6 % in the median): the settling turn pair takes it. Which side leads alternates
     from pair to pair (:func:`measure_site`). ``rewarm``: whether the twins make an untimed call before each
-    timed batch (they were told when the site opened); it sets what a turn pair costs."""
+    timed batch (they were told when the site opened); it sets what a turn pair costs.
+
+    A turn pair in which either side page-faulted (more than ``FAULTS_NOISE`` per call) after a fault-free warm-up
+    on both sides is set aside: it neither counts towards ``MIN_TURNS`` nor enters the ratio or the pooled times
+    (:attr:`PairTimes.kept`), up to ``MAX_SET_ASIDE`` of them; past that the faults are the call's own, and every
+    turn pair counts."""
     if lead not in ("this", "ref"):
         raise ValueError(f"one_pair() needs lead 'this' or 'ref', got {lead!r}")
     start = clock()
@@ -106,27 +125,36 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead:
     batch = max(1, min(MAX_BATCH, math.ceil(BATCH_TARGET_S / last))) if last > 0 else 1
     for side in warm_order:  # the settling turn pair: run as a turn, kept by no one (nor by the twins' records)
         sides[side]("settle", batch)
+    # a relapse into page faults is set aside only where both sides had reached fault-free calls
+    steady = min(quiet.values()) >= policy.quiet_warmup
     first: list[str] = []
-    within = PairedRatio(math.nan, None, 0)
-    limited = False
+    kept: list[bool] = []
+    pair = PairTimes(times["this"], times["ref"], batch, PairedRatio(math.nan, None, 0), first, warm_order[0],
+                     alloc_first, False, 0.0, rewarm, kept)
     while len(first) < MAX_TURNS:
+        counted = kept.count(True)
         # a turn pair costs each side its timed batch and, with the re-warm, one untimed call before it
-        if len(first) >= MIN_TURNS and clock() - start + (2 * batch + (2 if rewarm else 0)) * last > budget_s:
-            limited = True
+        if counted >= MIN_TURNS and clock() - start + (2 * batch + (2 if rewarm else 0)) * last > budget_s:
+            pair.budget_limited = True
             break
         for side in warm_order:
             seconds, faults = sides[side]("call", batch)
             times[side].times.append(seconds)
             times[side].faults.append(faults)
         first.append(lead)
+        kept.append(not steady or max(times["this"].faults[-1], times["ref"].faults[-1]) <= FAULTS_NOISE)
+        if kept.count(False) > MAX_SET_ASIDE:  # the call faults as a rule, not a relapse: every turn counts
+            steady = False
+            kept[:] = [True] * len(kept)
         last = max(times["this"].times[-1], times["ref"].times[-1])
-        if len(first) >= MIN_TURNS and len(first) % CHECK_EVERY == 0:
-            within = paired_ratio(times["this"].times, times["ref"].times)
-            if within.half_width <= TARGET_HALF_WIDTH:  # beyond this the between-pair spread dominates
+        counted = kept.count(True)
+        if kept[-1] and counted >= MIN_TURNS and counted % CHECK_EVERY == 0:
+            pair.within = paired_ratio(pair.counted("this"), pair.counted("ref"))
+            if pair.within.half_width <= TARGET_HALF_WIDTH:  # beyond this the between-pair spread dominates
                 break
-    within = paired_ratio(times["this"].times, times["ref"].times)
-    return PairTimes(times["this"], times["ref"], batch, within, first, warm_order[0], alloc_first, limited,
-                     clock() - start, rewarm)
+    pair.within = paired_ratio(pair.counted("this"), pair.counted("ref"))
+    pair.measure_s = clock() - start
+    return pair
 
 
 @dataclass
@@ -140,11 +168,13 @@ class SiteResult:
     ref_regions: list[dict[str, Any] | None] = field(default_factory=list)
 
     def pooled(self, side: str) -> SideTimes:
+        """That side's turns that count (:attr:`PairTimes.kept`), pair after pair."""
         pooled = SideTimes()
         for pair in self.pairs:
             times: SideTimes = getattr(pair, side)
-            pooled.times.extend(times.times)
-            pooled.faults.extend(times.faults)
+            kept = pair.kept if pair.kept is not None else [True] * len(times.times)
+            pooled.times.extend(t for t, k in zip(times.times, kept, strict=True) if k)
+            pooled.faults.extend(f for f, k in zip(times.faults, kept, strict=True) if k)
             pooled.warmup += times.warmup
         return pooled
 
