@@ -19,8 +19,9 @@ over all A/A comparisons (flagged slower or faster: the time verdict worse or be
 absent before them); and the cost of a compare session against a plain ``--roofline`` session of the same tests
 (measured side by side, alternating). ``--device cuda``: the workloads on the GPU (4096^2 bf16 GEMM, 1 GiB copy,
 the conv and the elementwise op), the planted slowdown a spin kernel (``torch.cuda._sleep``) queued after the
-call, p % of its device time on average (after every k-th call only where a spin's own cost is more than that). Every session counts analytically (on a GPU runner ``auto`` would profile the plain
-sessions under ncu). Say which machine it ran on.
+call, p % of its device time on average (after every k-th call only where a spin's own cost is more than that).
+Every session counts analytically (on a GPU runner ``auto`` would profile the plain sessions under ncu). Say
+which machine it ran on.
 Run it against another checkout of the plugin with ``--plugin /that/checkout`` (the sessions import it); repeat
 ``--plugin`` to measure checkouts side by side, each session index running every one in turn (before/after
 figures from separate runs of a shared host are not comparable).
@@ -118,7 +119,7 @@ def slowed_on_device(fn, share):
             from torch.utils._python_dispatch import _disable_current_modes
             with _disable_current_modes():
                 target, fixed = share * device_seconds(fn, args, kwargs), spin_overhead(fn, args, kwargs)
-            every = max(1, math.ceil(fixed / target))
+            every = max(1, math.ceil(fixed / target)) if target > 0 else 1
             plant.update(every=every, calls=0,
                          cycles=int(max(0.0, every * target - fixed) * sleep_cycles_per_second()))
         result = fn(*args, **kwargs)

@@ -70,8 +70,7 @@ def test_contended_measurement_is_reported_not_failed(pytester: pytest.Pytester,
     result.assert_outcomes(passed=1)
     # [c], and on a loaded host maybe another flag with it (on the H100 with 14 workers: [cf])
     result.stdout.re_match_lines([r".*test_slow .* passed \(below min, not gated\) \[c[a-z]*\]$"])
-    result.stdout.fnmatch_lines([
-                                 "[[]c] contended (core 1 of 2 90% busy): no free core, measured again at the end*",
+    result.stdout.fnmatch_lines(["[[]c] contended (core 1 of 2 90% busy): no free core, measured again at the end*",
                                  "roofline: 1 of 1 test not gated: 1 measured under contention (no free core) and*"])
     test = results(pytester)["tests"][0]
     assert test["outcome"] == "passed" and test["not_gated"] == "contended"
