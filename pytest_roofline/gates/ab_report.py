@@ -85,7 +85,7 @@ def inconclusive_note(paired: PairedRatio, record_ratios: Sequence[float] | None
         where = f"the {level}interval [{low:.3f}, {high:.3f}] reaches past the ±{tolerance:.0%} band"
         if claim is not None and (way := sure_move(claim, tolerance)) is not None:
             # a change about the band's size: not failed, and not to be read as "no change" either
-            edge = 1 + NOTICE_SHARE * tolerance
+            edge = notice_edge(tolerance)
             side = f"above ×{edge:.3f}" if way == "slower" else f"below ×{1 / edge:.3f}"
             where += (f"; {way} all the same: the {CLAIM_CONFIDENCE:.0%} interval [{claim[0]:.3f}, "
                       f"{claim[1]:.3f}] lies {side}")
@@ -270,10 +270,15 @@ def process_effects(records: Iterable[tuple[str, Mapping[str, Any] | None]], tol
 NOTICE_SHARE = 1 / 3  # a move not failed on is said when its 99 % interval lies beyond this share of the band
 
 
+def notice_edge(tolerance: float) -> float:
+    """The ratio a third of the band above 1 (its mirror below 1 is ``1 / notice_edge``)."""
+    return 1 + NOTICE_SHARE * tolerance
+
+
 def sure_move(claim: tuple[float, float], tolerance: float) -> str | None:
     """``slower`` / ``faster`` where the claim interval (99 %) lies wholly beyond a third of the band from 1
     (on the log scale), else None: a move too sure to be noise, said where the test is not failed on it."""
-    edge = 1 + NOTICE_SHARE * tolerance
+    edge = notice_edge(tolerance)
     if claim[0] > edge:
         return "slower"
     if claim[1] < 1 / edge:
@@ -281,11 +286,8 @@ def sure_move(claim: tuple[float, float], tolerance: float) -> str | None:
     return None
 
 
-def said_move(record: Mapping[str, Any]) -> str | None:
-    """``slower`` / ``faster`` for a ``steady`` or ``inconclusive`` test whose move is said (:func:`sure_move`);
-    None for any other. On the CPU VM's kept sessions at a 3 % band (rounds 8-10): 1 of 1,699 steady and none of
-    224 inconclusive A/A comparisons; 22 of the 40 planted 3 % slowdowns that were not failed (compute-bound: 18
-    of 25)."""
+def _said(record: Mapping[str, Any]) -> tuple[str, tuple[float, float], float] | None:
+    """(way, claim interval, tolerance) of a move :func:`said_move` says; None where it says none."""
     if record.get("verdict") not in ("steady", "inconclusive"):
         return None
     time = (record.get("changes") or {}).get("time") or {}
@@ -294,18 +296,29 @@ def said_move(record: Mapping[str, Any]) -> str | None:
     claim, tolerance = _interval(time.get("claim_ci")), record.get("max_slowdown")
     if claim is None or tolerance is None or time.get("ratio") is None:
         return None
-    return sure_move(claim, float(tolerance))
+    way = sure_move(claim, float(tolerance))
+    return None if way is None else (way, claim, float(tolerance))
+
+
+def said_move(record: Mapping[str, Any]) -> str | None:
+    """``slower`` / ``faster`` for a ``steady`` or ``inconclusive`` test whose move is said (:func:`sure_move`);
+    None for any other. On the CPU VM's kept sessions at a 3 % band (rounds 8-10): 1 of 1,699 steady and none of
+    224 inconclusive A/A comparisons; 22 of the 40 planted 3 % slowdowns that were not failed (compute-bound: 18
+    of 25)."""
+    said = _said(record)
+    return None if said is None else said[0]
 
 
 def inside_band_move(record: Mapping[str, Any]) -> str | None:
     """A ``steady`` test whose time the pairs place, at 99 %, more than a third of the band from 1 but not past
     the band: a move too small to fail on and too sure to be noise. Said, never failed; else None. (An
     ``inconclusive`` test's note says the same in its own words: :func:`inconclusive_note`.)"""
-    if record.get("verdict") != "steady" or (way := said_move(record)) is None:
+    said = _said(record) if record.get("verdict") == "steady" else None
+    if said is None:
         return None
-    time, tolerance = record["changes"]["time"], float(record["max_slowdown"])
-    claim = _interval(time["claim_ci"]) or (math.nan, math.nan)
-    return (f"{way}, inside the ±{100 * tolerance:g}% band (max_slowdown): time ×{float(time['ratio']):.3f}, "
+    way, claim, tolerance = said
+    return (f"{way}, inside the ±{100 * tolerance:g}% band (max_slowdown): "
+            f"time ×{float(record['changes']['time']['ratio']):.3f}, "
             f"{CLAIM_CONFIDENCE:.0%} interval [{claim[0]:.3f}, {claim[1]:.3f}]")
 
 
