@@ -97,13 +97,13 @@ def device_seconds(fn, args, kwargs):
     return sorted(times)[10]
 
 
-def spin_overhead(fn, args, kwargs):
-    """The device time a spin of no length adds after a call: its launch and the gap before the next kernel
-    (about 2 us on an H100, half a 4096-element add's own time)."""
+def spin_overhead(fn, args, kwargs, own):
+    """The device time a spin of no length adds after a call of ``own`` seconds: its launch and the gap before
+    the next kernel (about 2 us on an H100, half a 4096-element add's own time)."""
     def then_spin(*a, **k):
         fn(*a, **k)
         torch.cuda._sleep(0)
-    return max(0.0, device_seconds(then_spin, args, kwargs) - device_seconds(fn, args, kwargs))
+    return max(0.0, device_seconds(then_spin, args, kwargs) - own)
 
 
 def slowed_on_device(fn, share):
@@ -118,7 +118,8 @@ def slowed_on_device(fn, share):
         if "cycles" not in plant:  # first call (the counted one): calibrate where no counter sees it
             from torch.utils._python_dispatch import _disable_current_modes
             with _disable_current_modes():
-                target, fixed = share * device_seconds(fn, args, kwargs), spin_overhead(fn, args, kwargs)
+                own = device_seconds(fn, args, kwargs)
+                target, fixed = share * own, spin_overhead(fn, args, kwargs, own)
             every = max(1, math.ceil(fixed / target)) if target > 0 else 1
             plant.update(every=every, calls=0,
                          cycles=int(max(0.0, every * target - fixed) * sleep_cycles_per_second()))
@@ -292,8 +293,8 @@ class Tally:
             key = (workload.removeprefix("test_"), percent)
             self.flagged.setdefault(key, []).append(record["verdict"] == "regressed")
             move = said_move(record)
-            self.said.setdefault(key, []).append(record["verdict"] == "regressed" or move == "slower"
-                                                 if percent != "0" else move is not None)
+            said = move is not None if percent == "0" else (record["verdict"] == "regressed" or move == "slower")
+            self.said.setdefault(key, []).append(said)
             self.ratios.setdefault(key, []).append(record["changes"]["time"]["ratio"])
             if percent != "0":
                 continue
