@@ -39,11 +39,12 @@ MIN_TURNS = 10  # turns inside one pair, whatever its budget (fewer: no Wilcoxon
 MAX_TURNS = 400
 PAIR_BUDGET_SHARE = 0.25  # one pair may take this share of --roofline-max-time (warm-up and turns, both sides)
 CHECK_EVERY = 5
-# A turn pair in which either side took more page faults per call than this is set aside, where both sides' warm-up
-# ended fault-free: glibc's heap relapses (a freed output a few bytes too small for the next one: allocator.py) and a
-# call then first-touches fresh pages for several calls in a row. Forked twins of one checkout run the same
-# allocations, so one side's twins can relapse together at a site: on the CPU VM a conv's A/A pairs read 1.64, 1.82,
-# 1.85, this side's calls 17 ms with 274-1844 faults against 9 ms without (docs/ab-compare.md, "eleventh round").
+# A turn pair in which one side took more page faults per call than this and the other did not is set aside: glibc's
+# heap relapses (a freed output a few bytes too small for the next one: allocator.py) and a call then first-touches
+# fresh pages, in one process, for several calls in a row or every other call. Which process relapses follows its
+# allocation history, not its code: forked twins of one checkout relapsed together (a conv's A/A pairs 1.64-1.85 on
+# the Zen 4 VM: docs/ab-compare.md, "eleventh round"), and on the Xeon VM the twin that allocated first faulted in 6
+# of 10 turns through the pair while its warm-up was cut at two calls (A/A pairs 0.91-0.94, "twelfth round").
 FAULTS_NOISE = 16  # a few pages a call: a small block's first touch, no relapse
 MAX_SET_ASIDE = MIN_TURNS  # past this many set aside in one pair, faults are the call's own: every turn counts
 
@@ -66,6 +67,7 @@ class PairTimes:
     measure_s: float
     rewarm: bool = True  # each timed batch began with an untimed call
     kept: list[bool] | None = None  # per turn pair, whether it counts (None: every one); see FAULTS_NOISE
+    calm: bool = True  # both sides' warm-ups ended in calls without a relapse's faults
 
     def counted(self, side: str) -> list[float]:
         """That side's seconds per call in the turn pairs that count."""
@@ -77,7 +79,10 @@ class PairTimes:
                 "turns": self.within.pairs, "batch": self.batch, "this_first": self.first.count("this"),
                 "warm_first": self.warm_first, "alloc_first": self.alloc_first,
                 "budget_limited": self.budget_limited, "measure_s": self.measure_s, "rewarm": self.rewarm,
-                "set_aside": 0 if self.kept is None else self.kept.count(False)}
+                "set_aside": 0 if self.kept is None else self.kept.count(False), "calm_warmup": self.calm,
+                "warmup": {"this": self.this.warmup, "ref": self.ref.warmup},
+                "faulting_turns": {side: sum(f > FAULTS_NOISE for f in getattr(self, side).faults)
+                                   for side in ("this", "ref")}}
 
 
 def other_side(side: str) -> str:
@@ -100,10 +105,12 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead:
     from pair to pair (:func:`measure_site`). ``rewarm``: whether the twins make an untimed call before each
     timed batch (they were told when the site opened); it sets what a turn pair costs.
 
-    A turn pair in which either side page-faulted (more than ``FAULTS_NOISE`` per call) after a fault-free warm-up
-    on both sides is set aside: it neither counts towards ``MIN_TURNS`` nor enters the ratio or the pooled times
-    (:attr:`PairTimes.kept`), up to ``MAX_SET_ASIDE`` of them; past that the faults are the call's own, and every
-    turn pair counts."""
+    A side still page-faulting in earnest (more than ``FAULTS_NOISE`` per call in one of its last
+    ``quiet_warmup`` calls) keeps warming up past the warm-up's share of the budget, up to the whole of it. A turn
+    pair in which one side faulted in earnest and the other did not is set aside: it neither counts towards
+    ``MIN_TURNS`` nor enters the ratio or the pooled times (:attr:`PairTimes.kept`), up to ``MAX_SET_ASIDE`` of
+    them; past that the faults are the call's own, and every turn pair counts. Faults on both sides at once are
+    the call's own too."""
     if lead not in ("this", "ref"):
         raise ValueError(f"one_pair() needs lead 'this' or 'ref', got {lead!r}")
     start = clock()
@@ -111,26 +118,28 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead:
     times = {"this": SideTimes(), "ref": SideTimes()}
     warm_order = (lead, other_side(lead))
     quiet = {"this": 0, "ref": 0}
+    calm = {"this": 0, "ref": 0}  # calls in a row without a relapse's faults
     last = 0.0
     while times["this"].warmup < policy.max_warmup:
         for side in warm_order:
             seconds, faults = sides[side]("warm", 1)
             quiet[side] = quiet[side] + 1 if faults == 0 else 0
+            calm[side] = calm[side] + 1 if faults <= FAULTS_NOISE else 0
             times[side].warmup += 1
             last = max(last, seconds) if side != warm_order[0] else seconds
-        if clock() - start + 2 * last > policy.warmup_share * budget_s:
+        settled = min(calm.values()) >= policy.quiet_warmup  # a relapse may go on a dozen calls: wait it out
+        if clock() - start + 2 * last > (policy.warmup_share if settled else 1.0) * budget_s:
             break
         if times["this"].warmup >= policy.min_warmup and min(quiet.values()) >= policy.quiet_warmup:
             break
     batch = max(1, min(MAX_BATCH, math.ceil(BATCH_TARGET_S / last))) if last > 0 else 1
     for side in warm_order:  # the settling turn pair: run as a turn, kept by no one (nor by the twins' records)
         sides[side]("settle", batch)
-    # a relapse into page faults is set aside only where both sides had reached fault-free calls
-    steady = min(quiet.values()) >= policy.quiet_warmup
+    relapses = True  # False once more turn pairs were set aside than a relapse accounts for
     first: list[str] = []
     kept: list[bool] = []
     pair = PairTimes(times["this"], times["ref"], batch, PairedRatio(math.nan, None, 0), first, warm_order[0],
-                     alloc_first, False, 0.0, rewarm, kept)
+                     alloc_first, False, 0.0, rewarm, kept, min(calm.values()) >= policy.quiet_warmup)
     while len(first) < MAX_TURNS:
         counted = kept.count(True)
         # a turn pair costs each side its timed batch and, with the re-warm, one untimed call before it
@@ -142,9 +151,10 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead:
             times[side].times.append(seconds)
             times[side].faults.append(faults)
         first.append(lead)
-        kept.append(not steady or max(times["this"].faults[-1], times["ref"].faults[-1]) <= FAULTS_NOISE)
+        faulted = [times[side].faults[-1] > FAULTS_NOISE for side in ("this", "ref")]
+        kept.append(not relapses or faulted[0] == faulted[1])  # one side alone: that process relapsed
         if kept.count(False) > MAX_SET_ASIDE:  # the call faults as a rule, not a relapse: every turn counts
-            steady = False
+            relapses = False
             kept[:] = [True] * len(kept)
         last = max(times["this"].times[-1], times["ref"].times[-1])
         counted = kept.count(True)
