@@ -119,6 +119,7 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead:
     warm_order = (lead, other_side(lead))
     quiet = {"this": 0, "ref": 0}
     calm = {"this": 0, "ref": 0}  # calls in a row without a relapse's faults
+    settled = False  # both sides calm for quiet_warmup calls in a row
     last = 0.0
     while times["this"].warmup < policy.max_warmup:
         for side in warm_order:
@@ -139,7 +140,7 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead:
     first: list[str] = []
     kept: list[bool] = []
     pair = PairTimes(times["this"], times["ref"], batch, PairedRatio(math.nan, None, 0), first, warm_order[0],
-                     alloc_first, False, 0.0, rewarm, kept, min(calm.values()) >= policy.quiet_warmup)
+                     alloc_first, False, 0.0, rewarm, kept, settled)
     while len(first) < MAX_TURNS:
         counted = kept.count(True)
         # a turn pair costs each side its timed batch and, with the re-warm, one untimed call before it
