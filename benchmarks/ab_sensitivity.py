@@ -5,11 +5,14 @@ A throwaway git repository holds a package of five workloads (a 768^3 fp32 GEMM 
 a 64 MiB copy and a 4M-element ``x*2+y``, memory-bound; a 4096-element add, a small op), each measured once per
 planted slowdown (the test is parametrized by it) and, for 0 %, in ``--aa`` identical copies. Its first commit
 plants nothing; the second plants, in the test of slowdown p, a busy wait of p % of each call's own time (no
-extra FLOP or byte, as a worse kernel would look). Each session runs ``pytest --roofline --roofline-compare
+extra FLOP or byte, as a worse kernel would look), or with ``--plant work`` in the memory-bound tests p % more
+elements instead (more bytes counted, as in the A/B issue's held-out repository; a wait after a memory-bound call
+lets its stores drain and reads short of p). Each session runs ``pytest --roofline --roofline-compare
 HEAD~1`` at the second commit, so the 0 % tests compare identical code (A/A) and the others a known slowdown.
 
     python benchmarks/ab_sensitivity.py [--sessions 6] [--slowdowns 0 2 3 5 10] [--aa 1] [--neighbours 1]
         [--max-time 1.0] [--device cpu|cuda] [--pairs N] [--max-slowdown TOL ...] [--only WORKLOAD ...]
+        [--plant wait|work]
         [--plugin DIR ...] [--keep DIR]
 
 Prints, per workload and slowdown, the share of comparisons the gate failed as slower, and those it failed or
@@ -52,6 +55,19 @@ import torch
 
 SHARES = {shares}  # planted slowdown per test parameter (percent -> share of the call's time)
 DEVICE = {device!r}
+PLANT = {plant!r}  # "wait": a busy wait after each call; "work": memory-bound tests move p % more bytes instead
+
+
+def sized(n, percent):
+    """A memory-bound test's element count: p % more where the plant is work (a bigger copy, as a change that
+    moves more data looks: more bytes counted, and no idle time after the call for its stores to drain in)."""
+    share = SHARES.get(percent, 0.0)
+    return round(n * (1 + share)) if PLANT == "work" and share > 0 else n
+
+
+def waited(fn, percent):
+    """The busy-wait plant, unless the plant is work (the test sized its data instead)."""
+    return fn if PLANT == "work" else slowed(fn, percent)
 
 
 @functools.cache
@@ -151,7 +167,7 @@ def slowed(fn, percent, measured=None):
 
 TESTS = '''
 import pytest, torch
-from workloads import slowed, DEVICE
+from workloads import slowed, sized, waited, DEVICE
 
 CASES = {cases}  # (percent, copy): copies of 0 % are A/A comparisons of identical code
 IDS = [f"{{p}}-{{c}}" for p, c in CASES]
@@ -178,9 +194,9 @@ def test_conv2d(roofline, percent, copy):
 @pytest.mark.roofline
 @pytest.mark.parametrize("percent,copy", CASES, ids=IDS)
 def test_copy(roofline, percent, copy):
-    n = 256 * 2**20 if CUDA else 16 * 2**20
+    n = sized(256 * 2**20 if CUDA else 16 * 2**20, percent)
     src, dst = torch.randn(n, device=DEVICE), torch.empty(n, device=DEVICE)
-    roofline.measure(slowed(dst.copy_, percent), src)
+    roofline.measure(waited(dst.copy_, percent), src)
 
 
 def axpy(x, y):
@@ -190,8 +206,9 @@ def axpy(x, y):
 @pytest.mark.roofline
 @pytest.mark.parametrize("percent,copy", CASES, ids=IDS)
 def test_elementwise(roofline, percent, copy):
-    x, y = torch.randn(4 * 2**20, device=DEVICE), torch.randn(4 * 2**20, device=DEVICE)
-    roofline.measure(slowed(axpy, percent), x, y)
+    n = sized(4 * 2**20, percent)
+    x, y = torch.randn(n, device=DEVICE), torch.randn(n, device=DEVICE)
+    roofline.measure(waited(axpy, percent), x, y)
 
 
 @pytest.mark.roofline
@@ -211,18 +228,19 @@ def git(repo: Path, *args: str) -> None:
     subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, env=env)
 
 
-def make_repo(root: Path, percents: list[float], copies: int, device: str) -> Path:
+def make_repo(root: Path, percents: list[float], copies: int, device: str, plant: str = "wait") -> Path:
     repo = root / "repo"
     (repo / "tests").mkdir(parents=True)
     (repo / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
     (repo / ".gitignore").write_text(".roofline/\n__pycache__/\n")
     cases = [(p, c) for p in percents for c in range(copies if p == 0 else 1)]
     (repo / "tests" / "test_ab.py").write_text(TESTS.format(cases=cases))
-    (repo / "workloads.py").write_text(WORKLOADS.format(shares={}, device=device))
+    (repo / "workloads.py").write_text(WORKLOADS.format(shares={}, device=device, plant=plant))
     git(repo, "init", "-q")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "A: nothing planted")
-    (repo / "workloads.py").write_text(WORKLOADS.format(shares={p: p / 100 for p in percents if p}, device=device))
+    (repo / "workloads.py").write_text(WORKLOADS.format(shares={p: p / 100 for p in percents if p}, device=device,
+                                                        plant=plant))
     git(repo, "commit", "-qam", "B: planted slowdowns", "--allow-empty")  # A/A only: nothing planted
     return repo
 
@@ -334,6 +352,10 @@ def main() -> None:
     parser.add_argument("--max-slowdown", type=float, nargs="+", default=[None],
                         help="--roofline-compare-max-slowdown of the compare sessions (default: the plugin's, 0.03); "
                              "several: each measured side by side, as --plugin, and reported apart")
+    parser.add_argument("--plant", choices=("wait", "work"), default="wait",
+                        help="wait: a busy wait of p %% after each call (every workload); work: the memory-bound "
+                             "ones (copy, x*2+y) move p %% more elements instead, the others wait (a wait after a "
+                             "memory-bound call lets its stores drain: on the Xeon VM a 5 %% wait read 1.02-1.03)")
     parser.add_argument("--only", nargs="+", choices=WORKLOAD_NAMES, default=None,
                         help="these workloads alone (the cost then compares sessions of these alone)")
     parser.add_argument("--plugin", type=Path, action="append", default=[],
@@ -351,7 +373,7 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory(prefix="ab-sensitivity-") as tmp:
             root = Path(tmp)
-            repo = make_repo(root, percents, args.aa, args.device)
+            repo = make_repo(root, percents, args.aa, args.device, args.plant)
             for index in range(args.sessions):
                 # the checkouts in an order that rotates from one session index to the next
                 turn = [(index + k) % len(variants) for k in range(len(variants))]
@@ -475,8 +497,8 @@ def report(args: argparse.Namespace, percents: list[Any], tally: Tally, band: fl
           "per planted slowdown; 0 %: said slower or faster")
     print(f"{'workload':12s} " + " ".join(f"{str(p) + ' %':>8s}" for p in percents))
     for workload in workloads:
-        cells = [tally.said.get((workload, str(p)), []) for p in percents]
-        print(f"{workload:12s} " + " ".join(f"{sum(c)}/{len(c)}".rjust(8) if c else f"{'-':>8s}" for c in cells))
+        said = [tally.said.get((workload, str(p)), []) for p in percents]
+        print(f"{workload:12s} " + " ".join(f"{sum(c)}/{len(c)}".rjust(8) if c else f"{'-':>8s}" for c in said))
     if tally.unjudged:  # a comparison with no verdict is neither caught nor clean: name it (--keep has the log)
         print(f"no verdict in {len(tally.unjudged)} comparisons: " + "; ".join(tally.unjudged))
     for p in percents:
