@@ -11,7 +11,7 @@ trimmed mean); ``--no-trimmed`` the rule before the trimmed mean and ``--unchang
 launch-bound kernels on an H100 (docs/ab-compare.md, "Measured").
 
     python benchmarks/ab_rules.py [--comparisons 4000] [--cv 0.015 0.03 0.08] [--outliers 0 0.05] [--t-only]
-        [--no-trimmed] [--unchanged-95] [--seed 1]
+        [--no-trimmed] [--unchanged-95] [--tolerance auto|0.03] [--seed 1]
 """
 
 from __future__ import annotations
@@ -22,19 +22,23 @@ import random
 import statistics
 from dataclasses import replace
 
-from pytest_roofline.compare.paired_stats import BetweenPairs, between_pairs, decided, verdict
+from pytest_roofline.compare.paired_stats import BetweenPairs, band_for, between_pairs, decided, verdict
 from pytest_roofline.compare.pairs import MAX_PROCESS_PAIRS, MIN_PROCESS_PAIRS
 
 
-def one_comparison(draw: random.Random, log_change: float, cv: float, outliers: float, tolerance: float,
+def one_comparison(draw: random.Random, log_change: float, cv: float, outliers: float, tolerance: float | None,
                    max_pairs: int, claim_at_95: bool, robust: bool = True,
                    outlier_size: float = 0.25, trimmed: bool = True,
                    equivalence: bool = True) -> tuple[str, int]:
-    """(verdict, process pairs used) of one simulated call site; an outlier pair is off by ``outlier_size``."""
+    """(verdict, process pairs used) of one simulated call site; an outlier pair is off by ``outlier_size``;
+    ``tolerance`` None: the auto band, as the plugin's default (``paired_stats.band_for``)."""
     logs: list[float] = []
 
+    def band() -> float:
+        return band_for(tolerance, between_pairs([math.exp(v) for v in logs], robust=False))
+
     def top(final: bool) -> BetweenPairs:  # as measure_site: stop on the t-interval, the robust ones tried last
-        result = between_pairs([math.exp(v) for v in logs], robust and final, trimmed, tolerance)
+        result = between_pairs([math.exp(v) for v in logs], robust and final, trimmed, band())
         if not equivalence:  # "unchanged" on the 95 % interval, as before
             result = replace(result, equivalence_ci=None)
         return replace(result, claim_ci=result.ci) if claim_at_95 else result
@@ -44,9 +48,9 @@ def one_comparison(draw: random.Random, log_change: float, cv: float, outliers: 
         if draw.random() < outliers:
             value += draw.choice((-1.0, 1.0)) * math.log1p(outlier_size)
         logs.append(value)
-        if len(logs) >= MIN_PROCESS_PAIRS and (decided(top(False), tolerance, MIN_PROCESS_PAIRS)
+        if len(logs) >= MIN_PROCESS_PAIRS and (decided(top(False), band(), MIN_PROCESS_PAIRS)
                                                or len(logs) >= max_pairs):
-            return verdict(top(True).as_paired(), tolerance), len(logs)
+            return verdict(top(True).as_paired(), band()), len(logs)
 
 
 def main() -> None:
@@ -56,7 +60,8 @@ def main() -> None:
                         help="spread of the pairs' log ratios")
     parser.add_argument("--outliers", type=float, nargs="+", default=[0.0, 0.05], help="share of ±25 %% pairs")
     parser.add_argument("--slowdown", type=float, default=0.05, help="the planted change")
-    parser.add_argument("--tolerance", type=float, default=0.03, help="--roofline-compare-max-slowdown")
+    parser.add_argument("--tolerance", type=lambda v: None if v == "auto" else float(v), default=None,
+                        help="--roofline-compare-max-slowdown: a number, or auto (the default, as the plugin's)")
     parser.add_argument("--claim", choices=("95", "99"), default="99",
                         help="99: the plugin's rule; 95: the rule before (claimed at 95 %%, 5 pairs at most)")
     parser.add_argument("--t-only", action="store_true",
@@ -73,7 +78,7 @@ def main() -> None:
     rule = " (t only)" if args.t_only else " (no trimmed mean)" if args.no_trimmed else ""
     rule += ", unchanged at 95 %" if args.unchanged_95 else ""
     print(f"claimed at {args.claim} %{rule}, at most {max_pairs} process pairs, "
-          f"tolerance {args.tolerance:.0%}, "
+          f"tolerance {'auto' if args.tolerance is None else f'{args.tolerance:.0%}'}, "
           f"{args.comparisons} comparisons per cell")
     print(f"{'pair CV':>8} {'outliers':>9}  {'A/A flagged':>12} {'pairs':>6}  {'planted caught':>15} {'pairs':>6}")
     for cv in args.cv:

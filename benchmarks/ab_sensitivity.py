@@ -5,9 +5,9 @@ A throwaway git repository holds a package of five workloads (a 768^3 fp32 GEMM 
 a 64 MiB copy and a 4M-element ``x*2+y``, memory-bound; a 4096-element add, a small op), each measured once per
 planted slowdown (the test is parametrized by it) and, for 0 %, in ``--aa`` identical copies. Its first commit
 plants nothing; the second plants, in the test of slowdown p, a busy wait of p % of each call's own time (no
-extra FLOP or byte, as a worse kernel would look), or with ``--plant work`` in the memory-bound tests p % more
-elements instead (more bytes counted, as in the A/B issue's held-out repository; a wait after a memory-bound call
-lets its stores drain and reads short of p). Each session runs ``pytest --roofline --roofline-compare
+extra FLOP or byte, as a worse kernel would look), or with ``--plant work`` p % more work in the copy, the
+``x*2+y`` and the GEMM instead (more elements, more rows: counted, as in the A/B issue's held-out repository; a
+wait after a memory-bound call lets its stores drain and reads short of p). Each session runs ``pytest --roofline --roofline-compare
 HEAD~1`` at the second commit, so the 0 % tests compare identical code (A/A) and the others a known slowdown.
 
     python benchmarks/ab_sensitivity.py [--sessions 6] [--slowdowns 0 2 3 5 10] [--aa 1] [--neighbours 1]
@@ -55,12 +55,12 @@ import torch
 
 SHARES = {shares}  # planted slowdown per test parameter (percent -> share of the call's time)
 DEVICE = {device!r}
-PLANT = {plant!r}  # "wait": a busy wait after each call; "work": memory-bound tests move p % more bytes instead
+PLANT = {plant!r}  # "wait": a busy wait after each call; "work": the copy, x*2+y and GEMM do p % more instead
 
 
 def sized(n, percent):
-    """A memory-bound test's element count: p % more where the plant is work (a bigger copy, as a change that
-    moves more data looks: more bytes counted, and no idle time after the call for its stores to drain in)."""
+    """A test's size: p % more where the plant is work (a bigger copy, more GEMM rows: as a change that does
+    more work looks, counted, and with no idle time after the call for a copy's stores to drain in)."""
     share = SHARES.get(percent, 0.0)
     return round(n * (1 + share)) if PLANT == "work" and share > 0 else n
 
@@ -178,8 +178,9 @@ CUDA = DEVICE == "cuda"
 @pytest.mark.parametrize("percent,copy", CASES, ids=IDS)
 def test_gemm(roofline, percent, copy):
     n, dtype = (4096, torch.bfloat16) if CUDA else (768, torch.float32)
-    a, b = torch.randn(n, n, device=DEVICE, dtype=dtype), torch.randn(n, n, device=DEVICE, dtype=dtype)
-    roofline.measure(slowed(torch.mm, percent), a, b)
+    rows = sized(n, percent)  # a work plant: p % more rows of the output, as the A/B issue's "slow" commit
+    a, b = torch.randn(rows, n, device=DEVICE, dtype=dtype), torch.randn(n, n, device=DEVICE, dtype=dtype)
+    roofline.measure(waited(torch.mm, percent), a, b)
 
 
 @pytest.mark.roofline
@@ -353,9 +354,10 @@ def main() -> None:
                         help="--roofline-compare-max-slowdown of the compare sessions (default: the plugin's, 0.03); "
                              "several: each measured side by side, as --plugin, and reported apart")
     parser.add_argument("--plant", choices=("wait", "work"), default="wait",
-                        help="wait: a busy wait of p %% after each call (every workload); work: the memory-bound "
-                             "ones (copy, x*2+y) move p %% more elements instead, the others wait (a wait after a "
-                             "memory-bound call lets its stores drain: on the Xeon VM a 5 %% wait read 1.02-1.03)")
+                        help="wait: a busy wait of p %% after each call (every workload); work: the copy and "
+                             "x*2+y move p %% more elements and the GEMM computes p %% more rows instead, the "
+                             "conv and the add wait (a wait after a memory-bound call lets its stores drain: on "
+                             "the Xeon VM a 5 %% wait on the copy read 1.02-1.03)")
     parser.add_argument("--only", nargs="+", choices=WORKLOAD_NAMES, default=None,
                         help="these workloads alone (the cost then compares sessions of these alone)")
     parser.add_argument("--plugin", type=Path, action="append", default=[],

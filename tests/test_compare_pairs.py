@@ -22,7 +22,10 @@ from pytest_roofline.compare.cuda_turns import (
     run_batch_events,
 )
 from pytest_roofline.compare.paired_stats import (
+    AUTO_BANDS,
     PairedRatio,
+    auto_band,
+    band_for,
     between_pairs,
     decided,
     far_pair,
@@ -277,11 +280,39 @@ class FakePair:
         return self._turn("ref", self.ref_s, op, batch)
 
 
-def site(ratios: list[float], seconds: float = 0.01) -> tuple[Any, list[FakePair]]:
+def site(ratios: list[float], seconds: float = 0.01, tolerance: float | None = 0.03) -> tuple[Any, list[FakePair]]:
     clock = [0.0]
     pairs = [FakePair(seconds * r, seconds, clock) for r in ratios]
-    result = measure_site(pairs, TimingPolicy(max_time_s=1.0), 0.03, seed=1, clock=lambda: clock[0])
+    result = measure_site(pairs, TimingPolicy(max_time_s=1.0), tolerance, seed=1, clock=lambda: clock[0])
     return result, pairs
+
+
+def test_the_auto_band_is_2_percent_where_the_pairs_agree_within_2_percent() -> None:
+    assert AUTO_BANDS == (0.02, 0.03)
+    assert auto_band(0.0) == auto_band(0.02) == 0.02 and auto_band(0.0201) == auto_band(math.nan) == 0.03
+    # three pairs 1.00, 1.02, 1.04: log ratios 0, 0.01980, 0.03922, sd 0.01961 by hand: the 2 % band
+    steady = between_pairs([1.0, 1.02, 1.04], robust=False)
+    assert steady.cv == pytest.approx(0.01961, abs=1e-5) and band_for(None, steady) == 0.02
+    spread = between_pairs([1.0, 1.02, 1.045], robust=False)  # sd 0.02205
+    assert spread.cv == pytest.approx(0.02205, abs=1e-5) and band_for(None, spread) == 0.03
+    assert band_for(0.05, steady) == 0.05 and band_for(None, between_pairs([1.01])) == 0.03  # one pair: no sd
+
+
+def test_the_auto_band_fails_a_steady_2_5_percent_that_the_3_percent_band_calls_unchanged() -> None:
+    steady = [1.025, 1.026, 1.024, 1.025, 1.025, 1.026]
+    fixed, _ = site(steady, tolerance=0.03)
+    # the first three: log sd 0.00098; inside the 3 % band, their 95 % interval (below four pairs the one
+    # "unchanged" needs) 1.025 x exp(+-4.303 x 0.00098 / sqrt(3)) = [1.0225, 1.0275] lies inside: unchanged
+    assert fixed.top.pairs == 3 and fixed.band == 0.03 and fixed.summary()["max_slowdown"] == 0.03
+    assert verdict(fixed.top.as_paired(), fixed.band) == "unchanged"
+    auto, _ = site(steady, tolerance=None)
+    # at three pairs the 99 % interval's low end, 1.025 x exp(-9.925 x 0.00098 / sqrt(3)) = 1.0193, is short of
+    # 1.02; four pairs (sd 0.00080) put it at 1.025 x exp(-5.841 x 0.00080 / 2) = 1.0226: slower, on the 2 % band
+    assert auto.top.pairs == 4 and auto.band == 0.02 and auto.summary()["max_slowdown"] == 0.02
+    assert auto.top.claim_ci is not None and auto.top.claim_ci[0] > 1.02 and not auto.budget_limited
+    assert verdict(auto.top.as_paired(), auto.band) == "slower"
+    spread, _ = site([1.05, 1.0, 1.03, 0.99, 1.06, 1.02], tolerance=None)  # sd 2.7 %: the 3 % band
+    assert spread.band == 0.03
 
 
 def test_agreeing_pairs_stop_at_three_and_disagreeing_ones_use_the_pool() -> None:
@@ -1020,3 +1051,47 @@ def test_the_pool_size_is_one_number_in_the_option_the_settings_and_the_pool() -
 
     settings = next(f.default for f in dataclasses.fields(Settings) if f.name == "compare_pairs")
     assert int(option) == settings == MAX_PROCESS_PAIRS == 12
+
+
+def test_the_compare_band_is_auto_by_default_in_the_option_and_the_settings() -> None:
+    import dataclasses
+
+    from pytest_roofline.measure.settings import SettingError, parse_compare_max_slowdown
+    from pytest_roofline.measure.state import Settings
+    from pytest_roofline.plugin.options import _OPTIONS
+
+    option = next(default for flag, _, _, default in _OPTIONS if flag == "--roofline-compare-max-slowdown")
+    settings = next(f.default for f in dataclasses.fields(Settings) if f.name == "compare_max_slowdown")
+    assert option == "auto" and settings is None
+    where = "--roofline-compare-max-slowdown"
+    assert parse_compare_max_slowdown("auto", where) is None and parse_compare_max_slowdown(" Auto", where) is None
+    assert parse_compare_max_slowdown("0.05", where) == 0.05
+    for bad in ("loose", "0", "-0.1", "11"):
+        with pytest.raises(SettingError, match=r"--roofline-compare-max-slowdown must be 'auto' \(2 % where the "
+                                                r"process pairs agree within 2 %, else 3 %\) or a number > 0"):
+            parse_compare_max_slowdown(bad, where)
+
+
+def test_a_tests_auto_band_is_the_widest_its_call_sites_were_judged_with() -> None:
+    from pytest_roofline.gates.ab import sites_band
+
+    def judged(band: float | None, compared: bool = True) -> dict[str, Any]:
+        return {"compare": {"compared": compared, **({} if band is None else {"max_slowdown": band})}}
+
+    assert sites_band([judged(0.02), judged(0.02)]) == 0.02
+    assert sites_band([judged(0.02), judged(0.03)]) == 0.03
+    assert sites_band([judged(0.02), judged(0.03, compared=False)]) == 0.02  # not compared: not judged
+    assert sites_band([judged(None)]) == sites_band([]) == 0.03  # an older record: the wide band
+
+
+def test_a_failure_says_why_the_auto_band_is_that_wide() -> None:
+    pairs = [1.026, 1.024, 1.025, 1.025]
+    said = compare_regions([region(1.025, pairs)], Tolerances(0.1, 0.02, ("time",)), "REF", "compute:fp32")
+    assert said is not None and said.verdict == "regressed"
+    record = {"max_slowdown": 0.02, "max_drop": 0.1, "ref": "REF", "pairs": 40, "auto_band": True,
+              **process_record([region(1.025, pairs)])}
+    assert ("fails on: time rose more than max_slowdown 2% (auto: its process pairs agreed within 2%)"
+            in failure_message("t", said, record))
+    wide = {**record, "max_slowdown": 0.03}
+    assert "max_slowdown 3% (auto: its process pairs spread more than 2%)" in failure_message("t", said, wide)
+    assert "max_slowdown 2%\n" in failure_message("t", said, {**record, "auto_band": False}) + "\n"

@@ -85,6 +85,7 @@ def test_a_commit_that_runs_each_step_twice_fails_naming_the_base_and_the_ratio(
         "roofline: A/B regression: time ×[12].* against HEAD~1 (*): work ×2.00 at the same*",
         "  time per call 4.* ms here, 2.* ms at HEAD~1; paired ratio [12].*, 95% CI [[]*], 99% CI [[]*]*",
         "*3 process pairs (*",
+        "  fails on: time rose more than max_slowdown [23]% (auto: its process pairs * 2%)",
         "*compare: against HEAD~1 (*), each call site in pairs of processes*",
         "test_perf.py::test_step *regressed *",
     ])
@@ -107,6 +108,9 @@ def test_a_commit_that_runs_each_step_twice_fails_naming_the_base_and_the_ratio(
     assert [w["alloc_first"] for w in region["within"]] == ["this", "ref", "this"] or \
         [w["alloc_first"] for w in region["within"]] == ["ref", "this", "ref"]  # alternated between pairs
     assert all(w["rewarm"] for w in region["within"])  # roofs without cache sizes: the untimed call stays
+    # the default band is auto: the one the call site's pairs were judged with, by their spread
+    assert record["auto_band"] is True and record["max_slowdown"] == region["max_slowdown"]
+    assert region["max_slowdown"] == (0.02 if region["between_cv"] <= 0.02 else 0.03)
 
 
 def test_a_commit_that_changes_only_the_readme_passes(

@@ -322,6 +322,26 @@ def between_pairs(ratios: Sequence[float], robust: bool = True, trimmed: bool = 
     return top
 
 
+# --- the band's width: "auto" (docs/ab-compare.md, "thirteenth round") ----------------------------------------------
+# A band narrower than the process pairs' own spread flags identical code: simulated (benchmarks/ab_rules.py), a 2 %
+# band where the pairs spread 3 % flags 1.0-1.25 % of A/A comparisons, a 3 % one 0.07-0.10 %. Where they spread 2 %
+# or less both flag at most 0.2 %, and only the 2 % band catches a 3 % change (92-100 % against 45-50 %). So the
+# default band is 2 % where a call site's pairs agree within 2 % (the standard deviation of their log ratios), 3 %
+# where they spread more or are too few to say. A user's number is a fixed band.
+AUTO_BANDS = (0.02, 0.03)  # (steady pairs, spread or too few)
+AUTO_STEADY_CV = 0.02
+
+
+def auto_band(cv: float) -> float:
+    """The auto band for pairs whose log ratios spread ``cv`` (their sample standard deviation; nan below two)."""
+    return AUTO_BANDS[0] if math.isfinite(cv) and cv <= AUTO_STEADY_CV else AUTO_BANDS[1]
+
+
+def band_for(tolerance: float | None, result: BetweenPairs) -> float:
+    """The band's half width: ``tolerance`` where the user gave one; None (auto): :func:`auto_band` of the pairs."""
+    return tolerance if tolerance is not None else auto_band(result.cv)
+
+
 def decided(result: BetweenPairs, tolerance: float, min_pairs: int) -> bool:
     """The stopping rule over process pairs: at least ``min_pairs``, and the claim interval (99 %) wholly
     beyond the band (slower or faster) or the equivalence one (90 %; 95 % below 4 pairs) wholly inside it

@@ -23,6 +23,7 @@ from pytest_roofline.compare.lockstep import BATCH_TARGET_S, MAX_BATCH, TARGET_H
 from pytest_roofline.compare.paired_stats import (
     BetweenPairs,
     PairedRatio,
+    band_for,
     between_pairs,
     decided,
     paired_ratio,
@@ -177,6 +178,7 @@ class SiteResult:
     budget_limited: bool  # the pool or the budget ran out before the top-level interval was decided
     measure_s: float
     ref_regions: list[dict[str, Any] | None] = field(default_factory=list)
+    band: float = 0.03  # the band's half width the site was judged with (the auto one, where no number was given)
 
     def pooled(self, side: str) -> SideTimes:
         """That side's turns that count (:attr:`PairTimes.kept`), pair after pair."""
@@ -213,7 +215,7 @@ class SiteResult:
                 "pair_ratios": list(self.top.ratios), "between_cv": self.top.cv,
                 "pairs": sum(p.within.pairs for p in self.pairs), "batch": max(p.batch for p in self.pairs),
                 "this_time_s": this_time, "ref_time_s": ref_time, "budget_limited": self.budget_limited,
-                "measure_s": self.measure_s, "within": [p.summary() for p in self.pairs]}
+                "measure_s": self.measure_s, "max_slowdown": self.band, "within": [p.summary() for p in self.pairs]}
 
 
 class PairSides(Protocol):
@@ -226,13 +228,14 @@ class PairSides(Protocol):
     def ref_turn(self, op: str, batch: int) -> tuple[float, int]: ...
 
 
-def measure_site(pairs: Iterable[PairSides], policy: TimingPolicy, tolerance: float, seed: int, *,
+def measure_site(pairs: Iterable[PairSides], policy: TimingPolicy, tolerance: float | None, seed: int, *,
                  min_pairs: int = MIN_PROCESS_PAIRS, rewarm: bool = True,
                  clock: Callable[[], float] = time.perf_counter) -> SiteResult:
     """Time one call site in process pairs, one pair after another: at least ``min_pairs`` (or all there are),
     then more until :func:`.paired_stats.decided` or ``pairs`` is spent (a pair is taken from it only when
     needed). Each pair has its own share of the
-    budget (``PAIR_BUDGET_SHARE`` of ``--roofline-max-time``)."""
+    budget (``PAIR_BUDGET_SHARE`` of ``--roofline-max-time``). ``tolerance``: the band's half width; None: the
+    auto band of the pairs so far (:func:`.paired_stats.band_for`), at each look and at the end."""
     # which side leads a pair (warms up first, goes first in each turn pair) alternates from pair to pair, the
     # first drawn: what leading does to a side cancels over the pairs, and is not one test's bias every session
     lead = "this" if random.Random(seed).random() < 0.5 else "ref"
@@ -240,7 +243,7 @@ def measure_site(pairs: Iterable[PairSides], policy: TimingPolicy, tolerance: fl
     done: list[PairTimes] = []
     top = between_pairs([])
     candidates = iter(pairs)  # may start a pair only when it is asked for (compare.pool)
-    while not (len(done) >= min_pairs and decided(top, tolerance, min_pairs)):
+    while not (len(done) >= min_pairs and decided(top, band_for(tolerance, top), min_pairs)):
         pair = next(candidates, None)
         if pair is None:
             break
@@ -250,5 +253,6 @@ def measure_site(pairs: Iterable[PairSides], policy: TimingPolicy, tolerance: fl
         top = between_pairs([p.within.ratio for p in done], robust=False)
     # the robust intervals (signed-rank, trimmed mean) are tried once, on the pairs there are at the end, never as
     # a stopping rule: each try is one more chance of a false claim
-    top = between_pairs([p.within.ratio for p in done], tolerance=tolerance)
-    return SiteResult(done, top, not decided(top, tolerance, min(min_pairs, len(done))), clock() - start)
+    band = band_for(tolerance, top)
+    top = between_pairs([p.within.ratio for p in done], tolerance=band)
+    return SiteResult(done, top, not decided(top, band, min(min_pairs, len(done))), clock() - start, band=band)

@@ -152,8 +152,9 @@ class PoolLink:
         return None
 
     def measure_site(self, label: str, cores: Sequence[int] | None, roofs: dict[str, Any] | None,
-                     policy: TimingPolicy, tolerance: float, rewarm: bool = True) -> SiteResult | None:
+                     policy: TimingPolicy, tolerance: float | None, rewarm: bool = True) -> SiteResult | None:
         """Time this test's next call site over process pairs; None when no pair has it on both sides.
+        ``tolerance``: the band's half width (None: auto, :func:`.paired_stats.band_for`).
         ``rewarm``: each timed turn starts with an untimed call (:func:`.lockstep.run_batch`); both sides alike."""
         index = self.site
         self.site += 1

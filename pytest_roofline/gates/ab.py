@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_roofline.compare.paired_stats import AUTO_BANDS
 from pytest_roofline.gates.ab_report import compare_regions, failure_message, process_record
 from pytest_roofline.gates.baseline import tolerances_of
 from pytest_roofline.gates.comparison import Tolerances
@@ -14,20 +16,35 @@ from pytest_roofline.model import sum_maps
 from pytest_roofline.model.roofline import arithmetic_intensity
 
 
-def compare_tolerances(state: RooflineState, options: MarkerOptions | None) -> Tolerances:
-    """The baseline gate's tolerances, but for time the marker's ``max_slowdown=`` or
-    ``--roofline-compare-max-slowdown`` (pairs cancel the host's drift, so the A/B default is tighter)."""
-    base = tolerances_of(state, options)
+def compare_band(state: RooflineState, options: MarkerOptions | None) -> float | None:
+    """The A/B band's half width the user gave: the marker's ``max_slowdown=`` or
+    ``--roofline-compare-max-slowdown``; None: auto (each call site's by its process pairs' spread)."""
     given = options.max_slowdown if options is not None else None
-    return Tolerances(base.max_drop, given if given is not None else state.settings.compare_max_slowdown,
-                      base.fail_on)
+    return given if given is not None else state.settings.compare_max_slowdown
+
+
+def sites_band(regions: Sequence[Mapping[str, Any]]) -> float:
+    """The auto band of a test: the widest its compared call sites were judged with (2 % only where every
+    site's pairs agreed within 2 %); the wide one where no site recorded one."""
+    bands = [float(r["compare"]["max_slowdown"]) for r in regions
+             if (r.get("compare") or {}).get("compared") and r["compare"].get("max_slowdown") is not None]
+    return max(bands) if bands else AUTO_BANDS[1]
+
+
+def compare_tolerances(state: RooflineState, options: MarkerOptions | None,
+                       regions: Sequence[Mapping[str, Any]] = ()) -> Tolerances:
+    """The baseline gate's tolerances, but for time the A/B band (:func:`compare_band`; pairs cancel the host's
+    drift, so it is tighter than the baseline gate's): the user's number, or the auto band of ``regions``."""
+    base = tolerances_of(state, options)
+    band = compare_band(state, options)
+    return Tolerances(base.max_drop, band if band is not None else sites_band(regions), base.fail_on)
 
 
 def judge_compare(state: RooflineState, entry: TestEntry, options: MarkerOptions | None) -> str | None:
     """The A/B gate (``--roofline-compare``): record the test's paired comparison with REF in
     ``entry.extra["compare"]``; the failure message when it regressed."""
-    tolerances = compare_tolerances(state, options)
     regions = [r.to_dict() for r in entry.recorder.regions]
+    tolerances = compare_tolerances(state, options, regions)
     verdict = entry.recorder.verdict()
     ref = state.compare_ref or {}
     result = compare_regions(regions, tolerances, f"{ref.get('ref')} ({str(ref.get('commit'))[:12]})",
@@ -38,6 +55,7 @@ def judge_compare(state: RooflineState, entry: TestEntry, options: MarkerOptions
     entry.extra["compare"] = {**entry.extra.get("compare", {}), **result.to_dict(), "ref": ref.get("ref"),
                               "commit": ref.get("commit"), "pairs": pairs, "max_drop": tolerances.max_drop,
                               "max_slowdown": tolerances.max_slowdown,
+                              "auto_band": compare_band(state, options) is None,
                               **process_record(regions, tolerances.max_slowdown)}
     if result.verdict != "regressed":
         return None

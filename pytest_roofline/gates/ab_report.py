@@ -9,6 +9,8 @@ from dataclasses import replace
 from typing import Any
 
 from pytest_roofline.compare.paired_stats import (
+    AUTO_BANDS,
+    AUTO_STEADY_CV,
     CLAIM_CONFIDENCE,
     EQUIVALENCE_CONFIDENCE,
     BetweenPairs,
@@ -216,7 +218,7 @@ def failure_message(nodeid: str, result: TestComparison, record: Mapping[str, An
     ci = "" if t.ci is None else f", 95% CI [{t.ci[0]:.3f}, {t.ci[1]:.3f}]"
     if t.claim_ci is not None:
         ci += f", {CLAIM_CONFIDENCE:.0%} CI [{t.claim_ci[0]:.3f}, {t.claim_ci[1]:.3f}]"
-    why = {"time": f"time rose more than max_slowdown {record['max_slowdown']:.0%}",
+    why = {"time": f"time rose more than max_slowdown {record['max_slowdown']:.0%}{band_note(record)}",
            "fraction": f"fraction fell more than max_drop {record['max_drop']:.0%}",
            "work": "the counted work changed (fail_on includes work)"}
     ref = str(record.get("ref") or "REF")
@@ -233,6 +235,14 @@ def failure_message(nodeid: str, result: TestComparison, record: Mapping[str, An
         lines.append(f"  work: {result.work.now.total_flops:.4g} FLOPs here, {result.work.reference.total_flops:.4g}"
                      f" at {ref}")
     return "\n".join(lines)
+
+
+def band_note(record: Mapping[str, Any]) -> str:
+    """Why the band is that wide, where it was the auto one (:func:`.paired_stats.auto_band`); else nothing."""
+    if not record.get("auto_band"):
+        return ""
+    steady = float(record["max_slowdown"]) <= AUTO_BANDS[0]
+    return f" (auto: its process pairs {'agreed within' if steady else 'spread more than'} {AUTO_STEADY_CV:.0%})"
 
 
 def _interval_name(record: Mapping[str, Any]) -> str:

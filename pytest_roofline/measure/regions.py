@@ -195,7 +195,8 @@ class Recorder:
         self.calls: dict[int, tuple[Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any], Setup | None]] = {}
         self.lockstep: Any = None  # compare.pool.PoolLink: call sites take turns in process pairs
         self.follower: Any = None  # compare.follower.Follower: this process is the twin, answering turns
-        self.compare_tolerance = 0.03  # --roofline-compare-max-slowdown: when the lockstep may stop early
+        # --roofline-compare-max-slowdown (or the marker's): when the lockstep may stop early; None: the auto band
+        self.compare_tolerance: float | None = None
         self.roofs_override: Machine | None = None  # the twin judges with the roofs the comparing side used
         # roofs of another device than the session's, for a core count (None: all cores): in a CUDA session,
         # host code is judged on the CPU's (device_roofs); None: every call site on the session's roofs

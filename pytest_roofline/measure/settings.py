@@ -132,6 +132,21 @@ def parse_max_slowdown(value: Any, where: str, *, text: bool = True) -> float:
     return number
 
 
+AUTO = "auto"
+
+
+def parse_compare_max_slowdown(value: Any, where: str) -> float | None:
+    """``--roofline-compare-max-slowdown``: ``auto`` (None: the band by the process pairs' spread) or a fixed
+    share as :func:`parse_max_slowdown`."""
+    if isinstance(value, str) and value.strip().lower() == AUTO:
+        return None
+    try:
+        return parse_max_slowdown(value, where)
+    except SettingError:
+        raise SettingError(f"{where} must be 'auto' (2 % where the process pairs agree within 2 %, else 3 %) or "
+                           f"a number > 0 such as 0.03 (3 % slower; at most 10), got {value!r}") from None
+
+
 def parse_fail_on(value: Any, where: str) -> tuple[str, ...]:
     """What a comparison fails a test on: a comma-separated string or a sequence of ``time``, ``fraction``,
     ``work`` (``none``: nothing, report only)."""

@@ -44,7 +44,9 @@ class Settings:
     history_keep: Any = None  # history.retention.Keep: what --roofline-history keeps (None: everything)
     compare: str | None = None  # --roofline-compare REF: measure REF's twin in lockstep (None: off)
     compare_python: str | None = None  # the interpreter REF's twin runs under (None: this one)
-    compare_max_slowdown: float = 0.03  # the A/B gate fails a test slower than this share, when significant
+    # the A/B gate fails a test slower than this share, when significant; None: auto (2 % or 3 % by the pairs'
+    # spread: compare.paired_stats.auto_band)
+    compare_max_slowdown: float | None = None
     compare_pairs: int = 12  # the most process pairs per call site (--roofline-compare-pairs; 3 always)
     baseline_any_machine: bool = False  # compare with other machines' sessions too
     warn_only: bool = False  # report every gate failure as a warning; fail no test on its performance

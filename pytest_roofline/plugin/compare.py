@@ -161,7 +161,10 @@ class CompareSession:
                        for n, r in records]
             for line in summary_lines(state.compare_ref["ref"], state.compare_ref["commit"], records):
                 terminalreporter.write_line(printable(line))
-            effects = process_effects(records, state.settings.compare_max_slowdown)
+            from pytest_roofline.compare.paired_stats import AUTO_BANDS
+
+            # under the auto band, against its wide end: pairs that disagree by less are the usual
+            effects = process_effects(records, state.settings.compare_max_slowdown or AUTO_BANDS[1])
             if effects is not None:
                 terminalreporter.write_line(f"roofline: compare: {effects}", yellow=True)
             if self.twin is not None and self.twin.error:

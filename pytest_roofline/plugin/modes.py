@@ -135,9 +135,9 @@ class MeasuringSession:
         recorder.ops_mode = state.settings.ops
         recorder.lockstep = state.compare_link  # --roofline-compare: each call site takes turns with REF's twin
         if recorder.lockstep is not None:
-            from pytest_roofline.gates.ab import compare_tolerances
+            from pytest_roofline.gates.ab import compare_band
 
-            recorder.compare_tolerance = compare_tolerances(state, options).max_slowdown
+            recorder.compare_tolerance = compare_band(state, options)
         entry = TestEntry(request.node.nodeid, options.min_fraction if options else None, recorder)
         entry.extra.update(_identity(request.node))
         request.node.stash[ENTRY] = entry

@@ -19,6 +19,7 @@ from pytest_roofline.measure.settings import (
     SettingError,
     parse_bool,
     parse_choice,
+    parse_compare_max_slowdown,
     parse_count,
     parse_counter,
     parse_fail_on,
@@ -88,8 +89,9 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
      ("the Python interpreter REF's twin runs under (a venv holding REF's build of compiled code); empty: this "
       "one"), ""),
     ("--roofline-compare-max-slowdown", "roofline_compare_max_slowdown",
-     ("the A/B gate fails a test whose time per call is more than this share above REF's, when significant "
-      "(the marker's max_slowdown= overrides it)"), "0.03"),
+     ("the A/B gate fails a test whose time per call is more than this share above REF's, when significant; "
+      "auto: 0.02 at a call site whose process pairs' ratios spread by a standard deviation of 0.02 or less, "
+      "else 0.03 (the marker's max_slowdown= overrides it)"), "auto"),
     ("--roofline-contended", "roofline_contended",
      ("auto|judge|excuse: a test below its threshold or regressed while no core was free is measured again at "
       "the end of the session; still contended, judge fails it when it is worse by more than its tolerance "
@@ -167,8 +169,8 @@ def read_settings(config: pytest.Config) -> Settings:
         history_keep=keep_setting(setting(config, "roofline_history_keep")),
         compare=str(setting(config, "roofline_compare") or "").strip() or None,
         compare_python=str(setting(config, "roofline_compare_python") or "").strip() or None,
-        compare_max_slowdown=parse_max_slowdown(setting(config, "roofline_compare_max_slowdown"),
-                                                "--roofline-compare-max-slowdown"),
+        compare_max_slowdown=parse_compare_max_slowdown(setting(config, "roofline_compare_max_slowdown"),
+                                                        "--roofline-compare-max-slowdown"),
         compare_pairs=compare_pairs_setting(setting(config, "roofline_compare_pairs")),
         baseline_any_machine=parse_bool(setting(config, "roofline_baseline_any_machine"),
                                         "--roofline-baseline-any-machine"),
