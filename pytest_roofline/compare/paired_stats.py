@@ -324,8 +324,8 @@ def between_pairs(ratios: Sequence[float], robust: bool = True, trimmed: bool = 
 
 # --- the band's width: "auto" (docs/ab-compare.md, "thirteenth round") ----------------------------------------------
 # A band narrower than the process pairs' own spread flags identical code: simulated (benchmarks/ab_rules.py), a 2 %
-# band where the pairs spread 3 % flags 1.0-1.25 % of A/A comparisons, a 3 % one 0.07-0.10 %. Where they spread 2 %
-# or less both flag at most 0.2 %, and only the 2 % band catches a 3 % change (92-100 % against 45-50 %). So the
+# band where the pairs spread 3 % flags 0.9-1.0 % of A/A comparisons, a 3 % one 0.07-0.10 %. Where they spread 2 %
+# or less both flag at most 0.2 %, and only the 2 % band catches a 3 % change (94-100 % against 48-50 %). So the
 # default band is 2 % where a call site's pairs agree within 2 % (the standard deviation of their log ratios), 3 %
 # where they spread more or are too few to say. A user's number is a fixed band.
 AUTO_BANDS = (0.02, 0.03)  # (steady pairs, spread or too few)

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from pytest_roofline.compare.lockstep import BATCH_TARGET_S, MAX_BATCH, TARGET_HALF_WIDTH, SideTimes
 from pytest_roofline.compare.paired_stats import (
+    AUTO_BANDS,
     BetweenPairs,
     PairedRatio,
     band_for,
@@ -178,7 +179,7 @@ class SiteResult:
     budget_limited: bool  # the pool or the budget ran out before the top-level interval was decided
     measure_s: float
     ref_regions: list[dict[str, Any] | None] = field(default_factory=list)
-    band: float = 0.03  # the band's half width the site was judged with (the auto one, where no number was given)
+    band: float = AUTO_BANDS[1]  # the band's half width the site was judged with (auto where no number was given)
 
     def pooled(self, side: str) -> SideTimes:
         """That side's turns that count (:attr:`PairTimes.kept`), pair after pair."""
