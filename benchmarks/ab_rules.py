@@ -11,17 +11,25 @@ trimmed mean); ``--no-trimmed`` the rule before the trimmed mean and ``--unchang
 launch-bound kernels on an H100 (docs/ab-compare.md, "Measured").
 
     python benchmarks/ab_rules.py [--comparisons 4000] [--cv 0.015 0.03 0.08] [--outliers 0 0.05] [--t-only]
-        [--no-trimmed] [--unchanged-95] [--tolerance auto|0.03] [--seed 1]
+        [--no-trimmed] [--unchanged-95] [--tolerance auto|0.03] [--steady-cv 0.02] [--measured pairs.json]
+        [--seed 1]
+
+``--measured`` draws the pairs from real ones instead (their tails as measured: heavier than the normal law's),
+``--steady-cv`` tries another threshold for the auto band.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
 import statistics
+from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
+from pytest_roofline.compare import paired_stats
 from pytest_roofline.compare.paired_stats import BetweenPairs, band_for, between_pairs, decided, verdict
 from pytest_roofline.compare.pairs import MAX_PROCESS_PAIRS, MIN_PROCESS_PAIRS
 
@@ -29,9 +37,12 @@ from pytest_roofline.compare.pairs import MAX_PROCESS_PAIRS, MIN_PROCESS_PAIRS
 def one_comparison(draw: random.Random, log_change: float, cv: float, outliers: float, tolerance: float | None,
                    max_pairs: int, claim_at_95: bool, robust: bool = True,
                    outlier_size: float = 0.25, trimmed: bool = True,
-                   equivalence: bool = True) -> tuple[str, int]:
+                   equivalence: bool = True, measured: Sequence[float] = ()) -> tuple[str, int]:
     """(verdict, process pairs used) of one simulated call site; an outlier pair is off by ``outlier_size``;
-    ``tolerance`` None: the auto band, as the plugin's default (``paired_stats.band_for``)."""
+    ``tolerance`` None: the auto band, as the plugin's default (``paired_stats.band_for``). ``measured``: real
+    pairs' log ratios about their site's centre; each pair is one of them, drawn anew, times ``cv`` over their
+    standard deviation (``cv`` 0: as measured), instead of the normal law and its outliers."""
+    scale = cv / statistics.stdev(measured) if measured and cv > 0 else 1.0
     logs: list[float] = []
 
     def band() -> float:
@@ -44,8 +55,8 @@ def one_comparison(draw: random.Random, log_change: float, cv: float, outliers: 
         return replace(result, claim_ci=result.ci) if claim_at_95 else result
 
     while True:
-        value = draw.gauss(log_change, cv)
-        if draw.random() < outliers:
+        value = log_change + scale * draw.choice(measured) if measured else draw.gauss(log_change, cv)
+        if not measured and draw.random() < outliers:
             value += draw.choice((-1.0, 1.0)) * math.log1p(outlier_size)
         logs.append(value)
         if len(logs) >= MIN_PROCESS_PAIRS and (decided(top(False), band(), MIN_PROCESS_PAIRS)
@@ -70,29 +81,47 @@ def main() -> None:
                         help="no trimmed mean after the signed-rank interval (the rule before it)")
     parser.add_argument("--unchanged-95", action="store_true",
                         help="'unchanged' needs the 95 %% interval inside the band, not the 90 %% one (as before)")
+    parser.add_argument("--steady-cv", type=float, default=None,
+                        help="with --tolerance auto: the pair spread up to which the narrow band is used "
+                             f"(the plugin's: {paired_stats.AUTO_STEADY_CV})")
+    parser.add_argument("--measured", type=Path, default=None,
+                        help="a JSON list of real pairs' log ratios about their site's centre (pairs_from_results.py "
+                             "writes one): pairs are drawn from it, scaled to each --cv (0: as measured), "
+                             "--outliers ignored")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
+    measured: list[float] = json.loads(args.measured.read_text()) if args.measured else []
+    if args.measured and len(measured) < 10:
+        parser.error(f"--measured {args.measured}: needs a JSON list of at least 10 log ratios, got {len(measured)}")
+    if args.steady_cv is not None:  # a what-if: band_for reads the module's constant at each call
+        paired_stats.AUTO_STEADY_CV = args.steady_cv
     old = args.claim == "95"
     max_pairs = 5 if old else MAX_PROCESS_PAIRS
     draw = random.Random(args.seed)
     rule = " (t only)" if args.t_only else " (no trimmed mean)" if args.no_trimmed else ""
     rule += ", unchanged at 95 %" if args.unchanged_95 else ""
     print(f"claimed at {args.claim} %{rule}, at most {max_pairs} process pairs, "
-          f"tolerance {'auto' if args.tolerance is None else f'{args.tolerance:.0%}'}, "
+          f"tolerance {'auto' if args.tolerance is None else f'{args.tolerance:.0%}'}"
+          f"{f' (steady up to {paired_stats.AUTO_STEADY_CV:.1%})' if args.tolerance is None else ''}, "
           f"{args.comparisons} comparisons per cell")
+    if measured:
+        print(f"pairs drawn from {args.measured} ({len(measured)}, sd {statistics.stdev(measured):.2%}; "
+              f"pair CV 0: as measured)")
     print(f"{'pair CV':>8} {'outliers':>9}  {'A/A flagged':>12} {'pairs':>6}  {'planted caught':>15} {'pairs':>6}")
     for cv in args.cv:
-        for outliers in args.outliers:
+        for outliers in args.outliers if not measured else [0.0]:
             cells = []
             for change in (0.0, math.log(1 + args.slowdown)):
                 runs = [one_comparison(draw, change, cv, outliers, args.tolerance, max_pairs, old, not args.t_only,
-                                       trimmed=not args.no_trimmed, equivalence=not args.unchanged_95)
+                                       trimmed=not args.no_trimmed, equivalence=not args.unchanged_95,
+                                       measured=measured)
                         for _ in range(args.comparisons)]
                 hits = (sum(v != "unchanged" and v != "inconclusive" for v, _ in runs) if change == 0.0 else
                         sum(v == "slower" for v, _ in runs))
                 cells.append((hits / len(runs), statistics.fmean(k for _, k in runs)))
             (aa, aa_k), (caught, caught_k) = cells
-            print(f"{cv:8.1%} {outliers:9.0%}  {aa:12.2%} {aa_k:6.1f}  {caught:15.1%} {caught_k:6.1f}")
+            shown = cv if cv > 0 or not measured else statistics.stdev(measured)
+            print(f"{shown:8.1%} {outliers:9.0%}  {aa:12.2%} {aa_k:6.1f}  {caught:15.1%} {caught_k:6.1f}")
 
 
 if __name__ == "__main__":

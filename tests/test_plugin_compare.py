@@ -85,7 +85,7 @@ def test_a_commit_that_runs_each_step_twice_fails_naming_the_base_and_the_ratio(
         "roofline: A/B regression: time ×[12].* against HEAD~1 (*): work ×2.00 at the same*",
         "  time per call 4.* ms here, 2.* ms at HEAD~1; paired ratio [12].*, 95% CI [[]*], 99% CI [[]*]*",
         "*3 process pairs (*",
-        "  fails on: time rose more than max_slowdown [23]% (auto: its process pairs * 2%)",
+        "  fails on: time rose more than max_slowdown [23]% (auto: its process pairs * 2.5%)",
         "*compare: against HEAD~1 (*), each call site in pairs of processes*",
         "test_perf.py::test_step *regressed *",
     ])

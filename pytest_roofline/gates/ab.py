@@ -25,7 +25,7 @@ def compare_band(state: RooflineState, options: MarkerOptions | None) -> float |
 
 def sites_band(regions: Sequence[Mapping[str, Any]]) -> float:
     """The auto band of a test: the widest its compared call sites were judged with (2 % only where every
-    site's pairs agreed within 2 %); the wide one where no site recorded one."""
+    site's pairs agreed within 2.5 %); the wide one where no site recorded one."""
     bands = [float(r["compare"]["max_slowdown"]) for r in regions
              if (r.get("compare") or {}).get("compared") and r["compare"].get("max_slowdown") is not None]
     return max(bands) if bands else AUTO_BANDS[1]

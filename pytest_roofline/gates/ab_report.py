@@ -242,7 +242,7 @@ def band_note(record: Mapping[str, Any]) -> str:
     if not record.get("auto_band"):
         return ""
     steady = float(record["max_slowdown"]) <= AUTO_BANDS[0]
-    return f" (auto: its process pairs {'agreed within' if steady else 'spread more than'} {AUTO_STEADY_CV:.0%})"
+    return f" (auto: its process pairs {'agreed within' if steady else 'spread more than'} {AUTO_STEADY_CV:.1%})"
 
 
 def _interval_name(record: Mapping[str, Any]) -> str:

@@ -143,7 +143,7 @@ def parse_compare_max_slowdown(value: Any, where: str) -> float | None:
     try:
         return parse_max_slowdown(value, where)
     except SettingError:
-        raise SettingError(f"{where} must be 'auto' (2 % where the process pairs agree within 2 %, else 3 %) or "
+        raise SettingError(f"{where} must be 'auto' (2 % where the process pairs agree within 2.5 %, else 3 %) or "
                            f"a number > 0 such as 0.03 (3 % slower; at most 10), got {value!r}") from None
 
 

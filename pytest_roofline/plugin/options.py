@@ -90,7 +90,7 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
       "one"), ""),
     ("--roofline-compare-max-slowdown", "roofline_compare_max_slowdown",
      ("the A/B gate fails a test whose time per call is more than this share above REF's, when significant; "
-      "auto: 0.02 at a call site whose process pairs' ratios spread by a standard deviation of 0.02 or less, "
+      "auto: 0.02 at a call site whose process pairs' ratios spread by a standard deviation of 0.025 or less, "
       "else 0.03 (the marker's max_slowdown= overrides it)"), "auto"),
     ("--roofline-contended", "roofline_contended",
      ("auto|judge|excuse: a test below its threshold or regressed while no core was free is measured again at "
