@@ -30,18 +30,27 @@ from dataclasses import replace
 from pathlib import Path
 
 from pytest_roofline.compare import paired_stats
-from pytest_roofline.compare.paired_stats import BetweenPairs, band_for, between_pairs, decided, verdict
+from pytest_roofline.compare.paired_stats import (
+    AUTO_BANDS,
+    BetweenPairs,
+    band_for,
+    between_pairs,
+    decided,
+    verdict,
+)
 from pytest_roofline.compare.pairs import MAX_PROCESS_PAIRS, MIN_PROCESS_PAIRS
 
 
 def one_comparison(draw: random.Random, log_change: float, cv: float, outliers: float, tolerance: float | None,
                    max_pairs: int, claim_at_95: bool, robust: bool = True,
                    outlier_size: float = 0.25, trimmed: bool = True,
-                   equivalence: bool = True, measured: Sequence[float] = ()) -> tuple[str, int]:
+                   equivalence: bool = True, measured: Sequence[float] = (),
+                   settle: bool = True) -> tuple[str, int]:
     """(verdict, process pairs used) of one simulated call site; an outlier pair is off by ``outlier_size``;
     ``tolerance`` None: the auto band, as the plugin's default (``paired_stats.band_for``). ``measured``: real
     pairs' log ratios about their site's centre; each pair is one of them, drawn anew, times ``cv`` over their
-    standard deviation (``cv`` 0: as measured), instead of the normal law and its outliers."""
+    standard deviation (``cv`` 0: as measured), instead of the normal law and its outliers. ``settle``: False for
+    the rule before "unchanged" could settle on the auto band's wide band (``paired_stats.decided``'s ``wide``)."""
     scale = cv / statistics.stdev(measured) if measured and cv > 0 else 1.0
     logs: list[float] = []
 
@@ -59,7 +68,8 @@ def one_comparison(draw: random.Random, log_change: float, cv: float, outliers: 
         if not measured and draw.random() < outliers:
             value += draw.choice((-1.0, 1.0)) * math.log1p(outlier_size)
         logs.append(value)
-        if len(logs) >= MIN_PROCESS_PAIRS and (decided(top(False), band(), MIN_PROCESS_PAIRS)
+        wide = AUTO_BANDS[1] if tolerance is None and settle else None
+        if len(logs) >= MIN_PROCESS_PAIRS and (decided(top(False), band(), MIN_PROCESS_PAIRS, wide)
                                                or len(logs) >= max_pairs):
             return verdict(top(True).as_paired(), band()), len(logs)
 
@@ -84,12 +94,16 @@ def main() -> None:
     parser.add_argument("--steady-cv", type=float, default=None,
                         help="with --tolerance auto: the pair spread up to which the narrow band is used "
                              f"(the plugin's: {paired_stats.AUTO_STEADY_CV})")
+    parser.add_argument("--no-settle", action="store_true",
+                        help="auto: 'unchanged' only inside the narrow band (the rule before 2026-11-28)")
     parser.add_argument("--measured", type=Path, default=None,
                         help="a JSON list of real pairs' log ratios about their site's centre (pairs_from_results.py "
                              "writes one): pairs are drawn from it, scaled to each --cv (0: as measured), "
                              "--outliers ignored")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
+    if args.measured and not args.measured.is_file():
+        parser.error(f"--measured {args.measured}: no such file (pairs_from_results.py --out writes one)")
     measured: list[float] = json.loads(args.measured.read_text()) if args.measured else []
     if args.measured and len(measured) < 10:
         parser.error(f"--measured {args.measured}: needs a JSON list of at least 10 log ratios, got {len(measured)}")
@@ -100,6 +114,7 @@ def main() -> None:
     draw = random.Random(args.seed)
     rule = " (t only)" if args.t_only else " (no trimmed mean)" if args.no_trimmed else ""
     rule += ", unchanged at 95 %" if args.unchanged_95 else ""
+    rule += ", unchanged only inside the narrow band" if args.no_settle and args.tolerance is None else ""
     print(f"claimed at {args.claim} %{rule}, at most {max_pairs} process pairs, "
           f"tolerance {'auto' if args.tolerance is None else f'{args.tolerance:.0%}'}"
           f"{f' (steady up to {paired_stats.AUTO_STEADY_CV:.1%})' if args.tolerance is None else ''}, "
@@ -114,7 +129,7 @@ def main() -> None:
             for change in (0.0, math.log(1 + args.slowdown)):
                 runs = [one_comparison(draw, change, cv, outliers, args.tolerance, max_pairs, old, not args.t_only,
                                        trimmed=not args.no_trimmed, equivalence=not args.unchanged_95,
-                                       measured=measured)
+                                       measured=measured, settle=not args.no_settle)
                         for _ in range(args.comparisons)]
                 hits = (sum(v != "unchanged" and v != "inconclusive" for v, _ in runs) if change == 0.0 else
                         sum(v == "slower" for v, _ in runs))

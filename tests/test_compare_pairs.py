@@ -315,6 +315,31 @@ def test_the_auto_band_fails_a_steady_2_5_percent_that_the_3_percent_band_calls_
     assert spread.band == 0.03
 
 
+def test_under_auto_a_ratio_near_one_settles_inside_the_wide_band() -> None:
+    # five pairs 1.00, 1.03, 0.98, 1.02, 0.975: log mean 0.00077, sd 0.02404 (the 2 % band under auto); the 90 %
+    # interval exp(0.00077 +- 2.132 x 0.02404 / sqrt(5)) = [0.9781, 1.0240] reaches past 1.02: not unchanged on 2 %
+    spread = between_pairs([1.0, 1.03, 0.98, 1.02, 0.975], robust=False)
+    assert spread.cv == pytest.approx(0.02404, abs=1e-5)
+    assert spread.equivalence_ci == pytest.approx((0.9781, 1.0240), abs=1e-4)
+    assert not decided(spread, 0.02, 3)
+    # the ratio 1.0008 lies within a third of the band (1.02 ** (1/3) = 1.0066) of 1 and the interval inside the
+    # wide band [1/1.03, 1.03]: settled, under auto
+    assert decided(spread, 0.02, 3, wide=0.03)
+    assert decided(spread, 0.03, 3, wide=0.03) and decided(spread, 0.03, 3)  # on the wide band: the usual rule
+    # the same spread about 1.01: past a third of the band from 1, and more pairs could yet claim it
+    shifted = between_pairs([r * 1.01 for r in (1.0, 1.03, 0.98, 1.02, 0.975)], robust=False)
+    assert not decided(shifted, 0.02, 3, wide=0.03)
+    # three pairs have no 90 % interval: never settled
+    assert not decided(between_pairs([1.0, 1.001, 0.999], robust=False), 0.0001, 3, wide=0.03)
+    # the site: at four pairs the ratio is 1.0073 (past 1.0066), at five it settles, on the 2 % band
+    result, _ = site([1.0, 1.03, 0.98, 1.02, 0.975, 1.0, 1.0], tolerance=None)
+    assert result.top.pairs == 5 and result.band == 0.02 and not result.budget_limited
+    # a number fixes the band and settles nothing: the sixth pair brings the 90 % interval inside +-2 %
+    # ([0.9831, 1.0185])
+    fixed, _ = site([1.0, 1.03, 0.98, 1.02, 0.975, 1.0, 1.0], tolerance=0.02)
+    assert fixed.top.pairs == 6 and fixed.top.equivalence_ci == pytest.approx((0.9831, 1.0185), abs=1e-4)
+
+
 def test_agreeing_pairs_stop_at_three_and_disagreeing_ones_use_the_pool() -> None:
     result, pairs = site([1.0, 1.0, 1.0, 1.0, 1.0])
     assert result.top.pairs == 3 and not result.budget_limited  # decided: a point interval at 1
@@ -1038,6 +1063,22 @@ def test_the_untimed_call_is_kept_where_refilling_the_caches_could_cost_a_percen
     assert rewarm_pays(None, 1.0, cpu) and rewarm_pays(9.4e6, 0.0, cpu)  # unknown size or bound
     no_l3_bandwidth = Machine("cpu", {"fp32": 1e11}, {"DRAM": 2e10}, info=cpu.info)
     assert rewarm_pays(9.4e6, 7.9e-3, no_l3_bandwidth)
+
+
+def test_a_compute_bound_call_on_a_cpu_keeps_its_untimed_call_whatever_its_size() -> None:
+    from pytest_roofline.measure.probes import rewarm_pays
+    from pytest_roofline.model import Machine
+
+    mib = 2**20
+    cpu = Machine("cpu", {"fp32": 1e11}, {"L2": 2e11, "L3": 1e11, "DRAM": 2e10},
+                  info={"capacities": {"L2": mib, "L3": 32 * mib}})
+    # the 9.4 MB GEMM above: the refill rule says no; bound by fp32 on the CPU it is kept
+    assert rewarm_pays(9.4e6, 7.9e-3, cpu, bound="compute:fp32", device="cpu")
+    assert rewarm_pays(64 * mib, 1.0, cpu, bound="compute:fp32", device="cpu")  # past the last cache too
+    # memory-bound on the CPU, or compute-bound on a GPU: the refill rule, as before
+    assert not rewarm_pays(9.4e6, 7.9e-3, cpu, bound="memory:L3", device="cpu")
+    assert not rewarm_pays(9.4e6, 7.9e-3, cpu, bound="compute:fp32", device="cuda")
+    assert not rewarm_pays(9.4e6, 7.9e-3, cpu, bound="compute:fp32", device=None)
     assert rewarm_pays(9.4e6, 7.9e-3, Machine("cpu", {"fp32": 1e11}, {"DRAM": 2e10}))  # no cache sizes
 
 

@@ -244,7 +244,8 @@ def measure_site(pairs: Iterable[PairSides], policy: TimingPolicy, tolerance: fl
     done: list[PairTimes] = []
     top = between_pairs([])
     candidates = iter(pairs)  # may start a pair only when it is asked for (compare.pool)
-    while not (len(done) >= min_pairs and decided(top, band_for(tolerance, top), min_pairs)):
+    wide = AUTO_BANDS[1] if tolerance is None else None  # auto: "unchanged" may settle on the wide band
+    while not (len(done) >= min_pairs and decided(top, band_for(tolerance, top), min_pairs, wide)):
         pair = next(candidates, None)
         if pair is None:
             break
@@ -256,4 +257,5 @@ def measure_site(pairs: Iterable[PairSides], policy: TimingPolicy, tolerance: fl
     # a stopping rule: each try is one more chance of a false claim
     band = band_for(tolerance, top)
     top = between_pairs([p.within.ratio for p in done], tolerance=band)
-    return SiteResult(done, top, not decided(top, band, min(min_pairs, len(done))), clock() - start, band=band)
+    return SiteResult(done, top, not decided(top, band, min(min_pairs, len(done)), wide), clock() - start,
+                      band=band)
