@@ -1065,23 +1065,6 @@ def test_the_untimed_call_is_kept_where_refilling_the_caches_could_cost_a_percen
     assert rewarm_pays(9.4e6, 7.9e-3, no_l3_bandwidth)
 
 
-def test_a_compute_bound_call_on_a_cpu_keeps_its_untimed_call_whatever_its_size() -> None:
-    from pytest_roofline.measure.probes import rewarm_pays
-    from pytest_roofline.model import Machine
-
-    mib = 2**20
-    cpu = Machine("cpu", {"fp32": 1e11}, {"L2": 2e11, "L3": 1e11, "DRAM": 2e10},
-                  info={"capacities": {"L2": mib, "L3": 32 * mib}})
-    # the 9.4 MB GEMM above: the refill rule says no; bound by fp32 on the CPU it is kept
-    assert rewarm_pays(9.4e6, 7.9e-3, cpu, bound="compute:fp32", device="cpu")
-    assert rewarm_pays(64 * mib, 1.0, cpu, bound="compute:fp32", device="cpu")  # past the last cache too
-    # memory-bound on the CPU, or compute-bound on a GPU: the refill rule, as before
-    assert not rewarm_pays(9.4e6, 7.9e-3, cpu, bound="memory:L3", device="cpu")
-    assert not rewarm_pays(9.4e6, 7.9e-3, cpu, bound="compute:fp32", device="cuda")
-    assert not rewarm_pays(9.4e6, 7.9e-3, cpu, bound="compute:fp32", device=None)
-    assert rewarm_pays(9.4e6, 7.9e-3, Machine("cpu", {"fp32": 1e11}, {"DRAM": 2e10}))  # no cache sizes
-
-
 def test_the_pool_size_is_one_number_in_the_option_the_settings_and_the_pool() -> None:
     from pytest_roofline.compare.pairs import MAX_PROCESS_PAIRS
     from pytest_roofline.measure.state import Settings

@@ -210,21 +210,14 @@ def roofline_bound(kernels: Sequence[KernelSample], machine: Machine) -> tuple[f
 REWARM_SHARE = 0.01  # an untimed call before each timed one pays when refilling the caches may cost more than this
 
 
-def rewarm_pays(footprint_bytes: float | None, t_min_s: float, machine: Machine, *, bound: str = "",
-                device: str | None = None) -> bool:
+def rewarm_pays(footprint_bytes: float | None, t_min_s: float, machine: Machine) -> bool:
     """Whether one untimed call before each timed one (A/B turns, ``compare.lockstep.run_batch``) changes what
-    the timed call measures. Yes for a compute-bound call (``bound``) on a CPU (``device``), whatever its size:
-    its timed call then starts from its own process's state, not from what the other side's call left, and its
-    process pairs agree better (on the Xeon VM the conv's spread 2.0 -> 1.6 %, the 768^3 GEMM's 0.9 -> 0.4 %,
-    with fewer pairs and the same session time: docs/ab-compare.md, "fourteenth round"). Otherwise no when the
-    working set is past the last cache (nothing of it stays there), or when twice it (this side's and the
-    other side's, taken as large) fits in the last cache and refilling the smaller caches from it takes at most
-    ``REWARM_SHARE`` of the call's least time (``t_min_s``, the roofline's bound: the call takes at least that):
-    the other side's turn then leaves this side's data in the last cache, and what it pushed out of the
-    smaller ones returns in a sliver of the call. Yes whenever a size, the last cache's bandwidth or the bound
-    is unknown."""
-    if device == "cpu" and bound.startswith("compute"):
-        return True
+    the timed call measures. No when the working set is past the last cache (nothing of it stays there), or
+    when twice it (this side's and the other side's, taken as large) fits in the last cache and refilling the
+    smaller caches from it takes at most ``REWARM_SHARE`` of the call's least time (``t_min_s``, the roofline's
+    bound: the call takes at least that): the other side's turn then leaves this side's data in the last
+    cache, and what it pushed out of the smaller ones returns in a sliver of the call. Yes whenever a size, the
+    last cache's bandwidth or the bound is unknown."""
     if past_the_last_cache(footprint_bytes, machine):
         return False
     capacities = sorted((float(v), k) for k, v in (machine.info.get("capacities") or {}).items())

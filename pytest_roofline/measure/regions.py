@@ -283,8 +283,7 @@ class Recorder:
 
         # an untimed call before each timed turn, where it warms what matters (this side's numbers rule both)
         placed_kernels, _ = self._placed(counter, kernels, roofs)  # bytes at the level that serves them
-        t_min, bound = roofline_bound(placed_kernels, roofs)
-        rewarm = rewarm_pays(counter.footprint_bytes, t_min, roofs, bound=bound, device=work_device(counter))
+        rewarm = rewarm_pays(counter.footprint_bytes, roofline_bound(placed_kernels, roofs)[0], roofs)
         site = link.measure_site(label, cores, roofs.to_dict(), self.policy, self.compare_tolerance, rewarm)
         if site is None:
             timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(), setup=setup)
