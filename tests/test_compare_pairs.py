@@ -46,6 +46,7 @@ from pytest_roofline.gates.ab_report import (
     process_record,
     said_move,
     summary_lines,
+    time_verdict,
 )
 from pytest_roofline.gates.comparison import Tolerances
 from pytest_roofline.history.baseline import _measured
@@ -331,9 +332,15 @@ def test_under_auto_a_ratio_near_one_settles_inside_the_wide_band() -> None:
     assert not decided(shifted, 0.02, 3, wide=0.03)
     # three pairs have no 90 % interval: never settled
     assert not decided(between_pairs([1.0, 1.001, 0.999], robust=False), 0.0001, 3, wide=0.03)
-    # the site: at four pairs the ratio is 1.0073 (past 1.0066), at five it settles, on the 2 % band
+    # the site: at four pairs the ratio is 1.0073 (past 1.0066), at five it settles; it is judged on the wide
+    # band, inside which its 90 % interval lies: steady (on the 2 % band its interval would say inconclusive)
     result, _ = site([1.0, 1.03, 0.98, 1.02, 0.975, 1.0, 1.0], tolerance=None)
-    assert result.top.pairs == 5 and result.band == 0.02 and not result.budget_limited
+    assert result.top.pairs == 5 and result.settled and not result.budget_limited
+    assert result.band == 0.03 and result.summary()["max_slowdown"] == 0.03 and result.summary()["settled"] is True
+    assert time_verdict(result.top.as_paired(), result.band) == "same"
+    assert time_verdict(result.top.as_paired(), 0.02) == "inconclusive"
+    steady, _ = site([1.0, 1.001, 0.999, 1.0], tolerance=None)  # inside the narrow band: not settled
+    assert steady.band == 0.02 and not steady.settled
     # a number fixes the band and settles nothing: the sixth pair brings the 90 % interval inside +-2 %
     # ([0.9831, 1.0185])
     fixed, _ = site([1.0, 1.03, 0.98, 1.02, 0.975, 1.0, 1.0], tolerance=0.02)
@@ -1106,6 +1113,10 @@ def test_a_tests_auto_band_is_the_widest_its_call_sites_were_judged_with() -> No
     assert sites_band([judged(0.02), judged(0.03)]) == 0.03
     assert sites_band([judged(0.02), judged(0.03, compared=False)]) == 0.02  # not compared: not judged
     assert sites_band([judged(None)]) == sites_band([]) == 0.03  # an older record: the wide band
+    settled = {"compare": {"compared": True, "max_slowdown": 0.03, "settled": True}}
+    assert sites_band([settled]) == sites_band([settled, settled]) == 0.03  # every site settled: the wide band
+    assert sites_band([judged(0.02), settled]) == 0.02  # beside a site on 2 %: that site's claim is not blunted
+    assert sites_band([judged(0.03), settled]) == 0.03
 
 
 def test_a_failure_says_why_the_auto_band_is_that_wide() -> None:

@@ -349,7 +349,7 @@ def band_for(tolerance: float | None, result: BetweenPairs) -> float:
 # The auto band's narrow band makes "unchanged" dear where the pairs spread 2-2.5 %: its 90 % interval fits inside
 # +-2 % only at about twelve pairs. A ratio within a third of the band of 1 whose 90 % interval lies inside the wide
 # band will hardly be claimed on the narrow one (that needs the ratio past it): stop there. Simulated on measured
-# pairs (a copy's, benchmarks/ab_rules.py): identical code's pairs 6.0 -> 5.5 at a 2 % spread, 7.1 -> 6.4 at
+# pairs (a copy's, benchmarks/ab_rules.py): identical code's pairs 6.0 -> 5.4 at a 2 % spread, 7.1 -> 6.4 at
 # 2.5 %, a 3 % change caught as often (91-92 %, 78 %), A/A flags as few ("fourteenth round").
 SETTLED_SHARE = 1 / 3
 
@@ -367,7 +367,15 @@ def decided(result: BetweenPairs, tolerance: float, min_pairs: int, wide: float 
     band_lo, band_hi = 1 / (1 + tolerance), 1 + tolerance
     if claim_lo > band_hi or claim_hi < band_lo or (band_lo < lo and hi < band_hi):
         return True
+    return settled(result, tolerance, wide)
+
+
+def settled(result: BetweenPairs, tolerance: float, wide: float | None) -> bool:
+    """Whether "unchanged" settles on the wide band (:func:`decided`): the ratio within ``SETTLED_SHARE`` of the
+    narrow band ``tolerance`` of 1, the 90 % interval inside ``wide``. Such a call site is judged on ``wide``:
+    its interval does not lie inside the narrow band, and "steady" there would claim more than the pairs say."""
     if wide is None or wide <= tolerance or result.equivalence_ci is None:
         return False
+    lo, hi = result.equivalence_ci
     near_one = abs(math.log(result.ratio)) <= SETTLED_SHARE * math.log1p(tolerance)
     return near_one and 1 / (1 + wide) < lo and hi < 1 + wide

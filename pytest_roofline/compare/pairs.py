@@ -28,6 +28,7 @@ from pytest_roofline.compare.paired_stats import (
     between_pairs,
     decided,
     paired_ratio,
+    settled,
 )
 from pytest_roofline.measure.timing import TimingPolicy
 
@@ -180,6 +181,7 @@ class SiteResult:
     measure_s: float
     ref_regions: list[dict[str, Any] | None] = field(default_factory=list)
     band: float = AUTO_BANDS[1]  # the band's half width the site was judged with (auto where no number was given)
+    settled: bool = False  # auto: "unchanged" settled on the wide band (paired_stats.settled), judged on it
 
     def pooled(self, side: str) -> SideTimes:
         """That side's turns that count (:attr:`PairTimes.kept`), pair after pair."""
@@ -216,7 +218,8 @@ class SiteResult:
                 "pair_ratios": list(self.top.ratios), "between_cv": self.top.cv,
                 "pairs": sum(p.within.pairs for p in self.pairs), "batch": max(p.batch for p in self.pairs),
                 "this_time_s": this_time, "ref_time_s": ref_time, "budget_limited": self.budget_limited,
-                "measure_s": self.measure_s, "max_slowdown": self.band, "within": [p.summary() for p in self.pairs]}
+                "measure_s": self.measure_s, "max_slowdown": self.band, "settled": self.settled,
+                "within": [p.summary() for p in self.pairs]}
 
 
 class PairSides(Protocol):
@@ -256,6 +259,9 @@ def measure_site(pairs: Iterable[PairSides], policy: TimingPolicy, tolerance: fl
     # the robust intervals (signed-rank, trimmed mean) are tried once, on the pairs there are at the end, never as
     # a stopping rule: each try is one more chance of a false claim
     band = band_for(tolerance, top)
+    # settled on the wide band, not inside the narrow one: judged on the wide band (paired_stats.settled)
+    on_wide = not decided(top, band, min(min_pairs, len(done))) and settled(top, band, wide)
+    band = wide if on_wide and wide is not None else band
     top = between_pairs([p.within.ratio for p in done], tolerance=band)
     return SiteResult(done, top, not decided(top, band, min(min_pairs, len(done)), wide), clock() - start,
-                      band=band)
+                      band=band, settled=on_wide)

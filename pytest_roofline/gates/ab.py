@@ -25,10 +25,15 @@ def compare_band(state: RooflineState, options: MarkerOptions | None) -> float |
 
 def sites_band(regions: Sequence[Mapping[str, Any]]) -> float:
     """The auto band of a test: the widest its compared call sites were judged with (2 % only where every
-    site's pairs agreed within 2.5 %); the wide one where no site recorded one."""
-    bands = [float(r["compare"]["max_slowdown"]) for r in regions
-             if (r.get("compare") or {}).get("compared") and r["compare"].get("max_slowdown") is not None]
-    return max(bands) if bands else AUTO_BANDS[1]
+    site's pairs agreed within 2.5 %); the wide one where no site recorded one. A site that settled on the wide
+    band (``compare.settled``) widens the test's only where every site settled: beside a site on the narrow
+    band it would blunt that site's claim."""
+    judged = [(float(r["compare"]["max_slowdown"]), bool(r["compare"].get("settled"))) for r in regions
+              if (r.get("compare") or {}).get("compared") and r["compare"].get("max_slowdown") is not None]
+    unsettled = [band for band, was_settled in judged if not was_settled]
+    if unsettled:
+        return max(unsettled)
+    return max(band for band, _ in judged) if judged else AUTO_BANDS[1]
 
 
 def compare_tolerances(state: RooflineState, options: MarkerOptions | None,
