@@ -63,12 +63,12 @@ def one_comparison(draw: random.Random, log_change: float, cv: float, outliers: 
             result = replace(result, equivalence_ci=None)
         return replace(result, claim_ci=result.ci) if claim_at_95 else result
 
+    wide = AUTO_BANDS[1] if tolerance is None and settle else None  # as measure_site
     while True:
         value = log_change + scale * draw.choice(measured) if measured else draw.gauss(log_change, cv)
         if not measured and draw.random() < outliers:
             value += draw.choice((-1.0, 1.0)) * math.log1p(outlier_size)
         logs.append(value)
-        wide = AUTO_BANDS[1] if tolerance is None and settle else None
         if len(logs) >= MIN_PROCESS_PAIRS and (decided(top(False), band(), MIN_PROCESS_PAIRS, wide)
                                                or len(logs) >= max_pairs):
             return verdict(top(True).as_paired(), band()), len(logs)
