@@ -4,7 +4,10 @@ twins all children of one zygote) is checked through pytest in ``test_plugin_com
 
 from __future__ import annotations
 
+import ctypes
+import importlib.util
 import os
+import random
 import socket
 import subprocess
 import time
@@ -121,3 +124,47 @@ def test_twins_openmp_threads_wait_passively_unless_the_user_chose() -> None:
     assert env == {"PATH": "/bin", "OMP_WAIT_POLICY": "PASSIVE"}  # this session's own options stay here
     for name, value in (("OMP_WAIT_POLICY", "ACTIVE"), ("GOMP_SPINCOUNT", "1000000"), ("KMP_BLOCKTIME", "200")):
         assert twin_environment({name: value}) == {name: value}  # the user's choice of how threads wait stands
+
+
+def _zygote_script() -> Any:
+    path = Path(forker_module.SCRIPT)
+    spec = importlib.util.spec_from_file_location("_roofline_zygote_under_test", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _addresses_in_forks(scatter: Any, forks: int = 4) -> list[tuple[int, int]]:
+    """Each fork's address of a 64 KiB block (from the heap) and of a 4 MiB one (mapped), as a test's buffers."""
+    malloc = ctypes.CDLL(None).malloc
+    malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    found = []
+    for seed in range(forks):
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(read)
+                if scatter is not None:
+                    scatter(random.Random(seed))
+                os.write(write, f"{malloc(64 * 1024)} {malloc(4 * 1024 * 1024)}".encode())
+            finally:
+                os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as answer:
+            small, large = answer.read().split()
+        os.waitpid(pid, 0)
+        found.append((int(small), int(large)))
+    return found
+
+
+def test_forked_twins_that_allocate_alike_get_addresses_of_their_own() -> None:
+    """A fork has the zygote's heap and mappings: without the scatter every fork's buffers land at the same
+    addresses (one draw of the layout for all the pairs started together); with it each fork has its own."""
+    zygote = _zygote_script()
+    alike = _addresses_in_forks(None)
+    assert len(set(alike)) == 1
+    scattered = _addresses_in_forks(zygote._scatter_layout)
+    assert len({small for small, _ in scattered}) == len(scattered)
+    assert len({large for _, large in scattered}) == len(scattered)

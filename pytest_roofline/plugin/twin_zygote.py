@@ -8,7 +8,8 @@ on it, so each twin imports its own checkout's code after the fork; a zygote who
 the CHECKOUTs (the project under test is a library torch imports) ends at once and twins start as new
 interpreters. No tensor is made and no OpenMP region or CUDA context begun (they do not survive a fork); each
 twin reseeds Python's and numpy's global generators, as a new process would have them. Python's hash seed and
-the address-space layout are the zygote's, shared by every twin.
+the address-space layout are the zygote's, shared by every twin; so each twin first scatters its own layout
+(:func:`_scatter_layout`): twins that allocate alike would otherwise put their buffers at the same addresses.
 
 Protocol (``SOCK_SEQPACKET``, one JSON message each way): ``{"op": "spawn", "argv", "cwd", "env", "log"}`` with the
 twin's socket as an attached fd -> ``{"pid"}``; ``{"op": "status", "pid"}`` -> ``{"status"}`` (the exit status
@@ -22,13 +23,39 @@ if __name__ == "__main__":  # this script's folder holds a select.py: nothing is
 
 import importlib.util
 import json
+import math
+import mmap
 import os
+import random
 import select
 import socket
 import traceback
 
 ZYGOTE_FD = "PYTEST_ROOFLINE_ZYGOTE_FD"
 TWIN_FD = "PYTEST_ROOFLINE_TWIN_FD"  # compare.twin.FD_VARIABLE
+SCATTER_PAGES = 512  # the reserve's most pages: where a twin's large buffers are mapped moves by up to 2 MiB
+SCATTER_BLOCKS = 50  # small blocks a twin takes from the heap first, each 32 B to 512 KiB (log-uniform)
+_scattered: list = []  # held for the twin's life: what it frees would be the next thing allocated there
+
+
+def _scatter_layout(rng: random.Random) -> None:
+    """Give this forked twin an address-space layout of its own. A fork starts from the zygote's heap and
+    mappings, so twins that allocate the same buffers in the same order get the same addresses (a new
+    interpreter differs in its address-space randomization and hash seed), and the pairs started together would
+    share one draw of what those addresses do to a call (cache sets, 4K aliasing): on the CPU VM a conv's
+    fresh pairs read 2-4 % apart from the pairs that had run before, as a group. An anonymous reserve of
+    1-512 pages, never touched, moves where the twin's large buffers are mapped; small blocks of random sizes
+    taken from the heap, never touched (only malloc's headers), change which of its holes the small ones fill."""
+    _scattered.append(mmap.mmap(-1, rng.randrange(1, SCATTER_PAGES + 1) * mmap.PAGESIZE, flags=mmap.MAP_PRIVATE))
+    try:
+        import ctypes
+
+        malloc = ctypes.CDLL(None).malloc
+    except (ImportError, OSError, AttributeError):  # no C library to ask: the reserve alone
+        return
+    malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    low, high = math.log(32), math.log(512 * 1024)
+    _scattered.extend(malloc(int(math.exp(rng.uniform(low, high)))) for _ in range(SCATTER_BLOCKS))
 
 
 def _twin_boot():  # type: ignore[no-untyped-def]
@@ -65,11 +92,10 @@ def _child(boot, request: dict, fd: int, control: socket.socket) -> None:  # typ
         os.environ.clear()
         os.environ.update(request["env"])
         os.environ[TWIN_FD] = str(fd)
-        import random
-
         random.seed()  # a new process seeds from the OS; a fork would repeat the zygote's sequence
         if "numpy" in sys.modules:
             sys.modules["numpy"].random.seed()
+        _scatter_layout(random.Random())
         sys.argv = [request["argv"][0], *request["argv"][1:]]
         code = int(boot.run(request["argv"][1:]))
     except SystemExit as exc:
