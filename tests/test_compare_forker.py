@@ -136,21 +136,24 @@ def _zygote_script() -> Any:
 
 
 def _addresses_in_forks(scatter: Any, forks: int = 4) -> list[tuple[int, int]]:
-    """Each fork's address of a 64 KiB block (from the heap) and of a 4 MiB one (mapped), as a test's buffers."""
+    """Each fork's address of a 64 KiB block (from the heap) and of a 4 MiB one (mapped), as a test's buffers.
+    All forks are made before any answer is read: nothing this process allocates moves the next fork's start."""
     malloc = ctypes.CDLL(None).malloc
     malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
-    found = []
-    for seed in range(forks):
-        read, write = os.pipe()
+    pipes = [os.pipe() for _ in range(forks)]
+    children = []
+    for seed, (read, write) in enumerate(pipes):
         pid = os.fork()
         if pid == 0:
             try:
-                os.close(read)
                 if scatter is not None:
                     scatter(random.Random(seed))
                 os.write(write, f"{malloc(64 * 1024)} {malloc(4 * 1024 * 1024)}".encode())
             finally:
                 os._exit(0)
+        children.append(pid)
+    found = []
+    for pid, (read, write) in zip(children, pipes):
         os.close(write)
         with os.fdopen(read) as answer:
             small, large = answer.read().split()
