@@ -4,12 +4,10 @@ twins all children of one zygote) is checked through pytest in ``test_plugin_com
 
 from __future__ import annotations
 
-import ctypes
-import importlib.util
 import os
-import random
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -126,48 +124,51 @@ def test_twins_openmp_threads_wait_passively_unless_the_user_chose() -> None:
         assert twin_environment({name: value}) == {name: value}  # the user's choice of how threads wait stands
 
 
-def _zygote_script() -> Any:
-    path = Path(forker_module.SCRIPT)
-    spec = importlib.util.spec_from_file_location("_roofline_zygote_under_test", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def _addresses_in_forks(scatter: Any, forks: int = 4) -> list[tuple[int, int]]:
-    """Each fork's address of a 64 KiB block (from the heap) and of a 4 MiB one (mapped), as a test's buffers.
-    All forks are made before any answer is read: nothing this process allocates moves the next fork's start."""
-    malloc = ctypes.CDLL(None).malloc
-    malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
-    pipes = [os.pipe() for _ in range(forks)]
+FORKS_ALIKE = r"""
+import ctypes, importlib.util, os, random, sys
+try:
+    import torch  # as the zygote has it: the heap and mappings its import leaves, holes included
+except ImportError:
+    torch = None
+from pytest_roofline.host.allocator import tune_malloc
+spec = importlib.util.spec_from_file_location("zygote_under_test", sys.argv[1])
+zygote = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(zygote)
+malloc = ctypes.CDLL(None).malloc
+malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+for scatter in (False, True):
+    pipes = [os.pipe() for _ in range(4)]
     children = []
-    for seed, (read, write) in enumerate(pipes):
+    for seed, (read, write) in enumerate(pipes):  # every fork before any answer is read: all start alike
         pid = os.fork()
         if pid == 0:
-            try:
-                if scatter is not None:
-                    scatter(random.Random(seed))
-                os.write(write, f"{malloc(64 * 1024)} {malloc(4 * 1024 * 1024)}".encode())
-            finally:
-                os._exit(0)
+            if scatter:
+                zygote._scatter_layout(random.Random(seed))
+            if sys.argv[2] == "tuned":  # as the twin's plugin then sets it: every block from the heap
+                tune_malloc()
+            os.write(write, f"{malloc(64 * 1024)} {malloc(4 * 1024 * 1024)}".encode())
+            os._exit(0)
         children.append(pid)
-    found = []
     for pid, (read, write) in zip(children, pipes):
         os.close(write)
         with os.fdopen(read) as answer:
-            small, large = answer.read().split()
+            print(int(scatter), answer.read())
         os.waitpid(pid, 0)
-        found.append((int(small), int(large)))
-    return found
+"""
 
 
-def test_forked_twins_that_allocate_alike_get_addresses_of_their_own() -> None:
-    """A fork has the zygote's heap and mappings: without the scatter every fork's buffers land at the same
-    addresses (one draw of the layout for all the pairs started together); with it each fork has its own."""
-    zygote = _zygote_script()
-    alike = _addresses_in_forks(None)
-    assert len(set(alike)) == 1
-    scattered = _addresses_in_forks(zygote._scatter_layout)
-    assert len({small for small, _ in scattered}) == len(scattered)
-    assert len({large for _, large in scattered}) == len(scattered)
+@pytest.mark.parametrize("malloc", ["default", "tuned"])
+def test_forked_twins_that_allocate_alike_get_addresses_of_their_own(malloc: str) -> None:
+    """A fork has its parent's heap and mappings: four forks of a new interpreter with torch imported (as the
+    zygote is) that allocate a 64 KiB block and a 4 MiB one get the same addresses without the scatter (one
+    draw of the layout for all the pairs started together), each its own with it: under glibc's default
+    thresholds (the 4 MiB block mapped) and under the plugin's tuned ones (both from the heap)."""
+    lines = subprocess.run([sys.executable, "-c", FORKS_ALIKE, str(forker_module.SCRIPT), malloc],
+                           capture_output=True, text=True, check=True, timeout=120).stdout.split("\n")
+    found: dict[str, list[tuple[str, str]]] = {"0": [], "1": []}
+    for line in filter(None, lines):
+        scatter, small, large = line.split()
+        found[scatter].append((small, large))
+    assert len(found["0"]) == len(found["1"]) == 4
+    assert len(set(found["0"])) == 1
+    assert len({small for small, _ in found["1"]}) == 4 and len({large for _, large in found["1"]}) == 4

@@ -33,8 +33,9 @@ import traceback
 
 ZYGOTE_FD = "PYTEST_ROOFLINE_ZYGOTE_FD"
 TWIN_FD = "PYTEST_ROOFLINE_TWIN_FD"  # compare.twin.FD_VARIABLE
-SCATTER_PAGES = 512  # the reserve's most pages: where a twin's large buffers are mapped moves by up to 2 MiB
-SCATTER_BLOCKS = 50  # small blocks a twin takes from the heap first, each 32 B to 512 KiB (log-uniform)
+SCATTER_MAPS = 8  # untouched reserves a twin maps first, each of 1 to SCATTER_PAGES pages
+SCATTER_PAGES = 512
+SCATTER_BLOCKS = 200  # untouched blocks a twin takes from the heap first, each 32 B to 512 KiB (log-uniform)
 _scattered: list = []  # held for the twin's life: what it frees would be the next thing allocated there
 
 
@@ -43,10 +44,15 @@ def _scatter_layout(rng: random.Random) -> None:
     mappings, so twins that allocate the same buffers in the same order get the same addresses (a new
     interpreter differs in its address-space randomization and hash seed), and the pairs started together would
     share one draw of what those addresses do to a call (cache sets, 4K aliasing): on the CPU VM a conv's
-    fresh pairs read 2-4 % apart from the pairs that had run before, as a group. An anonymous reserve of
-    1-512 pages, never touched, moves where the twin's large buffers are mapped; small blocks of random sizes
-    taken from the heap, never touched (only malloc's headers), change which of its holes the small ones fill."""
-    _scattered.append(mmap.mmap(-1, rng.randrange(1, SCATTER_PAGES + 1) * mmap.PAGESIZE, flags=mmap.MAP_PRIVATE))
+    fresh pairs read 2-4 % apart from the pairs that had run before, as a group. Anonymous reserves of random
+    sizes, never touched, take gaps of the zygote's mappings (where large buffers are mapped under glibc's
+    default thresholds); blocks of random sizes taken from the heap, never touched (only malloc's headers), take
+    holes of its heap and move its top (where a tuned malloc, ``--roofline-malloc tuned``, puts every buffer).
+    Fewer did not do: in a zygote with torch imported, 1 reserve and 50 blocks left a 4 MiB buffer where an
+    unscattered fork had it in 3 of 8 forks, and a 64 KiB one in 1 of 8; 8 and 200: none of 8."""
+    for _ in range(SCATTER_MAPS):
+        pages = rng.randrange(1, SCATTER_PAGES + 1)
+        _scattered.append(mmap.mmap(-1, pages * mmap.PAGESIZE, flags=mmap.MAP_PRIVATE))
     try:
         import ctypes
 
