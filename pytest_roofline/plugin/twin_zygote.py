@@ -49,7 +49,7 @@ def _scatter_layout(rng: random.Random) -> None:
     default thresholds); blocks of random sizes taken from the heap, never touched (only malloc's headers), take
     holes of its heap and move its top (where a tuned malloc, ``--roofline-malloc tuned``, puts every buffer).
     Fewer did not do: in a zygote with torch imported, 1 reserve and 50 blocks left a 4 MiB buffer where an
-    unscattered fork had it in 3 of 8 forks, and a 64 KiB one in 1 of 8; 8 and 200: none of 8."""
+    unscattered fork had it in 5 of 8 forks, and a 64 KiB one in 1 of 8; 8 and 200: none of 8."""
     for _ in range(SCATTER_MAPS):
         pages = rng.randrange(1, SCATTER_PAGES + 1)
         _scattered.append(mmap.mmap(-1, pages * mmap.PAGESIZE, flags=mmap.MAP_PRIVATE))
@@ -57,7 +57,7 @@ def _scatter_layout(rng: random.Random) -> None:
         import ctypes
 
         malloc = ctypes.CDLL(None).malloc
-    except (ImportError, OSError, AttributeError):  # no C library to ask: the reserve alone
+    except (ImportError, OSError, AttributeError):  # no C library to ask: the reserves alone
         return
     malloc.restype, malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
     low, high = math.log(32), math.log(512 * 1024)
