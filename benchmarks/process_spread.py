@@ -23,6 +23,8 @@ import statistics
 import subprocess
 import sys
 
+from pytest_roofline.host.allocator import THP_ENV
+
 CHILD = r'''
 import json, os, statistics, sys, time
 os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})
@@ -87,7 +89,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.processes < 3:
         parser.error(f"--processes {args.processes}: needs 3 or more for a spread")
-    twins = {**os.environ, "THP_MEM_ALLOC_ENABLE": "1"}
+    twins = {**os.environ, THP_ENV: "1"}  # as the plugin asks for its twins (host.allocator.enable_torch_thp)
     variants: dict[str, tuple[dict[str, str], list[str]]] = {"as twins": (twins, [])}
     for label, extra in args.variant:
         variants[label] = ({**twins, **extra}, [])
