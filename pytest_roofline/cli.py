@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
                "the first commit between GOOD and BAD whose tests are slower than at GOOD (A/B in lockstep)"),
     "thresholds": ("pytest_roofline.history.thresholds_cli",
                    "the min_fraction each test's history supports, and the smallest slowdown it catches"),
+    "history": ("pytest_roofline.history.history_cli",
+                "list a history store's machines and sessions; copy sessions between stores (create-only)"),
     "compare": ("pytest_roofline.gates.compare_cli",
                 "time, work and fraction of every test of session B against sessions A, as the baseline gate"),
 }

@@ -146,6 +146,17 @@ class InvalidRecord(ValueError):
     """A file or record read back cannot be trusted; the message starts with the field that failed."""
 
 
+# --- raised by pytest_roofline.history.store (and its object-store and git-branch backends)
+
+class StoreError(RuntimeError):
+    """A history store could not be reached, read or written; the message names the store (never a secret)."""
+
+
+class StoreSettingError(ValueError):
+    """A history location (``--roofline-history``, ``--roofline-baseline``, a CLI's HISTORY) is not one of the
+    accepted forms; the message says which are."""
+
+
 # --- raised by pytest_roofline.history.selectors
 
 class SelectorError(ValueError):

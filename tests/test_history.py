@@ -54,10 +54,10 @@ def test_the_file_lands_under_its_machine_key_with_time_and_commit(tmp_path: Pat
 
 
 def test_a_failed_write_leaves_no_partial_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken_replace(src: str, dst: str) -> None:
+    def broken_link(src: str, dst: str) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(os, "replace", broken_replace)
+    monkeypatch.setattr(os, "link", broken_link)
     with pytest.raises(OSError):
         writer.write_history(tmp_path, document())
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []  # neither the file nor its temp file

@@ -30,8 +30,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("a", metavar="A", help=f"the reference: {selectors}; several sessions (a commit or branch) "
                         "give each test up to its last 5 as the reference")
     parser.add_argument("b", metavar="B", help="the sessions judged, named as A; of several, the latest")
-    parser.add_argument("--history", type=Path, default=Path(".roofline/history"),
-                        help="the history directory (default .roofline/history)")
+    parser.add_argument("--history", default=".roofline/history",
+                        help="the history: a directory (default .roofline/history), s3://..., gs://..., az://... "
+                             "or git:BRANCH")
     parser.add_argument("--json", action="store_true", help="print one record per test as JSON")
     parser.add_argument("--max-drop", type=_checked(parse_max_drop, "--max-drop"), default=0.10,
                         help="allowed drop of the fraction, as the gate's --roofline-max-drop (default 0.10)")
@@ -45,18 +46,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pytest_roofline.errors import StoreError, StoreSettingError
     from pytest_roofline.gates.compare_table import table
     from pytest_roofline.gates.comparison import Tolerances
     from pytest_roofline.gates.history_compare import compare_plan, plan, pooled_spreads
+    from pytest_roofline.history.location import is_location_url, open_store
     from pytest_roofline.history.reader import load
     from pytest_roofline.history.selectors import SelectorError
     from pytest_roofline.output.safe_text import printable
 
-    if not args.history.is_dir():
-        print(f"compare: --history {printable(args.history)}: not a directory (the history folder, default "
-              ".roofline/history)", file=sys.stderr)
+    try:
+        history = (open_store(args.history, where="compare: --history") if is_location_url(args.history)
+                   else Path(args.history))
+        if isinstance(history, Path) and not history.is_dir():
+            print(f"compare: --history {printable(args.history)}: not a directory (the history folder, default "
+                  ".roofline/history)", file=sys.stderr)
+            return 2
+        loaded = load(history)
+    except (StoreError, StoreSettingError) as exc:
+        print(printable(f"compare: {exc}"), file=sys.stderr)
         return 2
-    loaded = load(args.history)
     for skipped in loaded.skipped:
         print(f"compare: skipped {printable(skipped)}", file=sys.stderr)
     from pytest_roofline.history.selectors import git_revision, resolve_revision

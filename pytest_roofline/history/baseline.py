@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_roofline.history.reader import Loaded, Session, load
+from pytest_roofline.history.store import HistoryStore
 
 # Environment fields a baseline session must share with the current one when both recorded them.
 ENVIRONMENT_KEYS = ("torch", "threads")
@@ -118,28 +119,38 @@ def select(sessions: Sequence[Session], *, key: str, any_machine: bool) -> tuple
     return mine, notes
 
 
-def load_baseline(reference: Path, *, key: str, branch: str | None, count: int, any_machine: bool,
-                  environment: Mapping[str, Any] | None = None, history: Path | None = None,
-                  exclude_commit: str | None = None) -> Baseline:
+RECENT = 200  # the newest sessions of this machine a baseline is chosen from (the default retention keeps 200)
+
+
+def load_baseline(reference: Path | HistoryStore, *, key: str, branch: str | None, count: int, any_machine: bool,
+                  environment: Mapping[str, Any] | None = None, history: Path | HistoryStore | None = None,
+                  exclude_commit: str | None = None, recent: int = RECENT) -> Baseline:
     """The baseline, and the sessions the pooled spread is measured over: the baseline's own and, when the
-    baseline is a single file, this machine's ``history`` directory too (a one-session baseline has no spread
-    of its own). ``exclude_commit``: a history directory's sessions of this commit are left out of the
+    baseline is a single file, this machine's ``history`` too (a one-session baseline has no spread of its
+    own). A history (a directory or a store) is read for this machine only, its newest ``recent`` sessions,
+    unless ``any_machine``. ``exclude_commit``: a history's sessions of this commit are left out of the
     baseline (a commit is never its own baseline: an earlier run of the same slow code would excuse it); a
-    single file named as the baseline is taken as asked."""
-    loaded: Loaded = load(reference)
+    single file named as the baseline is taken as asked. StoreError when a store cannot be read."""
+    single = isinstance(reference, Path) and not reference.is_dir()
+    loaded: Loaded = load(reference, key=None if any_machine or single else key, recent=recent)
     chosen, notes = select(loaded.sessions, key=key, any_machine=any_machine)
-    if exclude_commit and reference.is_dir():
+    notes = [*loaded.notes, *notes]
+    if exclude_commit and not single:
         same = [s for s in chosen if s.commit == exclude_commit]
         if same:
             chosen = [s for s in chosen if s.commit != exclude_commit]
             notes.append(f"{len(same)} session(s) of the commit under test ({exclude_commit[:12]}) left out")
     pool = list(chosen)
-    if not reference.is_dir() and history is not None and history.is_dir():
-        extra = load(history)
+    if single and history is not None and (not isinstance(history, Path) or history.is_dir()):
+        extra = load(history, key=None if any_machine else key, recent=recent)
         seen = {(s.id, s.start) for s in pool}
         pool += [s for s in select(extra.sessions, key=key, any_machine=any_machine)[0]
                  if (s.id, s.start) not in seen]
-    return Baseline(str(reference), chosen, loaded.skipped, notes, count, branch, dict(environment or {}), pool)
+    return Baseline(_label(reference), chosen, loaded.skipped, notes, count, branch, dict(environment or {}), pool)
+
+
+def _label(reference: Path | HistoryStore) -> str:
+    return str(reference) if isinstance(reference, Path) else reference.url
 
 
 def unmatched_note(baseline: Baseline, nodeids: Sequence[str]) -> str | None:

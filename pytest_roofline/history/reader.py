@@ -12,8 +12,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_roofline.errors import StoreError
 from pytest_roofline.history.machine_key import machine_key
-from pytest_roofline.history.validate import check_header, describe_skipped, read_json, valid_tests
+from pytest_roofline.history.store import MACHINE_KEY, DirectoryStore, Entry, HistoryStore, read_all
+from pytest_roofline.history.validate import (
+    MAX_FILE_BYTES,
+    check_header,
+    describe_skipped,
+    parse_json,
+    read_json,
+    valid_tests,
+)
 from pytest_roofline.history.writer import SCHEMA
 
 RESULTS_SCHEMA = 1  # output.artifacts.SCHEMA_VERSION, the newest results.json this reader knows
@@ -38,6 +47,7 @@ class Session:
 class Loaded:
     sessions: list[Session] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # "<path>: <why>"
+    notes: list[str] = field(default_factory=list)  # what a machine's read left unread (other machines)
 
 
 def session_from(document: Any, source: str, skipped: list[str] | None = None) -> Session:
@@ -79,10 +89,11 @@ def read_file(path: Path, loaded: Loaded) -> None:
         loaded.skipped.append(f"{path}: {exc}")
 
 
-def check_reference(reference: Path) -> None:
+def check_reference(reference: Path | HistoryStore) -> None:
     """Raise ValueError (or OSError) saying why ``reference`` is neither a history directory nor a history
-    file or a ``results.json``; a file is read as the gate would read it, bounded in size and depth."""
-    if reference.is_dir():
+    file or a ``results.json``; a file is read as the gate would read it, bounded in size and depth. A store
+    is not contacted here (it is at its first use)."""
+    if not isinstance(reference, Path) or reference.is_dir():
         return
     if not reference.exists():
         raise FileNotFoundError("no such file or directory")
@@ -94,14 +105,52 @@ def history_files(directory: Path) -> Iterable[Path]:
     return sorted(p for p in directory.rglob("*.json") if p.is_file() and not p.name.startswith("."))
 
 
-def load(reference: Path) -> Loaded:
-    """A history directory, a history file or a ``results.json``; sessions ordered by start time."""
-    loaded = Loaded()
-    if reference.is_dir():
-        for path in history_files(reference):
-            read_file(path, loaded)
+def machine_entries(store: HistoryStore, key: str, recent: int | None) -> tuple[list[Entry], list[str]]:
+    """The objects a gate of machine ``key`` reads: its folder's newest ``recent`` (names start with the
+    session's UTC start, so name order is time order) and, in a local directory, any file outside a machine
+    folder (a results.json, a merged artifact's odd layout). The other folders are not read: the notes
+    say how many sessions they hold."""
+    if store.remote:
+        mine, others = store.entries(folder=key), []
     else:
+        everything = store.entries()
+        mine = [e for e in everything if e.folder == key or not MACHINE_KEY.fullmatch(e.folder)]
+        others = [e for e in everything if e.folder != key and MACHINE_KEY.fullmatch(e.folder)]
+    if recent is not None:
+        in_folder = [e for e in mine if e.folder == key]
+        loose = [e for e in mine if e.folder != key]
+        mine = loose + in_folder[-recent:]
+    notes = []
+    if others:
+        keys = sorted({e.folder for e in others})
+        notes.append(f"{len(others)} session(s) of other machines ({', '.join(keys)}) left out; this machine is "
+                     f"{key} (--roofline-baseline-any-machine compares them)")
+    return mine, notes
+
+
+def load(reference: Path | HistoryStore, *, key: str | None = None, recent: int | None = None) -> Loaded:
+    """A history (a directory or another store), a history file or a ``results.json``; sessions ordered by
+    start time. ``key``: read only that machine's sessions (:func:`machine_entries`), its newest ``recent``.
+    StoreError when a store cannot be listed; an object that cannot be read is skipped and named."""
+    loaded = Loaded()
+    if isinstance(reference, Path) and not reference.is_dir():
         read_file(reference, loaded)
+    else:
+        store = reference if not isinstance(reference, Path) else DirectoryStore(reference)
+        if key is None:
+            entries = store.entries()
+        else:
+            entries, loaded.notes = machine_entries(store, key, recent)
+        names = [e.name for e in entries]
+        for name, data in zip(names, read_all(store, names, MAX_FILE_BYTES)):
+            source = f"{store.url}/{name}"
+            if isinstance(data, StoreError):
+                loaded.skipped.append(f"{source}: {data}")
+                continue
+            try:
+                loaded.sessions.append(session_from(parse_json(data), source, loaded.skipped))
+            except ValueError as exc:  # Invalid, JSONDecodeError and UnicodeDecodeError are ValueErrors
+                loaded.skipped.append(f"{source}: {exc}")
     unique: dict[tuple[str, str], Session] = {}
     for session in loaded.sessions:  # one session copied twice (a results.json beside its history file)
         unique.setdefault((session.id, session.start), session)

@@ -3,19 +3,23 @@
 A machine's folder keeps its newest N sessions (or those of the last N days). Each test's newest baseline
 sessions are kept whatever their age, so a test run rarely (a nightly-only test, a partial run) never loses
 the baseline it is judged against. Pruning starts only when a folder holds 10 % more than it keeps, so it
-runs once every few sessions, not after each. Each removal is one ``unlink``: a file is whole or gone, and a
+runs once every few sessions, not after each. The same for a directory and any other store. Each removal removes a whole file or object: it is whole or gone, and a
 reader never sees half of one. Plain Python, cheap to import (the option is parsed at configure time).
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_roofline.errors import SettingError
+from pytest_roofline.history.store import DirectoryStore, Entry, HistoryStore, read_all
+from pytest_roofline.history.validate import MAX_FILE_BYTES
 
 DEFAULT_KEEP = "200"
 SLACK = 1.10  # prune once a folder holds this many times what it keeps
@@ -42,55 +46,83 @@ def parse_keep(value: object, where: str) -> Keep | None:
     return Keep(days=float(number)) if match.group(2) else Keep(sessions=number)
 
 
-def _nodeids(path: Path) -> set[str]:
+def _nodeids(data: bytes | Exception) -> set[str]:
+    if isinstance(data, Exception):
+        return set()
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = json.loads(data.decode("utf-8"))
         return {str(t["nodeid"]) for t in document.get("tests") or [] if isinstance(t, dict) and "nodeid" in t
                 and isinstance(t.get("fraction"), (int, float))}
-    except (OSError, ValueError, AttributeError, TypeError, RecursionError):
+    except (ValueError, AttributeError, TypeError, RecursionError):
         return set()
 
 
-def prune_machine(folder: Path, keep: Keep, protect: int, *, now: float | None = None) -> list[Path]:
+_STAMP = re.compile(r"(\d{8}T\d{6}Z)-")
+
+
+def _written(entry: Entry) -> float:
+    """When the session was written: the store's time, else the UTC start its name begins with."""
+    if entry.modified is not None:
+        return entry.modified
+    match = _STAMP.match(entry.name.rsplit("/", 1)[-1])
+    if match is None:
+        return time.time()  # a name of another form is never taken for old
+    return _dt.datetime.strptime(match.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=_dt.timezone.utc).timestamp()
+
+
+def prune_folder(store: HistoryStore, folder: str, keep: Keep, protect: int, *,
+                 now: float | None = None) -> list[str]:
     """Remove the sessions of one machine's folder beyond ``keep``, except each test's newest ``protect``
-    sessions. Returns what was removed. File names start with the session's UTC start, so name order is
-    time order."""
-    files = sorted(p for p in folder.glob("*.json") if p.is_file() and not p.name.startswith("."))
+    sessions. Returns the names removed. Names start with the session's UTC start, so name order is time
+    order."""
+    entries = store.entries(folder=folder)
     if keep.sessions is not None:
-        if len(files) <= keep.sessions * SLACK:
+        if len(entries) <= keep.sessions * SLACK:
             return []
-        candidates = files[:-keep.sessions]
+        candidates = entries[:-keep.sessions]
     else:
         cutoff = (time.time() if now is None else now) - float(keep.days or 0) * 86400
-        candidates = [p for p in files if p.stat().st_mtime < cutoff]
+        candidates = [e for e in entries if _written(e) < cutoff]
         if not candidates:
             return []
-    kept = files[len(candidates):] if keep.sessions is not None else [p for p in files if p not in candidates]
+    gone = {e.name for e in candidates}
+    kept = [e for e in entries if e.name not in gone]
+    ids = dict(zip([e.name for e in entries], map(_nodeids, read_all(store, [e.name for e in entries],
+                                                                     MAX_FILE_BYTES))))
     seen: dict[str, int] = {}
-    for path in kept:
-        for nodeid in _nodeids(path):
+    for entry in kept:
+        for nodeid in ids[entry.name]:
             seen[nodeid] = seen.get(nodeid, 0) + 1
-    removed = []
-    for path in reversed(candidates):  # newest first: they are the ones a test still short of baseline keeps
-        ids = _nodeids(path)
-        needed = [n for n in ids if seen.get(n, 0) < protect]
+    doomed = []
+    for entry in reversed(candidates):  # newest first: they are the ones a test still short of baseline keeps
+        needed = [n for n in ids[entry.name] if seen.get(n, 0) < protect]
         if needed:
-            for nodeid in ids:
+            for nodeid in ids[entry.name]:
                 seen[nodeid] = seen.get(nodeid, 0) + 1
             continue
-        try:
-            path.unlink()
-            removed.append(path)
-        except OSError:
-            pass  # another session pruned it first, or a read-only copy: never an error
-    return removed
+        doomed.append(entry.name)
+    return store.delete(doomed)
 
 
-def prune(history: Path, keep: Keep | None, protect: int) -> list[Path]:
-    """Prune every machine folder under the history directory."""
-    if keep is None or not history.is_dir():
+def prune_machine(folder: Path, keep: Keep, protect: int, *, now: float | None = None) -> list[Path]:
+    """:func:`prune_folder` for a machine's folder of a history directory; the paths removed."""
+    store = DirectoryStore(folder.parent)
+    return [store.file(n) for n in prune_folder(store, folder.name, keep, protect, now=now)]
+
+
+def prune(history: Path | HistoryStore, keep: Keep | None, protect: int, *,
+          folders: Sequence[str] | None = None) -> list[str]:
+    """Prune every machine folder of a history directory, or ``folders`` (a remote store: the session's own
+    machine, so that a fleet's sessions do not each read every machine's). Best effort: what cannot be listed
+    or removed stays."""
+    if keep is None:
         return []
-    removed: list[Path] = []
-    for folder in sorted(p for p in history.iterdir() if p.is_dir()):
-        removed += prune_machine(folder, keep, protect)
+    store = DirectoryStore(history) if isinstance(history, Path) else history
+    if folders is None:
+        if not isinstance(store, DirectoryStore) or not store.path.is_dir():
+            return []
+        folders = sorted(p.name for p in store.path.iterdir() if p.is_dir())
+    removed: list[str] = []
+    for folder in folders:
+        removed += prune_folder(store, folder, keep, protect)
     return removed

@@ -42,20 +42,55 @@ def write_session_files(state: Any, records: Iterable[TestRecord | Mapping[str, 
         errors.append(f"roofline: could not write the results under {str(settings.directory)!r}: "
                       f"{getattr(exc, 'strerror', None) or exc}{_drop_stale_top(settings.directory)}")
     if settings.history is not None:
-        try:
-            counter = (state.counter_label or "").removesuffix(" (auto)") or "+".join(
-                sorted({str(t["counter"]) for t in tests if t.get("counter")})) or None
-            path = write_history_entry(settings.history, document, meta, pytest_args, counter,
-                                       machine_info=None if machine is None else dict(machine.info), root=root)
-            state.history_file = str(path)
-            from pytest_roofline.history.retention import prune
-
-            # the folder stays within --roofline-history-keep; each test keeps its baseline's sessions
-            prune(settings.history, settings.history_keep, protect=settings.baseline_sessions)
-        except Exception as exc:  # noqa: BLE001 - the history is a record, never a reason to lose the verdicts
-            errors.append(f"roofline: could not write the history under {str(settings.history)!r}: "
-                          f"{getattr(exc, 'strerror', None) or exc}")
+        counter = (state.counter_label or "").removesuffix(" (auto)") or "+".join(
+            sorted({str(t["counter"]) for t in tests if t.get("counter")})) or None
+        errors += _write_history(state, document, meta, pytest_args, counter, machine, root)
     return errors
+
+
+def _write_history(state: Any, document: Mapping[str, Any], meta: Mapping[str, Any], pytest_args: Sequence[str],
+                   counter: str | None, machine: Any, root: Path | None) -> list[str]:
+    """The history entry, then retention. A remote store that cannot be written keeps the entry under
+    ``<--roofline-dir>/history-unsent/`` and sets ``state.history_unsent`` (the session fails: its history
+    gate must not go green on a record the fleet never got)."""
+    from pytest_roofline.errors import StoreError
+    from pytest_roofline.history.location import as_store
+
+    settings = state.settings
+    history = settings.history
+    store = history if not isinstance(history, (str, Path)) else as_store(history)
+    try:
+        path, entry = write_history_entry(store, document, meta, pytest_args, counter,
+                                          machine_info=None if machine is None else dict(machine.info), root=root)
+    except Exception as exc:  # noqa: BLE001 - the history is a record, never a reason to lose the verdicts
+        if not store.remote:
+            return [(f"roofline: could not write the history under {store.url!r}: "
+                    f"{getattr(exc, 'strerror', None) or exc}")]
+        state.history_unsent = True
+        return [(f"roofline: could not write the history to {store.url}: {exc}; "
+                f"{_keep_unsent(settings.directory, document, meta, pytest_args, counter, machine, root)}")]
+    state.history_file = str(path)
+    try:
+        from pytest_roofline.history.retention import prune
+
+        # the folder stays within --roofline-history-keep; each test keeps its baseline's sessions
+        prune(store, settings.history_keep, protect=settings.baseline_sessions,
+              folders=[str(entry["machine"]["key"])] if store.remote else None)
+    except (OSError, StoreError) as exc:
+        return [f"roofline: history written, but retention could not prune {store.url}: {exc}"]
+    return []
+
+
+def _keep_unsent(directory: Path, document: Mapping[str, Any], meta: Mapping[str, Any], pytest_args: Sequence[str],
+                 counter: str | None, machine: Any, root: Path | None) -> str:
+    """Write the entry a store refused into a local folder, and say how to send it later."""
+    unsent = directory / "history-unsent"
+    try:
+        path, _ = write_history_entry(unsent, document, meta, pytest_args, counter,
+                                      machine_info=None if machine is None else dict(machine.info), root=root)
+    except Exception as exc:  # noqa: BLE001
+        return f"and it could not be kept locally either ({getattr(exc, 'strerror', None) or exc})"
+    return (f"kept in {path}; send it with: python -m pytest_roofline history copy {unsent} <the store's URL>")
 
 
 def _drop_stale_top(directory: Path) -> str:
@@ -74,12 +109,15 @@ def _drop_stale_top(directory: Path) -> str:
             f"{session_dir(directory, '<session>').parent} stays)")
 
 
-def write_history_entry(directory: Path, document: Mapping[str, Any], meta: Mapping[str, Any],
+def write_history_entry(store: Path | Any, document: Mapping[str, Any], meta: Mapping[str, Any],
                         pytest_args: Sequence[str], counter: str | None, *,
-                        machine_info: Mapping[str, Any] | None = None, root: Path | None = None) -> Path:
+                        machine_info: Mapping[str, Any] | None = None,
+                        root: Path | None = None) -> tuple[Path | str, dict[str, Any]]:
+    """Write the session's history entry into a directory or a ``history.store.HistoryStore``; where it went,
+    and the entry."""
     from pytest_roofline.history.environment import git_state, versions
     from pytest_roofline.history.writer import history_document, write_history
 
     history = history_document(document, meta, git=git_state(root), versions=versions(dict(machine_info or {})),
                                pytest_args=pytest_args, counter=counter)
-    return write_history(directory, history)
+    return write_history(store, history), history

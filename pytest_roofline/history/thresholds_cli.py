@@ -6,7 +6,6 @@ import argparse
 import dataclasses
 import json
 import sys
-from pathlib import Path
 
 
 def _count(text: str) -> int:
@@ -20,8 +19,9 @@ def _count(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("history", type=Path, metavar="HISTORY", nargs="?", default=Path(".roofline/history"),
-                        help="a history directory (--roofline-history; default .roofline/history) or one file")
+    parser.add_argument("history", metavar="HISTORY", nargs="?", default=".roofline/history",
+                        help="a history (--roofline-history: a directory, s3://..., git:BRANCH; default "
+                             ".roofline/history) or one file")
     from pytest_roofline.cli import deprecated_alias
 
     parser.add_argument("--machine-key", dest="machine", metavar="KEY",
@@ -33,14 +33,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pytest_roofline.errors import StoreError, StoreSettingError
+    from pytest_roofline.history.location import cli_location
     from pytest_roofline.history.reader import load
     from pytest_roofline.history.thresholds import advise, table
     from pytest_roofline.output.safe_text import printable
 
-    if not args.history.exists():
-        print(f"thresholds: {args.history}: no such file or directory", file=sys.stderr)
+    try:
+        loaded = load(cli_location(args.history, "thresholds"), key=args.machine)
+    except (StoreError, StoreSettingError) as exc:
+        print(printable(str(exc) if str(exc).startswith("thresholds") else f"thresholds: {exc}"), file=sys.stderr)
         return 2
-    loaded = load(args.history)
     for skipped in loaded.skipped:
         print(f"thresholds: skipped {printable(skipped)}", file=sys.stderr)
     sessions = [s for s in loaded.sessions if args.machine is None or s.machine_key == args.machine]

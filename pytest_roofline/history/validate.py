@@ -63,7 +63,12 @@ def read_json(path: Path, max_bytes: int = MAX_FILE_BYTES) -> Any:
     """A JSON document from a file, bounded in size and depth. Raises Invalid (a ValueError, as are
     UnicodeDecodeError and JSONDecodeError) or OSError. NaN and Infinity parse as floats, for
     :func:`check_test` to name the field that holds them."""
-    data = read_bytes(path, max_bytes)
+    return parse_json(read_bytes(path, max_bytes))
+
+
+def parse_json(data: bytes) -> Any:
+    """A JSON document from bytes already bounded in size (a file's, or an object store's), bounded in
+    depth; raises Invalid, UnicodeDecodeError or JSONDecodeError (all ValueErrors)."""
     if nesting_depth_exceeds(data):
         raise Invalid(f"nested deeper than {MAX_DEPTH} levels")
     try:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_roofline._atomic import write_json_atomic
+from pytest_roofline.errors import StoreError
 from pytest_roofline.history.machine_key import machine_key
+from pytest_roofline.history.store import DirectoryStore, HistoryStore
 
 FORMAT = "pytest-roofline-history"
 SCHEMA = 1
@@ -34,8 +36,8 @@ def history_document(results: Mapping[str, Any], session: Mapping[str, Any], *, 
             "tests": list(results.get("tests") or [])}
 
 
-def history_path(directory: Path, document: Mapping[str, Any]) -> Path:
-    """``DIR/<machine key>/<YYYYmmddTHHMMSSZ>-<commit 12 hex | nogit>-<4 random hex>.json``."""
+def history_name(document: Mapping[str, Any]) -> str:
+    """``<machine key>/<YYYYmmddTHHMMSSZ>-<commit 12 hex | nogit>-<4 random hex>.json``."""
     session = document["session"]
     try:
         start = _dt.datetime.fromisoformat(str(session.get("start")))
@@ -45,8 +47,12 @@ def history_path(directory: Path, document: Mapping[str, Any]) -> Path:
         start = start.replace(tzinfo=_dt.timezone.utc)
     commit = (session.get("git") or {}).get("commit")
     tag = str(commit)[:12] if commit else "nogit"
-    name = f"{start.astimezone(_dt.timezone.utc):%Y%m%dT%H%M%SZ}-{tag}-{os.urandom(2).hex()}.json"
-    return directory / str(document["machine"]["key"]) / name
+    return f"{document['machine']['key']}/{start.astimezone(_dt.timezone.utc):%Y%m%dT%H%M%SZ}-{tag}-{os.urandom(2).hex()}.json"
+
+
+def history_path(directory: Path, document: Mapping[str, Any]) -> Path:
+    """Where :func:`write_history` puts the document in a history directory (a new random part each call)."""
+    return directory / history_name(document)
 
 
 def check_writable(directory: Path) -> None:
@@ -61,9 +67,24 @@ def check_writable(directory: Path) -> None:
         raise ValueError(f"cannot write in {str(existing)!r}: permission denied")
 
 
-def write_history(directory: Path, document: Mapping[str, Any]) -> Path:
-    """Write the file (a temp file in the same folder, then a rename); a new random suffix never overwrites."""
-    path = history_path(directory, document)
-    while path.exists():  # two sessions in one second on one commit: 1 in 65536, but never overwrite
-        path = history_path(directory, document)
-    return write_json_atomic(path, document)
+TRIES = 20  # names taken at once: 1 in 65536 for two sessions in one second on one commit
+
+
+def encode(document: Mapping[str, Any]) -> bytes:
+    return (json.dumps(document, indent=2, sort_keys=False, allow_nan=False) + "\n").encode("utf-8")
+
+
+def write_history(store: Path | HistoryStore, document: Mapping[str, Any]) -> Path | str:
+    """Create the session's object in the store (a directory: a temp file, then a link that never replaces);
+    a taken name draws a new random part, so nothing is ever overwritten. Returns where it went (a path, or
+    the store's URL and the name, a string). StoreError when the store cannot be written."""
+    target = DirectoryStore(store) if isinstance(store, Path) else store
+    data = encode(document)
+    for _ in range(TRIES):
+        name = history_name(document)
+        try:
+            target.create(name, data)
+        except FileExistsError:
+            continue
+        return target.file(name) if isinstance(target, DirectoryStore) else f"{target.url}/{name}"
+    raise StoreError(f"{target.url}: {TRIES} names in a row were taken; nothing was written")

@@ -35,8 +35,10 @@ class Settings:
     probe: str = "live"  # live|off: time DRAM-bound call sites beside a probe of the DRAM roof (probes.py)
     confirm: str = "on"  # on|off: a test below its threshold is measured once more before it fails
     ops: str = "failed"  # always|failed|off: the per-op timing pass (op_times) for every test, failing ones, none
-    history: Path | None = None  # --roofline-history: one file per session there (None: off)
-    baseline: Path | None = None  # --roofline-baseline: a results.json, a history file or a history directory
+    # --roofline-history: one file per session there (None: off); a directory, or a history.store.HistoryStore
+    history: Path | Any = None
+    # --roofline-baseline: a results.json, a history file or a history directory (Paths), or a HistoryStore
+    baseline: Path | Any = None
     baseline_sessions: int = 5  # the last N sessions of a history directory
     max_drop: float = 0.10  # the baseline gate fails a significant drop of more than this share
     max_slowdown: float = 0.10  # ... and a significant rise of the time per call by more than this share
@@ -103,6 +105,8 @@ class RooflineState:
         self.make_counter: Callable[[str], Any] = builtin_counter  # the hook, once pytest_configure set it
         self._worker_pin: Any = None  # an xdist worker's pinning to its share, held for the whole session
         self.history_file: str | None = None  # this session's history entry, once written
+        self.history_unsent = False  # a remote store refused this session's entry (kept locally): the run fails
+        self.store_error: str | None = None  # the baseline's store could not be read: every gate would pass blind
         self.baseline: Any = None  # history.baseline.Baseline, loaded before the first test (--roofline-baseline)
         self.compare_link: Any = None  # compare.pool.PoolLink of the test running now (--roofline-compare)
         self.compare_ref: dict[str, Any] | None = None  # {"ref", "commit", "worktree"} once the twin started

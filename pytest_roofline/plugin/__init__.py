@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -103,7 +104,7 @@ def check_history_paths(settings: Any) -> None:
     or a results.json (read bounded, as the gate reads it): usage errors before any test, as --roofline-dir."""
     from pytest_roofline.history import reader, writer
 
-    if settings.history is not None:
+    if isinstance(settings.history, Path):  # a store is reached at its first use
         try:
             writer.check_writable(settings.history)
         except ValueError as exc:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as _dt
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -292,11 +293,19 @@ class MeasuringSession:
 
 def fail_unsaved(state: RooflineState, session: pytest.Session) -> None:
     """A run whose results.json could not be written exits 1 even when every test passed, and says so: a CI
-    job must not go green on a run that left no record (or only an earlier run's). A history that could not
-    be written is said in the summary; the run's own record stands."""
-    if not state.results_written and session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    job must not go green on a run that left no record (or only an earlier run's). So does one whose baseline
+    store could not be read (its gate would have passed blind) or whose remote history store refused its
+    entry (kept locally). A local history that could not be written is said in the summary; the run's own
+    record stands."""
+    line = None
+    if not state.results_written:
         line = "roofline: exit status 1: the tests passed, but this run's results were not saved"
+    elif state.store_error:
+        line = f"roofline: exit status 1: {state.store_error}; the tests were not compared with it"
+    elif state.history_unsent:
+        line = "roofline: exit status 1: the tests passed, but the history store did not get this session"
+    if line is not None and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
         state.write_error = f"{state.write_error}\n{line}" if state.write_error else line
 
 
@@ -383,15 +392,28 @@ def _load_baseline(state: RooflineState, config: pytest.Config) -> None:
         warnings.warn(RooflineWarning(f"roofline baseline: no history in {str(reference)!r} yet: every test is new; "
                                       "this session starts it"), stacklevel=1)
         return
-    if reference is None or not reference.exists():
+    if reference is None or (isinstance(reference, Path) and not reference.exists()):
         raise pytest.UsageError(f"--roofline-baseline: no such file or directory {str(reference)!r}")
     key = machine_key(state.machine().to_dict())
     git = git_state(config.rootpath)
-    state.baseline = load_baseline(reference, key=key, branch=git["branch"], count=settings.baseline_sessions,
-                                   any_machine=settings.baseline_any_machine,
-                                   environment={"torch": versions().get("torch")}, history=settings.history,
-                                   # an uncommitted change is compared with its commit's sessions
-                                   exclude_commit=git["commit"] if git["dirty"] is False else None)
+    from pytest_roofline.errors import StoreError
+
+    try:
+        state.baseline = load_baseline(reference, key=key, branch=git["branch"], count=settings.baseline_sessions,
+                                       any_machine=settings.baseline_any_machine,
+                                       environment={"torch": versions().get("torch")}, history=settings.history,
+                                       # an uncommitted change is compared with its commit's sessions
+                                       exclude_commit=git["commit"] if git["dirty"] is False else None)
+    except StoreError as exc:
+        from pytest_roofline.history.baseline import Baseline
+
+        # the tests still run and their results are saved; the session fails at its end (fail_unsaved)
+        state.store_error = f"the baseline could not be read: {exc}"
+        state.baseline = Baseline(getattr(reference, "url", str(reference)), count=settings.baseline_sessions,
+                                  notes=[state.store_error])
+        warnings.warn(RooflineWarning(f"roofline baseline: {state.store_error}; no test is compared with it "
+                                      "and the session will fail"), stacklevel=1)
+        return
     skipped = state.baseline.skipped
     if skipped:
         warnings.warn(RooflineWarning(f"roofline baseline: skipped {len(skipped)} unreadable file(s) or test "

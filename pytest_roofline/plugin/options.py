@@ -65,12 +65,13 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
      (f"{'|'.join(UNCOUNTED_POLICIES)}: what a region that ran FLOP-bearing ops without a counting rule does "
       "(warn: marked in the summary; fail: the test fails); the marker's uncounted= overrides it"), "warn"),
     ("--roofline-history", "roofline_history",
-     ("directory that every --roofline session appends one history file to (docs/history-format.md); empty: "
-      "history/ under --roofline-dir (.roofline/history); none: off"), ""),
+     ("the history every --roofline session appends one file to (docs/history-format.md): a directory, "
+      "s3://BUCKET/PREFIX, gs://..., az://... (credentials from the environment) or git:BRANCH (a branch of "
+      "origin); empty: history/ under --roofline-dir (.roofline/history); none: off"), ""),
     ("--roofline-baseline", "roofline_baseline",
-     ("compare each test's fraction with a baseline: a results.json, a history file, or a history directory "
-      "(its last --roofline-baseline-sessions sessions of this machine, of this branch when it has that many)"),
-     ""),
+     ("compare each test's fraction with a baseline: a results.json, a history file, or a history (a "
+      "directory or a store's URL, as --roofline-history: its last --roofline-baseline-sessions sessions of "
+      "this machine, of this branch when it has that many)"), ""),
     ("--roofline-baseline-sessions", "roofline_baseline_sessions",
      "how many of a history directory's latest sessions make the baseline", "5"),
     ("--roofline-max-drop", "roofline_max_drop",
@@ -160,8 +161,9 @@ def read_settings(config: pytest.Config) -> Settings:
         probe=parse_choice(setting(config, "roofline_probe"), PROBE_MODES, "--roofline-probe"),
         confirm=parse_choice(setting(config, "roofline_confirm"), CONFIRM_MODES, "--roofline-confirm"),
         ops=parse_choice(setting(config, "roofline_ops"), OPS_MODES, "--roofline-ops / ini roofline_ops"),
-        history=history_setting(setting(config, "roofline_history"), Path(str(setting(config, "roofline_dir")))),
-        baseline=optional_path(setting(config, "roofline_baseline")),
+        history=history_setting(setting(config, "roofline_history"), Path(str(setting(config, "roofline_dir"))),
+                                root=config.rootpath),
+        baseline=baseline_setting(setting(config, "roofline_baseline"), root=config.rootpath),
         baseline_sessions=parse_count(setting(config, "roofline_baseline_sessions"), "--roofline-baseline-sessions"),
         max_drop=parse_max_drop(setting(config, "roofline_max_drop"), "--roofline-max-drop"),
         max_slowdown=parse_max_slowdown(setting(config, "roofline_max_slowdown"), "--roofline-max-slowdown"),
@@ -192,12 +194,34 @@ def compare_pairs_setting(value: Any) -> int:
     return number
 
 
-def history_setting(value: Any, directory: Path) -> Path | None:
-    """``--roofline-history``: ``none`` turns it off; empty means ``history/`` under ``--roofline-dir``."""
+def history_setting(value: Any, directory: Path, root: Path | None = None) -> Any:
+    """``--roofline-history``: a directory (a Path), a store's URL (a ``history.store.HistoryStore``, not yet
+    contacted), ``none`` (off), or empty (``history/`` under ``--roofline-dir``)."""
     text = str(value or "").strip()
     if text.lower() == "none":
         return None
-    return Path(text) if text else directory / "history"
+    if not text:
+        return directory / "history"
+    return _location(text, "--roofline-history / ini roofline_history", root)
+
+
+def baseline_setting(value: Any, root: Path | None = None) -> Any:
+    """``--roofline-baseline``: empty (off), a path (a history directory or file, a results.json), or a
+    store's URL."""
+    text = str(value or "").strip()
+    return _location(text, "--roofline-baseline / ini roofline_baseline", root) if text else None
+
+
+def _location(text: str, where: str, root: Path | None) -> Any:
+    from pytest_roofline.errors import StoreSettingError
+    from pytest_roofline.history.location import is_location_url, open_store
+
+    if not is_location_url(text):
+        return Path(text)
+    try:
+        return open_store(text, where=where, root=root)
+    except StoreSettingError as exc:
+        raise SettingError(str(exc)) from None
 
 
 def keep_setting(value: Any) -> Any:
@@ -247,5 +271,7 @@ def first_history(settings: Any) -> bool:
     """``--roofline-baseline`` names the history directory this session writes, which does not exist yet: the
     first run of a CI recipe on a fresh runner (every test is new), not a typo."""
     reference, history = settings.baseline, settings.history
-    return (reference is not None and history is not None and not reference.exists()
+    if not isinstance(reference, Path) or not isinstance(history, Path):
+        return False  # a store that holds nothing yet reads as empty: every test is new, no usage error
+    return (not reference.exists()
             and reference.resolve() == history.resolve())

@@ -6,6 +6,7 @@ import argparse
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 
 def _date(text: str) -> datetime:
@@ -17,8 +18,9 @@ def _date(text: str) -> datetime:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("history", type=Path, metavar="HISTORY_DIR", nargs="?", default=Path(".roofline/history"),
-                        help="the history directory (--roofline-history; default .roofline/history)")
+    parser.add_argument("history", metavar="HISTORY", nargs="?", default=".roofline/history",
+                        help="the history (--roofline-history: a directory, s3://..., git:BRANCH; default "
+                             ".roofline/history)")
     parser.add_argument("--out", type=Path, default=Path(".roofline/site"),
                         help="folder to write the site to (default .roofline/site); open its index.html")
     from pytest_roofline.cli import deprecated_alias
@@ -35,15 +37,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_roofline.errors import SiteError, SiteOutputError
+    from pytest_roofline.errors import SiteError, SiteOutputError, StoreError, StoreSettingError
+    from pytest_roofline.history.location import cli_location
 
     from .build import build_site
 
-    if not args.history.is_dir():
+    try:
+        history = cli_location(args.history, "report")
+    except StoreSettingError as exc:
+        print(f"report: {exc}" if not str(exc).startswith("report") else str(exc), file=sys.stderr)
+        return 2
+    if isinstance(history, Path) and not history.is_dir():
         print(f"report: {args.history} is not a directory", file=sys.stderr)
         return 2
     try:
-        result = build_site(args.history, args.out, args.machine, args.since, args.plotly_js)
+        if isinstance(history, Path):
+            result = build_site(history, args.out, args.machine, args.since, args.plotly_js)
+        else:
+            result = _build_from_store(history, args)
+    except StoreError as exc:
+        print(f"report: {exc}", file=sys.stderr)
+        return 2
     except SiteOutputError as exc:
         print(f"report: {exc}", file=sys.stderr)
         return 2
@@ -53,3 +67,20 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {result.pages} pages for {result.tests} tests over {result.sessions} sessions to {result.out} "
           f"({result.size_bytes / 1e6:.1f} MB) in {result.seconds:.1f} s; open {result.out / 'index.html'}")
     return 0
+
+
+def _build_from_store(store: Any, args: argparse.Namespace) -> Any:
+    """The site of a remote store: its sessions copied into a temporary folder first (one machine's with
+    --machine-key), each checked as any history file is when the site reads it."""
+    import tempfile
+
+    from pytest_roofline.history.store import DirectoryStore, copy_sessions
+    from pytest_roofline.history.validate import MAX_FILE_BYTES
+
+    from .build import build_site
+
+    with tempfile.TemporaryDirectory(prefix="roofline-site-history-") as work:
+        failed = copy_sessions(store, DirectoryStore(Path(work)), MAX_FILE_BYTES, folder=args.machine)[2]
+        for line in failed:
+            print(f"report: skipped {store.url}/{line}", file=sys.stderr)
+        return build_site(Path(work), args.out, args.machine, args.since, args.plotly_js)

@@ -1,0 +1,206 @@
+"""Where the history lives: a local directory, an object store (``s3://``, ``gs://``, ``az://``) or a branch of
+the repository (``git:BRANCH``), behind one small Protocol.
+
+Every store holds one immutable object per session, named ``<machine key>/<UTC start>-<commit>-<random>.json``
+(docs/history-format.md). Writers only ever *create* (an object that exists is never overwritten: a new name is
+drawn), so N runners writing at once need no lock and lose nothing, and a reader only ever sees whole sessions.
+Retention deletes whole objects. Names read back from a store are untrusted: :func:`safe_name` refuses anything
+that could leave the store's folder when a copy is written locally.
+
+Plain Python. ``history.location`` opens the store a path or URL names; the object-store and git backends
+(``object_store``, ``git_store``) import their libraries only when a store of theirs is opened.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+from pytest_roofline._atomic import current_umask
+from pytest_roofline.errors import StoreError
+
+_NAME = re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
+# a machine key (history.machine_key): a readable name and 8 hex of the fingerprint
+MACHINE_KEY = re.compile(r"[a-z0-9-]+-[0-9a-f]{8}")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One object of a store: its ``/``-separated name under the store's root, its size and when it was last
+    written (seconds since the epoch, where the store says)."""
+
+    name: str
+    size: int | None = None
+    modified: float | None = None
+
+    @property
+    def folder(self) -> str:
+        return self.name.rsplit("/", 2)[-2] if "/" in self.name else ""
+
+
+@runtime_checkable
+class HistoryStore(Protocol):
+    """What the history needs of a store. ``url``: printable, never a credential; ``remote``: not this
+    machine's disk (its failures fail the session: a gate must not pass blind)."""
+
+    url: str
+    remote: bool
+
+    def entries(self, folder: str | None = None) -> list[Entry]:
+        """Every ``*.json`` object, sorted by name; ``folder``: only those directly in that folder (one
+        machine key's). StoreError when the store cannot be listed."""
+        ...
+
+    def read(self, name: str, max_bytes: int) -> bytes:
+        """The object's bytes; StoreError when it cannot be read or holds more than ``max_bytes``."""
+        ...
+
+    def create(self, name: str, data: bytes) -> None:
+        """Write a new object; FileExistsError when the name is taken (nothing is overwritten), StoreError when
+        the store cannot be written."""
+        ...
+
+    def delete(self, names: Sequence[str]) -> list[str]:
+        """Remove these objects (one that is already gone is no error); the names removed."""
+        ...
+
+
+def safe_name(name: str) -> str:
+    """``name`` when it is a plain relative ``/``-separated path of ``[A-Za-z0-9._-]`` parts, none of them
+    ``.`` or ``..``; StoreError otherwise (a store's names are written by anyone with access to it)."""
+    if not _NAME.fullmatch(name) or any(part in (".", "..") for part in name.split("/")):
+        raise StoreError(f"refusing the object name {name[:80]!r}: not a plain relative path")
+    return name
+
+
+def printable_url(url: str) -> str:
+    """The URL without user info, query or fragment: what may be printed and recorded."""
+    match = re.match(r"([a-zA-Z][a-zA-Z0-9+.-]*://)(?:[^@/]*@)?([^?#]*)", url)
+    return f"{match.group(1)}{match.group(2)}" if match else url.split("?", 1)[0].split("#", 1)[0]
+
+
+def read_all(store: HistoryStore, names: Sequence[str], max_bytes: int) -> list[bytes | StoreError]:
+    """Each object's bytes or the StoreError reading it raised: in one batch where the store has one (an
+    object store's parallel requests, git's ``cat-file --batch``)."""
+    batch = getattr(store, "read_many", None)
+    if batch is not None:
+        return list(batch(names, max_bytes))
+    results: list[bytes | StoreError] = []
+    for name in names:
+        try:
+            results.append(store.read(name, max_bytes))
+        except StoreError as exc:
+            results.append(exc)
+    return results
+
+
+class DirectoryStore:
+    """A folder on this machine (the default, ``.roofline/history``). Files at any depth are read (merged CI
+    artifacts nest folders); a new file is written whole beside its name, then linked to it, which fails
+    rather than replace a file of the same name."""
+
+    remote = False
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.url = str(self.path)
+
+    def __repr__(self) -> str:
+        return f"DirectoryStore({self.url!r})"
+
+    def entries(self, folder: str | None = None) -> list[Entry]:
+        if not self.path.is_dir():
+            return []
+        base = self.path if folder is None else self.path / folder
+        found = base.rglob("*.json") if folder is None else base.glob("*.json")
+        entries = []
+        for path in found:
+            if path.name.startswith(".") or not path.is_file():
+                continue
+            try:
+                info = path.stat()
+            except OSError:
+                continue  # pruned by another session since the listing
+            entries.append(Entry(path.relative_to(self.path).as_posix(), info.st_size, info.st_mtime))
+        return sorted(entries, key=lambda e: e.name)
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    def read(self, name: str, max_bytes: int) -> bytes:
+        from pytest_roofline.history.validate import read_bytes
+
+        try:
+            return read_bytes(self.file(name), max_bytes)
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"{self.file(name)}: {getattr(exc, 'strerror', None) or exc}") from None
+
+    def create(self, name: str, data: bytes) -> None:
+        target = self.file(safe_name(name))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fchmod(handle.fileno(), 0o666 & ~current_umask())
+                os.fsync(handle.fileno())
+            try:
+                os.link(tmp, target)  # fails with EEXIST where os.replace would overwrite
+            except OSError as exc:
+                if exc.errno == errno.EEXIST:
+                    raise FileExistsError(errno.EEXIST, "exists", str(target)) from None
+                if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+                    raise
+                # a file system without hard links: exclusive create, then the bytes
+                with open(target, "xb") as handle:
+                    handle.write(data)
+        finally:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+
+    def delete(self, names: Sequence[str]) -> list[str]:
+        removed = []
+        for name in names:
+            try:
+                self.file(safe_name(name)).unlink()
+                removed.append(name)
+            except (OSError, StoreError):
+                pass  # another session pruned it first, or a read-only copy: never an error
+        return removed
+
+
+def copy_sessions(source: HistoryStore, target: HistoryStore, max_bytes: int,
+                  folder: str | None = None) -> tuple[list[str], list[str], list[str]]:
+    """Copy every session object of ``source`` (one machine's ``folder``) that ``target`` lacks, create-only:
+    the names copied, those already there, and ``name: why`` for each that could not be copied. The bytes
+    are copied as they are: whoever reads them checks them (history.validate)."""
+    names = [e.name for e in source.entries(folder=folder)]
+    have = {e.name for e in target.entries(folder=folder)} if names else set()
+    todo = [n for n in names if n not in have]
+    copied, present, failed = [], sorted(have & set(names)), []
+    for name, data in zip(todo, read_all(source, todo, max_bytes)):
+        try:
+            if isinstance(data, StoreError):
+                raise data
+            target.create(safe_name(name), data)
+            copied.append(name)
+        except FileExistsError:
+            present.append(name)
+        except StoreError as exc:
+            failed.append(f"{name}: {exc}")
+    return copied, present, failed
+
+
+def mirror(store: HistoryStore, directory: Path, max_bytes: int) -> list[str]:
+    """A local copy of a store's sessions in ``directory`` (for readers that walk a folder: the history
+    site); ``name: why`` for each object that could not be copied."""
+    return copy_sessions(store, DirectoryStore(directory), max_bytes)[2]
