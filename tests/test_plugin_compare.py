@@ -294,3 +294,51 @@ def test_a_call_site_refs_test_lacks_starts_no_further_pair(
     logs = sorted(p.name for p in (path / ".roofline" / "sessions").glob("*/compare/twin-*.log"))
     expected = {f"twin-{side}-{n}.log" for side in ("ref", "this") for n in range(first["compare"]["process_pairs"])}
     assert set(logs) == expected, logs
+
+
+def test_nightly_compare_last_falls_back_on_a_first_night_then_compares_with_the_last_nights_commit(
+        repo: Path, write_machine: Callable[..., Path], run_roofline: Callable[..., pytest.RunResult],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "250")
+    machine = write_machine(MACHINE)
+    night = ("--roofline-compare", "last", "--roofline-history", "nightly")
+    first = run_roofline(machine, *night)
+    assert first.ret == 0, first.stdout.str()
+    first.stdout.fnmatch_lines(["*roofline: --roofline-compare last: no A/B: nightly holds no session of machine "
+                                "pinned-test-machine-* yet (a first night); the baseline gate judges against nightly"])
+    first_commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
+                                  check=True).stdout.strip()
+    commit(repo, 0.002, repeat=2)  # the next night runs each step twice
+    second = run_roofline(machine, *night)
+    assert second.ret == pytest.ExitCode.TESTS_FAILED, second.stdout.str()
+    second.stdout.fnmatch_lines(["roofline: A/B regression: time ×[12].* against last (*): work ×2.00*"])
+    session = results(repo)["session"]["compare"]
+    assert session["ref"] == "last" and session["commit"] == first_commit
+    record = results(repo)["tests"][0]["compare"]
+    assert record["commit"] == first_commit and record["changes"]["time"]["ratio"] > 1.5
+    (entry,) = [json.loads(p.read_text()) for p in sorted((repo / "nightly").rglob("*.json"))[-1:]]
+    assert entry["tests"][0]["compare"]["changes"]["time"]["ratio"] > 1.5  # the history keeps the night's ratio
+
+
+def test_nightly_compare_last_whose_commit_is_not_fetched_says_so_and_judges_on_the_history(
+        repo: Path, write_machine: Callable[..., Path], run_roofline: Callable[..., pytest.RunResult],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_plugin_history import fake_session
+
+    from pytest_roofline.history.machine_key import machine_key
+
+    monkeypatch.setenv("COLUMNS", "250")
+    branch = subprocess.run(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd=repo, capture_output=True, text=True,
+                            check=True).stdout.strip()
+    for index in range(3):  # earlier nights on this branch whose commits this clone never fetched
+        path = fake_session(repo / "nightly", index, 0.45, nodeid="test_perf.py::test_step",
+                            key=machine_key(MACHINE), commit=f"{index + 1:x}" * 40)
+        document = json.loads(path.read_text())
+        document["session"]["git"]["branch"] = branch
+        path.write_text(json.dumps(document))
+    result = run_roofline(write_machine(MACHINE), "--roofline-compare", "last", "--roofline-history", "nightly")
+    assert result.ret == 0, result.stdout.str()
+    result.stdout.fnmatch_lines(["*--roofline-compare last: no A/B: the last night's commit 333333333333 is not in "
+                                 "this clone (fetch the branch's history*; the baseline gate judges against nightly",
+                                 "*baseline nightly: per test, its last 5 session(s)*"])
+    assert results(repo)["tests"][0]["baseline"]["verdict"] in ("steady", "improved", "noisy")

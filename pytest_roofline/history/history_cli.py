@@ -1,6 +1,7 @@
-"""``python -m pytest_roofline history {list,copy}``: look into a history store, and copy sessions between
+"""``python -m pytest_roofline history {list,copy,chain}``: look into a history store, copy sessions between
 stores (a CI artifact's folder into a bucket, entries a refused store left in ``history-unsent/``, a move from
-one store to another). Copies are create-only: what the target holds is never overwritten."""
+one store to another; create-only: what the target holds is never overwritten), and chain a machine's nightly
+A/B ratios into each test's trajectory (history/chain.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     copy.add_argument("source", metavar="SOURCE", help=f"where the sessions are ({EXAMPLES})")
     copy.add_argument("target", metavar="TARGET", help="where they go (the same forms)")
     copy.add_argument("--machine-key", metavar="KEY", help="only this machine's sessions")
+    chain = sub.add_parser("chain", help="each test's time night by night from its nightly A/B ratios "
+                                         "(--roofline-compare last), free of the runner's drift")
+    chain.add_argument("history", metavar="HISTORY", nargs="?", default=".roofline/history",
+                       help=f"the history ({EXAMPLES}; default .roofline/history)")
+    chain.add_argument("--machine-key", metavar="KEY", help="this machine's nights (default: the machine with the "
+                                                            "newest session)")
+    chain.add_argument("-k", dest="match", metavar="TEXT", help="only tests whose node id contains TEXT")
+    chain.add_argument("--json", action="store_true", help="print the trajectories as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,6 +36,8 @@ def run(args: argparse.Namespace) -> int:
     from pytest_roofline.history.validate import MAX_FILE_BYTES
     from pytest_roofline.output.safe_text import printable
 
+    if args.action == "chain":
+        return _chain(args)
     try:
         if args.action == "list":
             store = open_store(args.history, where="history list: HISTORY")
@@ -50,3 +61,33 @@ def run(args: argparse.Namespace) -> int:
     print(f"copied {len(copied)} session(s) from {source.url} to {target.url}; {len(present)} already there; "
           f"{len(failed)} failed")
     return 1 if failed else 0
+
+
+def _chain(args: argparse.Namespace) -> int:
+    import json
+
+    from pytest_roofline.errors import StoreError, StoreSettingError
+    from pytest_roofline.history.chain import table, trajectories
+    from pytest_roofline.history.location import cli_location
+    from pytest_roofline.history.reader import load
+    from pytest_roofline.output.safe_text import printable
+
+    try:
+        loaded = load(cli_location(args.history, "history chain"), key=args.machine_key)
+    except (StoreError, StoreSettingError) as exc:
+        print(printable(f"history chain: {exc}"), file=sys.stderr)
+        return 2
+    for skipped in loaded.skipped:
+        print(printable(f"history chain: skipped {skipped}"), file=sys.stderr)
+    sessions = loaded.sessions
+    key = args.machine_key or (sessions[-1].machine_key if sessions else None)
+    sessions = [s for s in sessions if s.machine_key == key]
+    names = sorted({n for s in sessions for n in s.tests if args.match is None or args.match in n})
+    found = trajectories(sessions, names)
+    if not found:
+        print(printable(f"history chain: no A/B night of machine {key} in {args.history} (nights run with "
+                        "--roofline-compare last record one)"), file=sys.stderr)
+        return 1
+    print(json.dumps([t.to_dict() for t in found], indent=2) if args.json
+          else printable(f"machine {key}\n{table(found)}"))
+    return 0

@@ -111,6 +111,8 @@ class RooflineState:
         self.compare_link: Any = None  # compare.pool.PoolLink of the test running now (--roofline-compare)
         self.compare_ref: dict[str, Any] | None = None  # {"ref", "commit", "worktree"} once the twin started
         self.compare_error: str | None = None  # why --roofline-compare could not run; said in the summary
+        self.compare_commit: str | None = None  # REF's commit when --roofline-compare last resolved it
+        self.compare_skipped: str | None = None  # why --roofline-compare last runs no A/B (the baseline judges)
 
     @property
     def session_dir(self) -> Path:

@@ -49,10 +49,13 @@ class CompareSession:
         """A REF that is no commit, or a test path outside the repository, is a usage error before any test."""
         from pytest_roofline.compare.worktree import resolve
         from pytest_roofline.errors import CompareError
+        from pytest_roofline.history.nightly import last_back
 
         where = Path(str(self.config.invocation_params.dir))
+        ref = str(self.state.settings.compare)
         try:
-            top, _ = resolve(str(self.state.settings.compare), where)
+            # ``last``: REF comes from the history once the machine is known (resolve_last_night)
+            top, _ = resolve("HEAD" if last_back(ref) is not None else ref, where)
         except CompareError as exc:
             raise pytest.UsageError(str(exc)) from None
         outside = paths_outside(list(getattr(self.config.option, "file_or_dir", None) or []), where, top)
@@ -72,10 +75,13 @@ class CompareSession:
         state = self.state
         s = state.settings
         assert s.compare is not None
+        if state.compare_skipped is not None:
+            return  # ``last`` found no REF: the baseline gate judges (resolve_last_night)
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         say = None if reporter is None else (lambda line: reporter.write_line(f"roofline: {line}", yellow=True))
         try:
-            self.checkout = prepare(s.compare, Path(str(self.config.invocation_params.dir)), say=say)
+            self.checkout = prepare(state.compare_commit or s.compare, Path(str(self.config.invocation_params.dir)),
+                                    say=say)
             folder = state.session_dir / "compare"
             machine_file = write_json_atomic(folder / "machine.json", state.machine().to_dict())
             # both sides in pairs of fresh processes, measured by the same code (docs/ab-compare.md)
@@ -152,6 +158,8 @@ class CompareSession:
             state = self.state
             if state.compare_error:
                 terminalreporter.write_line(printable(f"roofline: {state.compare_error}"), red=True)
+            if state.compare_skipped:
+                terminalreporter.write_line(printable(f"roofline: {state.compare_skipped}"), yellow=True)
             if state.compare_ref is None:
                 return
             from pytest_roofline.gates.ab_report import process_effects, summary_lines
@@ -272,3 +280,52 @@ class TwinSession:
         except ChannelClosed:
             pass  # the comparing session ended or died: nothing left to do
         return True
+
+
+def resolve_last_night(state: RooflineState, config: pytest.Config) -> Any:
+    """``--roofline-compare last`` (``last~N``): REF is the commit of this machine's and branch's newest
+    session in ``--roofline-history`` (``state.compare_commit``). Without one (a first night, a history that
+    cannot be read, a commit this clone has not fetched) the A/B gate does not run and says why
+    (``state.compare_skipped``); the history to fall back on is returned for the baseline gate (None when
+    ``--roofline-baseline`` names one already or there is no history)."""
+    from pytest_roofline.compare.worktree import resolve
+    from pytest_roofline.errors import CompareError, StoreError
+    from pytest_roofline.history.environment import git_state
+    from pytest_roofline.history.machine_key import machine_key
+    from pytest_roofline.history.nightly import last_back, resolve_last
+    from pytest_roofline.history.reader import load
+
+    s = state.settings
+    back = last_back(s.compare)
+    if back is None:
+        return None
+    history = s.history
+    fallback = history if s.baseline is None else None
+    judge = fallback if fallback is not None else s.baseline
+    then = ("only the thresholds judge" if judge is None
+            else f"the baseline gate judges against {getattr(judge, 'url', judge)}")
+    label = getattr(history, "url", str(history))
+    if history is None:
+        state.compare_skipped = f"--roofline-compare {s.compare}: no A/B: --roofline-history is none; {then}"
+        return None
+    key = machine_key(state.machine().to_dict())
+    git = git_state(config.rootpath)
+    try:
+        loaded = load(history, key=key, recent=200)
+    except StoreError as exc:
+        state.compare_skipped = f"--roofline-compare {s.compare}: no A/B: {exc}; {then}"
+        return fallback
+    night = resolve_last(loaded.sessions, key=key, branch=git["branch"], head=git["commit"], back=back,
+                         where=label)
+    if night.commit is None:
+        state.compare_skipped = f"--roofline-compare {s.compare}: no A/B: {night.why}; {then}"
+        return fallback
+    try:
+        resolve(night.commit, Path(str(config.invocation_params.dir)))
+    except CompareError:
+        state.compare_skipped = (f"--roofline-compare {s.compare}: no A/B: the last night's commit "
+                                 f"{night.commit[:12]} is not in this clone (fetch the branch's history: "
+                                 f"actions/checkout with fetch-depth: 0); {then}")
+        return fallback
+    state.compare_commit = night.commit
+    return None

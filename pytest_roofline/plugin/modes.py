@@ -109,8 +109,13 @@ class MeasuringSession:
             if progress is not None:
                 progress.finish()
         state.pin_worker()  # an xdist worker stays on its own cores from here on
-        if state.settings.baseline is not None and state.baseline is None:
-            _load_baseline(state, config)
+        fallback = None
+        if state.settings.compare:
+            from pytest_roofline.plugin.compare import resolve_last_night
+
+            fallback = resolve_last_night(state, config)
+        if (state.settings.baseline is not None or fallback is not None) and state.baseline is None:
+            _load_baseline(state, config, fallback)
             _warn_unmatched(state, [item.nodeid for item in items if wants_roofline(item)])
 
     def pytest_unconfigure(self, config: pytest.Config) -> None:
@@ -371,9 +376,10 @@ def _identity(node: Any) -> dict[str, Any]:
     return {"params": params, "function": node.nodeid.split("[", 1)[0]}
 
 
-def _load_baseline(state: RooflineState, config: pytest.Config) -> None:
-    """Read ``--roofline-baseline`` before the first test: a missing path is a usage error; unreadable files
-    are skipped with one warning, and so is a baseline with nothing of this machine."""
+def _load_baseline(state: RooflineState, config: pytest.Config, fallback: Any = None) -> None:
+    """Read ``--roofline-baseline`` (or ``fallback``, the history a ``--roofline-compare last`` that found no
+    REF judges against) before the first test: a missing path is a usage error; unreadable files are skipped
+    with one warning, and so is a baseline with nothing of this machine."""
     import warnings
 
     from pytest_roofline.errors import RooflineWarning
@@ -382,10 +388,15 @@ def _load_baseline(state: RooflineState, config: pytest.Config) -> None:
     from pytest_roofline.history.machine_key import machine_key
 
     settings = state.settings
-    reference = settings.baseline
+    reference = settings.baseline if fallback is None else fallback
     from pytest_roofline.plugin.options import first_history
 
-    if first_history(settings):
+    if fallback is not None and isinstance(fallback, Path) and not fallback.exists():
+        from pytest_roofline.history.baseline import Baseline
+
+        state.baseline = Baseline(str(fallback), count=settings.baseline_sessions)  # a first night
+        return
+    if fallback is None and first_history(settings):
         from pytest_roofline.history.baseline import Baseline
 
         state.baseline = Baseline(str(reference), count=settings.baseline_sessions)
