@@ -19,7 +19,9 @@ suggests: ``--history-sessions`` clean sessions build a history, each test gets 
 ``--roofline-confirm on``; printed per test: its suggestion, the sessions' spread, the slowdown the suggestion
 should catch, and the share of runs failed at each slowdown (at 0 %: false alarms).
 
-``--baseline``: the baseline gate decides. ``--history-sessions`` (5) clean sessions build a history; then
+``--baseline``: the baseline gate decides, each session at a new commit of a throwaway repository holding
+copies of the test folders (a commit's own sessions are never its baseline). ``--history-sessions`` (5) clean
+sessions build a history; then
 ``--sessions`` sessions with every slowdown, interleaved, run against it (``--roofline-baseline``, default
 ``--roofline-max-drop``, writing no history of their own) and count, per slowdown, the tests failed as
 regressed (at 0 %: false alarms) and those whose drop was beyond max_drop but not significant (noisy).
@@ -31,6 +33,7 @@ import argparse
 import itertools
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -42,13 +45,14 @@ HELDOUT = str(Path(__file__).parent / "heldout")
 
 
 def run_session(directory: Path, slowdown: float, pytest_args: list[str],
-                thresholds: dict[str, float] | None = None, key: str = "fraction") -> dict[str, Any]:
+                thresholds: dict[str, float] | None = None, key: str = "fraction",
+                cwd: Path | None = None) -> dict[str, Any]:
     """``key`` of each measured test (a field of its results.json record; ``record``: the whole record)."""
     command = [sys.executable, "-m", "pytest", "--roofline", "--roofline-dir", str(directory), "-q",
                "-p", "no:cacheprovider", *pytest_args]
     env = {**os.environ, "ROOFLINE_INJECT_SLOWDOWN": str(slowdown),
            "ROOFLINE_MIN_FRACTIONS": json.dumps(thresholds or {})}
-    subprocess.run(command, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    subprocess.run(command, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
     try:
         tests = json.loads((directory / "results.json").read_text())["tests"]
     except (OSError, ValueError):
@@ -159,11 +163,43 @@ def history_thresholds_mode(args: argparse.Namespace, pytest_args: list[str]) ->
               + (" (false alarms)" if slowdown == 0 else ""))
 
 
+class Commits:
+    """A throwaway repository holding copies of the test folders, with a new commit before every session: the
+    baseline gate never takes a commit's own sessions for its baseline, so sessions of one commit would each
+    find an empty one and measure nothing."""
+
+    def __init__(self, root: Path, pytest_args: list[str]) -> None:
+        self.repo = root / "repo"
+        self.repo.mkdir()
+        self.args = []
+        for arg in pytest_args:
+            path = Path(arg)
+            if not arg.startswith("-") and path.is_dir():
+                shutil.copytree(path, self.repo / path.name, ignore=shutil.ignore_patterns("__pycache__"))
+                arg = path.name
+            self.args.append(arg)
+        self._git("init", "-q", "-b", "main")
+        self.count = 0
+
+    def _git(self, *args: str) -> None:
+        env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
+               "GIT_COMMITTER_EMAIL": "b@b"}
+        subprocess.run(["git", *args], cwd=self.repo, check=True, capture_output=True, env=env)
+
+    def next(self) -> Path:
+        self.count += 1
+        self._git("commit", "-q", "--allow-empty", "-m", f"session {self.count}")
+        return self.repo
+
+
 def baseline_mode(args: argparse.Namespace, pytest_args: list[str]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         history = Path(tmp) / "history"
+        commits = Commits(Path(tmp), pytest_args)
+        pytest_args = commits.args
         for index in range(args.history_sessions):
-            run_session(Path(tmp) / f"clean-{index}", 0.0, [*pytest_args, "--roofline-history", str(history)])
+            run_session(Path(tmp) / f"clean-{index}", 0.0, [*pytest_args, "--roofline-history", str(history)],
+                        cwd=commits.next())
         print(f"history: {args.history_sessions} clean sessions", file=sys.stderr)
         # per slowdown and test: (baseline verdict, the test failed)
         seen: dict[float, dict[str, list[tuple[str, bool]]]] = {s: {} for s in args.slowdowns}
@@ -172,7 +208,9 @@ def baseline_mode(args: argparse.Namespace, pytest_args: list[str]) -> None:
             for slowdown in args.slowdowns:
                 records = run_session(Path(tmp) / f"{slowdown}-{index}", slowdown / 100,
                                       [*pytest_args, "--roofline-history", "none", "--roofline-baseline",
-                                       str(history)], key="record")
+                                       str(history)], key="record", cwd=commits.next())
+                if not records:
+                    raise SystemExit(f"gate_sensitivity: the session at {slowdown:g} % wrote no results")
                 for name, record in records.items():
                     verdict = (record.get("baseline") or {}).get("verdict", "none")
                     seen[slowdown].setdefault(name, []).append((verdict, record["outcome"] == "failed"))

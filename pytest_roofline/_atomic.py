@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -9,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 
-def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
-    target = Path(path)
+def _synced_temp(target: Path, data: bytes) -> str:
+    """A temp file beside ``target`` holding ``data``, flushed to disk, with the mode the umask gives."""
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
@@ -21,13 +22,47 @@ def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
             # uploaders running as another user can read it.
             os.fchmod(handle.fileno(), 0o666 & ~current_umask())
             os.fsync(handle.fileno())
+    except BaseException:
+        _unlink(tmp)
+        raise
+    return tmp
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
+    target = Path(path)
+    tmp = _synced_temp(target, data)
+    try:
         os.replace(tmp, target)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
+        _unlink(tmp)
         raise
+    return target
+
+
+def write_bytes_new(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write a file that must not exist yet: whole (a temp file, then a hard link to the name, which fails
+    where a rename would replace), FileExistsError when the name is taken. On a file system without hard
+    links, an exclusive create and then the bytes (a reader may then see the file before it is whole)."""
+    target = Path(path)
+    tmp = _synced_temp(target, data)
+    try:
+        os.link(tmp, target)
+    except OSError as exc:
+        if exc.errno == errno.EEXIST:
+            raise FileExistsError(errno.EEXIST, "exists", str(target)) from None
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
+            raise
+        with open(target, "xb") as handle:
+            handle.write(data)
+    finally:
+        _unlink(tmp)
     return target
 
 

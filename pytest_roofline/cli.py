@@ -22,6 +22,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "import-ncu": ("pytest_roofline.counters.ncu.cli", "per-kernel roofline numbers from an Nsight Compute report"),
     "ncu-metrics": ("pytest_roofline.counters.ncu.metrics_cli", "the ncu metric names --roofline asks for on a compute capability"),
     "doctor": ("pytest_roofline.doctor.gpu", "GPU runner preflight: will --roofline work here with the ncu counter?"),
+    "counters-agree": ("pytest_roofline.counters.agreement_cli",
+                       "the analytic and ncu counters' records of the same tests compared: precision, bound, FLOPs"),
     "audit-ops": ("pytest_roofline.counters.audit_cli", "which aten ops the analytic counter counts (OpInfo samples)"),
     "report": ("pytest_roofline.site.cli", "a static site of the roofline history: trends, change points, trajectories"),
     "bisect": ("pytest_roofline.compare.bisect_cli",

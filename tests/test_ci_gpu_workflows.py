@@ -57,9 +57,14 @@ def test_github_workflow_runs_doctor_first_on_a_gpu_runner() -> None:
     assert "--roofline-counter ncu" in steps[gate]["run"]
     paths = steps[upload]["with"]["path"]
     assert ".roofline/results.json" in paths and "*.png" in paths and "*.csv" in paths
-    nightly = [s for s in steps if "schedule" in str(s.get("if", ""))]
-    assert any("pytest_roofline report" in str(s.get("run", "")) for s in nightly)
-    assert any(str(s.get("with", {}).get("name", "")).startswith("roofline-history-") for s in nightly)
+    nightly = [s for s in steps if "== 'schedule'" in str(s.get("if", ""))]
+    assert any("pytest_roofline report \"$ROOFLINE_HISTORY\"" in str(s.get("run", "")) for s in nightly)
+    assert any("--roofline-compare last" in str(s.get("run", "")) for s in nightly)
+    assert "--roofline-baseline \"$ROOFLINE_HISTORY\"" in steps[gate]["run"]
+    # one shared store for the whole matrix: no history artifact to download, upload or merge
+    assert workflow["env"]["ROOFLINE_HISTORY"].startswith("s3://") and len(job["strategy"]["matrix"]["gpu"]) > 1
+    assert not any("artifact" in str(s.get("uses", "")) and "history" in str(s.get("name", "")).lower()
+                   for s in steps)
 
 
 def test_gitlab_pipeline_runs_doctor_first_and_keys_the_cache_by_fingerprint() -> None:
@@ -72,7 +77,8 @@ def test_gitlab_pipeline_runs_doctor_first_and_keys_the_cache_by_fingerprint() -
     assert gate["cache"][0]["key"]["files"] == [".roofline-fingerprint"]
     assert "--roofline-counter ncu" in " ".join(gate["script"])
     assert ".roofline/results.json" in gate["artifacts"]["paths"]
-    assert history["cache"][1]["policy"] == "pull-push" and "schedule" in history["rules"][0]["if"]
+    assert "schedule" in history["rules"][0]["if"] and "--roofline-compare last" in " ".join(history["script"])
+    assert pipeline["variables"]["ROOFLINE_HISTORY"].startswith("s3://") and "history" not in str(gate["cache"])
     assert gate["rules"][0]["if"] == '$CI_PIPELINE_SOURCE != "schedule"'  # the nightly job is `history`
 
 

@@ -333,3 +333,28 @@ def test_the_plugin_appends_to_a_git_branch(clones: Callable[[int], list[Path]])
     assert len(files) == 2 and all(f.startswith(f"{KEY}/") for f in files)
     # the user's branches, index and tracked files are untouched
     assert git(runner, "branch", "--list") == "* main" and git(runner, "diff", "--name-only", "HEAD") == ""
+
+
+def test_a_git_branch_is_untrusted_input(clones: Callable[[int], list[Path]]) -> None:
+    """Files someone pushed to the branch by hand: one too large and one of a name a reader refuses are skipped
+    and named, the valid session is read; the large blob's content is never read (its size is checked first)."""
+    (runner,) = clones(1)
+    store = open_store("git:roofline-history", root=runner)
+    writer.write_history(store, document())
+    git(runner, "fetch", "--quiet", "origin", "roofline-history")
+    git(runner, "checkout", "--quiet", "-b", "by-hand", "FETCH_HEAD")
+    (runner / KEY / "big.json").write_text(" " * (2**20 + 10))
+    (runner / KEY / "odd name.json").write_text(json.dumps(document(1)))
+    git(runner, "add", "-A")
+    git(runner, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "by hand")
+    git(runner, "push", "--quiet", "origin", "HEAD:refs/heads/roofline-history")
+    from pytest_roofline.history.store import read_all
+
+    names = [e.name for e in store.entries()]
+    assert len(names) == 3
+    results = dict(zip(names, read_all(store, names, 2**20)))
+    assert isinstance(results[f"{KEY}/big.json"], StoreError) and "more than the 1048576" in str(
+        results[f"{KEY}/big.json"])
+    assert isinstance(results[f"{KEY}/odd name.json"], StoreError)
+    loaded = load(store)
+    assert len(loaded.sessions) == 1 and len(loaded.skipped) == 2

@@ -304,8 +304,8 @@ def test_nightly_compare_last_falls_back_on_a_first_night_then_compares_with_the
     night = ("--roofline-compare", "last", "--roofline-history", "nightly")
     first = run_roofline(machine, *night)
     assert first.ret == 0, first.stdout.str()
-    first.stdout.fnmatch_lines(["*roofline: --roofline-compare last: no A/B: nightly holds no session of machine "
-                                "pinned-test-machine-* yet (a first night); the baseline gate judges against nightly"])
+    first.stdout.fnmatch_lines([("*roofline: --roofline-compare last: no A/B: nightly holds no session of machine "
+                                "pinned-test-machine-* yet (a first night); the baseline gate judges against nightly")])
     first_commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True,
                                   check=True).stdout.strip()
     commit(repo, 0.002, repeat=2)  # the next night runs each step twice
@@ -338,7 +338,7 @@ def test_nightly_compare_last_whose_commit_is_not_fetched_says_so_and_judges_on_
         path.write_text(json.dumps(document))
     result = run_roofline(write_machine(MACHINE), "--roofline-compare", "last", "--roofline-history", "nightly")
     assert result.ret == 0, result.stdout.str()
-    result.stdout.fnmatch_lines(["*--roofline-compare last: no A/B: the last night's commit 333333333333 is not in "
-                                 "this clone (fetch the branch's history*; the baseline gate judges against nightly",
+    result.stdout.fnmatch_lines([("*--roofline-compare last: no A/B: the last night's commit 333333333333 is not in "
+                                 "this clone (fetch the branch's history*; the baseline gate judges against nightly"),
                                  "*baseline nightly: per test, its last 5 session(s)*"])
     assert results(repo)["tests"][0]["baseline"]["verdict"] in ("steady", "improved", "noisy")

@@ -34,13 +34,15 @@ def _record(nodeid: str, contended: bool) -> dict:
 
 
 def test_one_line_per_test_markers_explained_once_within_120_columns() -> None:
+    """One line per test; a node id too long to sit whole beside its figures gets a line of its own above them."""
     records = [_record(LONG, True), _record("tests/test_b.py::test_b", True), _record("tests/test_c.py::c", False)]
     lines = marked_table(records, 120)
     assert all(len(line) <= 120 for line in lines)
     assert lines[0].split() == ["test", "fraction", "min", "bound", "time/call", "GFLOP/s", "GB/s", "verdict"]
-    assert "test_mobilenet_variants.py" in lines[1] and "[fp32-224-batch8]" in lines[1]
-    assert lines[1].rstrip().endswith("passed [c]") and lines[2].rstrip().endswith("passed [c]")
-    assert lines[3].rstrip().endswith("passed") and "4 ms" in lines[3] and "25" in lines[3]  # 1e8 / 4 ms
+    assert lines[1] == ".../test_mobilenet_variants.py::" + LONG.split("::")[1]  # the test's name whole
+    assert lines[2].startswith(" ") and lines[2].rstrip().endswith("passed [c]")
+    assert lines[3].startswith("tests/test_b.py::test_b ") and lines[3].rstrip().endswith("passed [c]")
+    assert lines[4].rstrip().endswith("passed") and "4 ms" in lines[4] and "25" in lines[4]  # 1e8 / 4 ms
     explained = [line for line in lines if line.startswith("[c]")]
     assert explained == [("[c] contended (core 1 of 2 97% busy): no free core, measured again at the end of the "
                          "session")]
@@ -116,3 +118,25 @@ def test_a_long_file_name_is_cut_before_the_tests_name() -> None:
     """pytester-style ids: the file is named after the test; the test's own name must survive."""
     short = shorten_id("test_passing_test_fills_results_and_summary.py::test_ok", 51)
     assert short == "test_passing_test_f...sults_and_summary.py::test_ok" and len(short) == 51
+
+
+def test_rows_whose_names_differ_only_in_the_middle_are_told_apart_in_a_log() -> None:
+    """The README's main job in a CI log (120 columns): the DeepCAM block tests differ in the middle of their
+    names; each keeps its whole name, on a line of its own where it does not fit beside its figures."""
+    from pytest_roofline.output.table import whole_name_id
+
+    ids = ["example_suite/test_deepcam.py::test_block_forward[aspp-fp32]",
+           "example_suite/test_deepcam.py::test_block_forward_backward[aspp-fp32]",
+           "example_suite/test_conv2d.py::test_conv2d_forward[fp32]"]
+    rows = [Row(i, 0.512, 0.2, "compute:fp32", 2e-3, 10.0, 1.0, "passed (steady)") for i in ids]
+    lines = render(rows, 120)
+    assert all(len(line) <= 120 for line in lines)
+    figures = " " * 53 + "0.512  0.2  compute:fp32       2 ms       10     1  passed (steady)"
+    assert lines[1:] == [".../test_deepcam.py::test_block_forward[aspp-fp32]", figures,
+                         ".../test_deepcam.py::test_block_forward_backward[aspp-fp32]", figures,
+                         ".../test_conv2d.py::test_conv2d_forward[fp32]" + figures[45:]]
+    assert lines[0].index("fraction") + len("fraction") == figures.index("0.512") + len("0.512")
+    assert whole_name_id("a/b/test_x.py::test_y[p]", 24) == "a/b/test_x.py::test_y[p]"
+    assert whole_name_id("a/b/test_x.py::test_y[p]", 23) is None  # the file name cannot lose 12 characters
+    assert whole_name_id("test_passing_test_fills_results_and_summary.py::test_ok", 51) == \
+        "test_passing_test_f...sults_and_summary.py::test_ok"

@@ -113,27 +113,38 @@ class GitBranchStore:
         return result
 
     def read_many(self, names: Sequence[str], max_bytes: int) -> list[bytes | StoreError]:
-        """Every object in one ``git cat-file --batch``; sizes are checked before any content is used."""
+        """Every object in one ``git cat-file --batch``, its size checked first (``--batch-check``): a blob over
+        ``max_bytes`` is never read."""
         tip = self._tip()
         if tip is None:
             return [StoreError(f"{self.url}/{n}: the branch does not exist") for n in names]
-        request = "".join(f"{tip}:{safe_name(n)}\n" for n in names).encode()
-        out = self._git("cat-file", "--batch", data=request).stdout
-        results: list[bytes | StoreError] = []
-        at = 0
+        refused: dict[str, StoreError] = {}
         for name in names:
+            try:
+                safe_name(name)
+            except StoreError as exc:  # a name someone pushed: skipped alone, the others are read
+                refused[name] = exc
+        found: dict[str, bytes | StoreError] = {}
+        sizes = self._git("cat-file", "--batch-check", data="".join(
+            f"{tip}:{n}\n" for n in names if n not in refused).encode()).stdout.decode().splitlines()
+        small = []
+        for name, line in zip([n for n in names if n not in refused], sizes):
+            header = line.split()
+            if len(header) != 3 or header[1] != "blob":
+                found[name] = StoreError(f"{self.url}/{name}: not on the branch")
+            elif int(header[2]) > max_bytes:  # refused before its content is read
+                found[name] = StoreError(f"{self.url}/{name}: {header[2]} bytes, more than the {max_bytes} a "
+                                         "record file may have")
+            else:
+                small.append(name)
+        out = self._git("cat-file", "--batch", data="".join(f"{tip}:{n}\n" for n in small).encode()).stdout \
+            if small else b""
+        at = 0
+        for name in small:
             end = out.index(b"\n", at)
-            header = out[at:end].split()
-            at = end + 1
-            if len(header) != 3 or header[1] != b"blob":
-                results.append(StoreError(f"{self.url}/{name}: not on the branch"))
-                continue
-            size = int(header[2])
-            body, at = out[at:at + size], at + size + 1
-            results.append(body if size <= max_bytes else
-                           StoreError(f"{self.url}/{name}: {size} bytes, more than the {max_bytes} a record "
-                                      "file may have"))
-        return results
+            size = int(out[at:end].split()[2])
+            found[name], at = out[end + 1:end + 1 + size], end + 1 + size + 1
+        return [refused[n] if n in refused else found[n] for n in names]
 
     def create(self, name: str, data: bytes) -> None:
         path = safe_name(name)

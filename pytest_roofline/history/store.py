@@ -13,16 +13,13 @@ Plain Python. ``history.location`` opens the store a path or URL names; the obje
 
 from __future__ import annotations
 
-import errno
-import os
 import re
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
-from pytest_roofline._atomic import current_umask
+from pytest_roofline._atomic import write_bytes_new
 from pytest_roofline.errors import StoreError
 
 _NAME = re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
@@ -142,30 +139,7 @@ class DirectoryStore:
             raise StoreError(f"{self.file(name)}: {getattr(exc, 'strerror', None) or exc}") from None
 
     def create(self, name: str, data: bytes) -> None:
-        target = self.file(safe_name(name))
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fchmod(handle.fileno(), 0o666 & ~current_umask())
-                os.fsync(handle.fileno())
-            try:
-                os.link(tmp, target)  # fails with EEXIST where os.replace would overwrite
-            except OSError as exc:
-                if exc.errno == errno.EEXIST:
-                    raise FileExistsError(errno.EEXIST, "exists", str(target)) from None
-                if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV):
-                    raise
-                # a file system without hard links: exclusive create, then the bytes
-                with open(target, "xb") as handle:
-                    handle.write(data)
-        finally:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
+        write_bytes_new(self.file(safe_name(name)), data)
 
     def delete(self, names: Sequence[str]) -> list[str]:
         removed = []

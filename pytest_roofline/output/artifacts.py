@@ -40,14 +40,21 @@ def artifact_path(directory: Path, nodeid: str, suffix: str) -> Path:
 
 
 def kernel_rows(kernels: Sequence[KernelSample], machine: Machine) -> list[dict[str, Any]]:
+    """One row per kernel, the longest first: its share of the kernels' time, whether it ran on Tensor Cores,
+    its FLOPs per precision, bytes and intensity per level, attained fraction and bound."""
+    from pytest_roofline.output.kernel_view import by_time, is_tensor_kernel, kernel_seconds
+
     precisions = sorted({p for k in kernels for p in k.flops})
     levels = sorted({lv for k in kernels for lv in k.bytes})
+    total = sum(kernel_seconds(k, machine) for k in kernels)
     rows: list[dict[str, Any]] = []
-    for kernel in kernels:
+    for kernel in by_time(kernels, machine):
         bound = lower_bound(kernel.flops, kernel.bytes, machine)
         row: dict[str, Any] = {
             "name": kernel.name,
             "launches": kernel.launches,
+            "time_share": kernel_seconds(kernel, machine) / total if total > 0 else "",
+            "tensor_core": is_tensor_kernel(kernel),
             "time_s": "" if kernel.time_s is None else kernel.time_s,
             "t_min_s": bound.t_min,
             "bound": bound.bound,

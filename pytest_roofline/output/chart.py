@@ -16,12 +16,16 @@ from typing import Any
 from weakref import WeakKeyDictionary
 
 from pytest_roofline._atomic import write_bytes_atomic
-from pytest_roofline.model import TENSOR_SUFFIX, KernelSample, Machine, Verdict, lower_bound
+from pytest_roofline.model import KernelSample, Machine, Verdict, lower_bound
 from pytest_roofline.model.units import si
+from pytest_roofline.output.kernel_view import is_tensor_kernel, shares
+from pytest_roofline.output.kernel_view import is_tensor_precision as is_tensor
 from pytest_roofline.output.label_place import Candidate, Label, box_of, line_boxes, place_labels
 from pytest_roofline.output.safe_text import printable
 
 _LEVEL_MARKERS = {"L1": "s", "L2": "^", "L3": "D", "DRAM": "o", "HBM": "o"}
+# One colour per kernel (the longest first, Okabe-Ito, colour-blind safe); the rest share grey.
+KERNEL_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 
 
 def pyplot() -> Any:
@@ -51,14 +55,6 @@ def isa_ceilings(machine: Machine) -> list[tuple[str, float]]:
             if roof and 0 < float(peak) < 0.97 * roof:  # the widest width is the roof itself
                 out.append((f"{precision} {width}-bit", float(peak)))
     return out
-
-
-TENSOR_ONLY = ("tf32", "fp8")  # precisions that exist only on matrix units (Tensor Cores)
-
-
-def is_tensor(precision: str) -> bool:
-    """A Tensor Core (matrix unit) roof: ``*_tensor``, or tf32/fp8, which no CUDA core computes."""
-    return precision.endswith(TENSOR_SUFFIX) or precision in TENSOR_ONLY
 
 
 @dataclass(frozen=True)
@@ -359,11 +355,26 @@ def roofline_figure(
     draw_ceilings(ax, machine, lo, hi)
 
     total = sum(p[4] for p in points) + sum(e[2] for e in edge) or 1.0
+    # one colour per kernel, longest first (as the paper reads a step kernel by kernel); a black edge marks
+    # a Tensor Core kernel, the marker's shape its level (its three markers are one kernel at L1, L2, HBM)
+    order = sorted({p[0] for p in points}, key=lambda n: -max(p[4] for p in points if p[0] == n))
+    colour = {name: KERNEL_COLOURS[i] if i < len(KERNEL_COLOURS) else "0.6" for i, name in enumerate(order)}
+    tensor = {kernel.name for kernel in kernels if is_tensor_kernel(kernel)}
     for name, level, x, y, weight, timed in points:
         size = 30 + 600 * weight / total
         marker = _LEVEL_MARKERS.get(level, "o")
-        ax.scatter([x], [y], s=size, marker=marker, alpha=0.55 if timed else 0.35,
-                   facecolors="tab:blue" if timed else "none", edgecolors="tab:blue")
+        ax.scatter([x], [y], s=size, marker=marker, alpha=0.6 if timed else 0.35,
+                   facecolors=colour[name] if timed else "none",
+                   edgecolors="black" if name in tensor else colour[name], linewidths=1.6 if name in tensor else 0.8)
+    levels = sorted({p[1] for p in points}, key=lambda lv: list(_LEVEL_MARKERS).index(lv) if lv in _LEVEL_MARKERS
+                    else len(_LEVEL_MARKERS))
+    if len(levels) > 1:  # one legend entry per level's marker shape
+        for level in levels:
+            ax.scatter([], [], marker=_LEVEL_MARKERS.get(level, "o"), s=40, facecolors="none", edgecolors="0.3",
+                       label=f"kernel at its {level} intensity")
+    if tensor & set(colour):
+        ax.scatter([], [], marker="o", s=40, facecolors="none", edgecolors="black", linewidths=1.6,
+                   label="black edge: Tensor Core kernel")
     launches = {kernel.name: kernel.launches for kernel in kernels}
     named: set[str] = set()
     for name, _, x, y, weight, _ in sorted(points, key=lambda p: -p[4]):  # one label per op, at one level
@@ -371,7 +382,7 @@ def roofline_figure(
             continue
         named.add(name)
         add_label(ax, Label(op_label(name, launches.get(name, 1)), _op_candidates(x, y, 30 + 600 * weight / total),
-                            {"fontsize": 7, "color": "tab:blue"}), 2 + len(named))
+                            {"fontsize": 7, "color": colour.get(name, "tab:blue")}), 2 + len(named))
     for i, (level, rate, weight) in enumerate(edge):
         # No FLOPs, so no place on the AI axis: at the left edge, at the height its bandwidth reaches there,
         # so its distance below that level's diagonal is its own fraction of the bandwidth roof.
@@ -423,6 +434,8 @@ def roofline_figure(
         subtitle.append("hollow: op on its roof (not timed one by one); size: share of time")
     if no_flop_time > 0:
         subtitle.append(f"{no_flop_time * 1e3:.3g} ms in kernels with no FLOPs (not drawn)")
+    if any(k.time_s is not None for k in kernels) and len(kernels) > 1:
+        subtitle.append(shares(kernels, machine).describe())
     finish_axes(ax, lo, hi, title + ("\n" + "; ".join(subtitle) if subtitle else ""))
     ax.legend(fontsize=7, loc="lower right")
     lines = [line for line in caption if line.strip()][:4]

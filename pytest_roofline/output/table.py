@@ -74,6 +74,26 @@ def shorten_id(nodeid: str, size: int) -> str:
     return "..." + f"{path}{sep}{base}{params}"[-(size - 3):]
 
 
+def whole_name_id(nodeid: str, size: int) -> str | None:
+    """The node id within ``size`` characters with the test's own name (after ``::``) and its parameters
+    whole: the folders go first, then the middle of the file name (at least 12 characters of it stay). None
+    when it does not fit even so: the table then gives the id a line of its own (:func:`render`), since two
+    tests cut to the same text cannot be told apart."""
+    if len(nodeid) <= size:
+        return nodeid
+    path, sep, rest = nodeid.partition("::")
+    if not sep:
+        return None
+    _folders, slash, name = path.rpartition("/")
+    prefix = ".../" if slash else ""
+    if len(prefix) + len(name) + len(sep) + len(rest) <= size:
+        return f"{prefix}{name}{sep}{rest}"
+    keep = size - len(prefix) - len(sep) - len(rest) - 3
+    if keep >= 12:
+        return f"{prefix}{name[:keep // 2]}...{name[len(name) - (keep - keep // 2):]}{sep}{rest}"
+    return None
+
+
 def cli_width() -> int:
     """The width a command's table fits: ``COLUMNS`` when set, the terminal's on a terminal, else 0 (a pipe or a
     file: no limit, lines stay whole for tools that read them)."""
@@ -88,7 +108,9 @@ def cli_width() -> int:
 
 
 def render(rows: Sequence[Row], width: int = 0) -> list[str]:
-    """The header and one line per row; with ``width``, node ids are shortened so each line fits."""
+    """The header and one line per row; with ``width``, node ids are shortened so each line fits, never
+    inside the test's own name: an id that cannot fit so goes on a line of its own (its folders dropped), its
+    figures on the next."""
 
     def num(value: float | None, fmt: str) -> str:
         return "-" if value is None else format(value, fmt)
@@ -101,13 +123,17 @@ def render(rows: Sequence[Row], width: int = 0) -> list[str]:
         fixed = sum(widths[1:]) + 2 * (len(HEADERS) - 1)
         widths[0] = min(widths[0], max(MIN_ID, width - fixed))
 
-    def line(values: Sequence[str]) -> str:
-        first = shorten_id(values[0], widths[0]).ljust(widths[0])
+    def line(values: Sequence[str], header: bool = False) -> list[str]:
+        fitted = values[0] if header else whole_name_id(values[0], widths[0])
         rest = [v.rjust(w) if i in RIGHT else v.ljust(w)
                 for i, (v, w) in enumerate(zip(values[1:], widths[1:]), start=1)]
-        return "  ".join([first, *rest]).rstrip()
+        if fitted is None:
+            path, sep, name = values[0].partition("::")
+            alone = f".../{path.rpartition('/')[2]}{sep}{name}" if "/" in path else values[0]
+            return [alone, "  ".join([" " * widths[0], *rest]).rstrip()]
+        return ["  ".join([fitted.ljust(widths[0]), *rest]).rstrip()]
 
-    return [line(HEADERS), *(line(c) for c in cells)]
+    return [*line(HEADERS, header=True), *(text for c in cells for text in line(c))]
 
 
 def marker_lines(rows: Sequence[Row], details: dict[str, list[str]]) -> list[str]:

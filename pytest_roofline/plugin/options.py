@@ -85,7 +85,9 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
       "the counted FLOPs or bytes), or none (report only); the marker's fail_on= overrides it"), "time,fraction"),
     ("--roofline-compare", "roofline_compare",
      ("a git revision (branch, tag, commit, HEAD~1): measure the same tests at that revision in a twin process, "
-      "taking turns call by call, and fail a test significantly slower here than there"), ""),
+      "taking turns call by call, and fail a test significantly slower here than there; last (last~N): the "
+      "commit of this machine's and branch's newest (N-th newest) session in --roofline-history, for a nightly "
+      "job (none yet, or not fetched: the baseline gate judges against that history, and says so)"), ""),
     ("--roofline-compare-python", "roofline_compare_python",
      ("the Python interpreter REF's twin runs under (a venv holding REF's build of compiled code); empty: this "
       "one"), ""),

@@ -134,7 +134,7 @@ class _Artifacts:
 
 
 def _test_page(summary: TestSummary, rows: pd.DataFrame, latest: Session, artifacts: _Artifacts,
-               trajectory: str | None) -> str:
+               trajectory: str | None, sessions: Sequence[Session] = ()) -> str:
     root = "../../../"
     measured = rows.dropna(subset=["fraction"])
     points = [charts.FractionPoint(_time(r.start), r.commit, float(r.fraction),
@@ -172,10 +172,29 @@ def _test_page(summary: TestSummary, rows: pd.DataFrame, latest: Session, artifa
     body.append(pages.table(["commits", "sessions", "median before", "median after", "change"], change_rows,
                             numeric=(2, 3, 4)) if change_rows else
                 '<p class="muted">None found (ruptures PELT on log fraction; see docs/site.md).</p>')
+    body.append(_chain_section(summary.nodeid, sessions))
     body.append(_roofline_section(rows, latest))
     body.append(_failing_section(rows, artifacts, root))
     return pages.page(summary.nodeid, root, "\n".join(body), [(f"{root}index.html", "index"),
                                                                ("../machine.html", "machine")])
+
+
+def _chain_section(nodeid: str, sessions: Sequence[Session]) -> str:
+    """The nightly A/B chain (history/chain.py), where the test has A/B nights: empty otherwise."""
+    from pytest_roofline.history.chain import trajectory
+    from pytest_roofline.history.reader import Session as Night
+
+    nights = [Night(id=s.id, start=s.start.isoformat(), machine_key=s.machine_key, commit=s.commit, branch=s.branch,
+                    source=str(s.path), tests={str(t["nodeid"]): t for t in s.tests}) for s in sessions]
+    path = trajectory(nights, nodeid)
+    if len(path.nights) < 2:
+        return ""
+    last = path.nights[-1]
+    loops = "" if path.misclosure is None else f"; loops' misclosure {path.misclosure:.2f} (≈1: consistent)"
+    return ("<h2>Nightly A/B chain</h2>" + pages.chart("chain", charts.chain_figure(path.nights, "time, chained"))
+            + f'<p class="muted">{len(path.nights)} nights, {path.edges} A/B comparisons; last night ×{last.level:.3f} '
+            f"[{last.low:.3f}, {last.high:.3f}] of the first{pages.esc(loops)} (python -m pytest_roofline history "
+            "chain; docs/history.md).</p>")
 
 
 def _gate_verdict(record: Any) -> str | None:
@@ -221,30 +240,62 @@ def _roofline_section(rows: pd.DataFrame, latest: Session) -> str:
         return ('<h2>Roofline</h2><p class="muted">No roofline point: the test moves no FLOPs (it is judged '
                 'against bandwidth alone) or was not measured.</p>')
     latest_ai = {lv: v for lv in roofs.bandwidth if (v := _ai(record, lv))}
-    kernels = []
-    for kernel in record.get("kernels") or []:
-        by_precision = {p: v for p, v in (kernel.get("flops") or {}).items() if isinstance(v, (int, float)) and v > 0}
-        kernel_flops = sum(by_precision.values())
-        nbytes = {lv: v for lv, v in (kernel.get("bytes") or {}).items() if isinstance(v, (int, float)) and v > 0}
-        level = _slowest(nbytes, roofs.bandwidth)
-        if kernel_flops <= 0 or level is None:
-            continue
-        kernel_bytes = nbytes[level]
-        ai = kernel_flops / kernel_bytes
-        t = kernel.get("time_s")
-        # A kernel the counter could not time alone is drawn on its roof (as the failure chart does): the
-        # compute roof of its main precision, or the bandwidth of the level.
-        precision = max(by_precision, key=lambda p: by_precision[p])
-        peak = roofs.peak_flops.get(precision, max(roofs.peak_flops.values()))
-        y = kernel_flops / t if isinstance(t, (int, float)) and t > 0 else min(peak, ai * roofs.bandwidth[level])
-        kernels.append(charts.RooflinePoint(
-            f"{pages.esc(kernel.get('name', '?'))}<br>{charts.si(kernel_flops, 'FLOP')}, {charts.si(kernel_bytes, 'B')} "
-            f"at {level}", ai, y))
+    kernels, table = _kernel_view(record, roofs)
     figure = charts.roofline_figure(roofs, history, latest_ai, perf, kernels)
     return ("<h2>Roofline</h2>" + pages.chart("roofline", figure) +
-            '<p class="note">Roofs the latest session judged this test against. Filled circles: this test in every session, at the '
-            'slowest memory level its bytes were counted at (yellow is oldest, dark is newest); open diamonds: '
-            'the latest session at every level it has bytes at; open circles: its kernels.</p>')
+            '<p class="note">Roofs the latest session judged this test against. Filled circles: this test in every '
+            'session, at the slowest memory level its bytes were counted at (yellow is oldest, dark is newest); '
+            'open diamonds: the latest session at every level it has bytes at; its kernels at every level (square '
+            'L1, triangle L2, circle DRAM/HBM), one colour per kernel, sized by time, outlined black on Tensor '
+            'Cores (an untimed kernel sits on its roof).</p>' + table)
+
+
+def _kernel_view(record: Mapping[str, Any], roofs: charts.Roofs) -> tuple[list[charts.KernelPoint], str]:
+    """The latest session's kernels, the paper's way: each at every level it moved bytes at, and a table of
+    the longest with their share of the time, Tensor Core use, work, fraction and bound."""
+    from pytest_roofline.model import KernelSample, Machine
+    from pytest_roofline.output.artifacts import kernel_rows
+    from pytest_roofline.output.kernel_view import by_time, is_tensor_kernel, kernel_seconds, shares
+
+    machine = Machine(name="judged", peak_flops=dict(roofs.peak_flops), bandwidth=dict(roofs.bandwidth))
+    samples = []
+    for kernel in record.get("kernels") or []:
+        try:
+            samples.append(KernelSample(str(kernel.get("name", "?")), dict(kernel.get("flops") or {}),
+                                        dict(kernel.get("bytes") or {}), kernel.get("time_s"),
+                                        int(kernel.get("launches") or 1)))
+        except (TypeError, ValueError, AttributeError):
+            continue  # a record that passed validation but not the model's checks: left off the chart
+    if not samples:
+        return [], ""
+    ordered = by_time(samples, machine)
+    total = sum(kernel_seconds(k, machine) for k in ordered) or 1.0
+    points = []
+    for rank, kernel in enumerate(ordered):
+        seconds = kernel_seconds(kernel, machine)
+        if kernel.total_flops <= 0 or seconds <= 0:
+            continue
+        for level, moved in kernel.bytes.items():
+            if moved > 0 and level in roofs.bandwidth:
+                points.append(charts.KernelPoint(
+                    f"{pages.esc(kernel.name)}<br>{charts.si(kernel.total_flops, 'FLOP')}, {charts.si(moved, 'B')} "
+                    f"at {pages.esc(level)}; {seconds / total:.0%} of the time", kernel.total_flops / moved,
+                    kernel.total_flops / seconds, level, rank, is_tensor_kernel(kernel), seconds / total))
+    rows = kernel_rows(ordered, machine)[:KERNELS_LISTED]
+    body = [[pages.wrappable(r["name"]), f"{r['time_share']:.1%}" if r["time_share"] != "" else "—",
+             "yes" if r["tensor_core"] else "", charts.si(r["flops"], "FLOP"),
+             pages.esc(", ".join(f"{k[6:]} {charts.si(v, 'B')}" for k, v in r.items()
+                                 if k.startswith("bytes_") and v)),
+             f"{r['fraction']:.2f}" if r["fraction"] != "" else "—", pages.esc(r["bound"])] for r in rows]
+    found = shares(samples, machine)
+    table = ("<h3>Kernels of the latest session</h3>"
+             + pages.table(["kernel", "time", "Tensor Cores", "FLOPs", "bytes", "fraction", "bound"], body,
+                           numeric=(1, 3, 5))
+             + f'<p class="muted">{pages.esc(found.describe())}.</p>')
+    return points, table
+
+
+KERNELS_LISTED = 10  # the longest kernels the test page lists
 
 
 def _failing_section(rows: pd.DataFrame, artifacts: _Artifacts, root: str) -> str:
@@ -478,7 +529,8 @@ def _write_site(history: Path, out: Path, by_machine: Mapping[str, list[Session]
         for summary in sorted(summaries, key=lambda s: s.sort_key):
             trajectory = trajectories.get(summary.function)
             _write(folder / "t" / summary.page, _test_page(summary, groups[summary.nodeid], sessions[-1], artifacts,
-                                                           f"../traj/{trajectory}" if trajectory else None))
+                                                           f"../traj/{trajectory}" if trajectory else None,
+                                                           sessions))
             colour = pages.VERDICT_COLOURS.get(summary.verdict, "#555")
             index_rows.append((summary, f"m/{slug(key)}/t/{summary.page}",
                                charts.sparkline(summary.fractions[-SPARK_SESSIONS:], summary.threshold, colour),

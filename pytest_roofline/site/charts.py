@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_roofline.output.chart import is_tensor
+from pytest_roofline.output.kernel_view import is_tensor_precision as is_tensor
 
 # Colour-blind-safe (Okabe-Ito) colours, one per memory level or precision.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
@@ -193,8 +193,41 @@ class RooflinePoint:
     flops_per_s: float
 
 
+@dataclass(frozen=True)
+class KernelPoint:
+    """One kernel of the latest session at one memory level (the paper's three markers per kernel)."""
+
+    label: str
+    ai: float
+    flops_per_s: float
+    level: str
+    rank: int  # by time, 0 the longest: its colour
+    tensor: bool  # most of its FLOPs on Tensor Cores: a black outline
+    share: float  # of the kernels' time: its size
+
+
+LEVEL_SYMBOLS = {"L1": "square", "L2": "triangle-up", "L3": "diamond", "DRAM": "circle", "HBM": "circle"}
+
+
+def kernel_traces(kernels: Sequence[KernelPoint]) -> list[dict[str, Any]]:
+    """One trace per level (its marker shape), each kernel in its colour, a Tensor Core kernel outlined black."""
+    traces = []
+    for level in dict.fromkeys(k.level for k in kernels):
+        mine = [k for k in kernels if k.level == level]
+        traces.append({
+            "type": "scatter", "mode": "markers", "name": f"latest kernels at {level}",
+            "x": [sig(k.ai) for k in mine], "y": [sig(k.flops_per_s) for k in mine],
+            "text": [k.label for k in mine], "hovertemplate": "%{text}<extra>" + level + "</extra>",
+            "marker": {"symbol": LEVEL_SYMBOLS.get(level, "circle"),
+                       "size": [sig(8 + 22 * k.share, 3) for k in mine], "opacity": 0.75,
+                       "color": [PALETTE[k.rank] if k.rank < len(PALETTE) else "#999" for k in mine],
+                       "line": {"color": ["#000" if k.tensor else "#fff" for k in mine],
+                                "width": [2.5 if k.tensor else 0.5 for k in mine]}}})
+    return traces
+
+
 def roofline_figure(roofs: Roofs, history: Sequence[RooflinePoint], latest: Mapping[str, float],
-                    latest_flops_per_s: float, kernels: Sequence[RooflinePoint]) -> dict[str, Any]:
+                    latest_flops_per_s: float, kernels: Sequence[KernelPoint]) -> dict[str, Any]:
     """The hierarchical roofline: roofs, the test at the outer level through history (coloured by session),
     the latest session at every level, and the latest kernels."""
     xs = [p.ai for p in history] + list(latest.values()) + [k.ai for k in kernels]
@@ -211,11 +244,7 @@ def roofline_figure(roofs: Roofs, history: Sequence[RooflinePoint], latest: Mapp
                      "text": list(latest), "textposition": "top center",
                      "hovertemplate": "%{text}: AI %{x:.3g}, %{y:.3s}FLOP/s<extra>latest</extra>",
                      "marker": {"size": 12, "symbol": "diamond-open", "color": FAIL, "line": {"width": 2}}})
-    if kernels:
-        data.append({"type": "scatter", "mode": "markers", "name": "latest kernels (on their roof)",
-                     "x": [sig(k.ai) for k in kernels], "y": [sig(k.flops_per_s) for k in kernels],
-                     "text": [k.label for k in kernels], "hovertemplate": "%{text}<extra>kernel</extra>",
-                     "marker": {"size": 9, "symbol": "circle-open", "color": "#555", "line": {"width": 2}}})
+    data.extend(kernel_traces(kernels))
     return {"data": data, "layout": roofline_layout("Hierarchical roofline: this test through history")}
 
 
@@ -255,3 +284,25 @@ def sparkline(values: Sequence[float], threshold: float | None, colour: str, wid
     parts.append(f'<circle cx="{round(3 + (len(values) - 1) * step, 1)}" cy="{y(values[-1])}" r="2.5" '
                  f'fill="{colour}"/></svg>')
     return "".join(parts)
+
+
+def chain_figure(nights: Sequence[Any], title: str) -> dict[str, Any]:
+    """A test's time night by night from its chained A/B ratios (``history.chain.Night``s), with the 95 %
+    band the chain's errors grow, beside the raw times (the runner's drift included); nights whose own A/B
+    verdict was regressed or improved are marked."""
+    times = [n.start for n in nights]
+    commits = [n.commit[:12] for n in nights]
+    band = {"type": "scatter", "mode": "lines", "name": "95 % interval", "x": times + times[::-1],
+            "y": [sig(n.high) for n in nights] + [sig(n.low) for n in nights][::-1], "fill": "toself",
+            "fillcolor": "rgba(0,114,178,0.15)", "line": {"width": 0}, "hoverinfo": "skip"}
+    level = {"type": "scatter", "mode": "lines+markers", "name": "chained A/B (drift-free)", "x": times,
+             "y": [sig(n.level) for n in nights], "customdata": commits, "line": {"color": POINT, "width": 2},
+             "marker": {"size": 6, "color": [FAIL if n.verdict in ("regressed", "improved") else POINT
+                                             for n in nights]},
+             "hovertemplate": "×%{y:.3f}<br>%{x|%Y-%m-%d}<br>commit %{customdata}<extra></extra>"}
+    raw = {"type": "scatter", "mode": "lines+markers", "name": "raw time (host drift included)", "x": times,
+           "y": [sig(n.raw) for n in nights], "line": {"color": "#999", "width": 1, "dash": "dot"},
+           "marker": {"size": 4, "color": "#999"}, "hovertemplate": "raw ×%{y:.3f}<extra></extra>"}
+    return {"data": [band, level, raw],
+            "layout": _layout(title, height=340, xaxis=_axis("night (UTC)", type="date"),
+                              yaxis=_axis("time / first night's", type="log"))}
