@@ -198,7 +198,7 @@ def baseline_mode(args: argparse.Namespace, pytest_args: list[str]) -> None:
         commits = Commits(Path(tmp), pytest_args)
         pytest_args = commits.args
         for index in range(args.history_sessions):
-            run_session(Path(tmp) / f"clean-{index}", 0.0, [*pytest_args, "--roofline-history", str(history)],
+            run_session(Path(tmp) / f"clean-{index}", 0.0, [*pytest_args, f"--roofline-history={history}"],
                         cwd=commits.next())
         print(f"history: {args.history_sessions} clean sessions", file=sys.stderr)
         # per slowdown and test: (baseline verdict, the test failed)
@@ -207,8 +207,8 @@ def baseline_mode(args: argparse.Namespace, pytest_args: list[str]) -> None:
         for index in range(args.sessions):
             for slowdown in args.slowdowns:
                 records = run_session(Path(tmp) / f"{slowdown}-{index}", slowdown / 100,
-                                      [*pytest_args, "--roofline-history", "none", "--roofline-baseline",
-                                       str(history)], key="record", cwd=commits.next())
+                                      [*pytest_args, "--roofline-history=none", f"--roofline-baseline={history}"],
+                                      key="record", cwd=commits.next())
                 if not records:
                     raise SystemExit(f"gate_sensitivity: the session at {slowdown:g} % wrote no results")
                 for name, record in records.items():

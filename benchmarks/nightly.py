@@ -124,9 +124,10 @@ def main() -> int:
             commit_night(repo, index, share)
             arms = ["ab", "history"] if index % 2 == 0 else ["history", "ab"]  # neither always first
             for arm in arms:
-                extra = (["--roofline-history", str(histories["ab"]), "--roofline-compare", "last"] if arm == "ab"
-                         else ["--roofline-history", str(histories["history"]), "--roofline-baseline",
-                               str(histories["history"])])
+                # NAME=VALUE: a spaced path to a folder that exists would move pytest's rootdir
+                extra = ([f"--roofline-history={histories['ab']}", "--roofline-compare=last"] if arm == "ab"
+                         else [f"--roofline-history={histories['history']}",
+                               f"--roofline-baseline={histories['history']}"])
                 tests, wall = run(repo, root / f"out-{arm}-{index}", [*extra, *pytest_args])
                 seconds[arm].append(wall)
                 counted = kind != "first" and (arm == "ab" or index > 5)  # the history gate: from 5 sessions on
