@@ -128,3 +128,18 @@ def test_the_history_site_shows_the_kernels_at_every_level(tmp_path: Path) -> No
     for level in ("L1", "L2", "HBM"):
         assert f'"name": "latest kernels at {level}"' in html or f'"name":"latest kernels at {level}"' in html
     assert html.index("sm80_xmma_fprop_implicit_gemm") < html.index("nchwToNhwcKernel")  # longest first
+
+
+def test_a_kernel_in_a_precision_the_roofs_lack_leaves_the_site_standing() -> None:
+    """A record's kernels are placed against its judged roofs; one in a precision or at a level those roofs do
+    not have is placed on what it has (here: its L2 bytes only), never an error that stops the site."""
+    from pytest_roofline.site import charts
+    from pytest_roofline.site.build import _kernel_view
+
+    roofs = charts.Roofs({"fp32": 1e12}, {"L2": 1e12, "HBM": 1e11})
+    record = {"kernels": [{"name": "gemm", "flops": {"fp32": 1e9, "fp8_tensor": 5e9},
+                           "bytes": {"L2": 1e8, "L9": 5e7}, "time_s": 2e-3, "launches": 1},
+                          {"name": "cast", "flops": {}, "bytes": {"HBM": 1e8}, "time_s": 1e-3, "launches": 1}]}
+    points, table = _kernel_view(record, roofs)
+    assert [(p.level, p.ai, p.share) for p in points] == [("L2", 10.0, pytest.approx(2 / 3))]
+    assert "33% of kernel time in kernels with no FLOPs" in table

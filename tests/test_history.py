@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from pytest_roofline.errors import StoreError
 from pytest_roofline.history import environment, writer
 from pytest_roofline.history.baseline import for_test, load_baseline, same_environment, select
 from pytest_roofline.history.machine_key import UNKNOWN_KEY, machine_key, readable_name
@@ -58,7 +59,7 @@ def test_a_failed_write_leaves_no_partial_file(tmp_path: Path, monkeypatch: pyte
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "link", broken_link)
-    with pytest.raises(OSError):
+    with pytest.raises(StoreError, match="No space left on device"):
         writer.write_history(tmp_path, document())
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []  # neither the file nor its temp file
 

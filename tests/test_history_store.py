@@ -358,3 +358,89 @@ def test_a_git_branch_is_untrusted_input(clones: Callable[[int], list[Path]]) ->
     assert isinstance(results[f"{KEY}/odd name.json"], StoreError)
     loaded = load(store)
     assert len(loaded.sessions) == 1 and len(loaded.skipped) == 2
+
+
+def test_a_git_store_opened_from_a_subfolder_writes_and_reads_at_the_top(clones: Callable[[int], list[Path]]) -> None:
+    """pytest's rootdir is often a subfolder of the repository: git would scope ls-tree and ls-files to it."""
+    writer_root, reader_root = clones(2)
+    (writer_root / "sub").mkdir()
+    (reader_root / "deep" / "er").mkdir(parents=True)
+    store = open_store("git:roofline-history", root=writer_root / "sub")
+    for index in range(3):
+        writer.write_history(store, document(index, start=f"2026-11-25T06:0{index}:00+00:00"))
+    names = git(writer_root, "ls-tree", "-r", "--name-only", "refs/roofline-history/origin/roofline-history").split()
+    assert len(names) == 3 and all(n.startswith(f"{KEY}/") for n in names)
+    reader = open_store("git:roofline-history", root=reader_root / "deep" / "er")
+    assert [s.id for s in load(reader).sessions] == ["s0", "s1", "s2"]
+    assert prune(reader, Keep(sessions=1), protect=1, folders=[KEY]) and len(load(reader).sessions) == 1
+
+
+def test_a_push_a_hook_declines_fails_at_once_with_gits_words(clones: Callable[[int], list[Path]],
+                                                              tmp_path: Path) -> None:
+    (runner,) = clones(1)
+    hook = tmp_path / "origin.git" / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'protected: no pushes here' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    with pytest.raises(StoreError, match="failed: .*protected: no pushes here.*pre-receive hook declined"):
+        writer.write_history(open_store("git:roofline-history", root=runner), document())
+
+
+def test_copy_places_nested_artifacts_under_their_machine_key(s3_url: str, tmp_path: Path) -> None:
+    """A merged CI artifact nests the machine folders; in the store each session goes under its key, where the
+    gate and retention read; a file outside any machine folder is named, not copied."""
+    local = tmp_path / "merged"
+    path = writer.write_history(local / "artifact-gpu-1", document())
+    (local / "loose.json").write_text(json.dumps(document(1)))
+    store = open_store(s3_url)
+    copied, present, failed = copy_sessions(DirectoryStore(local), store, 2**20)
+    assert len(copied) == 1 and present == [] and [f.split(":")[0] for f in failed] == ["loose.json"]
+    assert [e.name for e in store.entries(folder=KEY)] == [f"{KEY}/{Path(path).name}"]
+    assert copy_sessions(DirectoryStore(local), store, 2**20)[1] == [f"artifact-gpu-1/{KEY}/{Path(path).name}"]
+
+
+def test_retention_keeps_a_session_it_could_not_read(tmp_path: Path) -> None:
+    """A read that failed (a network error) says nothing of the tests a session holds: it may be a test's
+    protected baseline, so it is never deleted on that read."""
+    class Flaky(DirectoryStore):
+        def read_many(self, names: list[str], max_bytes: int) -> list[bytes | StoreError]:
+            return [StoreError("timed out") if n.endswith("-s0.json") else self.read(n, max_bytes) for n in names]
+
+    store = Flaky(tmp_path)
+    for index in range(6):
+        store.create(f"{KEY}/2026112{index}T000000Z-{'a' * 12}-s{index}.json", json.dumps(document(index)).encode())
+    removed = prune(store, Keep(sessions=2), protect=1, folders=[KEY])
+    assert sorted(Path(n).name[-8:] for n in removed) == ["-s1.json", "-s2.json", "-s3.json"]
+    assert [e.name[-8:] for e in store.entries(folder=KEY)] == ["-s0.json", "-s4.json", "-s5.json"]
+
+
+def test_a_directory_store_says_what_is_in_the_way(tmp_path: Path) -> None:
+    (tmp_path / KEY).write_text("a file where the machine's folder goes")
+    with pytest.raises(StoreError, match="is in the way|Not a directory"):
+        DirectoryStore(tmp_path).create(f"{KEY}/x.json", b"{}")
+
+
+def test_an_azure_container_url_is_not_taken_for_credentials() -> None:
+    pytest.importorskip("obstore")
+    try:
+        store = open_store("abfss://history@myaccount.dfs.core.windows.net/roofline")
+    except StoreSettingError as exc:  # obstore may want more configuration; never the credentials refusal
+        assert "not in the URL" not in str(exc)
+    else:
+        assert store.url == "abfss://history@myaccount.dfs.core.windows.net/roofline"
+    with pytest.raises(StoreSettingError, match="not in the URL"):
+        open_store("abfss://user:secret@myaccount.dfs.core.windows.net/roofline")
+
+
+def test_under_xdist_an_unreadable_baseline_store_fails_the_run(
+        pytester: pytest.Pytester, write_machine: Callable[..., Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each worker loads the baseline; the controller, which writes the results and sets the exit status, must
+    learn that a worker could not read it."""
+    pytest.importorskip("obstore", reason="the object store needs pytest-roofline[store]")
+    for name, value in {**S3_ENV, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{closed_port()}"}.items():
+        monkeypatch.setenv(name, value)
+    pytester.makepyfile(test_a=TEST, test_b=TEST)
+    result = pytester.runpytest_subprocess("-n", "2", "--roofline", f"--roofline-machine={write_machine(MACHINE)}",
+                                           "--roofline-max-time=0.05", "-p", "no:cacheprovider",
+                                           "--roofline-history=none", "--roofline-baseline=s3://roofline-fleet/h")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    result.stdout.fnmatch_lines(["*exit status 1: the baseline could not be read: s3://roofline-fleet/h*"])

@@ -36,6 +36,7 @@ class GitBranchStore:
         self.url = f"git:{branch}" if remote == "origin" else f"git:{remote}:{branch}"
         self._ref = f"refs/roofline-history/{remote}/{branch}"
         self._fetched = False
+        self._top: Path | None = None  # the repository's top: git scopes ls-tree/ls-files to a subfolder cwd
 
     def __repr__(self) -> str:
         return f"GitBranchStore({self.url!r})"
@@ -55,8 +56,15 @@ class GitBranchStore:
 
     def _git(self, *args: str, data: bytes | None = None, env: dict[str, str] | None = None,
              check: bool = True) -> subprocess.CompletedProcess[bytes]:
+        if self._top is None:
+            self._top = self.root  # while asking where the top is
+            found = self._git("rev-parse", "--show-toplevel", check=False)
+            if found.returncode != 0:
+                self._top = None
+                raise StoreError(f"{self.url}: {self.root} is not in a git repository: {_said(found)}")
+            self._top = Path(found.stdout.decode("utf-8", "surrogateescape").strip())
         try:
-            done = subprocess.run(["git", *args], cwd=self.root, input=data, capture_output=True,
+            done = subprocess.run(["git", *args], cwd=self._top, input=data, capture_output=True,
                                   timeout=GIT_TIMEOUT_S, check=False, env={**os.environ, **(env or {})})
         except (OSError, subprocess.SubprocessError) as exc:
             raise StoreError(f"{self.url}: git {args[0]}: {exc}") from None
@@ -94,7 +102,7 @@ class GitBranchStore:
         if folder is not None:
             args.append(f"{safe_name(folder)}/")
         entries = []
-        for line in self._git(*args).stdout.decode("utf-8", "replace").split("\0"):
+        for line in self._git(*args).stdout.decode("utf-8", "surrogateescape").split("\0"):
             if not line or "\t" not in line:
                 continue
             meta, name = line.split("\t", 1)
@@ -170,7 +178,8 @@ class GitBranchStore:
                 env = {"GIT_INDEX_FILE": str(Path(work) / "index")}
                 if tip is not None:
                     self._git("read-tree", tip, env=env)
-                    present = set(self._git("ls-files", "-z", env=env).stdout.decode().split("\0"))
+                    present = set(self._git("ls-files", "-z", env=env).stdout.decode(
+                        "utf-8", "surrogateescape").split("\0"))
                 else:
                     present = set()
                 for path, blob in (add or {}).items():
@@ -193,13 +202,17 @@ class GitBranchStore:
                 self._git("update-ref", self._ref, commit, check=False)
                 return gone
             said = _said(pushed)
-            if not any(w in said for w in ("rejected", "non-fast-forward", "fetch first", "stale info",
-                                           "cannot lock ref", "failed to update ref")):
+            whole = _said(pushed, limit=None)  # matched whole: git's hints come before its verdict
+            # only a race is retried: another runner pushed first (or was updating the ref that moment). A
+            # hook that declined, a protected branch or missing rights are said as git said them
+            if not any(w in whole for w in ("non-fast-forward", "fetch first", "stale info", "cannot lock ref",
+                                            "failed to update ref", "remote contains work")):
                 raise StoreError(f"{self.url}: git push to {self.remote_name!r} failed: {said}")
-            time.sleep(random.uniform(0.05, 0.2) * (attempt + 1))  # another runner pushed first: redo on its tip
-        raise StoreError(f"{self.url}: the branch moved under {PUSH_TRIES} tries in a row; nothing was pushed")
+            time.sleep(random.uniform(0.05, 0.2) * (attempt + 1))  # redo on the new tip
+        raise StoreError(f"{self.url}: the branch moved under {PUSH_TRIES} tries in a row; nothing was pushed "
+                         f"(git said: {said})")
 
 
-def _said(done: subprocess.CompletedProcess[bytes]) -> str:
+def _said(done: subprocess.CompletedProcess[bytes], limit: int | None = 400) -> str:
     text = " ".join(part.decode("utf-8", "replace").strip() for part in (done.stderr or b"", done.stdout or b""))
-    return " ".join(text.split())[:400] or f"exit status {done.returncode}"
+    return " ".join(text.split())[:limit] or f"exit status {done.returncode}"

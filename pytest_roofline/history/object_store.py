@@ -45,7 +45,11 @@ class ObjectStore:
     @classmethod
     def from_url(cls, url: str, *, where: str = "--roofline-history") -> ObjectStore:
         shown = printable_url(url)
-        if shown != url.rstrip("/") and ("@" in url.split("://", 1)[1].split("/", 1)[0] or "?" in url):
+        scheme, rest = url.split("://", 1)
+        userinfo = rest.split("/", 1)[0].rpartition("@")[0]
+        # abfs[s]://CONTAINER@ACCOUNT.dfs.core.windows.net/... names a container, not a user: only a password
+        # (user:secret@) or a query (SAS tokens) is a credential there
+        if "?" in url or ":" in userinfo or (userinfo and scheme.lower() not in ("abfs", "abfss")):
             raise StoreSettingError(f"{where}: {shown!r}: put credentials and options in the environment "
                                     "(AWS_ACCESS_KEY_ID, AWS_ENDPOINT_URL, GOOGLE_APPLICATION_CREDENTIALS, "
                                     "AZURE_STORAGE_ACCOUNT_KEY, ...), not in the URL")
@@ -60,7 +64,8 @@ class ObjectStore:
             store = from_url(url.rstrip("/"), retry_config=RETRY)
         except Exception as exc:  # noqa: BLE001 - obstore's configuration errors have several classes
             raise StoreSettingError(f"{where}: {shown!r}: {_first_line(exc)}") from None
-        return cls(store, shown.rstrip("/"))
+        return cls(store, url.rstrip("/") if scheme.lower() in ("abfs", "abfss") and ":" not in userinfo
+                   else shown.rstrip("/"))
 
     def _fail(self, action: str, exc: BaseException) -> StoreError:
         return StoreError(f"{self.url}: cannot {action}: {type(exc).__name__}: {_first_line(exc)}")

@@ -117,7 +117,8 @@ def machine_entries(store: HistoryStore, key: str, recent: int | None) -> tuple[
         mine = [e for e in everything if e.folder == key or not MACHINE_KEY.fullmatch(e.folder)]
         others = [e for e in everything if e.folder != key and MACHINE_KEY.fullmatch(e.folder)]
     if recent is not None:
-        in_folder = [e for e in mine if e.folder == key]
+        # by the file's name (its UTC start first), not its path: nested artifact folders must not decide
+        in_folder = sorted((e for e in mine if e.folder == key), key=lambda e: e.name.rsplit("/", 1)[-1])
         loose = [e for e in mine if e.folder != key]
         mine = loose + in_folder[-recent:]
     notes = []

@@ -87,14 +87,16 @@ def prune_folder(store: HistoryStore, folder: str, keep: Keep, protect: int, *,
             return []
     gone = {e.name for e in candidates}
     kept = [e for e in entries if e.name not in gone]
-    ids = dict(zip([e.name for e in entries], map(_nodeids, read_all(store, [e.name for e in entries],
-                                                                     MAX_FILE_BYTES))))
+    contents = dict(zip([e.name for e in entries], read_all(store, [e.name for e in entries], MAX_FILE_BYTES)))
+    ids = {name: _nodeids(data) for name, data in contents.items()}
     seen: dict[str, int] = {}
     for entry in kept:
         for nodeid in ids[entry.name]:
             seen[nodeid] = seen.get(nodeid, 0) + 1
     doomed = []
     for entry in reversed(candidates):  # newest first: they are the ones a test still short of baseline keeps
+        if isinstance(contents[entry.name], Exception):
+            continue  # not read (a network error): it may be a test's protected baseline, so it stays
         needed = [n for n in ids[entry.name] if seen.get(n, 0) < protect]
         if needed:
             for nodeid in ids[entry.name]:

@@ -139,7 +139,15 @@ class DirectoryStore:
             raise StoreError(f"{self.file(name)}: {getattr(exc, 'strerror', None) or exc}") from None
 
     def create(self, name: str, data: bytes) -> None:
-        write_bytes_new(self.file(safe_name(name)), data)
+        target = self.file(safe_name(name))
+        try:
+            write_bytes_new(target, data)
+        except FileExistsError:
+            if target.exists() or target.is_symlink():
+                raise  # the name is taken: the caller draws another
+            raise StoreError(f"{target}: a file is in the way of its folder") from None
+        except OSError as exc:  # no room, no permission: the Protocol's error, naming the file
+            raise StoreError(f"{target}: {exc.strerror or exc}") from None
 
     def delete(self, names: Sequence[str]) -> list[str]:
         removed = []
@@ -157,15 +165,20 @@ def copy_sessions(source: HistoryStore, target: HistoryStore, max_bytes: int,
     """Copy every session object of ``source`` (one machine's ``folder``) that ``target`` lacks, create-only:
     the names copied, those already there, and ``name: why`` for each that could not be copied. The bytes
     are copied as they are: whoever reads them checks them (history.validate)."""
-    names = [e.name for e in source.entries(folder=folder)]
-    have = {e.name for e in target.entries(folder=folder)} if names else set()
-    todo = [n for n in names if n not in have]
-    copied, present, failed = [], sorted(have & set(names)), []
+    entries = source.entries(folder=folder)
+    # each lands as <machine key>/<file>, the layout the gate and retention read, whatever folders it was
+    # nested in (a merged CI artifact); a file outside any machine-key folder has no place there
+    placed = {e.name: f"{e.folder}/{e.name.rsplit('/', 1)[-1]}" for e in entries if MACHINE_KEY.fullmatch(e.folder)}
+    failed = [f"{e.name}: not in a machine-key folder (<machine key>/<file>.json)" for e in entries
+              if e.name not in placed]
+    have = {e.name for e in target.entries(folder=folder)} if placed else set()
+    todo = [n for n in placed if placed[n] not in have]
+    copied, present = [], sorted(n for n in placed if placed[n] in have)
     for name, data in zip(todo, read_all(source, todo, max_bytes)):
         try:
             if isinstance(data, StoreError):
                 raise data
-            target.create(safe_name(name), data)
+            target.create(safe_name(placed[name]), data)
             copied.append(name)
         except FileExistsError:
             present.append(name)
@@ -174,7 +187,3 @@ def copy_sessions(source: HistoryStore, target: HistoryStore, max_bytes: int,
     return copied, present, failed
 
 
-def mirror(store: HistoryStore, directory: Path, max_bytes: int) -> list[str]:
-    """A local copy of a store's sessions in ``directory`` (for readers that walk a folder: the history
-    site); ``name: why`` for each object that could not be copied."""
-    return copy_sessions(store, DirectoryStore(directory), max_bytes)[2]

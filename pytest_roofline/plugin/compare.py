@@ -282,6 +282,10 @@ class TwinSession:
         return True
 
 
+LAST_WINDOW = 1000  # the newest sessions of this machine searched for the branch's last night (pull requests'
+# sessions on the same machine may come between)
+
+
 def resolve_last_night(state: RooflineState, config: pytest.Config) -> Any:
     """``--roofline-compare last`` (``last~N``): REF is the commit of this machine's and branch's newest
     session in ``--roofline-history`` (``state.compare_commit``). Without one (a first night, a history that
@@ -311,7 +315,7 @@ def resolve_last_night(state: RooflineState, config: pytest.Config) -> Any:
     key = machine_key(state.machine().to_dict())
     git = git_state(config.rootpath)
     try:
-        loaded = load(history, key=key, recent=200)
+        loaded = load(history, key=key, recent=LAST_WINDOW)
     except StoreError as exc:
         state.compare_skipped = f"--roofline-compare {s.compare}: no A/B: {exc}; {then}"
         return fallback

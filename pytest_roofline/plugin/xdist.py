@@ -64,7 +64,7 @@ class XdistWorker(MeasuringSession):
                                      gpu=assignment_note(os.environ, self.config.stash.get(GPU_ASSIGNED, None)),
                                      fewer_cores={str(n): m.to_dict() for n, m in state.machines_by_cores.items()},
                                      baseline=state.baseline.describe() if state.baseline is not None else None,
-                                     error=state.write_error)
+                                     error=state.write_error, store_error=state.store_error)
         except Exception as exc:  # noqa: BLE001 - e.g. a record JSON cannot carry: said in results.json
             payload = {"worker": worker, "tests": [], "machine": machine, "failed_late": failed_late,
                        "error": f"could not send its records: {exc}"}
@@ -110,6 +110,9 @@ class XdistController:
         from pytest_roofline.plugin.ci_report import write_step_summary
 
         merged = self.merged = merge_payloads(self.payloads, self.collected)
+        # a worker whose baseline store could not be read judged nothing against it: the run must not pass
+        self.state.store_error = self.state.store_error or next(
+            (str(p["store_error"]) for p in self.payloads if p.get("store_error")), None)
         if merged["failed_late"] and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # as a serial session does (see gate.py)
         self._write_results(session, merged)

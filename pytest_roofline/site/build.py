@@ -134,7 +134,7 @@ class _Artifacts:
 
 
 def _test_page(summary: TestSummary, rows: pd.DataFrame, latest: Session, artifacts: _Artifacts,
-               trajectory: str | None, sessions: Sequence[Session] = ()) -> str:
+               trajectory: str | None, nights: Sequence[Any] = ()) -> str:
     root = "../../../"
     measured = rows.dropna(subset=["fraction"])
     points = [charts.FractionPoint(_time(r.start), r.commit, float(r.fraction),
@@ -172,20 +172,25 @@ def _test_page(summary: TestSummary, rows: pd.DataFrame, latest: Session, artifa
     body.append(pages.table(["commits", "sessions", "median before", "median after", "change"], change_rows,
                             numeric=(2, 3, 4)) if change_rows else
                 '<p class="muted">None found (ruptures PELT on log fraction; see docs/site.md).</p>')
-    body.append(_chain_section(summary.nodeid, sessions))
+    body.append(_chain_section(summary.nodeid, nights))
     body.append(_roofline_section(rows, latest))
     body.append(_failing_section(rows, artifacts, root))
     return pages.page(summary.nodeid, root, "\n".join(body), [(f"{root}index.html", "index"),
                                                                ("../machine.html", "machine")])
 
 
-def _chain_section(nodeid: str, sessions: Sequence[Session]) -> str:
-    """The nightly A/B chain (history/chain.py), where the test has A/B nights: empty otherwise."""
-    from pytest_roofline.history.chain import trajectory
+def nights_of(sessions: Sequence[Session]) -> list[Any]:
+    """The site's sessions as ``history.reader.Session``s, the form history/chain.py reads (once per machine)."""
     from pytest_roofline.history.reader import Session as Night
 
-    nights = [Night(id=s.id, start=s.start.isoformat(), machine_key=s.machine_key, commit=s.commit, branch=s.branch,
-                    source=str(s.path), tests={str(t["nodeid"]): t for t in s.tests}) for s in sessions]
+    return [Night(id=s.id, start=s.start.isoformat(), machine_key=s.machine_key, commit=s.commit, branch=s.branch,
+                  source=str(s.path), tests={str(t["nodeid"]): t for t in s.tests}) for s in sessions]
+
+
+def _chain_section(nodeid: str, nights: Sequence[Any]) -> str:
+    """The nightly A/B chain (history/chain.py), where the test has A/B nights: empty otherwise."""
+    from pytest_roofline.history.chain import trajectory
+
     path = trajectory(nights, nodeid)
     if len(path.nights) < 2:
         return ""
@@ -260,9 +265,10 @@ def _kernel_view(record: Mapping[str, Any], roofs: charts.Roofs) -> tuple[list[c
     machine = Machine(name="judged", peak_flops=dict(roofs.peak_flops), bandwidth=dict(roofs.bandwidth))
     samples = []
     for kernel in record.get("kernels") or []:
-        try:
-            samples.append(KernelSample(str(kernel.get("name", "?")), dict(kernel.get("flops") or {}),
-                                        dict(kernel.get("bytes") or {}), kernel.get("time_s"),
+        try:  # only the precisions and levels the roofs have: a kernel is placed against those
+            flops = {p: v for p, v in dict(kernel.get("flops") or {}).items() if p in roofs.peak_flops}
+            levels = {lv: v for lv, v in dict(kernel.get("bytes") or {}).items() if lv in roofs.bandwidth}
+            samples.append(KernelSample(str(kernel.get("name", "?")), flops, levels, kernel.get("time_s"),
                                         int(kernel.get("launches") or 1)))
         except (TypeError, ValueError, AttributeError):
             continue  # a record that passed validation but not the model's checks: left off the chart
@@ -514,6 +520,7 @@ def _write_site(history: Path, out: Path, by_machine: Mapping[str, list[Session]
     artifacts = _Artifacts(history, out)
     sections, page_count, test_count = [], 1, 0
     for key, sessions in by_machine.items():
+        nights = nights_of(sessions)
         folder = out / "m" / slug(key)
         machine_frame = frame[frame["machine"] == key]
         groups = {nodeid: rows for nodeid, rows in machine_frame.groupby("nodeid", sort=False)}
@@ -530,7 +537,7 @@ def _write_site(history: Path, out: Path, by_machine: Mapping[str, list[Session]
             trajectory = trajectories.get(summary.function)
             _write(folder / "t" / summary.page, _test_page(summary, groups[summary.nodeid], sessions[-1], artifacts,
                                                            f"../traj/{trajectory}" if trajectory else None,
-                                                           sessions))
+                                                           nights))
             colour = pages.VERDICT_COLOURS.get(summary.verdict, "#555")
             index_rows.append((summary, f"m/{slug(key)}/t/{summary.page}",
                                charts.sparkline(summary.fractions[-SPARK_SESSIONS:], summary.threshold, colour),
