@@ -107,6 +107,10 @@ def main() -> int:
     parser.add_argument("--step", type=float, default=10.0, help="percent slower per step night")
     parser.add_argument("--between", type=int, default=1)
     parser.add_argument("--keep", type=Path, help="copy both histories here at the end")
+    parser.add_argument("--anchor-every", type=int, default=0, metavar="N",
+                        help="every N-th night also compare with the night N before (--roofline-compare last~N), "
+                             "an anchor that closes a loop of the chain")
+    parser.add_argument("--no-history-gate", action="store_true", help="run the A/B arm alone")
     args, pytest_args = parser.parse_known_args()
 
     from pytest_roofline.history.chain import trajectories
@@ -123,20 +127,29 @@ def main() -> int:
             share = (1 + args.step / 100) ** planted - 1
             commit_night(repo, index, share)
             arms = ["ab", "history"] if index % 2 == 0 else ["history", "ab"]  # neither always first
+            if args.no_history_gate:
+                arms = ["ab"]
+            if args.anchor_every and index >= args.anchor_every and index % args.anchor_every == 0:
+                arms.append("anchor")
             for arm in arms:
                 # NAME=VALUE: a spaced path to a folder that exists would move pytest's rootdir
                 extra = ([f"--roofline-history={histories['ab']}", "--roofline-compare=last"] if arm == "ab"
+                         else [f"--roofline-history={histories['ab']}",
+                               f"--roofline-compare=last~{args.anchor_every}"] if arm == "anchor"
                          else [f"--roofline-history={histories['history']}",
                                f"--roofline-baseline={histories['history']}"])
                 tests, wall = run(repo, root / f"out-{arm}-{index}", [*extra, *pytest_args])
+                if arm == "anchor":
+                    continue  # an edge for the chain, not a night of the tally
                 seconds[arm].append(wall)
                 counted = kind != "first" and (arm == "ab" or index > 5)  # the history gate: from 5 sessions on
                 for test in tests if counted else []:
                     record = test.get("compare" if arm == "ab" else "baseline") or {}
                     tally.setdefault((arm, kind), []).append((str(record.get("verdict")),
                                                               test.get("outcome") == "failed"))
-            print(f"night {index} ({kind}, share {share:.3f}): A/B {seconds['ab'][-1]:.0f} s, history "
-                  f"{seconds['history'][-1]:.0f} s", file=sys.stderr, flush=True)
+            history = f", history {seconds['history'][-1]:.0f} s" if seconds["history"] else ""
+            print(f"night {index} ({kind}, share {share:.3f}): A/B {seconds['ab'][-1]:.0f} s{history}"
+                  + (" (+ an anchor comparison)" if "anchor" in arms else ""), file=sys.stderr, flush=True)
         loaded = load(histories["ab"])
         if args.keep:
             for arm, folder in histories.items():
@@ -150,7 +163,7 @@ def report(args: argparse.Namespace, nights: list[tuple[str, int]], tally: dict[
     print(f"\n{len(nights)} nights: {args.clean} clean after the first, {args.steps} steps of {args.step:g} %, "
           f"{args.between} clean night(s) after each step but the last")
     print(f"{'arm':8s} {'nights':12s} {'test-runs':>9s} {'failed':>7s}  verdicts")
-    for (arm, kind), runs in sorted(tally.items()):
+    for (arm, kind), runs in sorted(tally.items()):  # the anchors' comparisons are not tallied
         verdicts: dict[str, int] = {}
         for verdict, _ in runs:
             verdicts[verdict] = verdicts.get(verdict, 0) + 1
@@ -158,9 +171,25 @@ def report(args: argparse.Namespace, nights: list[tuple[str, int]], tally: dict[
         shown = ", ".join(f"{v} {n}" for v, n in sorted(verdicts.items(), key=lambda x: -x[1]))
         label = "A/A (clean)" if kind == "clean" else f"{args.step:g} % step"
         print(f"{arm:8s} {label:12s} {len(runs):9d} {failed:4d} ({failed / len(runs):.0%})  {shown}")
-    ab, hist = statistics.median(seconds["ab"][1:] or seconds["ab"]), statistics.median(seconds["history"])
-    print(f"cost: an A/B night {ab:.0f} s, a history night {hist:.0f} s (median wall time): ×{ab / hist:.2f}")
+    ab = statistics.median(seconds["ab"][1:] or seconds["ab"])
+    if seconds["history"]:
+        hist = statistics.median(seconds["history"])
+        print(f"cost: an A/B night {ab:.0f} s, a history night {hist:.0f} s (median wall time): ×{ab / hist:.2f}")
     paths = trajectories(sessions)
+    if args.anchor_every:
+        anchor = f"last~{args.anchor_every}"
+        plain = trajectories([s for s in sessions if not any((t.get("compare") or {}).get("ref") == anchor
+                                                              for t in s.tests.values())])
+        by_id = {p.nodeid: p for p in plain}
+        print(f"the chain with and without the {anchor} anchors, at the last night (level, 95 % interval; "
+              "misclosure: chi-square of the loops over their degrees of freedom)")
+        for path in paths:
+            other, last = by_id.get(path.nodeid), path.nights[-1]
+            alone = "" if other is None else (f"; chain alone ×{other.nights[-1].level:.3f} "
+                                              f"[{other.nights[-1].low:.3f}, {other.nights[-1].high:.3f}]")
+            loops = "" if path.misclosure is None else f", misclosure {path.misclosure:.2f} over {path.dof}"
+            print(f"  {path.nodeid.split('::')[-1]:26s} with anchors ×{last.level:.3f} [{last.low:.3f}, "
+                  f"{last.high:.3f}]{loops}{alone}")
     clean_end = args.clean  # the nights 0..clean are the first and the clean ones
     expected = (1 + args.step / 100) ** args.steps
     print(f"chained trajectory per test (history chain): over the {args.clean} clean nights, the largest "
