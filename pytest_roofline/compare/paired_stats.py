@@ -115,7 +115,7 @@ CLAIM_CONFIDENCE = 0.99  # the level of t995 (the 95 % interval's is t975's)
 # faster by it", hold together exactly when the 90 % interval lies inside the band (as bioequivalence is judged).
 # The 95 % interval allowed each side half that error (2.5 %) and cost identical code up to 14 % more pairs (copy,
 # GEMM, x*2+y; kept sessions replayed). From 4 pairs on: three pairs agree by chance too often (a 5 % planted copy's
-# first three read 1.025, 1.012, 1.015: inside the band at 90 %, not at 95 %; docs/ab-compare.md, "ninth round").
+# first three read 1.025, 1.012, 1.015: inside the band at 90 %, not at 95 %).
 EQUIVALENCE_CONFIDENCE = 0.90
 EQUIVALENCE_MIN_PAIRS = 4
 
@@ -223,7 +223,7 @@ def _signed_rank_top(logs: Sequence[float], t_top: BetweenPairs) -> BetweenPairs
 
 # Yuen's trimmed mean: the fewest pairs it is tried on (as the signed-rank interval), the share trimmed from each end,
 # and how far (in robust standard deviations, 1.4826 x the median absolute deviation) a pair must lie from the
-# pairs' median to count as far from the others (docs/ab-compare.md, "ninth round")
+# pairs' median to count as far from the others
 TRIMMED_MIN_PAIRS = 8
 TRIM_SHARE = 0.2
 FAR_PAIR = 4.0
@@ -322,7 +322,7 @@ def between_pairs(ratios: Sequence[float], robust: bool = True, trimmed: bool = 
     return top
 
 
-# --- the band's width: "auto" (docs/ab-compare.md, "thirteenth round", "fourteenth round") -------------------------
+# --- the band's width: "auto" (docs/ab-compare.md) ------------------------------------------------------------------
 # A band narrower than the process pairs' own spread flags identical code: simulated (benchmarks/ab_rules.py), a 2 %
 # band where the pairs spread 3 % flags 0.9-1.1 % of A/A comparisons, a 3 % one 0.07-0.10 %; where they spread
 # 2.5 % the 2 % band flags 0.35-0.5 %, at 2 % or less at most 0.2 %. Only the 2 % band catches a 3 % change (80-93 %
@@ -350,7 +350,7 @@ def band_for(tolerance: float | None, result: BetweenPairs) -> float:
 # +-2 % only at about twelve pairs. A ratio within a third of the band of 1 whose 90 % interval lies inside the wide
 # band will hardly be claimed on the narrow one (that needs the ratio past it): stop there. Simulated on measured
 # pairs (a copy's, benchmarks/ab_rules.py): identical code's pairs 6.0 -> 5.4 at a 2 % spread, 7.1 -> 6.4 at
-# 2.5 %, a 3 % change caught as often (91-92 %, 78 %), A/A flags as few ("fourteenth round").
+# 2.5 %, a 3 % change caught as often (91-92 %, 78 %), A/A flags as few.
 SETTLED_SHARE = 1 / 3
 
 

@@ -36,7 +36,7 @@ MIN_PROCESS_PAIRS = 3  # a t-interval from fewer pairs is too wide to decide any
 # The pool: pairs beyond the third are used only where the first three did not decide. Twelve pairs of a quarter
 # of the budget each, not eight of a half: the pairs' own state (where the buffers landed: a 64 MiB copy's
 # pairs 2-3 % apart) is sampled only by more pairs, and the copy's 99 % t-interval at the full pool narrows
-# from about ±2.8 % to ±2.4 % (benchmarks/ab_budget.py; docs/ab-compare.md, "seventh round").
+# from about ±2.8 % to ±2.4 % (benchmarks/ab_budget.py).
 MAX_PROCESS_PAIRS = 12
 MIN_TURNS = 10  # turns inside one pair, whatever its budget (fewer: no Wilcoxon interval, a noisy ratio)
 MAX_TURNS = 400
@@ -45,9 +45,9 @@ CHECK_EVERY = 5
 # A turn pair in which one side took more page faults per call than this and the other did not is set aside: glibc's
 # heap relapses (a freed output a few bytes too small for the next one: allocator.py) and a call then first-touches
 # fresh pages, in one process, for several calls in a row or every other call. Which process relapses follows its
-# allocation history, not its code: forked twins of one checkout relapsed together (a conv's A/A pairs 1.64-1.85 on
-# the Zen 4 VM: docs/ab-compare.md, "eleventh round"), and on the Xeon VM the twin that allocated first faulted in 6
-# of 10 turns through the pair while its warm-up was cut at two calls (A/A pairs 0.91-0.94, "twelfth round").
+# allocation history, not its code: forked twins of one checkout relapsed together (a conv's A/A pairs 1.64-1.85),
+# and beside a busy neighbour the twin that allocated first faulted in 6 of 10 turns through the pair while its
+# warm-up was cut at two calls (A/A pairs 0.91-0.94).
 FAULTS_NOISE = 16  # a few pages a call: a small block's first touch, no relapse
 MAX_SET_ASIDE = MIN_TURNS  # past this many set aside in one pair, faults are the call's own: every turn counts
 
@@ -99,7 +99,7 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead:
     no one; then turn pairs, ``lead`` first in each, until the pair's own interval is settled, ``budget_s`` is
     spent (after ``MIN_TURNS``) or ``MAX_TURNS``. Both sides are driven the same way: neither is this process.
 
-    Why this order (docs/ab-compare.md, "eighth round"): a call that follows the other side's call reads slower
+    Why this order: a call that follows the other side's call reads slower
     than one that follows its own side's (a GEMM's or conv's by 1.3-2.3 % on the CPU VM), so with the order drawn
     (or alternated: lead, other | other, lead) about half the calls followed their own side and every turn's
     ratio carried that difference one way or the other; with the lead first in every turn pair, every timed call

@@ -312,7 +312,7 @@ def _said(record: Mapping[str, Any]) -> tuple[str, tuple[float, float], float] |
 
 def said_move(record: Mapping[str, Any]) -> str | None:
     """``slower`` / ``faster`` for a ``steady`` or ``inconclusive`` test whose move is said (:func:`sure_move`);
-    None for any other. On the CPU VM's kept sessions at a 3 % band (rounds 8-10): 1 of 1,699 steady and none of
+    None for any other. On kept CPU compare sessions at a 3 % band: 1 of 1,699 steady and none of
     224 inconclusive A/A comparisons; 22 of the 40 planted 3 % slowdowns that were not failed (compute-bound: 18
     of 25)."""
     said = _said(record)
