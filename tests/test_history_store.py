@@ -444,3 +444,15 @@ def test_under_xdist_an_unreadable_baseline_store_fails_the_run(
                                            "--roofline-history=none", "--roofline-baseline=s3://roofline-fleet/h")
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     result.stdout.fnmatch_lines(["*exit status 1: the baseline could not be read: s3://roofline-fleet/h*"])
+
+
+def test_local_retention_prunes_folders_of_any_name(tmp_path: Path) -> None:
+    """A merged artifact's folder may be named anything; its own listing's names are pruned, never a path out."""
+    folder = tmp_path / "merged artifacts" / KEY
+    folder.mkdir(parents=True)
+    for index in range(6):
+        (folder / f"2026112{index}T000000Z-{'a' * 12}-s{index}.json").write_text(json.dumps(document(index)))
+    store = DirectoryStore(tmp_path / "merged artifacts")
+    assert len(prune(store.path, Keep(sessions=2), protect=1)) == 4
+    assert sorted(p.name[-8:] for p in folder.iterdir()) == ["-s4.json", "-s5.json"]
+    assert store.delete(["../outside.json", f"{KEY}/../../x.json"]) == []

@@ -151,11 +151,15 @@ class DirectoryStore:
 
     def delete(self, names: Sequence[str]) -> list[str]:
         removed = []
+        root = self.path.resolve()
         for name in names:
-            try:
-                self.file(safe_name(name)).unlink()
+            try:  # names come from this folder's own listing (any characters); never a path outside it
+                path = self.file(name)
+                if not path.resolve().is_relative_to(root) or ".." in Path(name).parts:
+                    continue
+                path.unlink()
                 removed.append(name)
-            except (OSError, StoreError):
+            except OSError:
                 pass  # another session pruned it first, or a read-only copy: never an error
         return removed
 
