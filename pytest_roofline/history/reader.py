@@ -7,7 +7,7 @@ per file, naming the field). The caller says so in one warning. Nothing here rai
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,11 +98,6 @@ def check_reference(reference: Path | HistoryStore) -> None:
     if not reference.exists():
         raise FileNotFoundError("no such file or directory")
     session_from(read_json(reference), str(reference))
-
-
-def history_files(directory: Path) -> Iterable[Path]:
-    """Every ``*.json`` under the directory, at any depth (merged CI artifacts nest folders)."""
-    return sorted(p for p in directory.rglob("*.json") if p.is_file() and not p.name.startswith("."))
 
 
 def machine_entries(store: HistoryStore, key: str, recent: int | None) -> tuple[list[Entry], list[str]]:

@@ -57,7 +57,7 @@ def _write_history(state: Any, document: Mapping[str, Any], meta: Mapping[str, A
 
     settings = state.settings
     history = settings.history
-    store = history if not isinstance(history, (str, Path)) else as_store(history)
+    store = as_store(history)
     try:
         path, entry = write_history_entry(store, document, meta, pytest_args, counter,
                                           machine_info=None if machine is None else dict(machine.info), root=root)

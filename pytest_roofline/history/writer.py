@@ -50,11 +50,6 @@ def history_name(document: Mapping[str, Any]) -> str:
     return f"{document['machine']['key']}/{start.astimezone(_dt.timezone.utc):%Y%m%dT%H%M%SZ}-{tag}-{os.urandom(2).hex()}.json"
 
 
-def history_path(directory: Path, document: Mapping[str, Any]) -> Path:
-    """Where :func:`write_history` puts the document in a history directory (a new random part each call)."""
-    return directory / history_name(document)
-
-
 def check_writable(directory: Path) -> None:
     """Raise ValueError naming the path when no history file could be written under ``directory`` at the end
     of the session: a file in its way, or a folder that cannot be written. Creates nothing (a session that runs
