@@ -318,7 +318,7 @@ def test_nightly_compare_last_falls_back_on_a_first_night_then_compares_with_the
     assert record["commit"] == first_commit and record["changes"]["time"]["ratio"] > 1.5
     # both nights may fall in one second, where the names sort by commit: pick the second night by its commit
     entries = [json.loads(p.read_text()) for p in (repo / "nightly").rglob("*.json")]
-    (entry,) = [e for e in entries if e["session"]["commit"] != first_commit]
+    (entry,) = [e for e in entries if e["session"]["git"]["commit"] != first_commit]
     assert entry["tests"][0]["compare"]["changes"]["time"]["ratio"] > 1.5  # the history keeps the night's ratio
 
 
