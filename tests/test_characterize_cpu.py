@@ -100,6 +100,20 @@ def test_triad_runs_and_rejects_bad_sizes(library: cpu_ert.ErtLibrary) -> None:
         library.run("fp64", 16, 1, library.granularity_bytes() + 64, trials=1)
 
 
+@needs_compiler
+def test_scale_copies_one_array_into_the_other_and_rejects_bad_sizes(library: cpu_ert.ErtLibrary) -> None:
+    size = 2 * library.granularity_bytes()
+    library.fill("fp64")
+    b, a = library.buffer[:size // 2].view("float64"), library.buffer[size // 2:size].view("float64")
+    a[:] = 3.0  # the second array is the source
+    seconds, share = library.run_scale(16, size, trials=1)
+    assert seconds > 0 and 0 < share <= 1.5
+    copied = b
+    assert (copied == 3.0).all()  # b = 1 * a, element for element
+    with pytest.raises(ValueError, match="scale working set"):
+        library.run_scale(16, size + 8, trials=1)
+
+
 def test_kernel_rates_are_single_clean_passes(library: cpu_ert.ErtLibrary, monkeypatch: pytest.MonkeyPatch) -> None:
     rates = cpu_ert.KernelRates(library, 16)
     size = 3 * library.granularity_bytes()

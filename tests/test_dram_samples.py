@@ -13,8 +13,10 @@ MiB = 2**20
 class FakeRates:
     """Hands out the given rates in order and records the working sets asked for."""
 
-    def __init__(self, update: list[float | None], triad: list[float | None]) -> None:
+    def __init__(self, update: list[float | None], triad: list[float | None],
+                 scale: list[float | None] | None = None) -> None:
         self._update, self._triad = iter(update), iter(triad)
+        self._scale = iter(scale if scale is not None else [None] * len(update))
         self.sizes: list[int] = []
 
     def update_rate(self, working_set_bytes: int) -> float | None:
@@ -24,6 +26,10 @@ class FakeRates:
     def triad_rate(self, working_set_bytes: int) -> float | None:
         self.sizes.append(working_set_bytes)
         return next(self._triad)
+
+    def scale_rate(self, working_set_bytes: int) -> float | None:
+        self.sizes.append(working_set_bytes)
+        return next(self._scale)
 
 
 def test_the_sample_size_is_the_window_size_nearest_six_times_the_last_cache() -> None:
@@ -42,7 +48,7 @@ def test_the_roof_is_the_median_of_the_faster_kernel() -> None:
     sampler = dram_samples.DramSampler(rates, 192 * MiB)
     sampler.take(2)
     sampler.take(3)
-    assert rates.sizes == [192 * MiB] * 10
+    assert rates.sizes == [192 * MiB] * 15
     assert sampler.update_roof() == 56e9  # median of 30, 50, 56, 57, 58: the slow 30 and fast 58 set nothing
     assert sampler.triad_roof() == pytest.approx(41e9 * WRITE_ALLOCATE_FACTOR)  # 54.7e9, write-allocate read
     assert sampler.roof() == (56e9, "ert-update")
@@ -56,10 +62,20 @@ def test_a_triad_faster_with_its_write_allocate_read_sets_the_roof() -> None:
     assert sampler.roof() == (pytest.approx(48e9), "ert-triad")  # 36 x 4/3 = 48 > median 41
 
 
+def test_a_scale_faster_with_its_write_allocate_read_sets_the_roof() -> None:
+    # b = s*a times 2 words per element; the counter charges a copy 3 (the write-allocate read of b)
+    sampler = dram_samples.DramSampler(FakeRates(update=[40e9, 42e9, 41e9], triad=[30e9, 30e9, 30e9],
+                                                 scale=[29e9, 30e9, 31e9]), 192 * MiB)
+    sampler.take(3)
+    assert sampler.scale_roof() == pytest.approx(45e9)  # median 30 x 3/2 > update 41 > triad 40
+    assert sampler.roof() == (pytest.approx(45e9), "ert-scale")
+    assert sampler.to_info()["scale_samples"] == [29e9, 30e9, 31e9]
+
+
 def test_disturbed_passes_are_left_out() -> None:
     sampler = dram_samples.DramSampler(FakeRates(update=[50e9, None, 52e9], triad=[None, None, 30e9]), 192 * MiB)
     sampler.take(3)
-    assert sampler.update == [50e9, 52e9] and sampler.triad == [30e9] and sampler.disturbed == 3
+    assert sampler.update == [50e9, 52e9] and sampler.triad == [30e9] and sampler.disturbed == 6  # 3 scale
     assert sampler.update_roof() == 51e9
 
 

@@ -133,7 +133,7 @@ def window_reasons(info: Mapping[str, Any]) -> list[str]:
     for level, entry in levels.items():
         if level == "DRAM":
             continue  # set by single-pass samples, judged by dram_sample_reasons
-        kernel = "triad" if entry.get("kernel") == "ert-triad" else "update"
+        kernel = str(entry.get("kernel") or "ert-update").removeprefix("ert-")
         low, high = entry.get("window_bytes") or (0, 0)
         rows = [r for r in sweep.get(kernel) or () if low <= r.get("working_set_bytes", -1) <= high]
         undisturbed = sum(bool(r.get("clean", True)) and bool(r.get("quiet", True)) for r in rows)
@@ -151,7 +151,7 @@ def dram_sample_reasons(info: Mapping[str, Any]) -> list[str]:
     samples = entry.get("samples")
     if samples is None:
         return ["DRAM: no single-pass samples, only the sweep's plateau"]
-    kernel = "triad" if entry.get("kernel") == "ert-triad" else "update"
+    kernel = str(entry.get("kernel") or "ert-update").removeprefix("ert-")
     values = [float(v) for v in samples.get(f"{kernel}_samples") or ()]
     reasons = []
     if len(values) < MIN_DRAM_SAMPLES:

@@ -8,7 +8,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pytest_roofline.characterize import arch, blas_probe, clean, cpu_ert, dram_samples, plateaus
+from pytest_roofline.characterize import arch, blas_probe, cache_samples, clean, cpu_ert, dram_samples, plateaus
 from pytest_roofline.characterize.build import BuildError, find_compiler
 from pytest_roofline.characterize.cache_sizes import os_cache_sharing, os_cache_sizes
 from pytest_roofline.model import Machine
@@ -144,13 +144,18 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
     def segment_of(size: int) -> str:
         return next((level for level, (low, high) in windows.items() if low <= size <= high), "between")
 
-    dram_size = dram_samples.sample_size(sizes, windows.get("DRAM"), last_cache, 3 * granularity)
+    dram_size = dram_samples.sample_size(sizes, windows.get("DRAM"), last_cache, 6 * granularity)  # 3 and 2 arrays
     dram = (dram_samples.DramSampler(cpu_ert.KernelRates(library, widest), dram_size, guard=guard)
             if dram_size is not None else None)
 
-    def sample_dram() -> None:  # a few DRAM samples at each of 8 moments spread over the whole run
+    caches = cache_samples.CacheSampler(lambda size: cpu_ert.measure(
+        library, "fp64", widest, 1, size, target_seconds=0.001, repeats=3),
+        cache_samples.sample_sizes(sizes, windows), guard=guard)
+
+    def sample_dram() -> None:  # a few DRAM and cache samples at each of 8 moments spread over the whole run
         if dram is not None:
             dram.take()
+        caches.take()
 
     progress(f"bandwidth sweep: {len(sizes)} working sets, {sizes[0] // 1024} KiB .. "
              f"{sizes[-1] / 2**20:.0f} MiB, {threads} threads, {widest * 8}-bit vectors")
@@ -192,7 +197,7 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
         flop_points += cpu_ert.flops_sweep(library, precision, widest, compute_size, (PEAK_FLOPS,))
     phase("FMA peaks, second look")
 
-    update_plateaus = _plateaus(update_points, windows)
+    update_plateaus = _plateaus([*update_points, *caches.points()], windows)
     triad_plateaus = plateaus.with_write_allocate(_plateaus(triad_points, windows))
     levels: dict[str, Any] = {}
     for level in windows:
@@ -212,6 +217,8 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
             kernel = sampled[1]
         if dram is not None and level == "DRAM" and sampled is None:  # every pass left out: say so
             extra = {"samples": dram.to_info(), "sweep_plateau_bytes_per_s": best.bytes_per_s}
+        if caches.to_info(level) is not None:
+            extra = {"cache_samples": caches.to_info(level)}
         bandwidth[level] = best.bytes_per_s
         sources[f"bandwidth.{level}"] = kernel
         levels[level] = {"kernel": kernel, "window_bytes": list(best.window), "points": best.points,

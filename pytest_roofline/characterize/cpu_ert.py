@@ -22,6 +22,8 @@ ERT_FLOPS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)  # FLOPs per element c
 NARROW_FLOPS = (1, 2, 256, 512)  # the narrower widths only need bandwidth and their peak
 VECTOR_BYTES = (16, 32, 64)
 ELEMENT_BYTES = {"fp64": 8, "fp32": 4}
+# Arrays of each STREAM kernel; each array is read or written once per pass, so a pass moves its working set.
+STREAM_ARRAYS = {"triad": 3, "scale": 2}
 
 
 @dataclass(frozen=True)
@@ -156,24 +158,35 @@ class ErtLibrary:
 
     def run_triad(self, vector_bytes: int, working_set_bytes: int, trials: int) -> tuple[float, float]:
         """a = b + s*c with a, b, c laid out one after another in the first ``working_set_bytes``."""
-        array_bytes = working_set_bytes // 3
+        return self.run_stream("triad", vector_bytes, working_set_bytes, trials)
+
+    def run_scale(self, vector_bytes: int, working_set_bytes: int, trials: int) -> tuple[float, float]:
+        """b = s*a (s = 1) with b and a laid out one after the other in the first ``working_set_bytes``."""
+        return self.run_stream("scale", vector_bytes, working_set_bytes, trials)
+
+    def run_stream(self, kernel: str, vector_bytes: int, working_set_bytes: int,
+                   trials: int) -> tuple[float, float]:
+        """A two- or three-array STREAM kernel (``STREAM_ARRAYS``) over the first ``working_set_bytes``."""
+        arrays = STREAM_ARRAYS[kernel]
+        array_bytes = working_set_bytes // arrays
         if array_bytes % self.granularity_bytes() or working_set_bytes > self.max_bytes:
-            raise ValueError(f"triad working set {working_set_bytes} is not 3 x a multiple of "
+            raise ValueError(f"{kernel} working set {working_set_bytes} is not {arrays} x a multiple of "
                              f"{self.granularity_bytes()} or exceeds the buffer ({self.max_bytes})")
         if self._filled_as is None:
             self.fill("fp64")
-        self._filled_as = "triad"  # a now holds 1.5: refill before the update kernel runs again
-        function = self._functions.get(("triad", vector_bytes, 0))
+        if kernel == "triad":
+            self._filled_as = "triad"  # a now holds 1.5: refill before the update kernel runs again
+        function = self._functions.get((kernel, vector_bytes, 0))
         if function is None:
-            function = getattr(self._libs[vector_bytes], f"ert_triad_fp64_v{vector_bytes}")
+            function = getattr(self._libs[vector_bytes], f"ert_{kernel}_fp64_v{vector_bytes}")
             function.restype = ctypes.c_double
-            function.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long, ctypes.c_long, ctypes.c_int,
-                                                         ctypes.POINTER(ctypes.c_double)]
-            self._functions[("triad", vector_bytes, 0)] = function
+            function.argtypes = [ctypes.c_void_p] * arrays + [ctypes.c_long, ctypes.c_long, ctypes.c_int,
+                                                              ctypes.POINTER(ctypes.c_double)]
+            self._functions[(kernel, vector_bytes, 0)] = function
         base = self.buffer.ctypes.data
         share = ctypes.c_double(0.0)
-        seconds = function(base, base + array_bytes, base + 2 * array_bytes, array_bytes // 8, trials,
-                           self.threads, ctypes.byref(share))
+        pointers = [base + i * array_bytes for i in range(arrays)]
+        seconds = function(*pointers, array_bytes // 8, trials, self.threads, ctypes.byref(share))
         return float(seconds), float(share.value)
 
     def check_fixed_point(self, precision: str, working_set_bytes: int) -> bool:
@@ -276,6 +289,10 @@ class KernelRates:
 
     def triad_rate(self, working_set_bytes: int) -> float | None:
         seconds, share = self.library.run_triad(self.vector_bytes, working_set_bytes, 1)
+        return working_set_bytes / seconds if share >= CLEAN_SHARE else None
+
+    def scale_rate(self, working_set_bytes: int) -> float | None:
+        seconds, share = self.library.run_scale(self.vector_bytes, working_set_bytes, 1)
         return working_set_bytes / seconds if share >= CLEAN_SHARE else None
 
 

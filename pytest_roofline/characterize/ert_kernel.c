@@ -19,7 +19,8 @@
  * A second streaming shape, the STREAM triad a = b + s*c (2 reads + 1 write, 2 FLOPs per element), is
  * swept too: on some cores it moves more bytes per cycle than the in-place update, and a roof must be the
  * best a streaming kernel reaches at that level.  double ert_triad_<p>_v<bytes>(T *a, const T *b,
- * const T *c, long n, long trials, int threads, double *ran) with n elements per array.
+ * const T *c, long n, long trials, int threads, double *ran) with n elements per array; and the STREAM
+ * scale b = s*a (below).
  */
 #define _POSIX_C_SOURCE 199309L
 #include <omp.h>
@@ -187,6 +188,48 @@ ERT_DEFINE_TRIAD(double, fp64, 32)
 #endif
 #if ERT_WIDTH == 0 || ERT_WIDTH == 64
 ERT_DEFINE_TRIAD(double, fp64, 64)
+#endif
+
+/* The STREAM scale b = s*a (1 read + 1 write stream, 1 FLOP per element): two arrays where the update kernel has
+ * one. Where a core's prefetchers follow more streams than one, a copy-shaped kernel moves more bytes per second
+ * from L2, L3 or DRAM than the in-place update (a plain copy loop would become a memcpy call: s = 1 at run time
+ * keeps it a vector loop and every element at 1). double ert_scale_<p>_v<bytes>(T *b, const T *a, long n,
+ * long trials, int threads, double *ran) with n elements per array. */
+#define ERT_DEFINE_SCALE(T, P, BYTES)                                                                \
+  double ert_scale_##P##_v##BYTES(T *b, const T *a, long n, long trials, int threads, double *ran) { \
+    typedef ert_##P##_v##BYTES V;                                                                    \
+    const long lanes = (long)(BYTES / sizeof(T));                                                    \
+    const long block = lanes * ERT_CHAINS;                                                           \
+    volatile T runtime_scale = (T)1.0;                                                               \
+    const T scale = runtime_scale;                                                                   \
+    double start = 0.0, stop = 0.0, share = 1.0;                                                     \
+    _Pragma("omp parallel num_threads(threads)")                                                     \
+    {                                                                                                \
+      const int me = omp_get_thread_num(), count = omp_get_num_threads();                            \
+      const long per_thread = n / count;                                                             \
+      V *out = (V *)(b + (long)me * per_thread);                                                     \
+      const V *in = (const V *)(a + (long)me * per_thread);                                          \
+      const long blocks = per_thread / block;                                                        \
+      const V zero = {0}, s = zero + scale;                                                          \
+      ERT_TIMED_BEGIN()                                                                              \
+      for (long t = 0; t < trials; ++t) {                                                            \
+        for (long i = 0; i < blocks * ERT_CHAINS; ++i) out[i] = s * in[i];                           \
+        ERT_BARRIER();                                                                               \
+      }                                                                                              \
+      ERT_TIMED_END()                                                                                \
+    }                                                                                                \
+    *ran = share;                                                                                    \
+    return stop - start;                                                                             \
+  }
+
+#if ERT_WIDTH == 0 || ERT_WIDTH == 16
+ERT_DEFINE_SCALE(double, fp64, 16)
+#endif
+#if ERT_WIDTH == 0 || ERT_WIDTH == 32
+ERT_DEFINE_SCALE(double, fp64, 32)
+#endif
+#if ERT_WIDTH == 0 || ERT_WIDTH == 64
+ERT_DEFINE_SCALE(double, fp64, 64)
 #endif
 
 /* First touch by the thread that will use each chunk, so pages land near it. */

@@ -1,0 +1,55 @@
+"""Cache-level samples spread over the characterization join their window's sweep points."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_roofline.characterize import cache_samples, plateaus
+from pytest_roofline.characterize.cpu_ert import SweepPoint
+
+KiB = 1024
+
+
+def point(size: int, bandwidth: float, quiet: bool = True) -> SweepPoint:
+    # 2 x size bytes per trial: one trial in 2 x size / bandwidth seconds reads ``bandwidth``
+    return SweepPoint("fp64", 512, 1, size, 1, 2 * size / bandwidth, quiet=quiet)
+
+
+def test_each_cache_level_samples_the_sweep_size_nearest_its_windows_geometric_middle() -> None:
+    sizes = [8 * KiB, 16 * KiB, 32 * KiB, 64 * KiB, 128 * KiB, 256 * KiB, 512 * KiB, 1024 * KiB]
+    windows = {"L1": (8 * KiB, 72 * KiB), "L2": (120 * KiB, 1536 * KiB), "DRAM": (128 * 2**20, 256 * 2**20)}
+    # sqrt(8 x 72) = 24 KiB: 32 is 1.33x above it, 16 1.5x below; sqrt(120 x 1536) = 429 KiB: 512 is 1.19x above
+    assert cache_samples.sample_sizes(sizes, windows) == {"L1": 32 * KiB, "L2": 512 * KiB}
+    assert cache_samples.sample_sizes([4 * KiB], windows) == {}  # no sweep size inside any window
+
+
+def test_samples_of_a_fast_mode_set_the_plateau_that_the_sweep_missed() -> None:
+    rates = iter([480e9, 330e9, 478e9, 476e9])  # moments in the fast and the slow mode of a shared core
+
+    sampler = cache_samples.CacheSampler(lambda size: point(size, next(rates)), {"L1": 16 * KiB})
+    for _ in range(4):
+        sampler.take()
+    sweep = [point(s * KiB, 335e9) for s in (8, 12, 16, 24, 32)]  # the sweep passed in a slow mode
+    found = plateaus.extract_plateaus([p.working_set_bytes for p in sweep + sampler.points()],
+                                      [p.bandwidth for p in sweep + sampler.points()], {"L1": (8 * KiB, 72 * KiB)})
+    assert found["L1"].bytes_per_s == pytest.approx(480e9) and found["L1"].points == 3  # 480, 478, 476: 5 %
+    info = sampler.to_info("L1")
+    assert info is not None and info["working_set_bytes"] == 16 * KiB and info["disturbed"] == 0
+    assert info["bytes_per_s"] == pytest.approx([480e9, 330e9, 478e9, 476e9])
+    assert sampler.to_info("L2") is None
+
+
+def test_a_disturbed_moment_marks_its_samples_not_quiet() -> None:
+    class Guard:
+        def run(self, body: Any) -> tuple[Any, str | None]:
+            return body(), "other processes used 40% of the cores measured on"
+
+    sampler = cache_samples.CacheSampler(lambda size: point(size, 500e9), {"L1": 16 * KiB, "L2": 512 * KiB},
+                                         guard=Guard())  # type: ignore[arg-type]
+    sampler.take()
+    assert [p.quiet for p in sampler.points()] == [False, False]
+    assert sampler.moments_disturbed == ["other processes used 40% of the cores measured on"]
+    info = sampler.to_info("L2")
+    assert info is not None and info["disturbed"] == 1 and info["bytes_per_s"] == pytest.approx([500e9])
