@@ -151,33 +151,40 @@ ERT_DEFINE_SET(double, fp64, 64)
 ERT_DEFINE_SET(float, fp32, 64)
 #endif
 
-#define ERT_DEFINE_TRIAD(T, P, BYTES)                                                                \
-  double ert_triad_##P##_v##BYTES(T *a, const T *b, const T *c, long n, long trials, int threads,    \
-                                  double *ran) {                                                   \
+/* The body both STREAM kernels share: each thread streams its chunk of every array, trials times, timed.
+ * SCALE is the runtime constant s; ARRAYS declares the thread's vector pointers from `offset`; STATEMENT is
+ * the loop body over index i. */
+#define ERT_STREAM_BODY(T, P, BYTES, SCALE, ARRAYS, STATEMENT)                                       \
     typedef ert_##P##_v##BYTES V;                                                                    \
     const long lanes = (long)(BYTES / sizeof(T));                                                    \
     const long block = lanes * ERT_CHAINS;                                                           \
-    volatile T runtime_scale = (T)0.5;                                                               \
+    volatile T runtime_scale = (T)(SCALE);                                                           \
     const T scale = runtime_scale;                                                                   \
     double start = 0.0, stop = 0.0, share = 1.0;                                                     \
     _Pragma("omp parallel num_threads(threads)")                                                     \
     {                                                                                                \
       const int me = omp_get_thread_num(), count = omp_get_num_threads();                            \
-      const long per_thread = n / count;                                                             \
-      V *out = (V *)(a + (long)me * per_thread);                                                     \
-      const V *left = (const V *)(b + (long)me * per_thread);                                        \
-      const V *right = (const V *)(c + (long)me * per_thread);                                       \
+      const long per_thread = n / count, offset = (long)me * per_thread;                             \
+      ARRAYS                                                                                         \
       const long blocks = per_thread / block;                                                        \
       const V zero = {0}, s = zero + scale;                                                          \
       ERT_TIMED_BEGIN()                                                                              \
       for (long t = 0; t < trials; ++t) {                                                            \
-        for (long i = 0; i < blocks * ERT_CHAINS; ++i) out[i] = left[i] + s * right[i];              \
+        for (long i = 0; i < blocks * ERT_CHAINS; ++i) STATEMENT;                                    \
         ERT_BARRIER();                                                                               \
       }                                                                                              \
       ERT_TIMED_END()                                                                                \
     }                                                                                                \
     *ran = share;                                                                                    \
-    return stop - start;                                                                             \
+    return stop - start;
+
+#define ERT_DEFINE_TRIAD(T, P, BYTES)                                                                \
+  double ert_triad_##P##_v##BYTES(T *a, const T *b, const T *c, long n, long trials, int threads,    \
+                                  double *ran) {                                                   \
+    ERT_STREAM_BODY(T, P, BYTES, 0.5,                                                                \
+                    V *out = (V *)(a + offset); const V *left = (const V *)(b + offset);             \
+                    const V *right = (const V *)(c + offset);,                                       \
+                    out[i] = left[i] + s * right[i])                                                 \
   }
 
 #if ERT_WIDTH == 0 || ERT_WIDTH == 16
@@ -197,29 +204,9 @@ ERT_DEFINE_TRIAD(double, fp64, 64)
  * long trials, int threads, double *ran) with n elements per array. */
 #define ERT_DEFINE_SCALE(T, P, BYTES)                                                                \
   double ert_scale_##P##_v##BYTES(T *b, const T *a, long n, long trials, int threads, double *ran) { \
-    typedef ert_##P##_v##BYTES V;                                                                    \
-    const long lanes = (long)(BYTES / sizeof(T));                                                    \
-    const long block = lanes * ERT_CHAINS;                                                           \
-    volatile T runtime_scale = (T)1.0;                                                               \
-    const T scale = runtime_scale;                                                                   \
-    double start = 0.0, stop = 0.0, share = 1.0;                                                     \
-    _Pragma("omp parallel num_threads(threads)")                                                     \
-    {                                                                                                \
-      const int me = omp_get_thread_num(), count = omp_get_num_threads();                            \
-      const long per_thread = n / count;                                                             \
-      V *out = (V *)(b + (long)me * per_thread);                                                     \
-      const V *in = (const V *)(a + (long)me * per_thread);                                          \
-      const long blocks = per_thread / block;                                                        \
-      const V zero = {0}, s = zero + scale;                                                          \
-      ERT_TIMED_BEGIN()                                                                              \
-      for (long t = 0; t < trials; ++t) {                                                            \
-        for (long i = 0; i < blocks * ERT_CHAINS; ++i) out[i] = s * in[i];                           \
-        ERT_BARRIER();                                                                               \
-      }                                                                                              \
-      ERT_TIMED_END()                                                                                \
-    }                                                                                                \
-    *ran = share;                                                                                    \
-    return stop - start;                                                                             \
+    ERT_STREAM_BODY(T, P, BYTES, 1.0,                                                                \
+                    V *out = (V *)(b + offset); const V *in = (const V *)(a + offset);,              \
+                    out[i] = s * in[i])                                                              \
   }
 
 #if ERT_WIDTH == 0 || ERT_WIDTH == 16
