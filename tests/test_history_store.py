@@ -5,6 +5,7 @@ and the site reading from them, and a store that cannot be reached failing loudl
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -333,6 +334,41 @@ def test_the_plugin_appends_to_a_git_branch(clones: Callable[[int], list[Path]])
     assert len(files) == 2 and all(f.startswith(f"{KEY}/") for f in files)
     # the user's branches, index and tracked files are untouched
     assert git(runner, "branch", "--list") == "* main" and git(runner, "diff", "--name-only", "HEAD") == ""
+
+
+def test_the_gate_and_the_site_read_a_git_branch(clones: Callable[[int], list[Path]], tmp_path: Path) -> None:
+    """Three sessions at three commits appended by one clone; another clone's gate passes a clean session and
+    fails a doubled-work one from the branch, and its site builds from the branch."""
+    writer_root, gate_root = clones(2)
+    for root in (writer_root, gate_root):
+        (root / "test_step.py").write_text(TEST)
+        (root / "machine.json").write_text(json.dumps(MACHINE))
+    command = [sys.executable, "-m", "pytest", "--roofline", "--roofline-machine=machine.json",
+               "--roofline-max-time=0.05", "-p", "no:cacheprovider", "--roofline-history=git:roofline-history",
+               "test_step.py"]
+
+    def session(root: Path, *extra: str, k: str = "1") -> subprocess.CompletedProcess[str]:
+        # a new commit per session: the gate leaves out the sessions of the commit under test
+        git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "--allow-empty", "-m", "night")
+        env = {**os.environ, "ROOFLINE_TEST_K": k, "COLUMNS": "250"}
+        return subprocess.run([*command, *extra], cwd=root, capture_output=True, text=True, timeout=300,
+                              check=False, env=env)
+
+    for _ in range(3):
+        done = session(writer_root)
+        assert done.returncode == 0, done.stdout + done.stderr
+    clean = session(gate_root, "--roofline-baseline=git:roofline-history")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "baseline git:roofline-history: per test, its last 5" in clean.stdout
+    slow = session(gate_root, "--roofline-baseline=git:roofline-history", k="2")
+    assert slow.returncode == pytest.ExitCode.TESTS_FAILED, slow.stdout + slow.stderr
+    assert "since the baseline: work ×2.00" in slow.stdout
+    assert len(load(open_store("git:roofline-history", root=gate_root)).sessions) == 5
+    site = subprocess.run([sys.executable, "-m", "pytest_roofline", "report", "git:roofline-history", "--out",
+                           str(tmp_path / "site")], cwd=gate_root, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert site.returncode == 0, site.stdout + site.stderr
+    assert "over 5 sessions" in site.stdout and (tmp_path / "site" / "index.html").is_file()
 
 
 def test_a_git_branch_is_untrusted_input(clones: Callable[[int], list[Path]]) -> None:
