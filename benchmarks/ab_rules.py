@@ -11,11 +11,14 @@ trimmed mean); ``--no-trimmed`` the rule before the trimmed mean and ``--unchang
 launch-bound kernels on an H100 (docs/ab-compare.md, "Measured").
 
     python benchmarks/ab_rules.py [--comparisons 4000] [--cv 0.015 0.03 0.08] [--outliers 0 0.05] [--t-only]
-        [--no-trimmed] [--unchanged-95] [--tolerance auto|0.03] [--steady-cv 0.02] [--measured pairs.json]
-        [--seed 1]
+        [--no-trimmed] [--unchanged-95] [--tolerance auto|0.03] [--steady-cv 0.02]
+        [--measured RESULTS.json ... --match TEXT] [--seed 1]
 
-``--measured`` draws the pairs from real ones instead (their tails as measured: heavier than the normal law's),
-``--steady-cv`` tries another threshold for the auto band.
+``--measured`` draws the pairs from real ones instead (their tails as measured: heavier than the normal law's):
+the per-pair log ratios of each call site of the tests whose node id contains ``--match`` in the results.json
+of ``--roofline-compare`` sessions (``ab_sensitivity.py --keep DIR`` keeps them), centred on the site's own mean
+(which takes out its true change, planted or not, and leaves how its pairs spread). ``--steady-cv`` tries
+another threshold for the auto band.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from pytest_roofline.compare import paired_stats
 from pytest_roofline.compare.paired_stats import (
@@ -74,6 +78,26 @@ def one_comparison(draw: random.Random, log_change: float, cv: float, outliers: 
             return verdict(top(True).as_paired(), band()), len(logs)
 
 
+def site_logs(results: dict[str, Any], match: str) -> list[list[float]]:
+    """Each call site's pairs' log ratios, for the tests whose node id contains ``match`` (three pairs or more)."""
+    sites = []
+    for test in results.get("tests", []):
+        if match not in test.get("nodeid", ""):
+            continue
+        for region in test.get("regions", []):
+            ratios = (region.get("compare") or {}).get("pair_ratios") or []
+            logs = [math.log(r) for r in ratios if isinstance(r, (int, float)) and r > 0]
+            if len(logs) >= 3:
+                sites.append(logs)
+    return sites
+
+
+def centred(sites: list[list[float]]) -> list[float]:
+    """Each pair's deviation from its site's mean, times sqrt(k / (k - 1)) for k pairs: about the site's mean the
+    deviations spread less than about the true centre by that factor."""
+    return [(v - statistics.fmean(logs)) * math.sqrt(len(logs) / (len(logs) - 1)) for logs in sites for v in logs]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--comparisons", type=int, default=4000, help="simulated call sites per cell")
@@ -96,17 +120,23 @@ def main() -> None:
                              f"(the plugin's: {paired_stats.AUTO_STEADY_CV})")
     parser.add_argument("--no-settle", action="store_true",
                         help="auto: 'unchanged' only inside the narrow band (the rule before 2026-11-28)")
-    parser.add_argument("--measured", type=Path, default=None,
-                        help="a JSON list of real pairs' log ratios about their site's centre (pairs_from_results.py "
-                             "writes one): pairs are drawn from it, scaled to each --cv (0: as measured), "
+    parser.add_argument("--measured", type=Path, nargs="+", default=None, metavar="RESULTS.json",
+                        help="results.json files of --roofline-compare sessions: pairs are drawn from their call "
+                             "sites' real pairs (--match picks the tests), scaled to each --cv (0: as measured), "
                              "--outliers ignored")
+    parser.add_argument("--match", default="", help="with --measured: a substring of the tests' node ids")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    if args.measured and not args.measured.is_file():
-        parser.error(f"--measured {args.measured}: no such file (pairs_from_results.py --out writes one)")
-    measured: list[float] = json.loads(args.measured.read_text()) if args.measured else []
-    if args.measured and len(measured) < 10:
-        parser.error(f"--measured {args.measured}: needs a JSON list of at least 10 log ratios, got {len(measured)}")
+    measured: list[float] = []
+    if args.measured:
+        missing = [str(p) for p in args.measured if not p.is_file()]
+        if missing:
+            parser.error(f"--measured: no such file: {', '.join(missing)}")
+        sites = [logs for path in args.measured for logs in site_logs(json.loads(path.read_text()), args.match)]
+        measured = centred(sites)
+        if len(measured) < 10:
+            parser.error(f"--measured with --match {args.match!r}: {len(measured)} pairs in {len(sites)} call "
+                         "sites; at least 10 are needed")
     if args.steady_cv is not None:  # a what-if: band_for reads the module's constant at each call
         paired_stats.AUTO_STEADY_CV = args.steady_cv
     old = args.claim == "95"
@@ -120,7 +150,7 @@ def main() -> None:
           f"{f' (steady up to {paired_stats.AUTO_STEADY_CV:.1%})' if args.tolerance is None else ''}, "
           f"{args.comparisons} comparisons per cell")
     if measured:
-        print(f"pairs drawn from {args.measured} ({len(measured)}, sd {statistics.stdev(measured):.2%}; "
+        print(f"pairs drawn from {len(args.measured)} results file(s) ({len(measured)}, sd {statistics.stdev(measured):.2%}; "
               f"pair CV 0: as measured)")
     print(f"{'pair CV':>8} {'outliers':>9}  {'A/A flagged':>12} {'pairs':>6}  {'planted caught':>15} {'pairs':>6}")
     for cv in args.cv:

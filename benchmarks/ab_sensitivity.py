@@ -35,18 +35,18 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+from common import git, require, roofline_session, start_neighbours, stop_neighbours
+
 from pytest_roofline.gates.ab_report import said_move  # reads any checkout's records
 
 WORKLOADS = '''
@@ -223,12 +223,6 @@ def test_small_add(roofline, percent, copy):
 WORKLOAD_NAMES = ("gemm", "conv2d", "copy", "elementwise", "small_add")
 
 
-def git(repo: Path, *args: str) -> None:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "bench",
-           "GIT_COMMITTER_EMAIL": "b@b"}
-    subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, env=env)
-
-
 def make_repo(root: Path, percents: list[float], copies: int, device: str, plant: str = "wait") -> Path:
     repo = root / "repo"
     (repo / "tests").mkdir(parents=True)
@@ -252,8 +246,7 @@ def session(repo: Path, out: Path, compare: bool, max_time: float, pairs: int | 
     """One session's wall time, results and terminal output; ``plugin``: a checkout of pytest-roofline to import
     instead; ``only``: these workloads' tests alone; ``max_slowdown``: the compare sessions' tolerance;
     ``cores``: ``--roofline-cores`` of every session."""
-    args = [sys.executable, "-m", "pytest", "tests", "--roofline", f"--roofline-dir={out}", "--roofline-history=none",
-            f"--roofline-max-time={max_time}", "-q", "-p", "no:cacheprovider", "--roofline-counter=analytic"]
+    args = ["tests", "--roofline-history=none", f"--roofline-max-time={max_time}", "--roofline-counter=analytic"]
     if cores is not None:
         args.append(f"--roofline-cores={cores}")
     if only:
@@ -264,17 +257,9 @@ def session(repo: Path, out: Path, compare: bool, max_time: float, pairs: int | 
             args.append(f"--roofline-compare-pairs={pairs}")
         if max_slowdown is not None:
             args.append(f"--roofline-compare-max-slowdown={max_slowdown}")
-    start = time.perf_counter()
-    env = None if plugin is None else {
-        **os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(plugin), os.environ.get("PYTHONPATH")) if p)}
-    done = subprocess.run(args, cwd=repo, capture_output=True, text=True, check=False, env=env)
-    elapsed = time.perf_counter() - start
-    path = out / "results.json"
-    if not path.exists():
-        print(done.stdout[-3000:], done.stderr[-3000:], file=sys.stderr)
-        raise SystemExit(f"no results.json from {' '.join(args)}" + ("" if plugin is None else
-                                                                      f" with PYTHONPATH={plugin}"))
-    return elapsed, json.loads(path.read_text()), done.stdout + done.stderr
+    done = roofline_session(out, args, cwd=repo, checkout=plugin, output=True)
+    where = "" if plugin is None else f" with {plugin} first on PYTHONPATH"
+    return done.seconds, done.required(f"pytest {' '.join(args)}{where}"), done.output
 
 
 @dataclass
@@ -371,7 +356,7 @@ def main() -> None:
     # every checkout at every tolerance; a checkout's plain sessions serve all its tolerances
     variants = [(plugin, band) for plugin in plugins for band in args.max_slowdown]
     tallies = [Tally() for _ in variants]
-    neighbours = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.neighbours)]
+    neighbours = start_neighbours(args.neighbours)
     try:
         with tempfile.TemporaryDirectory(prefix="ab-sensitivity-") as tmp:
             root = Path(tmp)
@@ -401,8 +386,8 @@ def main() -> None:
                           + ("" if band is None else f" (max_slowdown {band})") + f": {seconds:.0f} s",
                           file=sys.stderr)
     finally:
-        for process in neighbours:
-            process.kill()
+        stop_neighbours(neighbours)
+    require(sum(len(v) for t in tallies for v in t.flagged.values()), "no compare session judged a test")
     for number, ((plugin, band), tally) in enumerate(zip(variants, tallies)):
         if not tally.plain_s:  # its checkout's plain sessions ran under the first tolerance
             tally.plain_s = tallies[variants.index((plugin, args.max_slowdown[0]))].plain_s

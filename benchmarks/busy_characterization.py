@@ -40,7 +40,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, quiet_share, start_neighbours, stop_neighbours
+
 BAR = 0.15
 ROOFS = ("L1", "L2", "L3", "DRAM", "fp64", "fp32")
 
@@ -60,26 +62,6 @@ TINY_TEST = textwrap.dedent("""
         a = np.ones(2**20)
         roofline.declare(flops=a.size, bytes=2 * a.nbytes, precision="fp64", name="scale").measure(np.multiply, a, 2.0)
 """)
-
-
-def busy_share(seconds: float = 1.0) -> float:
-    """Share of all CPUs busy over ``seconds`` (from /proc/stat)."""
-    def sample() -> tuple[int, int]:
-        fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-        return sum(fields) - fields[3] - fields[4], sum(fields)
-    busy0, total0 = sample()
-    time.sleep(seconds)
-    busy1, total1 = sample()
-    return (busy1 - busy0) / max(1, total1 - total0)
-
-
-def wait_for_quiet(timeout_s: float = 120.0) -> float:
-    """Until other work is under 10 % of the CPUs for 2 s in a row; the last share seen."""
-    deadline, calm, share = time.time() + timeout_s, 0, 1.0
-    while time.time() < deadline and calm < 2:
-        share = busy_share()
-        calm = calm + 1 if share < 0.10 else 0
-    return share
 
 
 def characterize(cache: Path, *extra: str) -> tuple[dict[str, Any] | None, list[str], float]:
@@ -126,7 +108,7 @@ def steady_sessions(cache: Path, workdir: Path, count: int) -> list[dict[str, An
     for number in range(1, count + 1):
         folder = workdir / str(number)
         folder.mkdir(parents=True)
-        share = wait_for_quiet()
+        share = quiet_share(120.0, calm_seconds=2)
         roofs, lines, seconds = quiet_session(cache, folder)
         measured = any("characterizing cpu" in line for line in lines)
         spot = next((line.split("roofline: ", 1)[-1] for line in lines if "spot check" in line), "no spot check line")
@@ -159,20 +141,18 @@ def one_round(number: int, kind: str, scratch: Path) -> dict[str, Any]:
     for folder in (session_cache, truth_cache / "before", truth_cache / "after", workdir):
         folder.mkdir(parents=True)
     print(f"\n== round {number}: neighbour {kind!r}", flush=True)
-    neighbours = [subprocess.Popen([sys.executable, "-c", code]) for code in NEIGHBOURS[kind]]
+    neighbours = [p for code in NEIGHBOURS[kind] for p in start_neighbours(1, code)]
     try:
         time.sleep(1.0)
         busy, busy_lines, busy_s = characterize(session_cache, "--recharacterize")
     finally:
-        for process in neighbours:
-            process.kill()
-            process.wait()
+        stop_neighbours(neighbours)
     kept = any(session_cache.glob("machine-cpu-*[0-9a-f].json"))
     print(f"busy characterization ({busy_s:.0f} s): {'KEPT in the cache' if kept else 'not kept'}")
     for line in busy_lines:
         if any(word in line for word in ("not kept", "cached in", "attempt", "not measured again", "L1:", "DRAM:")):
             print(f"   {line}")
-    share = wait_for_quiet()
+    share = quiet_share(120.0, calm_seconds=2)
     before, _, before_s = characterize(truth_cache / "before", "--recharacterize")
     print(f"truth before ({before_s:.0f} s, other work {share:.0%} before it)")
     session, session_lines, session_s = quiet_session(session_cache, workdir)

@@ -1,6 +1,6 @@
 """How close are the characterized roofs to what independent simple kernels reach, in the same run?
 
-    python benchmarks/characterization_fidelity.py [--rounds 3] [--wait-quiet 120]
+    python benchmarks/characterization_fidelity.py [--rounds 3] [--wait-quiet 120] [--likwid | --spread]
 
 Runs a fresh CPU characterization (``pytest_roofline.characterize.machine.characterize``), then measures reference
 numbers with code that shares nothing with the characterization kernels:
@@ -24,12 +24,18 @@ It prints roof / reference per ceiling and round, and the median over rounds (ta
 above 1 means the roof is higher than the simple reference (the in-place update kernel beats the triad
 from L1, L3 and DRAM on this machine). The host is shared and noisy, so every round repeats both the
 characterization and the references, and calls where this process did not get all its CPUs are dropped.
+
+With ``--spread`` there is no reference: ``--rounds`` fresh processes each characterize cold (``python -m
+pytest_roofline characterize --recharacterize``, as a CI job on a fresh runner does; the compiled kernels are
+shared through one cache, ``$ROOF_BENCH_CACHE`` when set), and it prints every roof's median, range, CV and
+max ÷ min over them, and the time each took (the first round also compiles the kernels, and says so).
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import json
 import math
 import os
 import resource
@@ -44,6 +50,8 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import cv, wait_for_quiet
 
 from pytest_roofline.characterize.machine import characterize
 from pytest_roofline.model import Machine
@@ -154,30 +162,6 @@ def best_of(run: Any, work: float, threads: int, target_s: float = 0.003, repeat
         used = cpu_seconds() - cpu_before
         (clean if used >= 0.9 * threads * wall else dirty).append(work * k / seconds)
     return max(clean or dirty)
-
-
-def wait_for_quiet(timeout_s: float) -> str:
-    """Wait until other processes use under 10 % of the CPUs for 3 s in a row (at most ``timeout_s``)."""
-    def busy_share() -> float:
-        def sample() -> tuple[int, int]:
-            fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-            idle = fields[3] + fields[4]
-            return sum(fields) - idle, sum(fields)
-        busy0, total0 = sample()
-        time.sleep(1.0)
-        busy1, total1 = sample()
-        return (busy1 - busy0) / max(1, total1 - total0)
-
-    if not Path("/proc/stat").exists():
-        return "no /proc/stat: did not check for other work"
-    deadline = time.time() + timeout_s
-    quiet_in_a_row, share = 0, 1.0
-    while time.time() < deadline:
-        share = busy_share()
-        quiet_in_a_row = quiet_in_a_row + 1 if share < 0.10 else 0
-        if quiet_in_a_row >= 3:
-            return f"machine quiet (other work {share:.0%} of the CPUs)"
-    return f"machine still busy after {timeout_s:.0f} s (other work {share:.0%} of the CPUs): ratios are suspect"
 
 
 def reference_bandwidth(lib: ctypes.CDLL, threads: int, windows: dict[str, tuple[float, float]],
@@ -377,6 +361,40 @@ def cpu_name() -> str:
     return "?"
 
 
+def spread_main(args: argparse.Namespace) -> int:
+    """Every roof's median, range and CV over cold characterizations, each in a fresh process, and their times."""
+    series: dict[str, list[float]] = {}
+    times: list[float] = []
+    print(wait_for_quiet(args.wait_quiet), file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="roofline-spread-") as scratch:
+        cache = Path(os.environ.get("ROOF_BENCH_CACHE", scratch))  # shared: the kernels compile once
+        for index in range(args.rounds):
+            command = [sys.executable, "-m", "pytest_roofline", "characterize", "--recharacterize", "--json",
+                       "--quiet", "--cache-dir", str(cache)]
+            if args.cores:
+                command += ["--cores", args.cores]
+            began = time.perf_counter()
+            document = json.loads(subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout)
+            times.append(time.perf_counter() - began)
+            roofs = {f"{k} GFLOP/s": v / 1e9 for k, v in document.get("compute", {}).items()}
+            roofs.update({f"{k} GB/s": v / 1e9 for k, v in document.get("bandwidth", {}).items()})
+            for name, value in roofs.items():
+                series.setdefault(name, []).append(value)
+            print(f"round {index + 1}/{args.rounds}: {times[-1]:5.1f} s"
+                  f"{' (compiles the kernels)' if index == 0 else ''}: "
+                  + ", ".join(f"{n} {v:.4g}" for n, v in roofs.items()), flush=True)
+    if not series:
+        raise SystemExit("characterization_fidelity --spread: no round reported a roof")
+    print(f"\n{'roof':<16}{'median':>10}{'min':>10}{'max':>10}{'CV %':>8}{'max/min':>9}")
+    for name, values in series.items():
+        print(f"{name:<16}{statistics.median(values):>10.4g}{min(values):>10.4g}{max(values):>10.4g}"
+              f"{100 * cv(values):>8.1f}{max(values) / min(values):>9.3f}")
+    later = times[1:] or times
+    print(f"\nworst roof CV {100 * max(cv(v) for v in series.values()):.1f} %; characterization "
+          f"{statistics.median(later):.1f} s median, {max(later):.1f} s max after the first round; CPU: {cpu_name()}")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3,
@@ -386,9 +404,15 @@ def main() -> int:
                         help="seconds to wait for other work on the machine to stop first (default 120)")
     parser.add_argument("--likwid", action="store_true",
                         help="compare bandwidth roofs with likwid-bench's update and stream kernels instead")
-    parser.add_argument("--cores", default="", help="with --likwid: thread counts, e.g. 1,2 (default: 1 and all)")
+    parser.add_argument("--cores", default="", help="with --likwid: thread counts, e.g. 1,2 (default: 1 and all); "
+                                                    "with --spread: one count")
     parser.add_argument("--likwid-repeats", type=int, default=3, help="with --likwid: best of this many runs")
+    parser.add_argument("--spread", action="store_true",
+                        help="no reference: every roof's spread over --rounds cold characterizations, each in a "
+                             "fresh process (with --cores N: the roofs of N cores), and the time each took")
     args = parser.parse_args()
+    if args.spread:
+        return spread_main(args)
     if args.likwid:
         return likwid_main(args)
     quiet_before = wait_for_quiet(args.wait_quiet)

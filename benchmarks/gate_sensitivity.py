@@ -32,14 +32,15 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import git, measured_tests, require, roofline_session
 
 HELDOUT = str(Path(__file__).parent / "heldout")
 
@@ -48,17 +49,10 @@ def run_session(directory: Path, slowdown: float, pytest_args: list[str],
                 thresholds: dict[str, float] | None = None, key: str = "fraction",
                 cwd: Path | None = None) -> dict[str, Any]:
     """``key`` of each measured test (a field of its results.json record; ``record``: the whole record)."""
-    command = [sys.executable, "-m", "pytest", "--roofline", "--roofline-dir", str(directory), "-q",
-               "-p", "no:cacheprovider", *pytest_args]
-    env = {**os.environ, "ROOFLINE_INJECT_SLOWDOWN": str(slowdown),
-           "ROOFLINE_MIN_FRACTIONS": json.dumps(thresholds or {})}
-    subprocess.run(command, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
-    try:
-        tests = json.loads((directory / "results.json").read_text())["tests"]
-    except (OSError, ValueError):
-        print(f"session in {directory} wrote no results", file=sys.stderr)
-        return {}
-    return {t["nodeid"].split("::")[-1]: t if key == "record" else t[key] for t in tests if t["fraction"] is not None}
+    env = {"ROOFLINE_INJECT_SLOWDOWN": str(slowdown), "ROOFLINE_MIN_FRACTIONS": json.dumps(thresholds or {})}
+    document = roofline_session(directory, pytest_args, env=env, cwd=cwd).document
+    tests = measured_tests(document).values()
+    return {t["nodeid"].split("::")[-1]: t if key == "record" else t[key] for t in tests}
 
 
 def main() -> None:
@@ -98,6 +92,7 @@ def main() -> None:
                 for name, fraction in found.items():
                     fractions[slowdown].setdefault(name, []).append(fraction)
             print(f"session {index + 1}/{args.sessions} done", file=sys.stderr)
+    require(len(fractions[0]), "no clean session measured a fraction")
     for threshold in args.threshold:
         print_table(fractions, args.slowdowns, threshold, args.sessions)
 
@@ -109,6 +104,7 @@ def gate_mode(args: argparse.Namespace, pytest_args: list[str]) -> None:
         for index in range(args.sessions):
             for name, fraction in run_session(Path(tmp) / f"clean-{index}", 0.0, pytest_args).items():
                 clean.setdefault(name, []).append(fraction)
+        require(len(clean), "no clean session measured a fraction")
         thresholds = {name: factor * statistics.median(values) for name, values in clean.items()}
         print(f"thresholds ({factor:g} x the median of {args.sessions} clean sessions): "
               + ", ".join(f"{n} {t:.3f}" for n, t in sorted(thresholds.items())), file=sys.stderr)
@@ -137,6 +133,7 @@ def history_thresholds_mode(args: argparse.Namespace, pytest_args: list[str]) ->
             run_session(Path(tmp) / f"clean-{index}", 0.0, [*pytest_args, "--roofline-history", str(history)])
         advice = {a.nodeid.split("::")[-1]: a for a in advise(load(history).sessions, last=args.history_sessions)}
         thresholds = {name: a.suggested for name, a in advice.items() if a.suggested is not None}
+        require(len(thresholds), "the history suggested no threshold")
         print(f"history: {args.history_sessions} clean sessions; thresholds: "
               + ", ".join(f"{n} {t:.3f}" for n, t in sorted(thresholds.items())), file=sys.stderr)
         failed: dict[float, dict[str, list[bool]]] = {s: {} for s in args.slowdowns}
@@ -178,17 +175,12 @@ class Commits:
                 shutil.copytree(path, self.repo / path.name, ignore=shutil.ignore_patterns("__pycache__"))
                 arg = path.name
             self.args.append(arg)
-        self._git("init", "-q", "-b", "main")
+        git(self.repo, "init", "-q", "-b", "main")
         self.count = 0
-
-    def _git(self, *args: str) -> None:
-        env = {**os.environ, "GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "b",
-               "GIT_COMMITTER_EMAIL": "b@b"}
-        subprocess.run(["git", *args], cwd=self.repo, check=True, capture_output=True, env=env)
 
     def next(self) -> Path:
         self.count += 1
-        self._git("commit", "-q", "--allow-empty", "-m", f"session {self.count}")
+        git(self.repo, "commit", "-q", "--allow-empty", "-m", f"session {self.count}")
         return self.repo
 
 
@@ -209,8 +201,7 @@ def baseline_mode(args: argparse.Namespace, pytest_args: list[str]) -> None:
                 records = run_session(Path(tmp) / f"{slowdown}-{index}", slowdown / 100,
                                       [*pytest_args, "--roofline-history=none", f"--roofline-baseline={history}"],
                                       key="record", cwd=commits.next())
-                if not records:
-                    raise SystemExit(f"gate_sensitivity: the session at {slowdown:g} % wrote no results")
+                require(len(records), f"the session at {slowdown:g} % measured no test")
                 for name, record in records.items():
                     verdict = (record.get("baseline") or {}).get("verdict", "none")
                     seen[slowdown].setdefault(name, []).append((verdict, record["outcome"] == "failed"))

@@ -23,31 +23,26 @@ fresh CI runner: the spread of the roofs between characterizations lands in the 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import resource
 import shlex
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-BUSY_LOOP = "while True: pass"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import measured_tests, require, roofline_session, start_neighbours, stop_neighbours
 
 
 def run_session(directory: Path, pytest_args: list[str], cache: Path | None = None,
                 checkout: Path | None = None) -> dict[str, dict]:
     """One session; ``checkout``: another checkout of pytest-roofline, run in its folder and imported from it."""
-    command = [sys.executable, "-m", "pytest", "--roofline", "--roofline-dir", str(directory), "-q",
-               "-p", "no:cacheprovider", *pytest_args]
-    env = {**os.environ, **({"PYTEST_ROOFLINE_CACHE": str(cache)} if cache is not None else {}),
-           **({"PYTHONPATH": str(checkout)} if checkout is not None else {})}
-    subprocess.run(command, check=False, stdout=subprocess.DEVNULL, env=env, cwd=checkout)
-    document = json.loads((directory / "results.json").read_text())
-    return {t["nodeid"]: t for t in document["tests"] if t["fraction"] is not None}
+    env = {"PYTEST_ROOFLINE_CACHE": str(cache)} if cache is not None else {}
+    document = roofline_session(directory, pytest_args, env=env, checkout=checkout).document
+    return measured_tests(document)
 
 
 def busy_core_seconds() -> float:
@@ -71,17 +66,6 @@ def cores_note(test: dict) -> str:
     used = sorted({c for r in test.get("regions", []) for c in (r.get("cores") or {}).get("used", [])})
     contended = any((r.get("cores") or {}).get("contended") for r in test.get("regions", []))
     return (f"cores {','.join(map(str, used))}" if used else "") + (" contended" if contended else "")
-
-
-def start_neighbours(count: int) -> list[subprocess.Popen]:
-    return [subprocess.Popen([sys.executable, "-c", BUSY_LOOP]) for _ in range(count)]
-
-
-def stop_neighbours(processes: list[subprocess.Popen]) -> None:
-    for process in processes:
-        process.kill()
-    for process in processes:
-        process.wait()
 
 
 def main() -> None:
@@ -149,6 +133,7 @@ def main() -> None:
                     notes[kind].setdefault(nodeid, set()).add(cores_note(test))
                 print(f"session {index + 1}/{args.sessions} {kind}: {wall:.1f} s, other processes kept "
                       f"{other:.2f} cores busy", file=sys.stderr)
+    require(sum(len(f) for f in fractions.values()), "no session measured a fraction")
     if args.neighbours:
         for checkout in checkouts:
             prefix = "" if checkout is None else f"{checkout} "

@@ -24,19 +24,17 @@ Say which machine it ran on.
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+from common import git, roofline_session
 
 PLANT_READER = '''
 # The planted share comes from the commit (plant.txt beside this file), not the environment: REF's twin runs in
@@ -45,12 +43,6 @@ PLANT_READER = '''
 INJECT = (Path(__file__).with_name("plant.txt").read_text().strip() or "0")
 SLOWDOWN = float(INJECT)
 '''
-
-
-def git(repo: Path, *args: str) -> str:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "night", "GIT_AUTHOR_EMAIL": "n@n", "GIT_COMMITTER_NAME": "night",
-           "GIT_COMMITTER_EMAIL": "n@n"}
-    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True, env=env).stdout.strip()
 
 
 def make_repo(root: Path) -> Path:
@@ -88,16 +80,8 @@ def commit_night(repo: Path, index: int, share: float) -> str:
 
 
 def run(repo: Path, out: Path, args: list[str]) -> tuple[list[dict[str, Any]], float]:
-    began = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "pytest", "--roofline", "--roofline-dir", str(out), "-q",
-                           "-p", "no:cacheprovider", *args, "perf"], cwd=repo, capture_output=True, text=True,
-                          check=False)
-    seconds = time.perf_counter() - began
-    try:
-        return json.loads((out / "results.json").read_text())["tests"], seconds
-    except (OSError, ValueError):
-        print(done.stdout[-3000:], done.stderr[-2000:], file=sys.stderr)
-        raise SystemExit(f"nightly: the session in {out} wrote no results") from None
+    done = roofline_session(out, [*args, "perf"], cwd=repo, output=True)
+    return done.required(f"the session in {out}")["tests"], done.seconds
 
 
 def main() -> int:

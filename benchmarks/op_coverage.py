@@ -58,7 +58,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         subprocess.run(command, check=False)
         args.results = directory / "results.json"
     print(f"CPU: {cpu_model()}")
-    print("\n".join(table(json.loads(args.results.read_text()))))
+    try:
+        rows = table(json.loads(args.results.read_text()))
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"op_coverage: no results to read in {args.results}: {exc}") from None
+    if len(rows) == 1:
+        raise SystemExit(f"op_coverage: {args.results} holds no measured region")
+    print("\n".join(rows))
     return 0
 
 

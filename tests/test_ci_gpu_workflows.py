@@ -96,8 +96,17 @@ def test_docs_ci_shows_the_workflow_files() -> None:
 
 
 @pytest.mark.parametrize("path", [GITHUB, GITLAB], ids=["github", "gitlab"])
-def test_the_copy_in_docs_ci_is_the_file(path: Path) -> None:
+def test_the_site_shows_the_file_where_docs_ci_includes_it(path: Path) -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "docs" / "hooks.py")
+    assert spec is not None and spec.loader is not None
+    hooks = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hooks)
     text = (ROOT / "docs" / "ci.md").read_text()
-    marker = f"<!-- docs/ci/{path.name} (kept equal to the file by the tests) -->\n```yaml\n"
-    start = text.index(marker) + len(marker)
-    assert text[start:text.index("```", start)] == path.read_text()
+    assert f"<!-- include: docs/ci/{path.name} -->" in text
+    shown = hooks.include_files(text, ROOT)
+    marker = f"`docs/ci/{path.name}`:\n\n```yaml\n"
+    start = shown.index(marker) + len(marker)
+    assert shown[start:shown.index("\n```", start) + 1] == path.read_text()
+    assert "<!-- include:" not in shown

@@ -22,8 +22,8 @@ def listed() -> dict[str, list[str]]:
         if heading:
             current = heading.group(1)
             groups[current] = []
-        elif current and line.startswith("- `"):
-            groups[current].append(line[3:-1])
+        elif current:
+            groups[current] += re.findall(r"`([^`]+)`", line)
     return groups
 
 

@@ -1,8 +1,8 @@
 """The DRAM roof from samples spread over the whole characterization, at one working set.
 
 Why not the sweep's plateau, as for the caches. Main memory is shared with the host's other tenants, and its
-bandwidth moves from second to second: `benchmarks/dram_drift.py` (the 2-vCPU AMD EPYC Zen 4 VM, one core,
-five minutes, the update kernel at 192 MiB once a second) read single samples between 34 and 60 GB/s and the
+bandwidth moves from second to second: on a 2-vCPU AMD EPYC Zen 4 VM (one core, five minutes, the update
+kernel at 192 MiB once a second) single samples read between 34 and 60 GB/s and the
 best of each 8 s window between 53.6 and 59.9, with no slower trend. A plateau is the highest value three
 sweep points corroborate, and the DRAM window's points differ in size (4x to 8x the last cache; the smaller
 ones still hit a little in a victim L3), so the roof jumped between about 55.5 and 59.3 GB/s from one cold

@@ -36,7 +36,7 @@ MIN_PROCESS_PAIRS = 3  # a t-interval from fewer pairs is too wide to decide any
 # The pool: pairs beyond the third are used only where the first three did not decide. Twelve pairs of a quarter
 # of the budget each, not eight of a half: the pairs' own state (where the buffers landed: a 64 MiB copy's
 # pairs 2-3 % apart) is sampled only by more pairs, and the copy's 99 % t-interval at the full pool narrows
-# from about ±2.8 % to ±2.4 % (benchmarks/ab_budget.py).
+# from about ±2.8 % to ±2.4 % (simulated from the copy's measured pair and turn spreads).
 MAX_PROCESS_PAIRS = 12
 MIN_TURNS = 10  # turns inside one pair, whatever its budget (fewer: no Wilcoxon interval, a noisy ratio)
 MAX_TURNS = 400

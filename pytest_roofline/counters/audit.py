@@ -76,8 +76,22 @@ class Audit:
         ]
         for group in GROUPS:
             names = sorted(name for name, g in self.ops.items() if g == group)
-            lines += ["", f"## {group} ({len(names)})", "", *(f"- `{name}`" for name in names)]
+            lines += ["", f"## {group} ({len(names)})", "", *_wrapped([f"`{name}`" for name in names])]
         return "\n".join(lines) + "\n"
+
+
+def _wrapped(words: list[str], width: int = 110) -> list[str]:
+    """``words`` joined by commas into lines of at most ``width`` characters (a long list stays readable)."""
+    lines: list[str] = []
+    line = ""
+    for index, word in enumerate(words):
+        piece = word + ("," if index < len(words) - 1 else "")
+        if line and len(line) + 1 + len(piece) > width:
+            lines.append(line)
+            line = piece
+        else:
+            line = f"{line} {piece}" if line else piece
+    return [*lines, line] if line else lines
 
 
 def _sample_calls(opinfo: Any, max_samples: int) -> Iterable[tuple[Any, tuple[Any, ...], dict[str, Any]]]:
