@@ -2,8 +2,8 @@
 
 No processes and no timing: each process pair's log ratio is drawn from a normal law with a chosen spread
 between pairs (``--cv``), a share of outlier pairs (``--outliers``, ±25 %) and a true change (0 % for A/A,
-``--slowdown`` for the planted one). The rule is the plugin's own (``compare.paired_stats.between_pairs``,
-``decided``, ``verdict``; pairs added from three on as in ``compare.pairs.measure_site``), so this measures
+``--slowdown`` for the planted one). The rule is the plugin's own (``ab.paired_stats.between_pairs``,
+``decided``, ``verdict``; pairs added from three on as in ``ab.pairs.measure_site``), so this measures
 what the code decides, not a model of it. ``--claim 95`` replays the rule before 2026-11-27 (a change claimed
 at 95 %, at most 5 pairs); ``--t-only`` the rule without the robust intervals over 8 pairs or more (signed-rank,
 trimmed mean); ``--no-trimmed`` the rule before the trimmed mean and ``--unchanged-95`` the one before
@@ -33,8 +33,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pytest_roofline.compare import paired_stats
-from pytest_roofline.compare.paired_stats import (
+from pytest_roofline.ab import paired_stats
+from pytest_roofline.ab.paired_stats import (
     AUTO_BANDS,
     BetweenPairs,
     band_for,
@@ -42,7 +42,7 @@ from pytest_roofline.compare.paired_stats import (
     decided,
     verdict,
 )
-from pytest_roofline.compare.pairs import MAX_PROCESS_PAIRS, MIN_PROCESS_PAIRS
+from pytest_roofline.ab.pairs import MAX_PROCESS_PAIRS, MIN_PROCESS_PAIRS
 
 
 def one_comparison(draw: random.Random, log_change: float, cv: float, outliers: float, tolerance: float | None,

@@ -47,7 +47,7 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 from common import git, require, roofline_session, start_neighbours, stop_neighbours
 
-from pytest_roofline.gates.ab_report import said_move  # reads any checkout's records
+from pytest_roofline.ab.report import said_move  # reads any checkout's records
 
 WORKLOADS = '''
 import functools, math, time
@@ -100,7 +100,7 @@ def sleep_cycles_per_second():
 
 def device_seconds(fn, args, kwargs):
     """The median device time of one call, CUDA events around each of 21 calls, each queued behind a spin of
-    four times the host's time to queue it (at least 2 ms), as the plugin's turns are (compare/cuda_turns.py):
+    four times the host's time to queue it (at least 2 ms), as the plugin's turns are (ab/cuda_turns.py):
     the events time the kernels, not the host's launches."""
     times = []
     torch.cuda.synchronize()

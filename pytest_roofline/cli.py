@@ -26,7 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
                        "the analytic and ncu counters' records of the same tests compared: precision, bound, FLOPs"),
     "audit-ops": ("pytest_roofline.counters.audit_cli", "which aten ops the analytic counter counts (OpInfo samples)"),
     "report": ("pytest_roofline.site.cli", "a static site of the roofline history: trends, change points, trajectories"),
-    "bisect": ("pytest_roofline.compare.bisect_cli",
+    "bisect": ("pytest_roofline.ab.bisect_cli",
                "the first commit between GOOD and BAD whose tests are slower than at GOOD (A/B in lockstep)"),
     "thresholds": ("pytest_roofline.history.thresholds_cli",
                    "the min_fraction each test's history supports, and the smallest slowdown it catches"),

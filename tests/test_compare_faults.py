@@ -173,7 +173,7 @@ def test_the_worktree_is_never_collected_by_a_later_plain_run(
 
 
 def test_two_sessions_get_two_worktrees_and_a_stale_one_is_recreated(repo: Path) -> None:  # noqa: F811
-    from pytest_roofline.compare.worktree import prepare
+    from pytest_roofline.ab.worktree import prepare
 
     commit(repo, 0.002, repeat=2)
     first = prepare("HEAD~1", repo)
@@ -227,7 +227,7 @@ def test_bisect_skips_a_commit_that_cannot_run_and_shows_pytests_error(
 def test_a_moved_repository_gets_a_worktree_of_its_own_and_the_old_one_goes(repo: Path) -> None:  # noqa: F811
     import shutil
 
-    from pytest_roofline.compare.worktree import prepare
+    from pytest_roofline.ab.worktree import prepare
 
     first = prepare("HEAD", repo)
     first.release()
@@ -245,7 +245,7 @@ def test_a_moved_repository_gets_a_worktree_of_its_own_and_the_old_one_goes(repo
 def test_a_session_beside_another_compares_in_a_worktree_of_its_own(
         repo: Path, write_machine: Callable[..., Path],  # noqa: F811
         run_roofline: Callable[..., pytest.RunResult]) -> None:
-    from pytest_roofline.compare.worktree import prepare
+    from pytest_roofline.ab.worktree import prepare
 
     commit(repo, 0.002, repeat=2)
     other = prepare("HEAD", repo)  # another compare session, its twin running at HEAD

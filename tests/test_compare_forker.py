@@ -1,4 +1,4 @@
-"""Twins forked from a zygote (``compare/forker.py``, ``plugin/twin_zygote.py``): the process handle a twin's owner
+"""Twins forked from a zygote (``ab/forker.py``, ``ab/plugin/twin_zygote.py``): the process handle a twin's owner
 uses, and the fall-back to a new interpreter when the zygote cannot fork. The whole path (a compare session's
 twins all children of one zygote) is checked through pytest in ``test_plugin_compare.py``."""
 
@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from pytest_roofline.compare import forker as forker_module
-from pytest_roofline.compare.forker import ForkedProcess
-from pytest_roofline.compare.twin import Twin, twin_environment
-from pytest_roofline.compare.worktree import Checkout
+from pytest_roofline.ab import forker as forker_module
+from pytest_roofline.ab.forker import ForkedProcess
+from pytest_roofline.ab.twin import Twin, twin_environment
+from pytest_roofline.ab.worktree import Checkout
 from pytest_roofline.errors import CompareError
 
 pytestmark = pytest.mark.skipif(not forker_module.supported(), reason="forking twins needs Linux with pidfd_open")

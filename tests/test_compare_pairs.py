@@ -1,4 +1,4 @@
-"""Process pairs, the top level of the A/B comparison (compare/pairs.py, paired_stats.between_pairs, report.py):
+"""Process pairs, the top level of the A/B comparison (ab/pairs.py, paired_stats.between_pairs, report.py):
 the t-interval over per-pair ratios by hand, the stopping rule, the symmetric order, the verdict table, and a
 CUDA turn with a fake ``torch.cuda``. No timing: the sides are fakes that return set times."""
 
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pytest_roofline.compare.cuda_turns import (
+from pytest_roofline.ab.cuda_turns import (
     BACKLOG_CAP_S,
     BACKLOG_FLOOR_S,
     CUDA_MAX_BATCH,
@@ -21,7 +21,7 @@ from pytest_roofline.compare.cuda_turns import (
     event_runner,
     run_batch_events,
 )
-from pytest_roofline.compare.paired_stats import (
+from pytest_roofline.ab.paired_stats import (
     AUTO_BANDS,
     PairedRatio,
     auto_band,
@@ -36,8 +36,8 @@ from pytest_roofline.compare.paired_stats import (
     verdict,
     yuen_interval,
 )
-from pytest_roofline.compare.pairs import MAX_SET_ASIDE, MIN_TURNS, SiteResult, measure_site, one_pair
-from pytest_roofline.gates.ab_report import (
+from pytest_roofline.ab.pairs import MAX_SET_ASIDE, MIN_TURNS, SiteResult, measure_site, one_pair
+from pytest_roofline.ab.report import (
     compare_regions,
     failure_message,
     inside_band_move,
@@ -461,7 +461,7 @@ def test_a_relapse_into_page_faults_on_one_side_is_set_aside() -> None:
 
 
 def test_a_twin_keeps_no_time_of_the_settling_turn() -> None:
-    from pytest_roofline.compare.lockstep import follow
+    from pytest_roofline.ab.lockstep import follow
 
     class Calls:
         runs = 0
@@ -496,14 +496,14 @@ def test_the_pairs_of_a_call_site_take_the_lead_in_turn_and_the_first_lead_is_dr
         assert len(warm) == 5 and all(a != b for a, b in pairwise(warm))  # this, ref, this, ... or the mirror
         leads[seed] = warm[0]
     assert set(leads.values()) == {"this", "ref"}  # which side leads the first pair is drawn per seed
-    # the same seed, the same orders (a pool draws its seed once per session: compare/pool.py)
+    # the same seed, the same orders (a pool draws its seed once per session: ab/pool.py)
     again = measure_site([FakePair(0.01, 0.01, clock) for _ in range(3)], TimingPolicy(max_time_s=1.0), 0.03,
                          seed=7, clock=lambda: clock[0])
     assert again.pairs[0].warm_first == leads[7]
 
 
 def test_a_pool_draws_its_own_seed_so_a_test_is_not_ordered_alike_every_session() -> None:
-    from pytest_roofline.compare.pool import TwinPool, site_seed
+    from pytest_roofline.ab.pool import TwinPool, site_seed
 
     class Named:
         nodeids = ("t.py::a",)
@@ -837,8 +837,8 @@ def test_the_pool_never_calls_new_a_test_this_checkouts_twin_lacks(tmp_path: Pat
     lacking it says why with REF's evidence."""
     from types import SimpleNamespace
 
-    from pytest_roofline.compare.parity import Missing
-    from pytest_roofline.compare.pool import TwinPool
+    from pytest_roofline.ab.parity import Missing
+    from pytest_roofline.ab.pool import TwinPool
 
     def twin(ids: set[str], verdict: str = "new") -> Any:
         return SimpleNamespace(nodeids=ids, error=None, log=tmp_path / "twin.log",
@@ -856,7 +856,7 @@ def test_a_line_cut_short_is_a_closed_channel() -> None:
     """A twin that dies while it writes leaves half a JSON line: the pipe is closed, not a JSONDecodeError."""
     import socket
 
-    from pytest_roofline.compare.channel import Channel
+    from pytest_roofline.ab.channel import Channel
     from pytest_roofline.errors import ChannelClosed
 
     ours, theirs = socket.socketpair()
@@ -870,7 +870,7 @@ def test_the_pool_starts_further_pairs_only_when_asked_and_stops_growing_when_on
         tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from pytest_roofline.compare.pool import TwinPool
+    from pytest_roofline.ab.pool import TwinPool
     from pytest_roofline.errors import CompareError
 
     def twin() -> Any:
@@ -908,7 +908,7 @@ class ScriptedTwin:
         self.asked: list[bool] = []  # per site_end: was the region asked for
 
     def begin_test(self, nodeid: str) -> Any:
-        from pytest_roofline.compare.twin import TestLink
+        from pytest_roofline.ab.twin import TestLink
 
         self.replies.append({"op": "ready", "site": 0, "label": "f"})
         return TestLink(self, nodeid)  # type: ignore[arg-type]
@@ -931,7 +931,7 @@ class ScriptedTwin:
 
 
 def test_only_one_ref_twin_per_call_site_counts_its_call_and_sends_its_region() -> None:
-    from pytest_roofline.compare.pool import PoolLink
+    from pytest_roofline.ab.pool import PoolLink
 
     pool = [(ScriptedTwin(1e-3), ScriptedTwin(1e-3 * (1 + 0.01 * k))) for k in range(3)]
     link = PoolLink("t.py::a", pool, seed=0)  # type: ignore[arg-type]
@@ -961,7 +961,7 @@ class ScriptedChannel:
 def test_a_twin_counts_its_call_only_when_its_region_is_asked_for() -> None:
     from types import SimpleNamespace
 
-    from pytest_roofline.compare.follower import Follower
+    from pytest_roofline.ab.follower import Follower
 
     class Counter:
         counted = 0
@@ -987,7 +987,7 @@ def test_a_twin_counts_its_call_only_when_its_region_is_asked_for() -> None:
 
 
 def test_a_twin_skips_the_untimed_call_only_where_the_site_says_so() -> None:
-    from pytest_roofline.compare.lockstep import follow
+    from pytest_roofline.ab.lockstep import follow
 
     class Calls:
         runs = 0
@@ -1073,7 +1073,7 @@ def test_the_untimed_call_is_kept_where_refilling_the_caches_could_cost_a_percen
 
 
 def test_the_pool_size_is_one_number_in_the_option_the_settings_and_the_pool() -> None:
-    from pytest_roofline.compare.pairs import MAX_PROCESS_PAIRS
+    from pytest_roofline.ab.pairs import MAX_PROCESS_PAIRS
     from pytest_roofline.measure.state import Settings
     from pytest_roofline.plugin.options import _OPTIONS
 
@@ -1104,7 +1104,7 @@ def test_the_compare_band_is_auto_by_default_in_the_option_and_the_settings() ->
 
 
 def test_a_tests_auto_band_is_the_widest_its_call_sites_were_judged_with() -> None:
-    from pytest_roofline.gates.ab import sites_band
+    from pytest_roofline.ab.verdict import sites_band
 
     def judged(band: float | None, compared: bool = True) -> dict[str, Any]:
         return {"compare": {"compared": compared, **({} if band is None else {"max_slowdown": band})}}

@@ -1,4 +1,4 @@
-"""The pool's memory guard (compare.room): a pair is added only where the host (and the GPU) has room for it."""
+"""The pool's memory guard (ab.room): a pair is added only where the host (and the GPU) has room for it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from pytest_roofline.compare.room import (
+from pytest_roofline.ab.room import (
     GIB,
     cgroup_room,
     device_shortfall,
@@ -116,7 +116,7 @@ def test_the_gpu_is_asked_only_through_a_torch_this_session_imported_and_initial
 
 
 def test_a_pool_without_room_stays_at_its_pairs_says_why_and_grows_once_there_is_room(tmp_path: Path) -> None:
-    from pytest_roofline.compare.pool import TwinPool
+    from pytest_roofline.ab.pool import TwinPool
 
     def twin(pid: int, ended: bool = False) -> Any:
         return SimpleNamespace(nodeids={"t.py::a"}, error=None, log=tmp_path / "twin.log",
@@ -147,7 +147,7 @@ def test_a_pool_without_room_stays_at_its_pairs_says_why_and_grows_once_there_is
 
 
 def test_a_guard_that_fails_never_stops_the_pool(tmp_path: Path) -> None:
-    from pytest_roofline.compare.pool import TwinPool
+    from pytest_roofline.ab.pool import TwinPool
 
     def twin(pid: int) -> Any:
         return SimpleNamespace(nodeids={"t.py::a"}, error=None, log=tmp_path / "twin.log",

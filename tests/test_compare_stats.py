@@ -1,4 +1,4 @@
-"""The A/B statistic (compare/paired_stats.py) and the per-test record (gates/ab_report.py) on hand-made pairs."""
+"""The A/B statistic (ab/paired_stats.py) and the per-test record (ab/report.py) on hand-made pairs."""
 
 from __future__ import annotations
 
@@ -7,15 +7,15 @@ import math
 import numpy as np
 import pytest
 
-from pytest_roofline.compare.paired_stats import (
+from pytest_roofline.ab.paired_stats import (
     MIN_PAIRS,
     PairedRatio,
     paired_ratio,
     verdict,
     walsh_averages,
 )
-from pytest_roofline.compare.twin import twin_arguments
-from pytest_roofline.gates.ab_report import combined_ratio, compare_regions
+from pytest_roofline.ab.report import combined_ratio, compare_regions
+from pytest_roofline.ab.twin import twin_arguments
 from pytest_roofline.gates.comparison import Tolerances
 
 

@@ -241,7 +241,7 @@ def test_auto_counts_analytically_in_a_compare_session_where_it_would_pick_ncu(
 
 
 def test_a_twin_gets_the_counter_this_side_resolved(tmp_path: Path) -> None:
-    from pytest_roofline.plugin.compare import twin_roofline_args
+    from pytest_roofline.ab.plugin.session import twin_roofline_args
 
     for given, sent in (("auto", "analytic"), ("analytic", "analytic"), ("declared", "declared")):
         state = make_state(tmp_path, counter=given, compare="HEAD~1")

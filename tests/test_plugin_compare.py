@@ -17,7 +17,7 @@ import matplotlib.pyplot  # noqa: F401 - imported once, before pytester's in-pro
 import numpy  # noqa: F401
 import pytest
 
-from pytest_roofline.compare.twin import OMP_WAIT_VARIABLES
+from pytest_roofline.ab.twin import OMP_WAIT_VARIABLES
 
 MACHINE = {"name": "pinned-test-machine", "peak_flops": {"fp32": 100e9}, "bandwidth": {"DRAM": 10e9}}
 
@@ -143,7 +143,7 @@ def test_a_commit_that_changes_only_the_readme_passes(
     if not any(name in os.environ for name in OMP_WAIT_VARIABLES):
         assert {policy for pid, _, policy in ended if int(pid) != os.getpid()} == {"PASSIVE"}
         assert [policy for pid, _, policy in ended if int(pid) == os.getpid()] == ["-"]
-    from pytest_roofline.compare.forker import supported
+    from pytest_roofline.ab.forker import supported
 
     if supported():  # every twin forked from one zygote, not started by this process
         parents = {parent for pid, parent, _ in ended if int(pid) != os.getpid()}

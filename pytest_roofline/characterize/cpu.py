@@ -8,7 +8,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pytest_roofline.characterize import arch, blas_probe, cache_samples, clean, cpu_ert, dram_samples, plateaus
+from pytest_roofline.characterize import (
+    arch,
+    blas_probe,
+    cache_samples,
+    clean,
+    cpu_ert,
+    dram_samples,
+    plateaus,
+)
 from pytest_roofline.characterize.build import BuildError, find_compiler
 from pytest_roofline.characterize.cache_sizes import os_cache_sharing, os_cache_sizes
 from pytest_roofline.model import Machine

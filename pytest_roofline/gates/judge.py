@@ -5,6 +5,7 @@ Plain Python; the pytest glue turns a :class:`Judgement` into a failure or a tea
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,10 +20,17 @@ class Judgement:
     error: str | None = None  # an error of the test (a fraction no roof allows), raised in its teardown
 
 
-def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None, xfail: bool) -> Judgement:
-    """Gate one measured test (:func:`judge_threshold`, then the baseline gate); under ``--roofline-warn-only``
-    a failure becomes a warning (an error, a fraction no roof allows, stays an error: the roofs are wrong; in an
-    A/B session it is a warning, and the A/B verdict is still given: :func:`judge_threshold`).
+# The A/B gate (pytest_roofline.ab.verdict.judge_compare): the failure message, or None. It sits above the
+# gates (it runs the twins), so the caller hands it in.
+CompareJudge = Callable[[RooflineState, TestEntry, "MarkerOptions | None"], "str | None"]
+
+
+def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None, xfail: bool,
+          compare: CompareJudge | None = None) -> Judgement:
+    """Gate one measured test (:func:`judge_threshold`, then the baseline gate, or ``compare``, the A/B gate, in
+    an A/B session); under ``--roofline-warn-only`` a failure becomes a warning (an error, a fraction no roof
+    allows, stays an error: the roofs are wrong; in an A/B session it is a warning, and the A/B verdict is still
+    given: :func:`judge_threshold`).
 
     A per-device threshold (``min_fraction={"cpu": ..., "cuda": ...}``) is chosen here, by where the test's
     call sites ran: ``cuda`` if any ran on a GPU."""
@@ -37,9 +45,9 @@ def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
     if state.compare_error is not None and outcome.failure is None:  # the A/B gate could not run: never a pass
         outcome = Judgement(failure=f"roofline: {state.compare_error}")
     elif state.compare_ref is not None and outcome.failure is None:
-        from pytest_roofline.gates.ab import judge_compare
-
-        outcome = replace(outcome, failure=judge_compare(state, entry, options))  # keeps a roof warning
+        if compare is None:
+            raise ValueError("an A/B session's tests are judged with its A/B gate: pass compare=judge_compare")
+        outcome = replace(outcome, failure=compare(state, entry, options))  # keeps a roof warning
     if outcome.failure is not None and state.settings.warn_only:
         entry.extra["not_gated"] = "warn-only"
         warned = f"{outcome.failure}\n  (--roofline-warn-only: reported, not failed)"

@@ -211,7 +211,7 @@ REWARM_SHARE = 0.01  # an untimed call before each timed one pays when refilling
 
 
 def rewarm_pays(footprint_bytes: float | None, t_min_s: float, machine: Machine) -> bool:
-    """Whether one untimed call before each timed one (A/B turns, ``compare.lockstep.run_batch``) changes what
+    """Whether one untimed call before each timed one (A/B turns, ``ab.lockstep.run_batch``) changes what
     the timed call measures. No when the working set is past the last cache (nothing of it stays there), or
     when twice it (this side's and the other side's, taken as large) fits in the last cache and refilling the
     smaller caches from it takes at most ``REWARM_SHARE`` of the call's least time (``t_min_s``, the roofline's

@@ -193,8 +193,8 @@ class Recorder:
         self.probe_cache: dict[Any, Any] = {}
         # index of each region measured here -> (counter, fn, args, kwargs, setup): what confirm() times again
         self.calls: dict[int, tuple[Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any], Setup | None]] = {}
-        self.lockstep: Any = None  # compare.pool.PoolLink: call sites take turns in process pairs
-        self.follower: Any = None  # compare.follower.Follower: this process is the twin, answering turns
+        self.lockstep: Any = None  # ab.pool.PoolLink: call sites take turns in process pairs
+        self.follower: Any = None  # ab.follower.Follower: this process is the twin, answering turns
         # --roofline-compare-max-slowdown (or the marker's): when the lockstep may stop early; None: the auto band
         self.compare_tolerance: float | None = None
         self.roofs_override: Machine | None = None  # the twin judges with the roofs the comparing side used
@@ -267,7 +267,7 @@ class Recorder:
         with self.cores.scope() if self.cores is not None else nullcontext() as placed:
             cores = list(placed.used) if placed is not None else None
             roofs = self._machine_for(placed, work_device(counter))
-            # the link (compare.pool.PoolLink) times the site in process pairs (docs/ab-compare.md)
+            # the link (ab.pool.PoolLink) times the site in process pairs (docs/ab-compare.md)
             region = self._region_over_pairs(link, counter, label, kernels, fn, args, kwargs, setup, placed,
                                              cores, roofs)
         self.regions.append(region)

@@ -47,7 +47,7 @@ class Settings:
     compare: str | None = None  # --roofline-compare REF: measure REF's twin in lockstep (None: off)
     compare_python: str | None = None  # the interpreter REF's twin runs under (None: this one)
     # the A/B gate fails a test slower than this share, when significant; None: auto (2 % or 3 % by the pairs'
-    # spread: compare.paired_stats.auto_band)
+    # spread: ab.paired_stats.auto_band)
     compare_max_slowdown: float | None = None
     compare_pairs: int = 12  # the most process pairs per call site (--roofline-compare-pairs; 3 always)
     baseline_any_machine: bool = False  # compare with other machines' sessions too
@@ -108,7 +108,7 @@ class RooflineState:
         self.history_unsent = False  # a remote store refused this session's entry (kept locally): the run fails
         self.store_error: str | None = None  # the baseline's store could not be read: every gate would pass blind
         self.baseline: Any = None  # history.baseline.Baseline, loaded before the first test (--roofline-baseline)
-        self.compare_link: Any = None  # compare.pool.PoolLink of the test running now (--roofline-compare)
+        self.compare_link: Any = None  # ab.pool.PoolLink of the test running now (--roofline-compare)
         self.compare_ref: dict[str, Any] | None = None  # {"ref", "commit", "worktree"} once the twin started
         self.compare_error: str | None = None  # why --roofline-compare could not run; said in the summary
         self.compare_commit: str | None = None  # REF's commit when --roofline-compare last resolved it

@@ -304,7 +304,7 @@ def time_callable(
 
 
 def side_stats(side: Any, stable: bool, measure_s: float) -> TimingStats:
-    """One side's timed turns in an A/B comparison (``compare.lockstep.SideTimes``: ``times``, ``warmup``,
+    """One side's timed turns in an A/B comparison (``ab.lockstep.SideTimes``: ``times``, ``warmup``,
     ``faults``) as the usual timing record (its median is that side's time per call)."""
     return summarize(side.times, side.warmup, stable, minor_faults=side.faults, major_faults=[0] * len(side.faults),
                      measure_s=measure_s, budget_limited=False)

@@ -87,10 +87,11 @@ def pytest_configure(config: pytest.Config) -> None:
         if name != "roofline-session":
             raise pytest.UsageError("--roofline-compare runs the tests serially beside REF's twin on the same cores; "
                                     "it does not run under pytest-xdist (drop -n) or inside an ncu-profiled child")
-        from pytest_roofline.plugin.compare import CompareSession
+        from pytest_roofline.ab.plugin.session import CompareSession
+        from pytest_roofline.plugin.markers import wants_roofline
 
         if not config.pluginmanager.has_plugin("roofline-compare"):
-            config.pluginmanager.register(CompareSession(state, config), "roofline-compare")
+            config.pluginmanager.register(CompareSession(state, config, wants_roofline), "roofline-compare")
     state.make_counter = lambda counter: config.hook.pytest_roofline_make_counter(name=counter, config=config)
     if settings.enabled and settings.malloc == "tuned":
         from pytest_roofline.host.allocator import enable_torch_thp, tune_malloc

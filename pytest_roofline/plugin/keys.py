@@ -13,7 +13,7 @@ STATE = pytest.StashKey[RooflineState]()
 ENTRY = pytest.StashKey[TestEntry]()
 TEARDOWN_ERROR = pytest.StashKey[str]()  # set in the call phase, raised in teardown: an error, not a failure
 
-FD_VARIABLE = "PYTEST_ROOFLINE_TWIN_FD"  # compare.twin.FD_VARIABLE, without importing it at plugin import
+FD_VARIABLE = "PYTEST_ROOFLINE_TWIN_FD"  # ab.twin.FD_VARIABLE, without importing it at plugin import
 
 
 def is_twin() -> bool:

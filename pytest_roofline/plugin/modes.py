@@ -111,7 +111,7 @@ class MeasuringSession:
         state.pin_worker()  # an xdist worker stays on its own cores from here on
         fallback = None
         if state.settings.compare:
-            from pytest_roofline.plugin.compare import resolve_last_night
+            from pytest_roofline.ab.plugin.session import resolve_last_night
 
             fallback = resolve_last_night(state, config)
         if (state.settings.baseline is not None or fallback is not None) and state.baseline is None:
@@ -141,7 +141,7 @@ class MeasuringSession:
         recorder.ops_mode = state.settings.ops
         recorder.lockstep = state.compare_link  # --roofline-compare: each call site takes turns with REF's twin
         if recorder.lockstep is not None:
-            from pytest_roofline.gates.ab import compare_band
+            from pytest_roofline.ab.verdict import compare_band
 
             recorder.compare_tolerance = compare_band(state, options)
         entry = TestEntry(request.node.nodeid, options.min_fraction if options else None, recorder)
@@ -173,9 +173,15 @@ class MeasuringSession:
             item.warn(RooflineWarning("test is marked roofline but measured nothing: call "
                                       "roofline.measure(fn, *args) through the `roofline` fixture"))
             return result
-        from pytest_roofline.gates.judge import judge
+        from pytest_roofline.gates.judge import CompareJudge, judge
 
-        outcome = judge(self.state, entry, marker_options(item), xfail=item.get_closest_marker("xfail") is not None)
+        compare: CompareJudge | None = None
+        if self.state.compare_ref is not None:  # the A/B gate, imported only in an A/B session
+            from pytest_roofline.ab.verdict import judge_compare
+
+            compare = judge_compare
+        outcome = judge(self.state, entry, marker_options(item), xfail=item.get_closest_marker("xfail") is not None,
+                        compare=compare)
         if outcome.warning is not None:
             from pytest_roofline.errors import RooflineWarning
 

@@ -18,7 +18,7 @@ def select_mode(config: pytest.Config, state: RooflineState) -> tuple[str, objec
     from pytest_roofline.plugin.keys import is_twin
 
     if is_twin():
-        from pytest_roofline.plugin.compare import TwinSession
+        from pytest_roofline.ab.plugin.session import TwinSession
 
         return "roofline-twin", TwinSession(state)
     if not state.settings.enabled:

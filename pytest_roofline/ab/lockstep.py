@@ -18,7 +18,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_roofline.compare.channel import Channel
+from pytest_roofline.ab.channel import Channel
 from pytest_roofline.measure.timing import TimingStats, side_stats
 
 TARGET_HALF_WIDTH = 0.005  # stop once the interval is about +-0.5 % (log scale)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_roofline.compare.paired_stats import AUTO_BANDS
-from pytest_roofline.gates.ab_report import compare_regions, failure_message, process_record
+from pytest_roofline.ab.paired_stats import AUTO_BANDS
+from pytest_roofline.ab.report import compare_regions, failure_message, process_record
 from pytest_roofline.gates.baseline import tolerances_of
 from pytest_roofline.gates.comparison import Tolerances
 from pytest_roofline.measure.settings import MarkerOptions

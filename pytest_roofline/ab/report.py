@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from pytest_roofline.compare.paired_stats import (
+from pytest_roofline.ab.paired_stats import (
     AUTO_BANDS,
     AUTO_STEADY_CV,
     CLAIM_CONFIDENCE,

@@ -18,12 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_roofline.compare.forker import Forker
-from pytest_roofline.compare.pairs import MAX_PROCESS_PAIRS, MIN_PROCESS_PAIRS, SiteResult, measure_site
-from pytest_roofline.compare.parity import Missing
-from pytest_roofline.compare.room import shortfall
-from pytest_roofline.compare.twin import TestLink, Twin, twin_environment
-from pytest_roofline.compare.worktree import Checkout
+from pytest_roofline.ab.forker import Forker
+from pytest_roofline.ab.pairs import MAX_PROCESS_PAIRS, MIN_PROCESS_PAIRS, SiteResult, measure_site
+from pytest_roofline.ab.parity import Missing
+from pytest_roofline.ab.room import shortfall
+from pytest_roofline.ab.twin import TestLink, Twin, twin_environment
+from pytest_roofline.ab.worktree import Checkout
 from pytest_roofline.errors import ChannelClosed, CompareError, TwinStopped
 from pytest_roofline.measure.timing import TimingPolicy
 
@@ -228,8 +228,8 @@ class TwinPool:
         self.starter = starter
         self.limit = len(pairs) if limit is None or starter is None else max(limit, len(pairs))
         self.grow_error: str | None = None  # why a later pair could not start (the pool stopped growing)
-        self.forker = forker  # the zygote later pairs are forked from (compare.forker); closed by stop()
-        self.room = room  # why the machine has no room for one more pair now (compare.room), given the twins' pids
+        self.forker = forker  # the zygote later pairs are forked from (ab.forker); closed by stop()
+        self.room = room  # why the machine has no room for one more pair now (ab.room), given the twins' pids
         self.room_note: str | None = None  # the last time the pool stayed smaller for want of room, and why
         self.refused_until = 0.0  # after a refusal the twins' memory is not weighed again for a while
 

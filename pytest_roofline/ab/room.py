@@ -1,4 +1,4 @@
-"""Whether the machine has room for one more process pair (``compare.pool.TwinPool.grow``).
+"""Whether the machine has room for one more process pair (``ab.pool.TwinPool.grow``).
 
 Every pair in a test holds that test's inputs at once (both twins run it up to the call site), so a pool of
 twelve pairs holds 24 copies of a test's working set, and a CUDA context per twin on a GPU. A twin killed by the

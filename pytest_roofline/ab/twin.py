@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_roofline.compare.channel import Channel
-from pytest_roofline.compare.forker import ForkedProcess, Forker
-from pytest_roofline.compare.parity import Missing, why_missing
-from pytest_roofline.compare.worktree import Checkout
+from pytest_roofline.ab.channel import Channel
+from pytest_roofline.ab.forker import ForkedProcess, Forker
+from pytest_roofline.ab.parity import Missing, why_missing
+from pytest_roofline.ab.worktree import Checkout
 from pytest_roofline.errors import ChannelClosed, CompareError, TwinStopped
 
 FD_VARIABLE = "PYTEST_ROOFLINE_TWIN_FD"
@@ -102,7 +102,7 @@ class TestLink:
     __test__ = False
     twin: Twin
     nodeid: str
-    active: bool = True  # False once the twin's test ended or stopped comparing (compare.pool opens its sites)
+    active: bool = True  # False once the twin's test ended or stopped comparing (ab.pool opens its sites)
 
     def turn(self, op: str, batch: int) -> tuple[float, int]:
         self.twin.send(op=op, batch=batch)
@@ -138,7 +138,7 @@ class Twin:
         """A twin of ``checkout``: forked from ``forker``'s zygote where given (this interpreter), else a new
         interpreter; either way it reports its collection before this returns."""
         package_dir = str(Path(__file__).parent.parent)  # this package's folder: the twin imports this plugin
-        boot = str(Path(__file__).parent.parent / "plugin" / "twin_boot.py")  # pytest glue: lives with the plugin
+        boot = str(Path(__file__).parent / "plugin" / "twin_boot.py")  # pytest glue: ab/plugin/
         cwd_on_path = "1" if ("" in sys.path or os.getcwd() in sys.path) else "0"
         ours, theirs = socket.socketpair()
         env = twin_environment()

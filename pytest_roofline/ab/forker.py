@@ -1,4 +1,4 @@
-"""Twins forked from one zygote instead of started as new interpreters (``plugin/twin_zygote.py``).
+"""Twins forked from one zygote instead of started as new interpreters (``ab/plugin/twin_zygote.py``).
 
 A twin as a new interpreter spends ~3.5 s of CPU importing torch, pytest and its plugins before it collects; a
 compare session starts 6 to 10 of them, a quarter of its time on a 2-core runner. The zygote imports those once
@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 ZYGOTE_FD = "PYTEST_ROOFLINE_ZYGOTE_FD"
-SCRIPT = Path(__file__).resolve().parent.parent / "plugin" / "twin_zygote.py"  # pytest glue: with the plugin
+SCRIPT = Path(__file__).resolve().parent / "plugin" / "twin_zygote.py"  # pytest glue: ab/plugin/
 READY_TIMEOUT_S = 120.0  # the zygote's imports (torch) before it answers its first request
 
 

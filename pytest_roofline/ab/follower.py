@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pytest_roofline.compare.channel import Channel
-from pytest_roofline.compare.lockstep import follow
+from pytest_roofline.ab.channel import Channel
+from pytest_roofline.ab.lockstep import follow
 from pytest_roofline.measure.timing import Setup, TimingStats, calls_for, prepared_arguments
 
 
@@ -49,7 +49,7 @@ class Follower:
         calls = calls_for(fn, args, kwargs, setup=setup, synchronize=wait)
         runner = None
         if wait is not None:  # a GPU: CUDA events inside each turn, the host synchronized between turns
-            from pytest_roofline.compare.cuda_turns import event_runner
+            from pytest_roofline.ab.cuda_turns import event_runner
 
             runner = event_runner()
         self.following = follow(self.channel, calls, site, label, judge, runner)

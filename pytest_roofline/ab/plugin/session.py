@@ -1,12 +1,12 @@
 """pytest glue of ``--roofline-compare REF``: :class:`CompareSession` (this side: starts REF's twin, pairs each
 roofline test with it, gates on the paired ratio) and :class:`TwinSession` (the mode of the twin process, which
-runs tests only when told and answers turns). The logic lives in :mod:`pytest_roofline.compare`."""
+runs tests only when told and answers turns). The logic lives in :mod:`pytest_roofline.ab`."""
 
 from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
@@ -14,8 +14,6 @@ import pytest
 
 from pytest_roofline.fixture_types import RooflineFixture
 from pytest_roofline.measure.state import RooflineState
-from pytest_roofline.plugin.keys import FD_VARIABLE, is_twin  # noqa: F401 (re-exported)
-from pytest_roofline.plugin.markers import wants_roofline
 
 
 def twin_roofline_args(state: RooflineState, machine_file: Path, directory: Path) -> list[str]:
@@ -36,18 +34,20 @@ def twin_roofline_args(state: RooflineState, machine_file: Path, directory: Path
 class CompareSession:
     """This side of ``--roofline-compare``: registered beside the measuring session's mode."""
 
-    def __init__(self, state: RooflineState, config: pytest.Config) -> None:
+    def __init__(self, state: RooflineState, config: pytest.Config,
+                 wants_roofline: Callable[[pytest.Item], bool]) -> None:
         self.state = state
         self.config = config
+        self.wants_roofline = wants_roofline  # the plugin's own test selection: which tests are paired
         self.twin: Any = None
         self.started = False
         self.checkout: Any = None
-        self.missing: dict[str, Any] = {}  # nodeid -> compare.parity.Missing: no twin test, and why
+        self.missing: dict[str, Any] = {}  # nodeid -> ab.parity.Missing: no twin test, and why
         self.stopped: dict[str, str] = {}  # nodeid -> why: the twin stopped during this test
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """A REF that is no commit, or a test path outside the repository, is a usage error before any test."""
-        from pytest_roofline.compare.worktree import resolve
+        from pytest_roofline.ab.worktree import resolve
         from pytest_roofline.errors import CompareError
         from pytest_roofline.history.nightly import last_back
 
@@ -68,8 +68,8 @@ class CompareSession:
         """REF's worktree and twin, once, before the first roofline test (the machine is known by then)."""
         self.started = True
         from pytest_roofline._atomic import write_json_atomic
-        from pytest_roofline.compare.pool import TwinPool
-        from pytest_roofline.compare.worktree import Checkout, prepare
+        from pytest_roofline.ab.pool import TwinPool
+        from pytest_roofline.ab.worktree import Checkout, prepare
         from pytest_roofline.errors import CompareError
 
         state = self.state
@@ -98,7 +98,7 @@ class CompareSession:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
-        if not wants_roofline(item):
+        if not self.wants_roofline(item):
             return (yield)
         if not self.started:
             self._start()
@@ -162,14 +162,14 @@ class CompareSession:
                 terminalreporter.write_line(printable(f"roofline: {state.compare_skipped}"), yellow=True)
             if state.compare_ref is None:
                 return
-            from pytest_roofline.gates.ab_report import process_effects, summary_lines
+            from pytest_roofline.ab.report import process_effects, summary_lines
 
             records = [(e.nodeid, e.extra.get("compare")) for e in state.tests.values() if e.recorder is not None]
             records = [(n, r if r and ("changes" in r or r.get("verdict") in ("error", "new")) else None)
                        for n, r in records]
             for line in summary_lines(state.compare_ref["ref"], state.compare_ref["commit"], records):
                 terminalreporter.write_line(printable(line))
-            from pytest_roofline.compare.paired_stats import AUTO_BANDS
+            from pytest_roofline.ab.paired_stats import AUTO_BANDS
 
             # under the auto band, against its wide end: pairs that disagree by less are the usual
             effects = process_effects(records, state.settings.compare_max_slowdown or AUTO_BANDS[1])
@@ -205,8 +205,9 @@ class TwinSession:
     """The twin process: collect, tell the comparing side which tests exist, then run each test it names."""
 
     def __init__(self, state: RooflineState) -> None:
-        from pytest_roofline.compare.channel import Channel
-        from pytest_roofline.compare.follower import Follower
+        from pytest_roofline.ab.channel import Channel
+        from pytest_roofline.ab.follower import Follower
+        from pytest_roofline.ab.twin import FD_VARIABLE
 
         self.state = state
         sock = socket.socket(fileno=int(os.environ.pop(FD_VARIABLE)))
@@ -292,7 +293,7 @@ def resolve_last_night(state: RooflineState, config: pytest.Config) -> Any:
     cannot be read, a commit this clone has not fetched) the A/B gate does not run and says why
     (``state.compare_skipped``); the history to fall back on is returned for the baseline gate (None when
     ``--roofline-baseline`` names one already or there is no history)."""
-    from pytest_roofline.compare.worktree import resolve
+    from pytest_roofline.ab.worktree import resolve
     from pytest_roofline.errors import CompareError, StoreError
     from pytest_roofline.history.environment import git_state
     from pytest_roofline.history.machine_key import machine_key

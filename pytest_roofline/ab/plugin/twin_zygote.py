@@ -32,7 +32,7 @@ import socket
 import traceback
 
 ZYGOTE_FD = "PYTEST_ROOFLINE_ZYGOTE_FD"
-TWIN_FD = "PYTEST_ROOFLINE_TWIN_FD"  # compare.twin.FD_VARIABLE
+TWIN_FD = "PYTEST_ROOFLINE_TWIN_FD"  # ab.twin.FD_VARIABLE
 SCATTER_MAPS = 8  # untouched reserves a twin maps first, each of 1 to SCATTER_PAGES pages
 SCATTER_PAGES = 512
 SCATTER_BLOCKS = 200  # untouched blocks a twin takes from the heap first, each 32 B to 512 KiB (log-uniform)
@@ -80,9 +80,9 @@ def _preload(boot, package_dir: str) -> None:  # type: ignore[no-untyped-def]
             __import__(name)
         except Exception:  # noqa: BLE001, S110 - the twin imports (or fails on) it itself
             pass
-    import pytest  # noqa: F401
-
-    import pytest_roofline.plugin  # noqa: F401
+    # what every twin imports first, warmed by name: the zygote itself uses none of it
+    for name in ("pytest", "pytest_roofline.plugin"):
+        importlib.import_module(name)
 
 
 def _child(boot, request: dict, fd: int, control: socket.socket) -> None:  # type: ignore[no-untyped-def]

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pytest_roofline.compare.lockstep import BATCH_TARGET_S, MAX_BATCH, TARGET_HALF_WIDTH, SideTimes
-from pytest_roofline.compare.paired_stats import (
+from pytest_roofline.ab.lockstep import BATCH_TARGET_S, MAX_BATCH, TARGET_HALF_WIDTH, SideTimes
+from pytest_roofline.ab.paired_stats import (
     AUTO_BANDS,
     BetweenPairs,
     PairedRatio,
@@ -246,7 +246,7 @@ def measure_site(pairs: Iterable[PairSides], policy: TimingPolicy, tolerance: fl
     start = clock()
     done: list[PairTimes] = []
     top = between_pairs([])
-    candidates = iter(pairs)  # may start a pair only when it is asked for (compare.pool)
+    candidates = iter(pairs)  # may start a pair only when it is asked for (ab.pool)
     wide = AUTO_BANDS[1] if tolerance is None else None  # auto: "unchanged" may settle on the wide band
     while not (len(done) >= min_pairs and decided(top, band_for(tolerance, top), min_pairs, wide)):
         pair = next(candidates, None)
