@@ -1,14 +1,14 @@
 """A/B in one job (``--roofline-compare REF``): the base commit measured beside this one, in lockstep.
 
 - :mod:`.worktree`: REF checked out in a worktree under the roofline dir, kept and reused.
-- :mod:`.twin`, :mod:`.forker`, :mod:`.channel`: the twin pytest processes in that worktree (started fresh or
-  forked from a zygote) and the pipe both sides talk over.
+- :mod:`.twin`, :mod:`.channel`: the twin pytest processes in that worktree (fresh interpreters) and the pipe
+  both sides talk over.
 - :mod:`.lockstep`, :mod:`.follower`, :mod:`.cuda_turns`: the two sides take turns, one call (or one short
   batch) each, the pair's lead first in each turn pair, after one settling turn pair.
 - :mod:`.pool`, :mod:`.pairs`, :mod:`.room`: process pairs (twins of this checkout and of REF) and when a call
   site has enough of them.
 - :mod:`.paired_stats`: the paired ratio time(this) / time(REF) with its intervals.
 - :mod:`.verdict`, :mod:`.report`: the A/B verdict of a test, its record, table and message.
-- :mod:`.plugin`: the pytest glue (the comparing session, the twin's session, the twin's boot and zygote).
+- :mod:`.plugin`: the pytest glue (the comparing session, the twin's session, the twin's boot).
 - :mod:`.bisect_cli`: ``python -m pytest_roofline bisect``.
 """

@@ -45,7 +45,7 @@ CHECK_EVERY = 5
 # A turn pair in which one side took more page faults per call than this and the other did not is set aside: glibc's
 # heap relapses (a freed output a few bytes too small for the next one: allocator.py) and a call then first-touches
 # fresh pages, in one process, for several calls in a row or every other call. Which process relapses follows its
-# allocation history, not its code: forked twins of one checkout relapsed together (a conv's A/A pairs 1.64-1.85),
+# allocation history, not its code: twins of one checkout relapsed together (a conv's A/A pairs 1.64-1.85),
 # and beside a busy neighbour the twin that allocated first faulted in 6 of 10 turns through the pair while its
 # warm-up was cut at two calls (A/A pairs 0.91-0.94).
 FAULTS_NOISE = 16  # a few pages a call: a small block's first touch, no relapse

@@ -18,11 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_roofline.ab.forker import Forker
 from pytest_roofline.ab.pairs import MAX_PROCESS_PAIRS, MIN_PROCESS_PAIRS, SiteResult, measure_site
 from pytest_roofline.ab.parity import Missing
 from pytest_roofline.ab.room import shortfall
-from pytest_roofline.ab.twin import TestLink, Twin, twin_environment
+from pytest_roofline.ab.twin import TestLink, Twin
 from pytest_roofline.ab.worktree import Checkout
 from pytest_roofline.errors import ChannelClosed, CompareError, TwinStopped
 from pytest_roofline.measure.timing import TimingPolicy
@@ -217,7 +216,7 @@ class TwinPool:
     plugin uses (``begin_test``, ``end_test``, ``stop``, ``error``, ``nodeids``)."""
 
     def __init__(self, pairs: list[tuple[Twin, Twin]], starter: TwinStarter | None = None,
-                 limit: int | None = None, forker: Forker | None = None,
+                 limit: int | None = None,
                  room: Callable[[Sequence[int]], str | None] = shortfall, seed: int | None = None) -> None:
         self.pairs = pairs
         # this session's draw: with the test's id, it picks which side of each pair allocates and leads first;
@@ -228,7 +227,6 @@ class TwinPool:
         self.starter = starter
         self.limit = len(pairs) if limit is None or starter is None else max(limit, len(pairs))
         self.grow_error: str | None = None  # why a later pair could not start (the pool stopped growing)
-        self.forker = forker  # the zygote later pairs are forked from (ab.forker); closed by stop()
         self.room = room  # why the machine has no room for one more pair now (ab.room), given the twins' pids
         self.room_note: str | None = None  # the last time the pool stayed smaller for want of room, and why
         self.refused_until = 0.0  # after a refusal the twins' memory is not weighed again for a while
@@ -272,15 +270,9 @@ class TwinPool:
         ``roofline_args(name)``: a twin's own roofline arguments (its own folder). Any twin that cannot start
         now stops them all, with that twin's error."""
 
-        # both sides start alike: with REF's own interpreter (--roofline-compare-python) no twin is forked
-        forker = None if python is not None else Forker.start(
-            str(Path(__file__).resolve().parent.parent), folder / "zygote.log", twin_environment(),
-            avoid=[this.path, ref.path])
-
         def start(job: tuple[str, Checkout, str | None]) -> Twin:
             name, checkout, py = job
-            return Twin.start(checkout, pytest_args, roofline_args(name), folder / f"twin-{name}.log", python=py,
-                              forker=forker)
+            return Twin.start(checkout, pytest_args, roofline_args(name), folder / f"twin-{name}.log", python=py)
 
         def start_pairs(numbers: Sequence[int]) -> list[tuple[Twin, Twin]]:
             jobs = [(f"{side}-{n}", checkout, py) for n in numbers
@@ -301,13 +293,8 @@ class TwinPool:
                 raise failure
             return [(started[2 * n], started[2 * n + 1]) for n in range(len(numbers))]
 
-        try:
-            first = start_pairs(range(min(count, MIN_PROCESS_PAIRS)))
-        except BaseException:
-            if forker is not None:
-                forker.close()
-            raise
-        return cls(first, starter=lambda number: start_pairs([number])[0], limit=count, forker=forker)
+        first = start_pairs(range(min(count, MIN_PROCESS_PAIRS)))
+        return cls(first, starter=lambda number: start_pairs([number])[0], limit=count)
 
     def begin_test(self, nodeid: str) -> PoolLink | None:
         """Every pair starts ``nodeid``: its two processes one after the other, each run up to its first call
@@ -355,6 +342,3 @@ class TwinPool:
             twin.ask_to_exit()
         for twin in self.twins:
             twin.wait_exit()
-        if self.forker is not None:
-            self.forker.close()
-            self.forker = None

@@ -77,8 +77,8 @@ def cgroup_room(proc: Path = Path("/proc"), cgroup_fs: Path = Path("/sys/fs/cgro
 
 
 def private_bytes(pid: int, proc: Path = Path("/proc")) -> int | None:
-    """What a process holds alone (private pages and swap): a twin forked from the zygote shares its imports,
-    so its resident size would count torch once per twin."""
+    """What a process holds alone (private pages and swap): pages it shares with others (the interpreter's
+    and libraries' mapped files) are not what one more twin would take."""
     try:
         text = (proc / str(pid) / "smaps_rollup").read_text()
     except OSError:
@@ -86,7 +86,7 @@ def private_bytes(pid: int, proc: Path = Path("/proc")) -> int | None:
     total = 0
     for line in text.splitlines():
         key, _, rest = line.partition(":")
-        if key in ("Private_Clean", "Private_Dirty", "SwapPss"):  # swap shared with the zygote counted once
+        if key in ("Private_Clean", "Private_Dirty", "SwapPss"):  # shared swap counted in proportion
             try:
                 total += int(rest.split()[0]) * 1024
             except (ValueError, IndexError):

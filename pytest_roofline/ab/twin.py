@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 from pytest_roofline.ab.channel import Channel
-from pytest_roofline.ab.forker import ForkedProcess, Forker
 from pytest_roofline.ab.parity import Missing, why_missing
 from pytest_roofline.ab.worktree import Checkout
 from pytest_roofline.errors import ChannelClosed, CompareError, TwinStopped
@@ -84,7 +83,7 @@ OMP_WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
 
 
 def twin_environment(base: dict[str, str] | None = None) -> dict[str, str]:
-    """A twin's environment (and its zygote's): this process's (``base``), less what belongs to this session
+    """A twin's environment: this process's (``base``), less what belongs to this session
     alone, with OpenMP's idle threads waiting passively (``OMP_WAIT_POLICY=PASSIVE``: libgomp, LLVM's and
     Intel's runtimes all read it) unless the user chose how they wait."""
     env = dict(os.environ if base is None else base)
@@ -120,7 +119,7 @@ class TestLink:
 
 
 class Twin:
-    def __init__(self, process: subprocess.Popen[bytes] | ForkedProcess, channel: Channel, checkout: Checkout,
+    def __init__(self, process: subprocess.Popen[bytes], channel: Channel, checkout: Checkout,
                  log: Path) -> None:
         self.process = process
         self.channel = channel
@@ -134,9 +133,9 @@ class Twin:
 
     @classmethod
     def start(cls, checkout: Checkout, pytest_args: Sequence[str], roofline_args: Sequence[str], log: Path,
-              python: str | None = None, forker: Forker | None = None) -> Twin:
-        """A twin of ``checkout``: forked from ``forker``'s zygote where given (this interpreter), else a new
-        interpreter; either way it reports its collection before this returns."""
+              python: str | None = None) -> Twin:
+        """A twin of ``checkout``, a new interpreter (``python``, else this one) that reports its collection
+        before this returns. A fresh interpreter draws its own address-space layout, as the comparing side did."""
         package_dir = str(Path(__file__).parent.parent)  # this package's folder: the twin imports this plugin
         boot = str(Path(__file__).parent / "plugin" / "twin_boot.py")  # pytest glue: ab/plugin/
         cwd_on_path = "1" if ("" in sys.path or os.getcwd() in sys.path) else "0"
@@ -145,23 +144,12 @@ class Twin:
         command = [python or sys.executable, boot, package_dir, cwd_on_path, "--",
                    *twin_arguments(pytest_args, checkout.toplevel, checkout.path), *roofline_args]
         log.parent.mkdir(parents=True, exist_ok=True)
-        process: subprocess.Popen[bytes] | ForkedProcess | None = None
-        if forker is not None and python is None:
+        with log.open("wb") as out:
             try:
-                process = forker.spawn(command[1:], checkout.cwd, env, log, theirs)  # the zygote sets the fd
-            except OSError:  # a new interpreter, on a socket pair of its own: a twin the zygote may still fork
-                process = None  # late finds its peer closed and leaves
-                ours.close()
-                theirs.close()
-                ours, theirs = socket.socketpair()
-        if process is None:
-            with log.open("wb") as out:
-                try:
-                    process = subprocess.Popen(command, cwd=checkout.cwd,
-                                               env={**env, FD_VARIABLE: str(theirs.fileno())}, stdout=out,
-                                               stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),))
-                except OSError as exc:
-                    raise CompareError(f"--roofline-compare: cannot start the twin ({command[0]}): {exc}") from None
+                process = subprocess.Popen(command, cwd=checkout.cwd, env={**env, FD_VARIABLE: str(theirs.fileno())},
+                                           stdout=out, stderr=subprocess.STDOUT, pass_fds=(theirs.fileno(),))
+            except OSError as exc:
+                raise CompareError(f"--roofline-compare: cannot start the twin ({command[0]}): {exc}") from None
         theirs.close()
         ours.settimeout(START_TIMEOUT_S)
         twin = cls(process, Channel(ours), checkout, log)
@@ -264,8 +252,6 @@ class Twin:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        if isinstance(self.process, ForkedProcess):
-            self.process.close()  # its pidfd
         self.channel.close()
 
     def stop(self) -> None:

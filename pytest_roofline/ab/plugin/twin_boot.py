@@ -31,8 +31,7 @@ def run(argv: list[str]) -> int:
     package_dir, cwd_on_path, separator, *args = argv
     if separator != "--":
         raise SystemExit("usage: twin_boot.py PACKAGE_DIR CWD_ON_PATH -- PYTEST_ARGS")
-    if "pytest_roofline" not in sys.modules:  # a forked twin has it from the zygote already
-        _load_plugin_package(package_dir)
+    _load_plugin_package(package_dir)
     if cwd_on_path == "1":  # as the comparing session had it (python -m pytest puts the cwd first)
         sys.path.insert(0, os.getcwd())
     import pytest
