@@ -101,7 +101,8 @@ def test_new_is_said_with_its_evidence(repo: Path, write_machine: Callable[..., 
                                                  results(repo)["session"]["compare"]["commit"][:12] + ")"}
     assert tests["test_perf.py::test_more"]["verdict"] == "new"
     assert "test_perf.py was collected and has no such test" in tests["test_perf.py::test_more"]["explanation"]
-    assert tests["test_perf.py::test_step"]["verdict"] == "steady"
+    # the test both sides have is compared, not called new; a sleep on a shared host may leave it inconclusive
+    assert tests["test_perf.py::test_step"]["verdict"] in ("steady", "inconclusive")
 
 
 def test_code_in_a_submodule_is_compared_at_the_commit_ref_pins(
