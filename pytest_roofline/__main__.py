@@ -1,5 +1,5 @@
 import sys
 
-from pytest_roofline.cli import main
+from pytest_roofline.commands import main
 
 sys.exit(main())

@@ -102,7 +102,7 @@ class UnsupportedComputeCapability(ValueError):
     """The metric tables cover compute capability 7.0 up to 12.x."""
 
 
-# --- raised by pytest_roofline.measure.ncu_deferred
+# --- raised by pytest_roofline.counters.ncu.deferred
 
 class NcuUnavailable(RuntimeError):
     """``--roofline-counter=ncu`` was asked for but cannot work here; the message names what is missing."""
@@ -176,7 +176,7 @@ class CounterUnavailableError(RuntimeError):
     """The selected counter cannot count this callable (missing dependency, no declaration)."""
 
 
-# --- raised by pytest_roofline.measure.settings
+# --- raised by pytest_roofline.session.settings
 
 class SettingError(ValueError):
     """A setting or marker argument has a value that is not accepted."""

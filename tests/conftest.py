@@ -69,7 +69,7 @@ def fake_core_load(monkeypatch: pytest.MonkeyPatch) -> Callable[[Iterator[Mappin
     cores, whatever the machine has: auto then takes one, as on a 2-core runner) sees the next of ``loads``, a
     map of core -> busy share, instead of /proc/stat (cores it does not name are idle)."""
     from pytest_roofline.host import cores
-    from pytest_roofline.measure import state
+    from pytest_roofline.session import state
 
     def install(loads: Iterator[Mapping[int, float]]) -> None:
         allowed = cores.base_affinity()[:2]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_roofline import cli
+from pytest_roofline import commands as cli
 from pytest_roofline.characterize import machine as machine_api
 from pytest_roofline.model import Machine
 
@@ -84,7 +84,7 @@ def test_errors_become_exit_code_2(monkeypatch: pytest.MonkeyPatch, capsys: pyte
 
 
 def test_cuda_without_a_gpu_says_there_is_none() -> None:
-    from pytest_roofline.characterize.cli import device_problem
+    from pytest_roofline.commands.characterize import device_problem
 
     error = RuntimeError("cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version")
     text = device_problem("cuda", error, gpus=0)

@@ -12,7 +12,7 @@ import pytest
 
 from pytest_roofline.characterize import fingerprint as fp_module
 from pytest_roofline.characterize import machine as machine_api
-from pytest_roofline.cli import main
+from pytest_roofline.commands import main
 
 
 def test_cli_prints_the_cache_key_without_measuring(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,

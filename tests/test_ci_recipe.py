@@ -202,7 +202,7 @@ def test_the_history_directory_as_baseline_before_it_exists_is_a_first_run(
 
 
 def test_pytest_markers_lists_every_marker_argument(pytester: pytest.Pytester) -> None:
-    from pytest_roofline.measure.settings import MARKER_ARGUMENTS
+    from pytest_roofline.session.settings import MARKER_ARGUMENTS
 
     result = pytester.runpytest("--markers", "-p", "no:cacheprovider")
     text = " ".join(line.strip() for line in result.stdout.lines)  # pytest wraps the help

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_roofline.cli import COMMANDS, build_parser, main
+from pytest_roofline.commands import COMMANDS, build_parser, main
 
 
 def test_usage_names_the_console_script_for_every_command(capsys: pytest.CaptureFixture[str]) -> None:
@@ -60,7 +60,7 @@ def test_old_spellings_still_work_and_say_the_new_name(capsys: pytest.CaptureFix
 
 FLOOD = """
 import sys, types
-from pytest_roofline import cli
+from pytest_roofline import commands as cli
 
 flood = types.ModuleType("flood")
 flood.add_arguments = lambda parser: None

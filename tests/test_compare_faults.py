@@ -202,7 +202,7 @@ def test_two_sessions_get_two_worktrees_and_a_stale_one_is_recreated(repo: Path)
 def test_bisect_skips_a_commit_that_cannot_run_and_shows_pytests_error(
         repo: Path, capsys: pytest.CaptureFixture[str], write_machine: Callable[..., Path],  # noqa: F811
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_roofline.cli import main
+    from pytest_roofline.commands import main
 
     machine = write_machine(MACHINE)
     (repo / "test_perf.py").write_text("import helper_missing\n" + TEST)

@@ -23,11 +23,11 @@ from pytest_roofline.counters.analytic import AnalyticCounter
 from pytest_roofline.counters.declared import DeclaredCounter
 from pytest_roofline.counters.ncu import metrics as ncu_metrics
 from pytest_roofline.measure.regions import Recorder
-from pytest_roofline.measure.settings import MarkerOptions, SettingError
 from pytest_roofline.measure.timing import TimingPolicy
 from pytest_roofline.model import KernelSample, Machine, sum_maps
 from pytest_roofline.output import session_output
 from pytest_roofline.output.session_output import failure_report
+from pytest_roofline.session.settings import MarkerOptions, SettingError
 
 H100 = Path(__file__).parent / "fixtures" / "h100_characterize.json"
 MiB = 2**20
@@ -248,7 +248,7 @@ def test_a_bad_per_device_threshold_is_a_collection_error(pytester: pytest.Pytes
 
 def test_the_gate_applies_the_threshold_of_the_device_the_test_ran_on(tmp_path: Path) -> None:
     from pytest_roofline.gates.judge import judge
-    from pytest_roofline.measure.state import RooflineState, Settings, TestEntry
+    from pytest_roofline.session.state import RooflineState, Settings, TestEntry
 
     machine_file = tmp_path / "machine.json"
     machine_file.write_text(json.dumps(CPU.to_dict()))
@@ -277,7 +277,7 @@ def test_a_cuda_session_characterizes_the_cpu_once_when_host_code_first_needs_it
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pytest_roofline.characterize import machine as machine_mod
     from pytest_roofline.host import cores
-    from pytest_roofline.measure.state import RooflineState, Settings
+    from pytest_roofline.session.state import RooflineState, Settings
 
     made: list[tuple[str, int | None]] = []
 

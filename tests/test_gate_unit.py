@@ -11,12 +11,12 @@ import pytest
 
 from pytest_roofline.errors import CountersNotPermitted, NcuNotFound, NoKernelsInRange
 from pytest_roofline.gates.judge import Judgement, judge, remeasure_contended
-from pytest_roofline.measure import settle
 from pytest_roofline.measure.regions import Region
-from pytest_roofline.measure.settings import MarkerOptions
-from pytest_roofline.measure.state import RooflineState, Settings, TestEntry
 from pytest_roofline.measure.timing import summarize
 from pytest_roofline.model import KernelSample, Machine, evaluate
+from pytest_roofline.session import ncu_fallback
+from pytest_roofline.session.settings import MarkerOptions
+from pytest_roofline.session.state import RooflineState, Settings, TestEntry
 
 # 100 GFLOP/s fp32, 10 GB/s DRAM. A GEMM of M=N=K=100 does 2*M*N*K = 2e6 FLOPs: t_min = 2e6 / 1e11 = 20 us.
 MACHINE = {"name": "unit", "peak_flops": {"fp32": 1e11}, "bandwidth": {"DRAM": 1e10}}
@@ -204,7 +204,7 @@ class PendingRecorder:
 def pending_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counter: str,
                   profile_error: BaseException) -> tuple[RooflineState, TestEntry]:
     """A session that chose ncu, whose profiling of the test raises ``profile_error``."""
-    from pytest_roofline.measure import ncu_deferred as parent
+    from pytest_roofline.counters.ncu import deferred as parent
 
     def profile_test(*args: Any, **kwargs: Any) -> Any:
         raise profile_error
@@ -216,13 +216,13 @@ def pending_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counter: str,
     return state, TestEntry("test_gpu", 0.5, PendingRecorder())
 
 
-CHILD = settle.ChildRun(Path("."), None, False)
+CHILD = ncu_fallback.ChildRun(Path("."), None, False)
 
 
 def test_auto_falls_back_to_analytic_for_this_and_later_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     state, entry = pending_state(tmp_path, monkeypatch, "auto", NcuNotFound("ncu not found"))
     warnings: list[Warning] = []
-    assert settle.settle_pending(state, entry, "test_gpu", CHILD, warnings.append) == settle.Settled()
+    assert ncu_fallback.settle_pending(state, entry, "test_gpu", CHILD, warnings.append) == ncu_fallback.Settled()
     assert entry.recorder.counted_with == ["<analytic counter>"]
     assert state.choose_counter().name == "analytic"
     assert len(warnings) == 1 and "ncu not found" in str(warnings[0])
@@ -230,7 +230,7 @@ def test_auto_falls_back_to_analytic_for_this_and_later_tests(tmp_path: Path, mo
 
 def test_auto_counts_analytically_in_a_compare_session_where_it_would_pick_ncu(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_roofline.measure import ncu_deferred as parent
+    from pytest_roofline.counters.ncu import deferred as parent
 
     monkeypatch.setattr(parent.backend, "detect_compute_capability", lambda: (9, 0))
     monkeypatch.setattr(parent.backend, "find_ncu", lambda: "/usr/local/cuda/bin/ncu")
@@ -252,10 +252,10 @@ def test_a_twin_gets_the_counter_this_side_resolved(tmp_path: Path) -> None:
 def test_explicit_ncu_without_counter_access_skips_this_and_later_tests(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     state, entry = pending_state(tmp_path, monkeypatch, "ncu", CountersNotPermitted("ERR_NVGPUCTRPERM"))
-    first = settle.settle_pending(state, entry, "test_gpu", CHILD, lambda w: None)
+    first = ncu_fallback.settle_pending(state, entry, "test_gpu", CHILD, lambda w: None)
     assert first.skip == "roofline: ERR_NVGPUCTRPERM" and entry.recorder.counted_with == []
     later = TestEntry("test_gpu2", 0.5, PendingRecorder())
-    assert settle.settle_pending(state, later, "test_gpu2", CHILD, lambda w: None).skip == first.skip
+    assert ncu_fallback.settle_pending(state, later, "test_gpu2", CHILD, lambda w: None).skip == first.skip
     assert later.extra["ncu"] == {"error": first.skip, "logs": []}
 
 
@@ -264,23 +264,23 @@ def test_a_test_of_copies_only_is_counted_analytically_with_the_reason(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counter: str) -> None:
     # the H100: dst.copy_(src) of 1 GiB ran as cudaMemcpy, ncu profiled no kernel, and the test was an error
     state, entry = pending_state(tmp_path, monkeypatch, counter, NoKernelsInRange("no kernel ran inside ..."))
-    assert settle.settle_pending(state, entry, "test_copy", CHILD, lambda w: None) == settle.Settled()
+    assert ncu_fallback.settle_pending(state, entry, "test_copy", CHILD, lambda w: None) == ncu_fallback.Settled()
     assert entry.recorder.counted_with == ["<analytic counter>"]
-    assert entry.recorder.notes == [settle.NO_KERNEL_NOTE] and "cudaMemcpy" in settle.NO_KERNEL_NOTE
+    assert entry.recorder.notes == [ncu_fallback.NO_KERNEL_NOTE] and "cudaMemcpy" in ncu_fallback.NO_KERNEL_NOTE
     assert entry.extra["ncu"]["error"].startswith("no kernel ran inside")
     assert state.choose_counter().setup is not None  # later tests still go to ncu
 
 
 def test_explicit_ncu_that_is_missing_is_an_error_of_the_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     state, entry = pending_state(tmp_path, monkeypatch, "ncu", NcuNotFound("ncu not found"))
-    outcome = settle.settle_pending(state, entry, "test_gpu", CHILD, lambda w: None)
+    outcome = ncu_fallback.settle_pending(state, entry, "test_gpu", CHILD, lambda w: None)
     assert outcome.error == "roofline: --roofline-counter=ncu: ncu not found"
     assert outcome.skip is None and outcome.fail is None
 
 
 def test_an_unreadable_profile_is_an_error_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     state, entry = pending_state(tmp_path, monkeypatch, "ncu", KeyError("gpu__time_duration.sum"))
-    outcome = settle.settle_pending(state, entry, "test_gpu", CHILD, lambda w: None)
+    outcome = ncu_fallback.settle_pending(state, entry, "test_gpu", CHILD, lambda w: None)
     assert outcome.error is not None and "could not use the ncu profile of test_gpu" in outcome.error
     assert "gpu__time_duration.sum" in entry.extra["ncu"]["error"]
 

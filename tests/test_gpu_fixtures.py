@@ -98,7 +98,7 @@ def test_counters_that_agree_say_so() -> None:
 
 
 def test_counters_agree_command_reads_two_results_files(capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_roofline.cli import main
+    from pytest_roofline.commands import main
 
     files = [str(FIXTURES / f"conv2d_forward_fp32_{c}.results.json") for c in ("analytic", "ncu")]
     assert main(["counters-agree", *files]) == 1  # they differ: exit 1

@@ -226,7 +226,7 @@ def test_the_baseline_gate_from_s3_flags_doubled_work_and_passes_a_clean_session
 
 def test_the_site_builds_from_the_store(s3_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("ruptures", reason="the site needs pytest-roofline[site]")
-    from pytest_roofline.cli import main
+    from pytest_roofline.commands import main
 
     store = open_store(s3_url)
     for index in range(4):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pytest_roofline._atomic import write_text_atomic
-from pytest_roofline.cli import main
+from pytest_roofline.commands import main
 from pytest_roofline.host.cores import base_affinity
 from pytest_roofline.output.results_dir import (
     ABANDONED_S,

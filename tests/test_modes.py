@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from pytest_roofline.host.process_role import CHILD_ENV
-from pytest_roofline.measure.state import RooflineState, Settings
 from pytest_roofline.plugin import modes, select, xdist
+from pytest_roofline.session.state import RooflineState, Settings
 
 
 def state(enabled: bool) -> RooflineState:

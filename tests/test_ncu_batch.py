@@ -21,11 +21,11 @@ import pytest
 from pytest_roofline.counters.ncu import batch as batch_module
 from pytest_roofline.counters.ncu.batch import profile_batch, range_test_index, read_progress, split_by_test
 from pytest_roofline.counters.ncu.child import PROGRESS_ENV, BatchProgress, ChildRecorder
+from pytest_roofline.counters.ncu.deferred import NcuBatches
 from pytest_roofline.counters.ncu.kernel_report import build_report
 from pytest_roofline.counters.ncu.parse import parse_csv_text
 from pytest_roofline.errors import CountersNotPermitted, NoKernelsInRange
 from pytest_roofline.host.process_role import CHILD_ENV
-from pytest_roofline.measure.ncu_deferred import NcuBatches
 
 FIXTURE = Path(__file__).parent / "fixtures" / "ncu" / "h100_conv2d_fp32.trimmed.ncu.csv"
 NODES = ["tests/test_a.py::test_one", "tests/test_a.py::test_two[x]", "tests/test_b.py::test_three"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_roofline.cli import main
+from pytest_roofline.commands import main
 from pytest_roofline.model import Machine
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"

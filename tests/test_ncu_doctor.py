@@ -213,7 +213,7 @@ def test_no_gpu_has_its_own_exit_code(bin_dir: Path, smi: str) -> None:
 
 def test_command_line_prints_one_line_per_check(bin_dir: Path, monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_roofline.cli import main
+    from pytest_roofline.commands import main
 
     fake_ncu(bin_dir, output=NO_PERMISSION)
     fake_smi(bin_dir)
@@ -233,7 +233,7 @@ def test_command_line_prints_one_line_per_check(bin_dir: Path, monkeypatch: pyte
 @pytest.mark.usefixtures("no_system_gpu")
 def test_without_a_gpu_the_cpu_path_is_checked_and_ncu_is_not_a_failure(
         bin_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_roofline.cli import main
+    from pytest_roofline.commands import main
 
     monkeypatch.setenv("PATH", env_for(bin_dir)["PATH"])  # neither ncu nor nvidia-smi there
     monkeypatch.delenv("PYTEST_ROOFLINE_NCU", raising=False)

@@ -197,7 +197,7 @@ def test_fp8_op_counters_are_ignored_when_an_fp8_aggregate_is_there() -> None:
 def test_import_ncu_cli_on_a_b200_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from pytest_roofline.cli import main
+    from pytest_roofline.commands import main
 
     counts = {"gpu__time_duration.sum": 1e6, **{k: v for k, v in BASE.items() if k != "gpu__time_duration.sum"},
               **PACKED_COUNTS}

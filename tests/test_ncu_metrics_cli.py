@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from pytest_roofline.cli import main
+from pytest_roofline.commands import main
 from pytest_roofline.counters.ncu import metric_set
 
 

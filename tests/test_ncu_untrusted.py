@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_roofline.cli import main
+from pytest_roofline.commands import main
 from pytest_roofline.counters.ncu.parse import parse_csv_text
 from pytest_roofline.counters.ncu.units import is_known_unit
 from pytest_roofline.model import KernelSample, Machine

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_roofline.cli import main
+from pytest_roofline.commands import main
 from pytest_roofline.history.chain import Z95, trajectory
 from pytest_roofline.history.nightly import last_back, resolve_last
 from pytest_roofline.history.reader import Session

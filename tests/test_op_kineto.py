@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_roofline.measure.op_join import join
-from pytest_roofline.measure.op_kineto import calls_from_trace
+from pytest_roofline.measure.ops.join import join
+from pytest_roofline.measure.ops.kineto import calls_from_trace
 from pytest_roofline.model.op_trace import TracedOp
 
 TRACE = json.loads((Path(__file__).parent / "fixtures" / "kineto" / "relu_mm_sum_two_calls.json").read_text())
@@ -65,8 +65,8 @@ def test_a_kernel_without_its_launch_call_joins_through_the_external_id() -> Non
 
 
 def test_the_report_leads_with_the_gpu_idle_share_and_the_launch_cost() -> None:
-    from pytest_roofline.measure.op_join import kernel_times
-    from pytest_roofline.measure.op_times import build_report
+    from pytest_roofline.measure.ops.join import kernel_times
+    from pytest_roofline.measure.ops.times import build_report
     from pytest_roofline.model import KernelSample, Machine
 
     trace = [TracedOp("aten::mm", ((64, 64), (64, 64)), "mm"),

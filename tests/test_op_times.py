@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from pytest_roofline.counters.analytic import AnalyticCounter
-from pytest_roofline.measure import op_profile
-from pytest_roofline.measure.op_diagnostics import (
+from pytest_roofline.measure.ops import profile as op_profile
+from pytest_roofline.measure.ops.diagnostics import (
     OpRow,
     fp32_fallback,
     no_flop_share,
@@ -21,8 +21,8 @@ from pytest_roofline.measure.op_diagnostics import (
     too_small,
     would_fit_faster_level,
 )
-from pytest_roofline.measure.op_join import flat_shapes, join, kernel_times, preorder
-from pytest_roofline.measure.op_times import build_report
+from pytest_roofline.measure.ops.join import flat_shapes, join, kernel_times, preorder
+from pytest_roofline.measure.ops.times import build_report
 from pytest_roofline.model import KernelSample, Machine
 from pytest_roofline.model.op_trace import ProfiledEvent, TracedOp, profiler_op_name
 from pytest_roofline.output.text import op_lines

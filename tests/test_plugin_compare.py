@@ -201,7 +201,7 @@ def test_compare_refuses_the_ncu_counter_and_names_both_options(
 def test_bisect_finds_the_commit_that_made_the_step_slow(repo: Path, capsys: pytest.CaptureFixture[str],
                                                           write_machine: Callable[..., Path],
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_roofline.cli import main
+    from pytest_roofline.commands import main
 
     machine = write_machine(MACHINE)
     commit(repo, 0.002, readme="one\n")

@@ -27,9 +27,9 @@ import numpy  # noqa: F401
 import pytest
 
 from pytest_roofline.counters.ncu import backend, metric_set
+from pytest_roofline.counters.ncu import deferred as ncu_gate
 from pytest_roofline.counters.ncu.backend import CHILD_ENV
 from pytest_roofline.counters.ncu.kernel_report import parse_report_text
-from pytest_roofline.measure import ncu_deferred as ncu_gate
 
 # See test_plugin.py: heavy modules the plugin loads are imported once, here, not inside pytester runs
 # (importing torch, or the analytic counter's torch submodules, in a run and again in the next one crashes).

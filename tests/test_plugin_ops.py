@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import pytest_roofline.counters.analytic  # noqa: F401
-from pytest_roofline.measure import op_profile
+from pytest_roofline.measure.ops import profile as op_profile
 
 # Roofs no CPU reaches: every measured call is far below them, so a min_fraction of 0.5 always fails.
 MACHINE = {"name": "pinned-fast-machine", "peak_flops": {"fp32": 1e15}, "bandwidth": {"DRAM": 1e15}}

@@ -187,9 +187,9 @@ def test_controller_writes_the_workers_records_and_fails_late_failures(tmp_path:
     """The controller's hooks called as xdist calls them, with fake nodes: no worker process needed."""
     from types import SimpleNamespace
 
-    from pytest_roofline.measure.state import RooflineState, Settings
     from pytest_roofline.output.worker_records import OUTPUT_KEY, SESSION_KEY
     from pytest_roofline.plugin.xdist import XdistController
+    from pytest_roofline.session.state import RooflineState, Settings
 
     state = RooflineState(Settings(enabled=True, directory=tmp_path / ".roofline", machine_file=None,
                                    counter="analytic", device="cpu", max_time_s=0.05, recharacterize=False,

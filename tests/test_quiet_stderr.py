@@ -23,7 +23,7 @@ def test_the_profiled_pass_leaves_no_profiler_line_on_stderr() -> None:
     script = textwrap.dedent("""
         import os
         import torch
-        from pytest_roofline.measure.op_profile import dispatch_cost_s, profile_calls
+        from pytest_roofline.measure.ops.profile import dispatch_cost_s, profile_calls
 
         x = torch.ones(64)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_roofline.cli import main
+from pytest_roofline.commands import main
 
 pytest.importorskip("plotly")
 pytest.importorskip("ruptures")

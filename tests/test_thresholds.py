@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_roofline.cli import main
+from pytest_roofline.commands import main
 from pytest_roofline.history.reader import Session
 from pytest_roofline.history.thresholds import advise, advise_test, t_999
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from pytest_roofline.cli import main
+from pytest_roofline.commands import main
 from pytest_roofline.errors import HistoryFileWarning
 from pytest_roofline.history import validate
 from pytest_roofline.history.reader import check_reference, load

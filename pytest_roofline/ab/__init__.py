@@ -10,5 +10,5 @@
 - :mod:`.paired_stats`: the paired ratio time(this) / time(REF) with its intervals.
 - :mod:`.verdict`, :mod:`.report`: the A/B verdict of a test, its record, table and message.
 - :mod:`.plugin`: the pytest glue (the comparing session, the twin's session, the twin's boot).
-- :mod:`.bisect_cli`: ``python -m pytest_roofline bisect``.
+- ``python -m pytest_roofline bisect`` (:mod:`pytest_roofline.commands.bisect`) runs these between commits.
 """

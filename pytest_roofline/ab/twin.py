@@ -21,6 +21,9 @@ from pytest_roofline.ab.parity import Missing, why_missing
 from pytest_roofline.ab.worktree import Checkout
 from pytest_roofline.errors import ChannelClosed, CompareError, TwinStopped
 
+PACKAGE_DIR = Path(__file__).parent.parent  # this package's folder: a twin imports this plugin from it
+TWIN_BOOT = Path(__file__).parent / "plugin" / "twin_boot.py"  # starts pytest in a twin (pytest glue: ab/plugin/)
+
 FD_VARIABLE = "PYTEST_ROOFLINE_TWIN_FD"
 START_TIMEOUT_S = 600.0  # collection in the twin (imports, conftests) may take long on a cold machine
 # Options of this session the twin never gets: it is told its own roofline settings, and runs serially.
@@ -136,8 +139,7 @@ class Twin:
               python: str | None = None) -> Twin:
         """A twin of ``checkout``, a new interpreter (``python``, else this one) that reports its collection
         before this returns. A fresh interpreter draws its own address-space layout, as the comparing side did."""
-        package_dir = str(Path(__file__).parent.parent)  # this package's folder: the twin imports this plugin
-        boot = str(Path(__file__).parent / "plugin" / "twin_boot.py")  # pytest glue: ab/plugin/
+        package_dir, boot = str(PACKAGE_DIR), str(TWIN_BOOT)
         cwd_on_path = "1" if ("" in sys.path or os.getcwd() in sys.path) else "0"
         ours, theirs = socket.socketpair()
         env = twin_environment()

@@ -10,10 +10,10 @@ from pytest_roofline.ab.paired_stats import AUTO_BANDS
 from pytest_roofline.ab.report import compare_regions, failure_message, process_record
 from pytest_roofline.gates.baseline import tolerances_of
 from pytest_roofline.gates.comparison import Tolerances
-from pytest_roofline.measure.settings import MarkerOptions
-from pytest_roofline.measure.state import RooflineState, TestEntry
 from pytest_roofline.model import sum_maps
 from pytest_roofline.model.roofline import arithmetic_intensity
+from pytest_roofline.session.settings import MarkerOptions
+from pytest_roofline.session.state import RooflineState, TestEntry
 
 
 def compare_band(state: RooflineState, options: MarkerOptions | None) -> float | None:

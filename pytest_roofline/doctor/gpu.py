@@ -20,7 +20,6 @@ Everything runs as subprocesses without a shell; nothing is imported from CUDA l
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shlex
@@ -334,33 +333,3 @@ def diagnose(env: Mapping[str, str] | None = None, python: str | None = None, ru
 def _tail(text: str, lines: int = 3) -> str:
     kept = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return " | ".join(kept[-lines:]) or "no output"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--python", metavar="PYTHON",
-                        help="interpreter that runs the probe kernel under ncu (default: this one)")
-    parser.add_argument("--timeout", type=float, default=RUN_TIMEOUT_S, help="seconds per ncu run (default 180)")
-
-
-def run(args: argparse.Namespace) -> int:
-    from pytest_roofline.doctor.cpu import cpu_checks
-
-    cpu = cpu_checks()
-    print("CPU path (any machine):")
-    for check in cpu:
-        print(check.line())
-    cpu_failed = [c.name for c in cpu if c.status == FAIL]
-    print("GPU path (the ncu counter):")
-    diagnosis = diagnose(python=args.python, timeout=args.timeout)
-    for check in diagnosis.checks:
-        print(check.line())
-    if cpu_failed:
-        print(f"verdict: --roofline cannot measure this machine's CPU roofs (failed: {', '.join(cpu_failed)})")
-        return EXIT_FAIL
-    if diagnosis.no_gpu:  # a CPU machine the CPU path is ready on: nothing failed, exit 0
-        print("verdict: the CPU path is ready; no NVIDIA GPU here: --roofline-counter auto uses the analytic "
-              "counter on this machine (exit 0)")
-        return EXIT_OK
-    print(diagnosis.verdict())
-    return diagnosis.exit_code
-

@@ -22,9 +22,9 @@ from pytest_roofline.gates.baseline_stats import (
     seed_for,
 )
 from pytest_roofline.gates.comparison import TestComparison, Tolerances, compare_test
-from pytest_roofline.measure.settings import MarkerOptions
-from pytest_roofline.measure.state import RooflineState, TestEntry
 from pytest_roofline.model.units import time_text
+from pytest_roofline.session.settings import MarkerOptions
+from pytest_roofline.session.state import RooflineState, TestEntry
 
 
 def tolerances_of(state: RooflineState, options: MarkerOptions | None) -> Tolerances:

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pytest_roofline.measure.settings import MarkerOptions
-from pytest_roofline.measure.state import RooflineState, TestEntry
+from pytest_roofline.session.settings import MarkerOptions
+from pytest_roofline.session.state import RooflineState, TestEntry
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Measuring tests: time a callable bare, count its work, probe the roofs live, judge each region.
 
-``settings`` validates the session's options and the marker's arguments, ``state`` keeps what a session
-knows, ``regions`` records and judges measured regions, ``timing`` and ``probes`` take the clock readings.
+``regions`` records and judges measured regions (the Recorder), ``timing`` and ``probes`` take the clock
+readings, ``ops`` times a call op by op. A session's settings and state live in :mod:`pytest_roofline.session`.
 """

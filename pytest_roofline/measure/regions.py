@@ -58,7 +58,7 @@ class Region:
     uncounted: dict[str, int] = field(default_factory=dict)  # FLOP-bearing ops without a rule -> their bytes
     probe: dict[str, Any] | None = None  # the live DRAM probe beside its timed calls (probes.summary)
     confirmed: tuple[float, float] | None = None  # fractions of a first and a confirming measurement
-    ops: Any = None  # op_times.OpReport: the per-op timing pass (--roofline-ops), None when not run
+    ops: Any = None  # ops.times.OpReport: the per-op timing pass (--roofline-ops), None when not run
     compare: dict[str, Any] | None = None  # --roofline-compare: the pairs with REF's twin and REF's region
     device: str | None = None  # cpu|cuda: where its work ran, whose roofs judged it (device_roofs)
 
@@ -66,7 +66,7 @@ class Region:
         """Each kernel's record; with per-op times, also its t_min, bound, own fraction and lost time."""
         if self.ops is None:
             return [k.to_dict() for k in self.kernels]
-        from pytest_roofline.measure.op_times import op_fields
+        from pytest_roofline.measure.ops.times import op_fields
 
         out = []
         for kernel in self.kernels:
@@ -324,7 +324,7 @@ class Recorder:
         return again
 
     def time_ops(self, indices: Sequence[int] | None = None) -> None:
-        """Run the per-op timing pass (:mod:`~pytest_roofline.measure.op_times`) for the regions measured here
+        """Run the per-op timing pass (:mod:`~pytest_roofline.measure.ops.times`) for the regions measured here
         that have none yet and whose counter traced its ops (the analytic counter): each op gets a time from
         ``torch.profiler``, apart from the bare timed loop, whose verdict stands. The gate calls this for a test
         below its threshold under ``--roofline-ops failed``. A failure of the pass becomes a note."""
@@ -346,7 +346,7 @@ class Recorder:
     def _op_pass(self, counter: Counter, region: Region, trace: Sequence[Any], fn: Callable[..., Any],
                  args: tuple[Any, ...], kwargs: Mapping[str, Any], setup: Setup | None,
                  ) -> tuple[list[KernelSample], Any]:
-        from pytest_roofline.measure.op_times import time_ops
+        from pytest_roofline.measure.ops.times import time_ops
 
         wait = synchronizer()
         with self.cores.scope() if self.cores is not None else nullcontext() as placed:

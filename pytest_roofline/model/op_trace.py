@@ -1,7 +1,7 @@
 """The ops one counted call ran, in order, and the events a profiler saw: what the per-op join reads.
 
 Plain Python (no torch): the analytic counter writes :class:`TracedOp` s, the profiling pass converts
-``torch.profiler`` events into :class:`ProfiledEvent` trees, and :mod:`pytest_roofline.measure.op_join`
+``torch.profiler`` events into :class:`ProfiledEvent` trees, and :mod:`pytest_roofline.measure.ops.join`
 matches one to the other.
 """
 

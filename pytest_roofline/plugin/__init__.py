@@ -6,12 +6,12 @@ given and a test needs them.
 
 The ncu counter (``--roofline-counter ncu``, or ``auto`` on a machine with a GPU, ncu and counter access):
 ``roofline.measure`` times each call site here and leaves its counts pending; after the test body returns, the
-measuring session profiles the test once in a child under ncu (:mod:`pytest_roofline.measure.ncu_deferred`) and
+measuring session profiles the test once in a child under ncu (:mod:`pytest_roofline.counters.ncu.deferred`) and
 gates on the verdict. In that child (``PYTEST_ROOFLINE_NCU_CHILD=1``) the fixture only marks NVTX ranges
 (:mod:`pytest_roofline.counters.ncu.child`) and the plugin judges and writes nothing. A child that fails, or a
 range without kernels, is an error of the test, raised in its teardown; ERR_NVGPUCTRPERM skips the test
 (explicit ``ncu``) or switches ``auto`` to the analytic counter for the rest of the session, with one warning
-(:mod:`pytest_roofline.measure.settle`).
+(:mod:`pytest_roofline.session.ncu_fallback`).
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from typing import Any
 
 import pytest
 
-from pytest_roofline.measure.settings import SettingError, parse_bool
-from pytest_roofline.measure.state import RooflineState
 from pytest_roofline.plugin.keys import STATE
 from pytest_roofline.plugin.markers import MARKER_HELP, marker_options
 from pytest_roofline.plugin.options import add_options, first_history, implied_by, read_settings
 from pytest_roofline.plugin.select import select_mode
+from pytest_roofline.session.settings import SettingError, parse_bool
+from pytest_roofline.session.state import RooflineState
 
 THP_NOTE = pytest.StashKey[str]()
 
@@ -48,7 +48,7 @@ class BuiltinCounters:
 
     @pytest.hookimpl(trylast=True)
     def pytest_roofline_make_counter(self, name: str, config: pytest.Config) -> Any:
-        from pytest_roofline.measure.state import builtin_counter
+        from pytest_roofline.session.state import builtin_counter
 
         return builtin_counter(name)
 

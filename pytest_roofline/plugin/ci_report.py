@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from pytest_roofline.measure.state import RooflineState, TestEntry
 from pytest_roofline.output.results_dir import RESULTS_FILE
+from pytest_roofline.session.state import RooflineState, TestEntry
 
 
 def add_junit_properties(item: pytest.Item, entry: TestEntry) -> None:

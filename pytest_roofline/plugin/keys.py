@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from pytest_roofline.measure.state import RooflineState, TestEntry
+from pytest_roofline.session.state import RooflineState, TestEntry
 
 STATE = pytest.StashKey[RooflineState]()
 ENTRY = pytest.StashKey[TestEntry]()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_roofline.measure.settings import MarkerOptions, SettingError
+from pytest_roofline.session.settings import MarkerOptions, SettingError
 
 MARKER_HELP = (
     "roofline(min_fraction=None, uncounted=None, max_drop=None, max_slowdown=None, fail_on=None): measure the "

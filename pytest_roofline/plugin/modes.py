@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from pytest_roofline.fixture_types import RooflineFixture
-from pytest_roofline.measure.state import RooflineState, TestEntry
 from pytest_roofline.plugin.keys import ENTRY, STATE, TEARDOWN_ERROR
 from pytest_roofline.plugin.markers import marker_options, wants_roofline
+from pytest_roofline.session.state import RooflineState, TestEntry
 
 
 class Passive:
@@ -196,7 +196,7 @@ class MeasuringSession:
 
     def _settle_pending(self, item: pytest.Item, entry: TestEntry) -> bool:
         """Count the test's ncu-pending regions; False when the test is not to be judged (an error waits)."""
-        from pytest_roofline.measure.settle import ChildRun, settle_pending
+        from pytest_roofline.session.ncu_fallback import ChildRun, settle_pending
 
         config = item.config
         from pytest_roofline.plugin.ncu_batch import batch_candidates, ncu_full

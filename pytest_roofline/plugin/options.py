@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from pytest_roofline.measure.contention import CONTENDED_MODES
-from pytest_roofline.measure.settings import (
+from pytest_roofline.session.settings import (
     CONFIRM_MODES,
     COUNTERS,
     DEVICES,
@@ -27,7 +27,7 @@ from pytest_roofline.measure.settings import (
     parse_max_slowdown,
     parse_seconds,
 )
-from pytest_roofline.measure.state import Settings
+from pytest_roofline.session.state import Settings
 
 # (option, ini key, help, default) -- every option has an ini key of the same name with underscores.
 _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
@@ -187,7 +187,7 @@ def read_settings(config: pytest.Config) -> Settings:
 def compare_pairs_setting(value: Any) -> int:
     """``--roofline-compare-pairs``: a whole number >= 3 (a t-interval over fewer pairs decides nothing)."""
     from pytest_roofline.errors import SettingError
-    from pytest_roofline.measure.settings import parse_count
+    from pytest_roofline.session.settings import parse_count
 
     where = "--roofline-compare-pairs / ini roofline_compare_pairs"
     number = parse_count(value, where)

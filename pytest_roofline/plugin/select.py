@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_roofline.measure.state import RooflineState
 from pytest_roofline.plugin.modes import MeasuringSession, Passive, ProfiledChild
+from pytest_roofline.session.state import RooflineState
 
 
 def select_mode(config: pytest.Config, state: RooflineState) -> tuple[str, object]:

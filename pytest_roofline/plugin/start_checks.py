@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_roofline.measure.settings import COUNTERS
+from pytest_roofline.session.settings import COUNTERS
 
 _COUNTER_HELP = ("built-in: analytic, declared, ncu, auto; a plugin or conftest adds one with the "
                  "pytest_roofline_make_counter hook")

@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from pytest_roofline.measure.state import RooflineState
 from pytest_roofline.output.worker_records import OUTPUT_KEY, SESSION_KEY
 from pytest_roofline.plugin.modes import MeasuringSession, session_meta
+from pytest_roofline.session.state import RooflineState
 
 GPU_ASSIGNED = pytest.StashKey[str | None]()
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_roofline.fixture_types import RooflineFixture
-from pytest_roofline.measure.state import RooflineState
+from pytest_roofline.session.state import RooflineState
 
 
 def twin_roofline_args(state: RooflineState, machine_file: Path, directory: Path) -> list[str]:

@@ -31,7 +31,7 @@ from pytest_roofline.output.safe_text import printable
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("report", metavar="REPORT", help="a .ncu-rep file or ncu CSV output (details or raw page)")
-    from pytest_roofline.cli import deprecated_alias
+    from pytest_roofline.commands import deprecated_alias
 
     parser.add_argument("--machine-file", dest="machine", metavar="ROOFS.json",
                         help="machine ceilings, as pinned with pytest --roofline-machine (Machine.to_dict() "

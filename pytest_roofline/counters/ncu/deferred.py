@@ -33,7 +33,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pytest_roofline.counters import CounterBase
 from pytest_roofline.counters.ncu import backend
@@ -41,8 +41,28 @@ from pytest_roofline.counters.ncu import batch as batch_module
 from pytest_roofline.counters.ncu.command import DEFAULT_CACHE_CONTROL, DEFAULT_CLOCK_CONTROL
 from pytest_roofline.counters.ncu.diagnostics import diagnostics_dict, format_diagnostics, format_seconds
 from pytest_roofline.errors import NcuUnavailable
-from pytest_roofline.measure.regions import Recorder
 from pytest_roofline.model import KernelSample, Machine, MissingCeilingError
+
+
+class _Timed(Protocol):
+    @property
+    def median_s(self) -> float: ...
+
+
+class _PendingRegion(Protocol):
+    @property
+    def timing(self) -> _Timed: ...
+
+
+class PendingRegions(Protocol):
+    """What a profile settles of ``measure``'s Recorder: the regions timed bare that wait for their counts."""
+
+    @property
+    def pending(self) -> Sequence[_PendingRegion]: ...
+
+    def settle_pending(self, counter_name: str, kernels: Sequence[KernelSample],
+                       notes: Sequence[str] = ()) -> object: ...
+
 
 # The NVIDIA driver's switch for non-admin counter access (see backend.PERMISSION_FIX).
 DRIVER_PARAMS = Path("/proc/driver/nvidia/params")
@@ -200,7 +220,7 @@ class NcuOutcome:
 
 
 def profile_test(
-    recorder: Recorder,
+    recorder: PendingRegions,
     nodeid: str,
     directory: Path,
     machine: Machine,

@@ -3,7 +3,7 @@
 The verdict stays the bare timed loop's; this adds, per op (kernel sample), a time, its own fraction
 (``t_min / time``), its bound and its lost time (``time - t_min``), and per region the coverage (sum of the
 op times / the bare region time), the profiler's overhead and the CPU diagnostics
-(:mod:`pytest_roofline.measure.op_diagnostics`).
+(:mod:`pytest_roofline.measure.ops.diagnostics`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pytest_roofline.measure.op_diagnostics import OpRow, diagnose, gpu_idle
-from pytest_roofline.measure.op_join import KernelTimes, kernel_times
+from pytest_roofline.measure.ops.diagnostics import OpRow, diagnose, gpu_idle
+from pytest_roofline.measure.ops.join import KernelTimes, kernel_times
 from pytest_roofline.model import KernelSample, Machine, lower_bound
 from pytest_roofline.model.op_trace import TracedOp
 
@@ -160,7 +160,7 @@ def time_ops(kernels: Sequence[KernelSample], trace: Sequence[TracedOp], machine
              ) -> tuple[list[KernelSample], OpReport]:
     """Profile ``fn`` a few times and join its ops to ``trace``; torch is imported here. ``before_call``: the
     DRAM probe schedule when the bare loop had one (see ``op_profile.profile_calls``)."""
-    from pytest_roofline.measure import op_profile
+    from pytest_roofline.measure.ops import profile as op_profile
 
     if device not in _DISPATCH:  # once per process and device: a property of the host, not of the test
         _DISPATCH[device] = op_profile.dispatch_cost_s(device)

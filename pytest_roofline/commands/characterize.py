@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default: cpu)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     parser.add_argument("--plot", metavar="FILE", type=Path, help="draw the hierarchical roofline into FILE")
-    from pytest_roofline.cli import deprecated_alias
+    from pytest_roofline.commands import deprecated_alias
 
     parser.add_argument("--recharacterize", dest="fresh", action="store_true",
                         help="ignore and replace the cached characterization (as pytest --roofline-recharacterize)")

@@ -1,7 +1,7 @@
 """Command line: ``pytest-roofline <command>`` (also ``python -m pytest_roofline <command>``).
 
-Each command lives in its own module exposing ``add_arguments(parser)`` and ``run(args) -> int``; the
-module is imported only when its command runs, so ``--help`` stays fast.
+Each command is a module of this package named after its verb, exposing ``add_arguments(parser)`` and
+``run(args) -> int``; the heavy imports sit inside ``run``, so building the parser stays fast.
 """
 
 from __future__ import annotations
@@ -18,21 +18,21 @@ DESCRIPTION = ("pytest-roofline: roofline ceilings, reports and checks from the 
                "The pytest plugin itself runs with pytest --roofline.")
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "characterize": ("pytest_roofline.characterize.cli", "measure this machine's roofline ceilings"),
-    "import-ncu": ("pytest_roofline.counters.ncu.cli", "per-kernel roofline numbers from an Nsight Compute report"),
-    "ncu-metrics": ("pytest_roofline.counters.ncu.metrics_cli", "the ncu metric names --roofline asks for on a compute capability"),
-    "doctor": ("pytest_roofline.doctor.gpu", "GPU runner preflight: will --roofline work here with the ncu counter?"),
-    "counters-agree": ("pytest_roofline.counters.agreement_cli",
+    "characterize": ("pytest_roofline.commands.characterize", "measure this machine's roofline ceilings"),
+    "import-ncu": ("pytest_roofline.commands.import_ncu", "per-kernel roofline numbers from an Nsight Compute report"),
+    "ncu-metrics": ("pytest_roofline.commands.ncu_metrics", "the ncu metric names --roofline asks for on a compute capability"),
+    "doctor": ("pytest_roofline.commands.doctor", "GPU runner preflight: will --roofline work here with the ncu counter?"),
+    "counters-agree": ("pytest_roofline.commands.counters_agree",
                        "the analytic and ncu counters' records of the same tests compared: precision, bound, FLOPs"),
-    "audit-ops": ("pytest_roofline.counters.audit_cli", "which aten ops the analytic counter counts (OpInfo samples)"),
-    "report": ("pytest_roofline.site.cli", "a static site of the roofline history: trends, change points, trajectories"),
-    "bisect": ("pytest_roofline.ab.bisect_cli",
+    "audit-ops": ("pytest_roofline.commands.audit_ops", "which aten ops the analytic counter counts (OpInfo samples)"),
+    "report": ("pytest_roofline.commands.report", "a static site of the roofline history: trends, change points, trajectories"),
+    "bisect": ("pytest_roofline.commands.bisect",
                "the first commit between GOOD and BAD whose tests are slower than at GOOD (A/B in lockstep)"),
-    "thresholds": ("pytest_roofline.history.thresholds_cli",
+    "thresholds": ("pytest_roofline.commands.thresholds",
                    "the min_fraction each test's history supports, and the smallest slowdown it catches"),
-    "history": ("pytest_roofline.history.history_cli",
+    "history": ("pytest_roofline.commands.history",
                 "list a history store's machines and sessions; copy sessions between stores (create-only)"),
-    "compare": ("pytest_roofline.gates.compare_cli",
+    "compare": ("pytest_roofline.commands.compare",
                 "time, work and fraction of every test of session B against sessions A, as the baseline gate"),
 }
 

@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("history", metavar="HISTORY", nargs="?", default=".roofline/history",
                         help="a history (--roofline-history: a directory, s3://..., git:BRANCH; default "
                              ".roofline/history) or one file")
-    from pytest_roofline.cli import deprecated_alias
+    from pytest_roofline.commands import deprecated_alias
 
     parser.add_argument("--machine-key", dest="machine", metavar="KEY",
                         help="only this machine key (the folder names under HISTORY)")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_roofline.errors import SettingError
-from pytest_roofline.measure.settings import parse_fail_on, parse_max_drop, parse_max_slowdown
+from pytest_roofline.session.settings import parse_fail_on, parse_max_drop, parse_max_slowdown
 
 
 def _checked(parse: Callable[[Any, str], Any], option: str) -> Callable[[str], Any]:

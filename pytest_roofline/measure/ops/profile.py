@@ -2,12 +2,12 @@
 
 The bare loop sets the verdict; this pass only says where the time went. Each profiled call is wrapped in a
 ``record_function`` range of its own, so its events form one tree per call; the events are converted to
-plain :class:`~pytest_roofline.model.op_trace.ProfiledEvent` trees for :mod:`pytest_roofline.measure.op_join`.
+plain :class:`~pytest_roofline.model.op_trace.ProfiledEvent` trees for :mod:`pytest_roofline.measure.ops.join`.
 
 - CPU: ``ProfilerActivity.CPU``; an event's time is its inclusive CPU time (the op and what it calls).
 - CUDA: ``ProfilerActivity.CUDA`` too (Kineto/CUPTI). The trace is exported (Chrome-trace JSON) and each
   kernel is joined to the op that launched it through its correlation id
-  (:mod:`pytest_roofline.measure.op_kineto`): an op's time is the GPU time of the kernels it and the ops inside
+  (:mod:`pytest_roofline.measure.ops.kineto`): an op's time is the GPU time of the kernels it and the ops inside
   it launched, or its host time when none (a CPU op in a process that uses CUDA). Per call it also keeps the
   kernels' time, the GPU's busy time (union of kernel intervals) and the host time of the launch calls.
   The join is tested on a constructed trace with Kineto's event shapes; it has not run on a GPU here.
@@ -38,7 +38,7 @@ class ProfiledCalls:
     wall_s: list[float]  # wall time of each profiled call
     device: str  # "cpu" or "cuda": which clock the event times are
     bare_s: list[float] = field(default_factory=list)  # a bare call just before each profiled one
-    gpu: list[Any] = field(default_factory=list)  # op_kineto.KinetoCall per profiled call (CUDA only)
+    gpu: list[Any] = field(default_factory=list)  # kineto.KinetoCall per profiled call (CUDA only)
 
 
 def calls_for(median_s: float, budget_s: float) -> int:
@@ -129,7 +129,7 @@ def kineto_calls(prof: Any) -> list[Any]:
     import os
     import tempfile
 
-    from pytest_roofline.measure.op_kineto import calls_from_trace
+    from pytest_roofline.measure.ops.kineto import calls_from_trace
 
     handle, path = tempfile.mkstemp(suffix=".json", prefix="roofline-kineto-")
     os.close(handle)

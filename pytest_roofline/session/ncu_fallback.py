@@ -20,7 +20,7 @@ from pytest_roofline.errors import (
     NoGpu,
     NoKernelsInRange,
 )
-from pytest_roofline.measure.state import RooflineState, TestEntry
+from pytest_roofline.session.state import RooflineState, TestEntry
 
 # torch copies between device buffers (copy_, clone, .to) as cudaMemcpy, not a kernel: ncu profiles no launch
 NO_KERNEL_NOTE = ("ncu profiled no kernel in this test's ranges (a copy between GPU buffers runs as cudaMemcpy, which "
@@ -51,7 +51,7 @@ class ChildRun:
 def settle_pending(state: RooflineState, entry: TestEntry, nodeid: str, child: ChildRun,
                    warn: Callable[[Warning], None]) -> Settled:
     """Profile the test under ncu and judge its pending regions."""
-    from pytest_roofline.measure import ncu_deferred as ncu_gate
+    from pytest_roofline.counters.ncu import deferred as ncu_gate
 
     if state.ncu_denied is not None:
         entry.extra["ncu"] = {"error": state.ncu_denied, "logs": []}
@@ -90,7 +90,7 @@ def settle_pending(state: RooflineState, entry: TestEntry, nodeid: str, child: C
 
 
 def _batches(state: RooflineState) -> Any:
-    from pytest_roofline.measure.ncu_deferred import NcuBatches
+    from pytest_roofline.counters.ncu.deferred import NcuBatches
 
     if getattr(state, "ncu_batches", None) is None:
         state.ncu_batches = NcuBatches()

@@ -23,7 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              ".roofline/history)")
     parser.add_argument("--out", type=Path, default=Path(".roofline/site"),
                         help="folder to write the site to (default .roofline/site); open its index.html")
-    from pytest_roofline.cli import deprecated_alias
+    from pytest_roofline.commands import deprecated_alias
 
     parser.add_argument("--machine-key", dest="machine", metavar="KEY",
                         help="only this machine key (the folder names under HISTORY_DIR)")
@@ -39,8 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pytest_roofline.errors import SiteError, SiteOutputError, StoreError, StoreSettingError
     from pytest_roofline.history.location import cli_location
-
-    from .build import build_site
+    from pytest_roofline.site.build import build_site
 
     try:
         history = cli_location(args.history, "report")
@@ -76,8 +75,7 @@ def _build_from_store(store: Any, args: argparse.Namespace) -> Any:
 
     from pytest_roofline.history.store import DirectoryStore, copy_sessions
     from pytest_roofline.history.validate import MAX_FILE_BYTES
-
-    from .build import build_site
+    from pytest_roofline.site.build import build_site
 
     with tempfile.TemporaryDirectory(prefix="roofline-site-history-") as work:
         failed = copy_sessions(store, DirectoryStore(Path(work)), MAX_FILE_BYTES, folder=args.machine)[2]

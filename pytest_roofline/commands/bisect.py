@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_roofline.ab.worktree import git, prepare, resolve
+from pytest_roofline.ab.twin import PACKAGE_DIR, TWIN_BOOT
+from pytest_roofline.ab.worktree import Checkout, git, prepare, resolve
 from pytest_roofline.errors import CompareError, StepCannotRun
 from pytest_roofline.output.safe_text import printable
 
@@ -62,9 +63,8 @@ def run_step(commit: str, good: str, where: Path, roofline_dir: Path, pytest_arg
         checkout.release()
 
 
-def _run_in(checkout: Any, commit: str, good: str, pytest_args: list[str], python: str | None) -> Step:
-    boot = str(Path(__file__).parent / "plugin" / "twin_boot.py")  # pytest glue: ab/plugin/
-    package = str(Path(__file__).parent.parent)  # this package's folder, which the twin's boot puts first on its path
+def _run_in(checkout: Checkout, commit: str, good: str, pytest_args: list[str], python: str | None) -> Step:
+    boot, package = str(TWIN_BOOT), str(PACKAGE_DIR)
     with tempfile.TemporaryDirectory(prefix="roofline-bisect-") as out:
         command = [python or sys.executable, boot, package, "1", "--", *pytest_args, "--roofline",
                    f"--roofline-compare={good}", f"--roofline-dir={out}", "--roofline-history=none", "-q",

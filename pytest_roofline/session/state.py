@@ -92,7 +92,7 @@ class RooflineState:
         self._choice: Any = None  # ncu_gate.CounterChoice, resolved on first need
         self._warned = False
         self.ncu_denied: str | None = None  # explicit ncu got ERR_NVGPUCTRPERM: later tests skip at once
-        self.ncu_batches: Any = None  # measure.ncu_deferred.NcuBatches: the batched ncu runs of this session
+        self.ncu_batches: Any = None  # counters.ncu.deferred.NcuBatches: the batched ncu runs of this session
         self.started = _dt.datetime.now(_dt.timezone.utc)
         self.session_id = new_session_id(self.started)
         self.write_error: str | None = None  # results could not be written; said in the summary
@@ -231,7 +231,7 @@ class RooflineState:
         """The session's counter (``ncu_gate.CounterChoice``). ``auto`` is decided here, on first need, so that
         torch or CuPy are imported only once a measurement needs a counter; raises ``NcuUnavailable``."""
         if self._choice is None:
-            from pytest_roofline.measure import ncu_deferred as ncu_gate
+            from pytest_roofline.counters.ncu import deferred as ncu_gate
 
             self._choice = ncu_gate.choose_counter(self.settings.requested_counter)
             if self._choice.warning:
@@ -246,7 +246,7 @@ class RooflineState:
 
     def fall_back_to_analytic(self, reason: str, warn: Callable[[Warning], None] | None = None) -> None:
         """``auto`` found ncu unusable: the analytic counter for the rest of the session, one warning."""
-        from pytest_roofline.measure import ncu_deferred as ncu_gate
+        from pytest_roofline.counters.ncu import deferred as ncu_gate
 
         self._choice = ncu_gate.CounterChoice("analytic")
         self.warn_once(ncu_gate.fallback_message(reason), warn)
@@ -276,7 +276,7 @@ class RooflineState:
         return counter
 
     def _counter_name(self) -> str:
-        from pytest_roofline.measure.ncu_deferred import NcuUnavailable
+        from pytest_roofline.counters.ncu.deferred import NcuUnavailable
         from pytest_roofline.measure.regions import CounterUnavailableError
 
         try:
@@ -309,7 +309,7 @@ def builtin_counter(name: str) -> Any:
     from pytest_roofline.measure.regions import CounterUnavailableError
 
     if name == "ncu":
-        from pytest_roofline.measure.ncu_deferred import NcuDeferredCounter
+        from pytest_roofline.counters.ncu.deferred import NcuDeferredCounter
 
         return NcuDeferredCounter()
     if name == "declared":
