@@ -971,9 +971,7 @@ def test_a_twin_counts_its_call_only_when_its_region_is_asked_for() -> None:
             return fn(*args, **kwargs), []
 
     class Recorder:
-        roofs_override = None
-
-        def _region(self, counter: Any, label: str, kernels: Any, timing: Any) -> Any:
+        def region(self, counter: Any, label: str, kernels: Any, timing: Any, roofs: Any = None) -> Any:
             return SimpleNamespace(to_dict=lambda: {"label": label, "kernels": kernels})
 
     calls: list[int] = []
@@ -981,7 +979,9 @@ def test_a_twin_counts_its_call_only_when_its_region_is_asked_for() -> None:
         Counter.counted = 0
         channel = ScriptedChannel([{"op": "begin"}, {"op": "call", "batch": 1}, {"op": "site_end", "region": asked}])
         follower = Follower(channel)  # type: ignore[arg-type]
-        assert follower.follow(Recorder(), Counter(), "f", lambda x: calls.append(x) or x, (3,), {}, None) == 3
+        site = follower.measure_site(Recorder(), Counter(), "f", lambda x: calls.append(x) or x,  # type: ignore[arg-type]
+                                     (3,), {}, None)
+        assert site == 3
         assert Counter.counted == counts
         assert (channel.sent[-1]["region"] is not None) == asked
 

@@ -96,11 +96,11 @@ def test_host_tensors_stay_at_dram_in_the_same_count() -> None:
 
 def test_a_gpu_working_set_that_fits_its_l2_is_judged_at_l2(fake: FakeTensorMode) -> None:
     kernels = [KernelSample("copy", {}, {"HBM": 3e9})]
-    small, _ = Recorder._placed(_Footprint(10 * MiB), kernels, h100())
+    small, _ = Recorder.placed_kernels(_Footprint(10 * MiB), kernels, h100())
     assert small[0].bytes == {"L2": 3e9}  # 10 MiB <= 0.75 x 50 MiB
-    big, _ = Recorder._placed(_Footprint(200 * MiB), kernels, h100())
+    big, _ = Recorder.placed_kernels(_Footprint(200 * MiB), kernels, h100())
     assert big[0].bytes == {"HBM": 3e9}
-    host, _ = Recorder._placed(_Footprint(10 * MiB), [KernelSample("copy", {}, {"DRAM": 3e9})], CPU)
+    host, _ = Recorder.placed_kernels(_Footprint(10 * MiB), [KernelSample("copy", {}, {"DRAM": 3e9})], CPU)
     assert host[0].bytes == {"L3": 3e9}
 
 

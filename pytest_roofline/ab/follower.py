@@ -9,6 +9,8 @@ from typing import Any
 
 from pytest_roofline.ab.channel import Channel
 from pytest_roofline.ab.lockstep import follow
+from pytest_roofline.counters import Counter
+from pytest_roofline.measure.regions import Recorder
 from pytest_roofline.measure.timing import Setup, TimingStats, calls_for, prepared_arguments
 
 
@@ -22,8 +24,9 @@ class Follower:
         self.site = 0
         self.following = True
 
-    def follow(self, recorder: Any, counter: Any, label: str, fn: Callable[..., Any], args: tuple[Any, ...],
-               kwargs: Mapping[str, Any], setup: Setup | None) -> Any:
+    def measure_site(self, recorder: Recorder, counter: Counter, label: str, fn: Callable[..., Any],
+                     args: tuple[Any, ...], kwargs: Mapping[str, Any], setup: Setup | None) -> Any:
+        """The twin's site timer (``Recorder.site_timer``): run the call, then answer the comparing side's turns."""
         from pytest_roofline.host.devices import synchronizer
         from pytest_roofline.model import Machine
 
@@ -36,11 +39,8 @@ class Follower:
 
         def judge(timing: TimingStats, roofs: dict[str, Any] | None) -> dict[str, Any]:
             _, kernels = counter.count(fn, *prepared_arguments(setup, args, kwargs))
-            recorder.roofs_override = Machine.from_dict(roofs) if roofs else None
-            try:
-                region = recorder._region(counter, label, kernels, timing)
-            finally:
-                recorder.roofs_override = None
+            judged_on = Machine.from_dict(roofs) if roofs else None
+            region = recorder.region(counter, label, kernels, timing, roofs=judged_on)
             record = region.to_dict()
             record.pop("kernels", None)  # the comparing side needs the sums, not every op
             return record

@@ -119,7 +119,7 @@ def end_quietly(side: SideLink) -> None:
 
 @dataclass
 class PoolLink:
-    """The comparing side's view of the pool during one test (``Recorder.lockstep``). The first
+    """The comparing side's view of the pool during one test (through ``site_timer.PairedSites``). The first
     ``MIN_PROCESS_PAIRS`` pairs start the test with it; a further pair joins only at a call site the first ones
     did not decide, running the test up to there (the earlier call sites untimed)."""
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_roofline.counters import Counter
 from pytest_roofline.errors import CounterUnavailableError  # noqa: F401 (re-exported under its old name)
@@ -38,10 +38,26 @@ from pytest_roofline.model import KernelSample, Machine, Verdict, combine, evalu
 from pytest_roofline.model.placement import place_working_set
 from pytest_roofline.output.text import above_one_note
 
+if TYPE_CHECKING:
+    from pytest_roofline.host.cores import Placement, Planner
+
+# A call the Recorder can time again (confirm, the contended re-measure): counter, fn, args, kwargs, setup.
+Call = tuple[Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any], "Setup | None"]
+
 # A call site whose one call outlasts --roofline-max-time runs 1 + 1 + 3 calls (counted, warm-up, timed), once:
 # neither --roofline-confirm nor the contended re-measure times it again (docs/writing-tests.md).
 OVER_BUDGET_NOTE = ("not measured again: one call takes longer than the time budget (--roofline-max-time), so it "
                     "runs its minimum of calls once")
+
+class SiteTimer(Protocol):
+    """Times a call site in place of the Recorder's own loop: in an A/B session, the comparing side's process
+    pairs (``ab.site_timer.PairedSites``) and the turns a twin answers (``ab.follower.Follower``). It counts and
+    times through the Recorder's public steps (:meth:`Recorder.count`, :meth:`Recorder.region`,
+    :meth:`Recorder.add_region`, :meth:`Recorder.measure_here`) and returns the call's result."""
+
+    def measure_site(self, recorder: Recorder, counter: Counter, label: str, fn: Callable[..., Any],
+                     args: tuple[Any, ...], kwargs: Mapping[str, Any], setup: Setup | None) -> Any: ...
+
 
 @dataclass(frozen=True)
 class Region:
@@ -54,7 +70,7 @@ class Region:
     verdict: Verdict
     notes: list[str] = field(default_factory=list)
     parts: list[tuple[str, TimingStats]] = field(default_factory=list)  # call sites timed apart, then judged as one
-    placement: Any = None  # cores.Placement: where it was measured (None: not placed)
+    placement: Placement | None = None  # where it was measured (None: not placed)
     uncounted: dict[str, int] = field(default_factory=dict)  # FLOP-bearing ops without a rule -> their bytes
     probe: dict[str, Any] | None = None  # the live DRAM probe beside its timed calls (probes.summary)
     confirmed: tuple[float, float] | None = None  # fractions of a first and a confirming measurement
@@ -182,7 +198,7 @@ class Recorder:
         self.policy = policy
         self.regions: list[Region] = []
         self.pending: list[PendingRegion] = []
-        self.cores: Any = None  # cores.Planner: measure on cores of its own (None: wherever the OS runs it)
+        self.cores: Planner | None = None  # measure on cores of its own (None: wherever the OS runs it)
         self.machine_for_cores: Callable[[int], Machine] | None = None  # roofs for that many cores
         self.contended: list[tuple[int, Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any],
                                    Setup | None]] = []
@@ -192,12 +208,8 @@ class Recorder:
         # the session
         self.probe_cache: dict[Any, Any] = {}
         # index of each region measured here -> (counter, fn, args, kwargs, setup): what confirm() times again
-        self.calls: dict[int, tuple[Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any], Setup | None]] = {}
-        self.lockstep: Any = None  # ab.pool.PoolLink: call sites take turns in process pairs
-        self.follower: Any = None  # ab.follower.Follower: this process is the twin, answering turns
-        # --roofline-compare-max-slowdown (or the marker's): when the lockstep may stop early; None: the auto band
-        self.compare_tolerance: float | None = None
-        self.roofs_override: Machine | None = None  # the twin judges with the roofs the comparing side used
+        self.calls: dict[int, Call] = {}
+        self.site_timer: SiteTimer | None = None  # --roofline-compare: call sites timed in process pairs
         # roofs of another device than the session's, for a core count (None: all cores): in a CUDA session,
         # host code is judged on the CPU's (device_roofs); None: every call site on the session's roofs
         self.machine_for_device: Callable[[str, int | None], Machine] | None = None
@@ -237,63 +249,44 @@ class Recorder:
         kwargs: Mapping[str, Any], setup: Setup | None = None,
     ) -> Any:
         _refuse_lazy(fn, label)
-        if self.follower is not None:
-            return self.follower.follow(self, counter, label, fn, args, kwargs, setup)
+        if self.site_timer is not None:
+            return self.site_timer.measure_site(self, counter, label, fn, args, kwargs, setup)
+        return self.measure_here(counter, label, fn, args, kwargs, setup)
+
+    def count(self, counter: Counter, label: str, fn: Callable[..., Any], args: tuple[Any, ...],
+              kwargs: Mapping[str, Any], setup: Setup | None) -> tuple[Any, list[KernelSample]]:
+        """The counted call: its result and the kernels the counter saw."""
         result, kernels = counter.count(fn, *prepared_arguments(setup, args, kwargs))
         _refuse_lazy(fn, label, result)
-        if self.lockstep is not None and not counter.deferred:
-            self._measure_paired(counter, label, kernels, fn, args, kwargs, setup)
-            return result
-        with self.cores.scope() if self.cores is not None else nullcontext() as placed:
+        return result, kernels
+
+    def measure_here(self, counter: Counter, label: str, fn: Callable[..., Any], args: tuple[Any, ...],
+                     kwargs: Mapping[str, Any], setup: Setup | None) -> Any:
+        """Count the call once, time it bare in this process (beside a live probe where one is wanted), judge it."""
+        result, kernels = self.count(counter, label, fn, args, kwargs, setup)
+        with self.placement() as placed:
             probe = None if counter.deferred else self._probe_for(counter, kernels, placed)
             timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(), setup=setup,
                                    before_timed_call=probe)
         if counter.deferred:
             self.pending.append(PendingRegion(label, timing, (fn, args, dict(kwargs))))
         else:
-            self._judge(counter, label, kernels, timing, placed, probe)
-            self.calls[len(self.regions) - 1] = (counter, fn, args, dict(kwargs), setup)
+            self.add_region(self.region(counter, label, kernels, timing, placed, probe),
+                            (counter, fn, args, dict(kwargs), setup))
             if self.ops_mode == "always":
                 self.time_ops([len(self.regions) - 1])
             if placed is not None and placed.contended:  # measured again at the end of the session
                 self.contended.append((len(self.regions) - 1, counter, fn, args, dict(kwargs), setup))
         return result
 
-    def _measure_paired(self, counter: Counter, label: str, kernels: list[KernelSample], fn: Callable[..., Any],
-                        args: tuple[Any, ...], kwargs: Mapping[str, Any], setup: Setup | None) -> None:
-        """Time the call site in turns with REF's twin (``--roofline-compare``); both sides on the cores
-        chosen here. No live probe: both sides see the same roofs, and the pairing cancels the host's drift."""
-        link = self.lockstep
-        with self.cores.scope() if self.cores is not None else nullcontext() as placed:
-            cores = list(placed.used) if placed is not None else None
-            roofs = self._machine_for(placed, work_device(counter))
-            # the link (ab.pool.PoolLink) times the site in process pairs (docs/ab-compare.md)
-            region = self._region_over_pairs(link, counter, label, kernels, fn, args, kwargs, setup, placed,
-                                             cores, roofs)
+    def placement(self) -> AbstractContextManager[Placement | None]:
+        """Cores of its own for one call site (None: wherever the OS runs it)."""
+        return self.cores.scope() if self.cores is not None else nullcontext()
+
+    def add_region(self, region: Region, call: Call) -> None:
+        """Keep a judged region and the call that made it (what :meth:`confirm` times again)."""
         self.regions.append(region)
-        self.calls[len(self.regions) - 1] = (counter, fn, args, dict(kwargs), setup)
-
-    def _region_over_pairs(self, link: Any, counter: Counter, label: str, kernels: list[KernelSample],
-                           fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any],
-                           setup: Setup | None, placed: Any, cores: list[int] | None, roofs: Machine) -> Region:
-        """The call site timed in process pairs, twins of this checkout against twins of REF; this side's
-        time and fraction are those of this checkout's twins' paired turns (this process times nothing)."""
-        from pytest_roofline.measure.probes import rewarm_pays, roofline_bound
-        from pytest_roofline.measure.timing import side_stats
-
-        # an untimed call before each timed turn, where it warms what matters (this side's numbers rule both)
-        placed_kernels, _ = self._placed(counter, kernels, roofs)  # bytes at the level that serves them
-        rewarm = rewarm_pays(counter.footprint_bytes, roofline_bound(placed_kernels, roofs)[0], roofs)
-        site = link.measure_site(label, cores, roofs.to_dict(), self.policy, self.compare_tolerance, rewarm)
-        if site is None:
-            timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(), setup=setup)
-            region = self._region(counter, label, kernels, timing, placed)
-            return replace(region, compare={"compared": False},
-                           notes=[*region.notes, "not compared: REF's test has no call site here"])
-        timing = side_stats(site.pooled("this"), not site.budget_limited, site.measure_s)
-        region = self._region(counter, label, kernels, timing, placed)
-        return replace(region, compare={"compared": True, **site.summary(), "ref": site.ref_region(),
-                                        "ref_timing": side_stats(site.pooled("ref"), True, 0.0).to_dict()})
+        self.calls[len(self.regions) - 1] = call
 
     def confirm(self) -> bool:
         """Time every region measured here once more and keep, per region, the faster of its two measurements;
@@ -308,11 +301,11 @@ class Recorder:
             if old.timing.median_s > self.policy.max_time_s:  # its stated calls once, no more
                 self.regions[index] = replace(old, notes=[*old.notes, OVER_BUDGET_NOTE])
                 continue
-            with self.cores.scope() if self.cores is not None else nullcontext() as placed:
+            with self.placement() as placed:
                 probe = self._probe_for(counter, old.kernels, placed)
                 timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(),
                                        setup=setup, before_timed_call=probe)
-            new = self._region(counter, old.label, old.kernels, timing, placed, probe)
+            new = self.region(counter, old.label, old.kernels, timing, placed, probe)
             again = True
             first, second = old.verdict.fraction, new.verdict.fraction
             kept = new if second > first else old
@@ -349,16 +342,16 @@ class Recorder:
         from pytest_roofline.measure.ops.times import time_ops
 
         wait = synchronizer()
-        with self.cores.scope() if self.cores is not None else nullcontext() as placed:
+        with self.placement() as placed:
             # the same DRAM probes between calls as the timed loop had: the same cache state at each call's start
             probe = self._probe_for(counter, region.kernels, placed) if region.probe is not None else None
-            return time_ops(region.kernels, trace, self._machine_for(placed, region.device), region.timing.median_s,
+            return time_ops(region.kernels, trace, self.machine_for(placed, region.device), region.timing.median_s,
                             fn, args,
                             kwargs, prepare=lambda: prepared_arguments(setup, args, kwargs),
                             synchronize=wait or (lambda: None), budget_s=self.policy.max_time_s,
                             device="cpu" if wait is None else "cuda", before_call=probe)
 
-    def _probe_for(self, counter: Counter, kernels: list[KernelSample], placed: Any) -> Any:
+    def _probe_for(self, counter: Counter, kernels: list[KernelSample], placed: Placement | None) -> Any:
         """A ``probes.ProbeSchedule`` under ``--roofline-probe live``, else None: for a call site whose bytes
         stream from DRAM (CPU roofs characterized by the ERT kernel), or a memory-bound one whose working set is
         in or at the edge of the last cache (a probe at its own size, ``probes.ProbeSpec.at_footprint``). Runs
@@ -368,11 +361,11 @@ class Recorder:
             return None
         from pytest_roofline.measure import probes
 
-        machine = self._machine_for(placed, work_device(counter))
+        machine = self.machine_for(placed, work_device(counter))
         if machine_device(machine) == "cuda":
             return None
         footprint = counter.footprint_bytes
-        placed_kernels = self._placed(counter, kernels, machine)[0]
+        placed_kernels = self.placed_kernels(counter, kernels, machine)[0]
         level_bytes = sum_maps(k.bytes for k in placed_kernels)
         if probes.wants_probe(footprint, machine, level_bytes.get(probes.PROBE_LEVEL, 0.0)):
             spec = probes.ProbeSpec.from_machine(machine)
@@ -391,7 +384,7 @@ class Recorder:
         return probes.ProbeSchedule(probe)
 
     @staticmethod
-    def _placed(counter: Counter, kernels: list[KernelSample], machine: Machine) -> tuple[list[KernelSample],
+    def placed_kernels(counter: Counter, kernels: list[KernelSample], machine: Machine) -> tuple[list[KernelSample],
                                                                                            str | None]:
         footprint = counter.footprint_bytes  # counters that assume no cache reuse
         if not footprint:
@@ -399,16 +392,14 @@ class Recorder:
         return place_working_set(kernels, footprint, placement_view(machine), from_level=main_memory(machine),
                                  write_allocate=counter.write_allocate_bytes)
 
-    def _judge(self, counter: Counter, label: str, kernels: list[KernelSample], timing: TimingStats,
-               placement: Any = None, probe: Any = None) -> None:
-        self.regions.append(self._region(counter, label, kernels, timing, placement, probe))
-
-    def _region(self, counter: Counter, label: str, kernels: list[KernelSample], timing: TimingStats,
-                placement: Any = None, probe: Any = None) -> Region:
+    def region(self, counter: Counter, label: str, kernels: list[KernelSample], timing: TimingStats,
+               placement: Placement | None = None, probe: Any = None, roofs: Machine | None = None) -> Region:
+        """One call site judged: against ``roofs`` where given (a twin judges on the comparing side's), else
+        the roofs for the cores it ran on and the device its work ran on."""
         device = work_device(counter)
-        machine = self._machine_for(placement, device)
+        machine = roofs if roofs is not None else self.machine_for(placement, device)
         notes = counter_notes(counter) + timing_notes(timing)
-        kernels, placed = self._placed(counter, kernels, machine)
+        kernels, placed = self.placed_kernels(counter, kernels, machine)
         notes.extend([placed] if placed else [])
         verdict = evaluate_region(kernels, machine, timing.median_s)
         probed = None
@@ -451,7 +442,7 @@ class Recorder:
                 raise ValueError(f"pending region {pending.label!r} was released and cannot be counted")
             fn, args, kwargs = pending.call
             _, kernels = counter.count(fn, args, kwargs)
-            self._judge(counter, pending.label, kernels, pending.timing)
+            self.regions.append(self.region(counter, pending.label, kernels, pending.timing))
             if note:
                 self.regions[-1] = replace(self.regions[-1], notes=[*self.regions[-1].notes, note])
         self.pending.clear()
@@ -466,16 +457,14 @@ class Recorder:
         region's when they differ), so that a failure's message and chart agree with its fraction."""
         placements = [r.placement for r in self.regions if r.placement is not None]
         device = self.regions[0].device if self.regions else None
-        return self._machine_for(placements[0] if placements else None, device)
+        return self.machine_for(placements[0] if placements else None, device)
 
     def device(self) -> str | None:
         """The device whose thresholds gate the test (``cuda`` if any call site ran on a GPU)."""
         return gating_device(r.device for r in self.regions)
 
-    def _machine_for(self, placed: Any, device: str | None = None) -> Machine:
+    def machine_for(self, placed: Placement | None, device: str | None = None) -> Machine:
         """The roofs for a call site on ``placed`` cores whose work ran on ``device`` (None: the session's)."""
-        if self.roofs_override is not None:
-            return self.roofs_override
         if device is not None and self.machine_for_device is not None and device != machine_device(self._machine()):
             return self.machine_for_device(device, None if placed is None else placed.count)
         if placed is None or self.machine_for_cores is None:
@@ -495,11 +484,11 @@ class Recorder:
                 self.regions[index] = replace(old, notes=[*old.notes, OVER_BUDGET_NOTE])
                 continue
             timed += 1
-            with self.cores.scope() if self.cores is not None else nullcontext() as placed:
+            with self.placement() as placed:
                 probe = self._probe_for(counter, old.kernels, placed)
                 timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(),
                                        setup=setup, before_timed_call=probe)
-            new = self._region(counter, old.label, old.kernels, timing, placed, probe)
+            new = self.region(counter, old.label, old.kernels, timing, placed, probe)
             still = placed is not None and placed.contended
             first, second = old.verdict.fraction, new.verdict.fraction
             if still and second <= first:
@@ -547,7 +536,7 @@ def _judge_live(kernels: list[KernelSample], machine: Machine, timing: TimingSta
     return verdict, record, note
 
 
-def _load_text(placement: Any) -> str:
+def _load_text(placement: Placement | None) -> str:
     load = getattr(placement, "load_on", None)
     return "unknown" if load is None else f"{load:.0%}"
 

@@ -139,11 +139,11 @@ class MeasuringSession:
         recorder.probe_mode = state.settings.probe
         recorder.probe_cache = state.probe_cache
         recorder.ops_mode = state.settings.ops
-        recorder.lockstep = state.compare_link  # --roofline-compare: each call site takes turns with REF's twin
-        if recorder.lockstep is not None:
+        if state.compare_link is not None:  # --roofline-compare: each call site takes turns with REF's twins
+            from pytest_roofline.ab.site_timer import PairedSites
             from pytest_roofline.ab.verdict import compare_band
 
-            recorder.compare_tolerance = compare_band(state, options)
+            recorder.site_timer = PairedSites(state.compare_link, compare_band(state, options))
         entry = TestEntry(request.node.nodeid, options.min_fraction if options else None, recorder)
         entry.extra.update(_identity(request.node))
         request.node.stash[ENTRY] = entry

@@ -237,7 +237,7 @@ class TwinSession:
         state = self.state
         recorder = Recorder(enabled=True, machine=state.machine, counter=state.counter,
                             policy=state.settings.timing_policy())
-        recorder.follower = self.follower
+        recorder.site_timer = self.follower
         self.follower.start_test()
         return recorder
 
