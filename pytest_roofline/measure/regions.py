@@ -49,6 +49,7 @@ Call = tuple[Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any], "Setu
 OVER_BUDGET_NOTE = ("not measured again: one call takes longer than the time budget (--roofline-max-time), so it "
                     "runs its minimum of calls once")
 
+
 class SiteTimer(Protocol):
     """Times a call site in place of the Recorder's own loop: in an A/B session, the comparing side's process
     pairs (``ab.site_timer.PairedSites``) and the turns a twin answers (``ab.follower.Follower``). It counts and
