@@ -15,6 +15,7 @@ from pytest_roofline.gates.baseline_stats import (
     compare_quantity,
     pooled_spread,
 )
+from pytest_roofline.output.record import TestRecord
 
 T_MIN = 1e-3
 
@@ -31,7 +32,7 @@ def session(fraction: float, rounds: int = 30, jitter: float = 0.0, seed: int = 
     samples = base * (1 + spread)
     record = {"fraction": T_MIN / float(np.median(samples)), "time_s": float(np.median(samples)),
               "regions": [{"t_min_s": T_MIN, "timing": {"samples_s": samples.tolist()}}]}
-    measured = Measurement.from_record(record)
+    measured = Measurement.from_record(TestRecord.from_dict({"nodeid": "t", **record}))
     assert measured is not None
     return measured
 
@@ -137,20 +138,20 @@ def test_regions_and_parts_combine_like_the_verdict() -> None:
         {"t_min_s": 2e-3, "timing": {"samples_s": []}, "parts": [
             {"timing": {"samples_s": [1e-3, 1e-3, 1e-3]}}, {"timing": {"samples_s": [3e-3, 3e-3, 3e-3]}}]},
     ]}
-    measured = Measurement.from_record(record)
+    measured = Measurement.from_record(TestRecord.from_dict({"nodeid": "t", **record}))
     assert measured is not None
     assert measured.time_s == pytest.approx(6e-3)  # no time_s recorded: the sum of the medians
     assert len(measured.regions[1][1]) == 2
 
 
 def test_a_record_without_rounds_keeps_its_time_and_one_without_fraction_is_none() -> None:
-    fixed = Measurement.from_record({"fraction": 0.25, "regions": [{"t_min_s": 1e-3, "time_s": 4e-3,
-                                                                     "timing": {}}]})
+    fixed = Measurement.from_record(TestRecord("t", fraction=0.25, regions=({"t_min_s": 1e-3, "time_s": 4e-3,
+                                                                              "timing": {}},)))
     assert fixed is not None
     assert fixed.resample(np.random.default_rng(0), 5).tolist() == pytest.approx([0.25] * 5)
     assert fixed.resample(np.random.default_rng(0), 5, "time").tolist() == pytest.approx([4e-3] * 5)
-    assert Measurement.from_record({"fraction": None, "regions": []}) is None
-    assert Measurement.from_record({"fraction": float("nan")}) is None
+    assert Measurement.from_record(TestRecord("t", fraction=None)) is None
+    assert Measurement.from_record(TestRecord.from_dict({"nodeid": "t", "fraction": float("nan")})) is None
 
 
 def test_no_baseline_is_an_error_of_the_caller() -> None:

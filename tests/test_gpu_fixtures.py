@@ -13,6 +13,7 @@ from pytest_roofline.counters.agreement import agreement, markdown
 from pytest_roofline.model import KernelSample, Machine
 from pytest_roofline.output.artifacts import kernel_rows
 from pytest_roofline.output.kernel_view import shares
+from pytest_roofline.output.record import TestRecord
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu-h100"
 GEMM = "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x64x32"
@@ -73,7 +74,7 @@ def test_the_two_counters_of_the_recorded_h100_run_are_compared() -> None:
     the kernels whose work is in another precision are named."""
     _, analytic = record("conv2d_forward_fp32_analytic.results.json")
     _, ncu = record("conv2d_forward_fp32_ncu.results.json")
-    found = agreement(analytic, ncu)
+    found = agreement(TestRecord.from_dict(analytic), TestRecord.from_dict(ncu))
     assert found.analytic_flops == 1_849_688_064 and found.ncu_flops == 1_872_220_160
     assert found.ratio == pytest.approx(1_872_220_160 / 1_849_688_064) and found.flops_agree()
     assert (found.analytic_precision, found.ncu_precision) == ("fp32", "tf32_tensor") and not found.same_precision
@@ -91,10 +92,11 @@ def test_counters_that_agree_say_so() -> None:
     analytic = {"nodeid": "t::gemm", "flops_by_precision": {"tf32": 2e9}, "bound": "compute:tf32_tensor"}
     ncu = {"nodeid": "t::gemm", "flops_by_precision": {"tf32_tensor": 2.041e9, "fp32": 1e6},
            "bound": "compute:tf32_tensor", "kernels": [{"name": "gemm", "flops": {"tf32_tensor": 2.041e9}}]}
-    found = agreement(analytic, ncu)
+    found = agreement(TestRecord.from_dict(analytic), TestRecord.from_dict(ncu))
     assert found.agrees() and found.extra_kernels == []
     assert found.describe() == "the counters agree: tf32_tensor, compute:tf32_tensor, ncu/analytic FLOPs 1.021"
-    assert not agreement(analytic, {**ncu, "flops_by_precision": {"tf32_tensor": 2.2e9}}).flops_agree()
+    more = TestRecord.from_dict({**ncu, "flops_by_precision": {"tf32_tensor": 2.2e9}})
+    assert not agreement(TestRecord.from_dict(analytic), more).flops_agree()
 
 
 def test_counters_agree_command_reads_two_results_files(capsys: pytest.CaptureFixture[str]) -> None:
@@ -137,9 +139,10 @@ def test_a_kernel_in_a_precision_the_roofs_lack_leaves_the_site_standing() -> No
     from pytest_roofline.site.build import _kernel_view
 
     roofs = charts.Roofs({"fp32": 1e12}, {"L2": 1e12, "HBM": 1e11})
-    record = {"kernels": [{"name": "gemm", "flops": {"fp32": 1e9, "fp8_tensor": 5e9},
-                           "bytes": {"L2": 1e8, "L9": 5e7}, "time_s": 2e-3, "launches": 1},
-                          {"name": "cast", "flops": {}, "bytes": {"HBM": 1e8}, "time_s": 1e-3, "launches": 1}]}
+    record = TestRecord("t", kernels=({"name": "gemm", "flops": {"fp32": 1e9, "fp8_tensor": 5e9},
+                                       "bytes": {"L2": 1e8, "L9": 5e7}, "time_s": 2e-3, "launches": 1},
+                                      {"name": "cast", "flops": {}, "bytes": {"HBM": 1e8}, "time_s": 1e-3,
+                                       "launches": 1}))
     points, table = _kernel_view(record, roofs)
     assert [(p.level, p.ai, p.share) for p in points] == [("L2", 10.0, pytest.approx(2 / 3))]
     assert "33% of kernel time in kernels with no FLOPs" in table

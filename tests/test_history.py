@@ -16,6 +16,7 @@ from pytest_roofline.history import environment, writer
 from pytest_roofline.history.baseline import for_test, load_baseline, same_environment, select
 from pytest_roofline.history.machine_key import UNKNOWN_KEY, machine_key, readable_name
 from pytest_roofline.history.reader import Session, load
+from pytest_roofline.output.record import TestRecord
 
 MACHINE = {"name": "AMD EPYC 9R14 (2 cores)", "peak_flops": {"fp32": 1e11}, "bandwidth": {"DRAM": 1e10},
            "info": {}}
@@ -86,7 +87,7 @@ def test_a_results_json_is_one_session_keyed_by_its_machine(tmp_path: Path) -> N
                                 "tests": [{"nodeid": "t.py::test_a", "fraction": 0.4}]}))
     (session,) = load(path).sessions
     assert (session.id, session.machine_key, session.commit) == ("r1", machine_key(MACHINE), None)
-    assert session.tests["t.py::test_a"]["fraction"] == 0.4
+    assert session.tests["t.py::test_a"].fraction == 0.4
 
 
 def make(index: int, key: str = "m-1", branch: str | None = "main", tests: tuple[str, ...] = ("t",),
@@ -94,7 +95,7 @@ def make(index: int, key: str = "m-1", branch: str | None = "main", tests: tuple
     regions = [{"cores": {"count": threads}}] if threads else []
     return Session(id=f"s{index}", start=f"2026-11-25T0{index}:00:00", machine_key=key, commit=None,
                    branch=branch, source="",
-                   tests={t: {"nodeid": t, "fraction": 0.5, "regions": regions, "params": params} for t in tests},
+                   tests={t: TestRecord(t, fraction=0.5, regions=tuple(regions), params=params) for t in tests},
                    environment={"torch": torch} if torch else {})
 
 

@@ -14,6 +14,7 @@ from pytest_roofline.commands import main
 from pytest_roofline.history.chain import Z95, trajectory
 from pytest_roofline.history.nightly import last_back, resolve_last
 from pytest_roofline.history.reader import Session
+from pytest_roofline.output.record import TestRecord
 
 NODE = "perf/test_x.py::test_gemm"
 
@@ -24,7 +25,7 @@ def session(index: int, commit: str, branch: str | None = "main", key: str = "bo
     if compare is not None:
         record["compare"] = compare
     return Session(id=f"s{index}", start=f"2026-11-{index + 1:02d}T03:00:00+00:00", machine_key=key, commit=commit,
-                   branch=branch, source=f"s{index}.json", tests={NODE: record})
+                   branch=branch, source=f"s{index}.json", tests={NODE: TestRecord.from_dict(record)})
 
 
 def ab(ref: str, ratio: float, half_width: float, verdict: str = "steady") -> dict[str, Any]:

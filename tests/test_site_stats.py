@@ -41,7 +41,7 @@ def test_reader_orders_by_start_groups_by_key_and_skips_bad_files_with_one_warni
     assert [m.split(":")[0].rsplit("/", 1)[1] for m in messages] == ["corrupt.json", "foreign.json", "newer.json"]
     assert "schema 2 is newer" in messages[2]
     assert list(sessions) == ["a", "b"]
-    assert [s.tests[0]["fraction"] for s in sessions["a"]] == [0.1, 0.3]
+    assert [s.tests[0].fraction for s in sessions["a"]] == [0.1, 0.3]
     assert sessions["b"][0].short_commit == "ab" * 6
 
 

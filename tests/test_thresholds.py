@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from pytest_roofline.commands import main
 from pytest_roofline.history.reader import Session
 from pytest_roofline.history.thresholds import advise, advise_test, t_999
+from pytest_roofline.output.record import TestRecord
 
 
 def test_student_t_quantiles_come_from_the_table_and_tend_to_the_normal() -> None:
@@ -51,7 +53,7 @@ def test_two_sessions_are_too_few_and_bad_fractions_are_rejected() -> None:
 
 
 def _session(index: int, key: str, fractions: dict[str, float | None], min_fraction: float | None = None) -> Session:
-    tests = {nodeid: {"nodeid": nodeid, "fraction": f, "min_fraction": min_fraction} for nodeid, f in fractions.items()}
+    tests = {nodeid: TestRecord(nodeid, fraction=f, min_fraction=min_fraction) for nodeid, f in fractions.items()}
     return Session(id=f"s{index}", start=f"2026-11-25T10:{index:02d}:00", machine_key=key, commit=None, branch=None,
                    source=f"s{index}.json", tests=tests)
 
@@ -72,8 +74,7 @@ def test_an_expected_failure_gets_no_warning() -> None:
     # The example suite's row-by-row matmul is marked xfail with min_fraction 0.5 while it reads 0.03: that a
     # clean session "fails" it is the point, so its row says xfail instead of warning.
     sessions = [_session(i, "zen4", {"slow": 0.03}, min_fraction=0.5) for i in range(3)]
-    for session in sessions:
-        session.tests["slow"]["outcome"] = "xfailed"  # type: ignore[index]
+    sessions = [replace(s, tests={"slow": replace(s.tests["slow"], outcome="xfailed")}) for s in sessions]
     (advice,) = advise(sessions)
     assert advice.expected_failure and advice.warning == "" and advice.suggested == pytest.approx(0.029, abs=1e-9)
     sessions[-1] = _session(2, "zen4", {"slow": 0.03}, min_fraction=0.5)  # no longer marked xfail

@@ -192,11 +192,10 @@ def compare_regions(regions: Sequence[Mapping[str, Any]], tolerances: Tolerances
     f_paired = PairedRatio(paired.ratio / scale, over_scale(paired.ci), paired.pairs, over_scale(paired.claim_ci))
     f_verdict = _TIME_VERDICT[verdict(f_paired, 1 / (1 - tolerances.max_drop) - 1)]
     fraction = Change("fraction", this_f, ref_f, f_ratio, f_ci, None, f_verdict, f_claim)
-    now = Work.from_record({"flops_by_precision": sum_maps(r.get("flops_by_precision") or {} for r in compared),
-                            "bytes": sum_maps(r.get("bytes") or {} for r in compared)})
-    ref_work = Work.from_record({"flops_by_precision": sum_maps((r["compare"]["ref"].get("flops_by_precision")
-                                                                    or {}) for r in compared),
-                                 "bytes": sum_maps((r["compare"]["ref"].get("bytes") or {}) for r in compared)})
+    now = Work.of(sum_maps(r.get("flops_by_precision") or {} for r in compared),
+                  sum_maps(r.get("bytes") or {} for r in compared))
+    ref_work = Work.of(sum_maps((r["compare"]["ref"].get("flops_by_precision") or {}) for r in compared),
+                       sum_maps((r["compare"]["ref"].get("bytes") or {}) for r in compared))
     work = None if now is None or ref_work is None else work_change(now, ref_work, bound)
     result = combine(against, time, fraction, work, tolerances.fail_on)
     if result.verdict != "inconclusive" or time.verdict != "inconclusive":

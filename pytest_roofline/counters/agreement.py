@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_roofline.model import TENSOR_SUFFIX
+from pytest_roofline.output.record import TestRecord
 
 TOLERANCE = 0.05
 
@@ -79,23 +80,21 @@ class Agreement:
                                    if extra else "")
 
 
-def agreement(analytic: Mapping[str, Any], ncu: Mapping[str, Any]) -> Agreement:
+def agreement(analytic: TestRecord, ncu: TestRecord) -> Agreement:
     """Compare two results.json test records of one test (``flops_by_precision``, ``bound``, ``kernels``)."""
-    a_flops = dict(analytic.get("flops_by_precision") or {})
-    n_flops = dict(ncu.get("flops_by_precision") or {})
-    counted = {family(p) for p, v in a_flops.items() if isinstance(v, (int, float)) and v > 0}
+    a_flops = dict(analytic.flops_by_precision or {})
+    n_flops = dict(ncu.flops_by_precision or {})
+    counted = {family(p) for p, v in a_flops.items() if v > 0}
     extra = []
-    for kernel in ncu.get("kernels") or []:
-        if not isinstance(kernel, Mapping):
-            continue
+    for kernel in ncu.kernels:
         by_family: dict[str, float] = {}
         for precision, value in (kernel.get("flops") or {}).items():
             if isinstance(value, (int, float)) and value > 0 and family(str(precision)) not in counted:
                 by_family[str(family(str(precision)))] = by_family.get(str(family(str(precision))), 0.0) + value
         if by_family:
             extra.append((str(kernel.get("name")), sum(by_family.values())))
-    return Agreement(str(ncu.get("nodeid") or analytic.get("nodeid")), _total(a_flops), _total(n_flops),
-                     main_precision(a_flops), main_precision(n_flops), analytic.get("bound"), ncu.get("bound"),
+    return Agreement(ncu.nodeid, _total(a_flops), _total(n_flops),
+                     main_precision(a_flops), main_precision(n_flops), analytic.bound, ncu.bound,
                      sorted(extra, key=lambda e: -e[1]))
 
 
@@ -103,10 +102,10 @@ def _total(flops: Mapping[str, Any]) -> float:
     return float(sum(v for v in flops.values() if isinstance(v, (int, float)) and not isinstance(v, bool)))
 
 
-def agreements(analytic: Sequence[Mapping[str, Any]], ncu: Sequence[Mapping[str, Any]]) -> list[Agreement]:
+def agreements(analytic: Sequence[TestRecord], ncu: Sequence[TestRecord]) -> list[Agreement]:
     """Every test both lists hold (by node id), in the ncu list's order."""
-    by_id = {str(t.get("nodeid")): t for t in analytic}
-    return [agreement(by_id[str(t.get("nodeid"))], t) for t in ncu if str(t.get("nodeid")) in by_id]
+    by_id = {t.nodeid: t for t in analytic}
+    return [agreement(by_id[t.nodeid], t) for t in ncu if t.nodeid in by_id]
 
 
 def markdown(found: Sequence[Agreement], tolerance: float = TOLERANCE) -> str:

@@ -23,6 +23,7 @@ from pytest_roofline.gates.baseline_stats import (
 )
 from pytest_roofline.gates.comparison import TestComparison, Tolerances, compare_test
 from pytest_roofline.model.units import time_text
+from pytest_roofline.output.record import TestRecord, threads_of
 from pytest_roofline.session.settings import MarkerOptions
 from pytest_roofline.session.state import RooflineState, TestEntry
 
@@ -44,7 +45,8 @@ def current_measurement(entry: TestEntry, regions: list[dict[str, Any]]) -> Meas
     verdict = entry.recorder.verdict()
     if verdict is None:
         return None
-    return Measurement.from_record({**verdict.to_dict(), "regions": regions})
+    return Measurement.from_record(TestRecord.from_dict({"nodeid": entry.nodeid, **verdict.to_dict(),
+                                                         "regions": regions}))
 
 
 def pooled(state: RooflineState, quantity: str) -> Any:
@@ -67,8 +69,6 @@ def compare_entry(state: RooflineState, entry: TestEntry, tolerances: Tolerances
         return None
     record_base = {"max_drop": tolerances.max_drop, "max_slowdown": tolerances.max_slowdown,
                    "fail_on": list(tolerances.fail_on)}
-    from pytest_roofline.history.baseline import threads_of
-
     chosen = state.baseline.sessions_for(entry.nodeid, entry.extra.get("params"), threads_of(regions))
     found = [(s, m) for s, m in ((s, Measurement.from_record(s.tests[entry.nodeid])) for s in chosen)
              if m is not None]

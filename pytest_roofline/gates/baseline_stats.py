@@ -22,6 +22,7 @@ from typing import Any, TypeGuard
 import numpy as np
 
 from pytest_roofline.measure.work import Work
+from pytest_roofline.output.record import TestRecord
 
 REPLICATES = 1000
 CONFIDENCE = 0.95
@@ -42,17 +43,16 @@ class Measurement:
     work: Work | None = None
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> Measurement | None:
+    def from_record(cls, record: TestRecord) -> Measurement | None:
         """From a ``results.json`` / history test record; None when it has no fraction."""
-        fraction = record.get("fraction")
+        fraction = record.fraction
         if not _positive(fraction):
             return None
-        regions = tuple(r for r in (_region(r) for r in record.get("regions") or [] if isinstance(r, Mapping))
-                        if r is not None)
-        time_s = record.get("time_s")
+        regions = tuple(r for r in map(_region, record.regions) if r is not None)
+        time_s = record.time_s
         if not _positive(time_s):
             time_s = sum(sum(float(np.median(p)) for p in parts) for _, parts in regions)
-        return cls(float(fraction), regions, float(time_s), Work.from_record(record))
+        return cls(fraction, regions, time_s, Work.from_record(record))
 
     def _median_time(self) -> float:
         return sum(sum(float(np.median(p)) for p in parts) for _, parts in self.regions)
@@ -136,7 +136,7 @@ def pooled_spread(groups: Sequence[Sequence[float]]) -> Spread | None:
     return Spread(math.sqrt(sums / df), df, "pooled")
 
 
-def pooled_over(records_by_test: Iterable[Iterable[Mapping[str, Any]]], quantity: str) -> Spread | None:
+def pooled_over(records_by_test: Iterable[Iterable[TestRecord]], quantity: str) -> Spread | None:
     """:func:`pooled_spread` of ``quantity`` over each test's records (its sessions' test records)."""
     groups = [[m.value(quantity) for m in map(Measurement.from_record, records) if m is not None]
               for records in records_by_test]

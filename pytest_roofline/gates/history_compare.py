@@ -115,8 +115,7 @@ def compare_plan(plan: Plan, tolerances: Tolerances, pooled: dict[str, Spread | 
                 rows.append(Row(nodeid, "removed" if now is None else "new", None, [s for s, _ in found], now,
                                 latest))
             continue
-        bound = plan.current.tests[nodeid].get("bound")
-        result = compare_test(now, [m for _, m in found], tolerances, bound=bound if isinstance(bound, str) else None,
+        result = compare_test(now, [m for _, m in found], tolerances, bound=plan.current.tests[nodeid].bound,
                               pooled=pooled, seed=seed_for(nodeid), against=plan.a.selector)
         rows.append(Row(nodeid, result.verdict, result, [s for s, _ in found], now, latest))
     return rows

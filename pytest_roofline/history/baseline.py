@@ -16,6 +16,7 @@ from typing import Any
 
 from pytest_roofline.history.reader import Loaded, Session, load
 from pytest_roofline.history.store import HistoryStore
+from pytest_roofline.output.record import TestRecord
 
 # Environment fields a baseline session must share with the current one when both recorded them.
 ENVIRONMENT_KEYS = ("torch", "threads")
@@ -61,13 +62,10 @@ def session_label(session: Session) -> str:
     return f"{session.id} ({session.commit[:12]})" if session.commit else session.id
 
 
-def _measured(record: Mapping[str, Any]) -> bool:
+def _measured(record: TestRecord) -> bool:
     """A fraction a baseline may use: measured, and not in an A/B session (``tests[].compare``): there both
     sides take turns with each other, so its fractions are not those of a plain session."""
-    if record.get("compare") is not None:
-        return False
-    fraction = record.get("fraction")
-    return isinstance(fraction, (int, float)) and not isinstance(fraction, bool) and fraction > 0
+    return record.compare is None and record.measured
 
 
 def same_environment(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
@@ -84,27 +82,15 @@ def for_test(sessions: Sequence[Session], nodeid: str, params: Any, environment:
         record = session.tests.get(nodeid)
         if record is None or not _measured(record):
             continue
-        if params is not None and record.get("params") is not None and record.get("params") != params:
+        if params is not None and record.params is not None and record.params != params:
             continue
-        if not same_environment({**session.environment, **_threads(record)}, environment):
+        threads = {} if record.threads is None else {"threads": record.threads}
+        if not same_environment({**session.environment, **threads}, environment):
             continue
         found.append(session)
     same_branch = [s for s in found if branch is not None and s.branch == branch]
     chosen = same_branch if len(same_branch) >= count else found
     return chosen[-count:]
-
-
-def threads_of(regions: Any) -> int | None:
-    """The cores a test's calls ran on (the most of its regions' ``cores.count``), where recorded."""
-    counts = [r.get("cores", {}).get("count") for r in regions or [] if isinstance(r, Mapping)
-              and isinstance(r.get("cores"), Mapping)]
-    found = [c for c in counts if isinstance(c, int) and not isinstance(c, bool)]
-    return max(found) if found else None
-
-
-def _threads(record: Mapping[str, Any]) -> dict[str, Any]:
-    threads = threads_of(record.get("regions"))
-    return {} if threads is None else {"threads": threads}
 
 
 def select(sessions: Sequence[Session], *, key: str, any_machine: bool) -> tuple[list[Session], list[str]]:

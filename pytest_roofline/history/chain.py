@@ -77,9 +77,9 @@ class Trajectory:
 
 def edge_of(session: Session, nodeid: str) -> Edge | None:
     """The test's A/B edge in one session, where it was compared and its time ratio has an interval."""
-    record = session.tests.get(nodeid) or {}
-    compare = record.get("compare")
-    if not isinstance(compare, Mapping) or not session.commit:
+    record = session.tests.get(nodeid)
+    compare = None if record is None else record.compare
+    if compare is None or not session.commit:
         return None
     ref = compare.get("commit")
     time = (compare.get("changes") or {}).get("time") if isinstance(compare.get("changes"), Mapping) else None
@@ -107,12 +107,11 @@ def trajectory(sessions: Sequence[Session], nodeid: str) -> Trajectory:
     starts: dict[str, str] = {}
     raw_time: dict[str, float] = {}
     for session in sessions:  # oldest first: a commit's first session dates it and gives its raw time
-        record = session.tests.get(nodeid) or {}
-        if session.commit and session.commit not in starts and record:
+        record = session.tests.get(nodeid)
+        if session.commit and session.commit not in starts and record is not None:
             starts[session.commit] = session.start
-            time_s = record.get("time_s")
-            if _positive(time_s):
-                raw_time[session.commit] = float(time_s)
+            if _positive(record.time_s):
+                raw_time[session.commit] = record.time_s
     nodes: list[str] = []
     for edge in edges:  # REF first: the first night is the first edge's REF
         for commit in (edge.ref, edge.commit):

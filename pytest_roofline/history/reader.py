@@ -24,8 +24,8 @@ from pytest_roofline.history.validate import (
     valid_tests,
 )
 from pytest_roofline.history.writer import SCHEMA
-
-RESULTS_SCHEMA = 1  # output.artifacts.SCHEMA_VERSION, the newest results.json this reader knows
+from pytest_roofline.output.record import SCHEMA as SCHEMA_OF_TESTS
+from pytest_roofline.output.record import TestRecord, records_by_id
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,7 @@ class Session:
     commit: str | None
     branch: str | None
     source: str  # the file it was read from
-    tests: Mapping[str, Mapping[str, Any]]
+    tests: Mapping[str, TestRecord]
     machine: Mapping[str, Any] | None = None
     environment: Mapping[str, Any] = field(default_factory=dict)  # {"torch": version} where recorded
 
@@ -63,16 +63,16 @@ def session_from(document: Any, source: str, skipped: list[str] | None = None) -
         git = session.get("git") or {}
         key = str(machine.get("key") or machine_key(machine))
     else:  # a results.json
-        if schema > RESULTS_SCHEMA:
-            raise ValueError(f"results schema {schema!r} is newer than this reader's {RESULTS_SCHEMA}")
+        if schema > SCHEMA_OF_TESTS:
+            raise ValueError(f"results schema {schema!r} is newer than this reader's {SCHEMA_OF_TESTS}")
         session, machine, git = document.get("session") or {}, document.get("machine") or {}, {}
         key = machine_key(machine)
-    tests, problems = valid_tests(document["tests"])
+    tests, problems = valid_tests(document["tests"], schema if kind == "results" else SCHEMA_OF_TESTS)
     if problems and skipped is not None:
         skipped.append(describe_skipped(source, problems))
     return Session(id=str(session.get("id") or Path(source).stem), start=str(session.get("start") or ""),
                    machine_key=key, commit=git.get("commit"), branch=git.get("branch"), source=source,
-                   tests={str(t["nodeid"]): t for t in tests}, machine=machine or None,
+                   tests=records_by_id(tests), machine=machine or None,
                    environment=_environment(session))
 
 

@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pytest_roofline.history.reader import Session
+from pytest_roofline.output.record import TestRecord
 
 MIN_SESSIONS = 3  # two degrees of freedom: below that no spread can be told
 WORST_MARGIN = 0.99  # never above 99 % of the worst clean session seen
@@ -102,19 +102,18 @@ def advise_test(nodeid: str, machine_key: str, fractions: Sequence[float], curre
 
 def advise(sessions: Sequence[Session], *, last: int = 10) -> list[Advice]:
     """Per machine and test, the advice from that machine's ``last`` sessions that measured the test."""
-    by_test: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    by_test: dict[tuple[str, str], list[float]] = {}
+    latest: dict[tuple[str, str], TestRecord] = {}
     for session in sessions:  # oldest first (reader.load orders them)
         for nodeid, record in session.tests.items():
-            fraction = record.get("fraction")
-            if isinstance(fraction, (int, float)) and math.isfinite(fraction) and fraction > 0:
-                by_test.setdefault((session.machine_key, nodeid), []).append(record)
+            if record.fraction is not None and record.fraction > 0:
+                by_test.setdefault((session.machine_key, nodeid), []).append(record.fraction)
+                latest[session.machine_key, nodeid] = record
     advice = []
-    for (key, nodeid), records in sorted(by_test.items()):
-        chosen = records[-last:]
-        current = chosen[-1].get("min_fraction")
-        advice.append(advise_test(nodeid, key, [float(r["fraction"]) for r in chosen],
-                                  float(current) if isinstance(current, (int, float)) else None,
-                                  chosen[-1].get("outcome") == "xfailed"))
+    for (key, nodeid), fractions in sorted(by_test.items()):
+        last_record = latest[key, nodeid]
+        advice.append(advise_test(nodeid, key, fractions[-last:], last_record.min_fraction,
+                                  last_record.outcome == "xfailed"))
     return advice
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_roofline.errors import InvalidRecord as Invalid  # the name the readers catch
+from pytest_roofline.output.record import SCHEMA, TestRecord
 
 MAX_FILE_BYTES = 32 * 2**20  # a 1000-test history file is about 8 MB
 MAX_DEPTH = 64  # the deepest record the plugin writes nests about 10 deep
@@ -261,10 +262,10 @@ def check_header(document: Any) -> str:
     return kind
 
 
-def valid_tests(tests: Sequence[Any]) -> tuple[list[dict[str, Any]], list[str]]:
-    """The test records that pass :func:`check_test`, and one line per record skipped: ``tests[3]
+def valid_tests(tests: Sequence[Any], schema: int = SCHEMA) -> tuple[list[TestRecord], list[str]]:
+    """The test records that pass :func:`check_test`, typed, and one line per record skipped: ``tests[3]
     ('a.py::t'): fraction: nan is not a finite number in (0, 1.2]``."""
-    kept: list[dict[str, Any]] = []
+    kept: list[TestRecord] = []
     problems: list[str] = []
     for i, record in enumerate(tests):
         try:
@@ -274,7 +275,7 @@ def valid_tests(tests: Sequence[Any]) -> tuple[list[dict[str, Any]], list[str]]:
             name = f" ({_text(nodeid)})" if isinstance(nodeid, str) else ""
             problems.append(f"tests[{i}]{name}: {exc}")
         else:
-            kept.append(record)
+            kept.append(TestRecord.from_dict(record, schema))
     return kept, problems
 
 

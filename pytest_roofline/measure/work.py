@@ -11,20 +11,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_roofline.output.record import TestRecord
+
 # Counts are floats in the records (JSON); two counts of the same work agree far closer than this.
 EXACT = 1e-9
-
-
-def _counts(value: Any) -> dict[str, float] | None:
-    if not isinstance(value, Mapping):
-        return None
-    counts: dict[str, float] = {}
-    for key, number in value.items():
-        if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(number):
-            return None
-        if number > 0:
-            counts[str(key)] = float(number)
-    return counts
 
 
 @dataclass(frozen=True)
@@ -33,12 +23,16 @@ class Work:
     bytes: Mapping[str, float]  # per memory level
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> Work | None:
+    def from_record(cls, record: TestRecord) -> Work | None:
         """From a results.json / history test record (``flops_by_precision``, ``bytes``); None without counts."""
-        flops, moved = _counts(record.get("flops_by_precision")), _counts(record.get("bytes"))
-        if flops is None or moved is None or not (flops or moved):
-            return None
-        return cls(flops, moved)
+        return None if record.flops_by_precision is None else cls.of(record.flops_by_precision, record.bytes)
+
+    @classmethod
+    def of(cls, flops: Mapping[str, float], moved: Mapping[str, float]) -> Work | None:
+        """The work of these counts (zeros left out); None when nothing was counted."""
+        flops = {k: v for k, v in flops.items() if v > 0}
+        moved = {k: v for k, v in moved.items() if v > 0}
+        return cls(flops, moved) if flops or moved else None
 
     @property
     def total_flops(self) -> float:

@@ -16,9 +16,9 @@ from typing import Any
 
 from pytest_roofline._atomic import write_json_atomic, write_text_atomic
 from pytest_roofline.model import KernelSample, Machine, lower_bound
+from pytest_roofline.output.record import SCHEMA
 from pytest_roofline.output.safe_text import csv_row
 
-SCHEMA_VERSION = 1
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _MAX_STEM = 80
 
@@ -84,7 +84,7 @@ def write_kernels_csv(path: Path, kernels: Sequence[KernelSample], machine: Mach
 def results_document(machine: Machine | None, tests: Iterable[Mapping[str, Any]],
                      extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     return {
-        "schema": SCHEMA_VERSION,
+        "schema": SCHEMA,
         "units": {"time": "s", "flops": "FLOP", "bytes": "byte", "ai": "FLOP/byte"},
         "machine": machine.to_dict() if machine is not None else None,
         **dict(extra or {}),

@@ -30,6 +30,7 @@ import pandas as pd
 
 from pytest_roofline._atomic import current_umask
 from pytest_roofline.errors import SiteError, SiteOutputError
+from pytest_roofline.output.record import TestRecord, records_by_id
 
 from . import charts, label_layout, pages
 from .changepoints import change_points
@@ -62,14 +63,9 @@ def _roofs(machine: Mapping[str, Any]) -> charts.Roofs:
     return charts.Roofs(positive(machine.get("peak_flops")), positive(machine.get("bandwidth")))
 
 
-def _total_flops(record: Mapping[str, Any]) -> float:
-    flops = record.get("flops")
-    return float(flops) if isinstance(flops, (int, float)) else 0.0
-
-
-def _ai(record: Mapping[str, Any], level: str | None) -> float | None:
-    value = (record.get("ai") or {}).get(level) if level else None
-    return float(value) if isinstance(value, (int, float)) and value > 0 else None
+def _ai(record: TestRecord, level: str | None) -> float | None:
+    value = (record.ai or {}).get(level) if level else None
+    return value if value is not None and value > 0 else None
 
 
 def _slowest(levels: Iterable[str], bandwidth: Mapping[str, float]) -> str | None:
@@ -80,17 +76,15 @@ def _slowest(levels: Iterable[str], bandwidth: Mapping[str, float]) -> str | Non
     return min(known, key=lambda lv: bandwidth[lv]) if known else None
 
 
-def _placed_ai(record: Mapping[str, Any], bandwidth: Mapping[str, float]) -> tuple[str, float] | None:
-    level = _slowest([lv for lv, v in (record.get("ai") or {}).items()
-                      if isinstance(v, (int, float)) and v > 0], bandwidth)
+def _placed_ai(record: TestRecord, bandwidth: Mapping[str, float]) -> tuple[str, float] | None:
+    level = _slowest([lv for lv, v in (record.ai or {}).items() if v > 0], bandwidth)
     ai = _ai(record, level)
     return (level, ai) if level is not None and ai is not None else None
 
 
-def _flops_per_s(record: Mapping[str, Any]) -> float | None:
-    t = record.get("time_s")
-    flops = _total_flops(record)
-    return flops / t if isinstance(t, (int, float)) and t > 0 and flops > 0 else None
+def _flops_per_s(record: TestRecord) -> float | None:
+    t, flops = record.time_s, record.flops or 0.0
+    return flops / t if t is not None and t > 0 and flops > 0 else None
 
 
 class _Artifacts:
@@ -184,7 +178,7 @@ def nights_of(sessions: Sequence[Session]) -> list[Any]:
     from pytest_roofline.history.reader import Session as Night
 
     return [Night(id=s.id, start=s.start.isoformat(), machine_key=s.machine_key, commit=s.commit, branch=s.branch,
-                  source=str(s.path), tests={str(t["nodeid"]): t for t in s.tests}) for s in sessions]
+                  source=str(s.path), tests=records_by_id(s.tests)) for s in sessions]
 
 
 def _chain_section(nodeid: str, nights: Sequence[Any]) -> str:
@@ -202,9 +196,8 @@ def _chain_section(nodeid: str, nights: Sequence[Any]) -> str:
             "chain; docs/history.md).</p>")
 
 
-def _gate_verdict(record: Any) -> str | None:
-    block = record.get("baseline") if isinstance(record, Mapping) else None
-    verdict = block.get("verdict") if isinstance(block, Mapping) else None
+def _gate_verdict(record: TestRecord) -> str | None:
+    verdict = (record.baseline or {}).get("verdict")
     return verdict if isinstance(verdict, str) else None
 
 
@@ -230,8 +223,8 @@ def _verdict_note(summary: TestSummary) -> str:
 def _roofline_section(rows: pd.DataFrame, latest: Session) -> str:
     # The roofs its latest fraction was judged against (those of the cores it ran on), where the record has
     # them; else the machine's.
-    judged = rows.iloc[-1]["record"].get("judged_roofs")
-    roofs = _roofs(judged if isinstance(judged, Mapping) and judged.get("peak_flops") else latest.machine)
+    judged = rows.iloc[-1]["record"].judged_roofs
+    roofs = _roofs(judged if judged is not None and judged.get("peak_flops") else latest.machine)
     history: list[charts.RooflinePoint] = []
     for r in rows.itertuples():
         placed, perf = _placed_ai(r.record, roofs.bandwidth), _flops_per_s(r.record)
@@ -255,7 +248,7 @@ def _roofline_section(rows: pd.DataFrame, latest: Session) -> str:
             'Cores (an untimed kernel sits on its roof).</p>' + table)
 
 
-def _kernel_view(record: Mapping[str, Any], roofs: charts.Roofs) -> tuple[list[charts.KernelPoint], str]:
+def _kernel_view(record: TestRecord, roofs: charts.Roofs) -> tuple[list[charts.KernelPoint], str]:
     """The latest session's kernels, the paper's way: each at every level it moved bytes at, and a table of
     the longest with their share of the time, Tensor Core use, work, fraction and bound."""
     from pytest_roofline.model import KernelSample, Machine
@@ -264,12 +257,12 @@ def _kernel_view(record: Mapping[str, Any], roofs: charts.Roofs) -> tuple[list[c
 
     machine = Machine(name="judged", peak_flops=dict(roofs.peak_flops), bandwidth=dict(roofs.bandwidth))
     samples = []
-    for kernel in record.get("kernels") or []:
+    for row in record.kernels:
         try:  # only the precisions and levels the roofs have: a kernel is placed against those
-            flops = {p: v for p, v in dict(kernel.get("flops") or {}).items() if p in roofs.peak_flops}
-            levels = {lv: v for lv, v in dict(kernel.get("bytes") or {}).items() if lv in roofs.bandwidth}
-            samples.append(KernelSample(str(kernel.get("name", "?")), flops, levels, kernel.get("time_s"),
-                                        int(kernel.get("launches") or 1)))
+            flops = {p: v for p, v in dict(row.get("flops") or {}).items() if p in roofs.peak_flops}
+            levels = {lv: v for lv, v in dict(row.get("bytes") or {}).items() if lv in roofs.bandwidth}
+            samples.append(KernelSample(str(row.get("name", "?")), flops, levels, row.get("time_s"),
+                                        int(row.get("launches") or 1)))
         except (TypeError, ValueError, AttributeError):
             continue  # a record that passed validation but not the model's checks: left off the chart
     if not samples:
@@ -311,7 +304,7 @@ def _failing_section(rows: pd.DataFrame, artifacts: _Artifacts, root: str) -> st
     table_rows = []
     for r in list(failing.itertuples())[::-1][:FAILING_LISTED]:
         links = []
-        for path in r.record.get("artifacts") or []:
+        for path in r.record.artifacts:
             href, why = artifacts.link(r.session_id, str(path))
             name = Path(str(path)).name
             links.append(f'<a href="{pages.esc(root + href)}">{pages.esc(name)}</a>' if href else

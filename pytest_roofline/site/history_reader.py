@@ -16,6 +16,7 @@ from typing import Any
 
 from pytest_roofline.errors import HistoryFileWarning
 from pytest_roofline.history.validate import Invalid, check_header, describe_skipped, read_json, valid_tests
+from pytest_roofline.output.record import TestRecord
 
 __all__ = ["FORMAT", "SCHEMA", "HistoryFileWarning", "Session", "parse_time", "read_history", "read_session"]
 
@@ -34,7 +35,7 @@ class Session:
     dirty: bool
     machine_key: str
     machine: dict[str, Any]
-    tests: list[dict[str, Any]] = field(repr=False)
+    tests: list[TestRecord] = field(repr=False)
 
     @property
     def short_commit(self) -> str:

@@ -29,6 +29,8 @@ from typing import Any
 
 import pandas as pd
 
+from pytest_roofline.output.record import TestRecord
+
 from .history_reader import Session
 from .verdicts import WINDOW, Comparison, trend
 
@@ -47,9 +49,9 @@ class GateVerdict:
     commit: str
 
     @classmethod
-    def from_record(cls, record: Mapping[str, Any], session_id: str, commit: str) -> GateVerdict | None:
-        block = record.get("baseline")
-        if not isinstance(block, Mapping) or not isinstance(block.get("verdict"), str):
+    def from_record(cls, record: TestRecord, session_id: str, commit: str) -> GateVerdict | None:
+        block = record.baseline
+        if block is None or not isinstance(block.get("verdict"), str):
             return None
         statistic = str(block.get("statistic") or "")
         explanation = str(block.get("explanation") or statistic)
@@ -72,15 +74,13 @@ def history_frame(sessions: Mapping[str, list[Session]]) -> pd.DataFrame:
     for machine, items in sessions.items():
         for position, session in enumerate(items):
             for record in session.tests:
-                fraction = record.get("fraction")
                 rows.append({
                     "machine": machine, "position": position, "start": session.start, "session_id": session.id,
-                    "commit": session.short_commit, "nodeid": record["nodeid"],
-                    "function": record.get("function") or record["nodeid"].split("[", 1)[0],
-                    "params": record.get("params") or {},
-                    "fraction": float(fraction) if isinstance(fraction, (int, float)) and fraction > 0 else None,
-                    "min_fraction": record.get("min_fraction"), "bound": record.get("bound"),
-                    "time_s": record.get("time_s"), "outcome": record.get("outcome", ""), "record": record,
+                    "commit": session.short_commit, "nodeid": record.nodeid, "function": record.test_function,
+                    "params": dict(record.params or {}),
+                    "fraction": record.fraction if record.measured else None,
+                    "min_fraction": record.min_fraction, "bound": record.bound,
+                    "time_s": record.time_s, "outcome": record.outcome, "record": record,
                 })
     columns = ["machine", "position", "start", "session_id", "commit", "nodeid", "function", "params",
                "fraction", "min_fraction", "bound", "time_s", "outcome", "record"]
@@ -184,8 +184,8 @@ def gate_baseline(measured: pd.DataFrame) -> tuple[tuple[float, float, float] | 
     is the gate's own reference where it recorded one), their ids and the gating session's id. Nothing when no
     session ran the gate or none of its baseline sessions is in the history shown."""
     for row in reversed(list(measured.itertuples())):
-        block = row.record.get("baseline") if isinstance(row.record, Mapping) else None
-        if not isinstance(block, Mapping):
+        block = row.record.baseline
+        if block is None:
             continue
         ids = block.get("sessions")
         if not isinstance(ids, list) or not ids:

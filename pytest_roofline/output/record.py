@@ -1,0 +1,174 @@
+"""One test's record: what ``results.json``, a history file, the gates and the site all read (docs/results.md).
+
+The fields a reader uses by name are typed here; every other field a counter or a gate wrote (``clock_policy``,
+``definitions``, ``ncu``, ``confirmed`` ...) is kept as written in ``extra``, so a record read and written
+again is the record that was read. Records read back from disk are checked first (``history.validate``):
+:meth:`TestRecord.from_dict` does not judge trust, it only gives each field its type.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
+
+SCHEMA = 1  # the newest test-record schema this package writes and reads (results.json's and history's "schema")
+
+# The fields every record carries, written even when empty (a test with no verdict has fraction null).
+_ALWAYS = ("nodeid", "outcome", "min_fraction", "artifacts", "counter", "fraction", "bound", "time_s", "flops",
+           "bytes", "kernels", "regions")
+# The typed fields written only where set.
+_OPTIONAL = ("function", "params", "device", "t_min_s", "flops_by_precision", "ai", "judged_roofs", "compare",
+             "baseline", "no_work", "not_gated", "contended")
+
+# schema -> the step that turns a record of that schema into one of the next; none yet (schema 1 is the first)
+MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+
+JsonObject = Mapping[str, Any]  # a JSON object as read: its values are whatever the JSON held
+
+
+def _number(value: Any) -> float | None:
+    """A finite number as a float; None for anything else (null, a bool, a string, NaN)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _object(value: Any) -> JsonObject | None:
+    return value if isinstance(value, Mapping) else None
+
+
+def _counts(value: Any) -> dict[str, float]:
+    """A ``{name: number}`` object (FLOPs per precision, bytes per level); entries that are not numbers left out."""
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): n for k, v in value.items() if (n := _number(v)) is not None}
+
+
+def _objects(value: Any) -> tuple[JsonObject, ...]:
+    return tuple(v for v in value if isinstance(v, Mapping)) if isinstance(value, (list, tuple)) else ()
+
+
+def migrate(data: Mapping[str, Any], schema: int) -> dict[str, Any]:
+    """A record of ``schema`` brought to :data:`SCHEMA`; ValueError for a schema newer than this package's."""
+    if isinstance(schema, bool) or not isinstance(schema, int) or schema < 1:
+        raise ValueError(f"schema: {schema!r} is not a positive integer")
+    if schema > SCHEMA:
+        raise ValueError(f"schema {schema} is newer than this package's {SCHEMA}: upgrade pytest-roofline")
+    record = dict(data)
+    for step in range(schema, SCHEMA):
+        record = MIGRATIONS[step](record)
+    return record
+
+
+@dataclass(frozen=True)
+class TestRecord:
+    """One measured (or skipped, or failed) test of a session."""
+
+    __test__: ClassVar[bool] = False  # not a test class, despite its name
+
+    nodeid: str
+    outcome: str = "not run"  # pytest's outcome: passed, failed, skipped, xfailed ...
+    min_fraction: float | None = None  # the threshold it was held to
+    fraction: float | None = None  # attained fraction of the roof that binds; None: no counted work
+    bound: str | None = None  # "compute:fp32", "memory:DRAM" ...
+    time_s: float | None = None  # median time of one call, summed over its call sites
+    t_min_s: float | None = None  # the time the roofs allow
+    flops: float | None = None  # all FLOPs of one call
+    flops_by_precision: Mapping[str, float] | None = None
+    bytes: Mapping[str, float] = field(default_factory=dict)  # per memory level
+    ai: Mapping[str, float] | None = None  # arithmetic intensity per memory level
+    counter: str | None = None  # "analytic", "ncu", "declared", "declared+ncu" ...
+    device: str | None = None  # cpu, cuda, cpu+cuda: whose roofs judged it
+    function: str | None = None  # the test function's id without parameters, where a runner recorded it
+    params: JsonObject | None = None  # the test's parameters, where recorded
+    artifacts: tuple[str, ...] = ()
+    kernels: tuple[JsonObject, ...] = ()
+    regions: tuple[JsonObject, ...] = ()  # per call site: its counts, timing, cores (Region.to_dict)
+    judged_roofs: JsonObject | None = None  # the roofs the fraction was judged on
+    compare: JsonObject | None = None  # the A/B verdict (--roofline-compare)
+    baseline: JsonObject | None = None  # the baseline gate's verdict (--roofline-baseline)
+    no_work: JsonObject | None = None  # nothing was counted: the ops seen and the message
+    not_gated: str | None = None  # why a failing fraction did not fail it: "contended", "warn-only"
+    contended: JsonObject | None = None  # measured again at the end of the session, and what came of it
+    extra: JsonObject = field(default_factory=dict)  # every other field, as written
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], schema: int = SCHEMA) -> TestRecord:
+        """The record of a ``results.json`` / history test object (migrated from ``schema``). A field of the
+        wrong type reads as unset: records read from disk were checked by ``history.validate`` already."""
+        record = migrate(data, schema)
+        nodeid = record.get("nodeid")
+        if not isinstance(nodeid, str) or not nodeid:
+            raise ValueError(f"nodeid: {nodeid!r} is not a non-empty string")
+        known = set(_ALWAYS) | set(_OPTIONAL)
+        flops_by, ai = record.get("flops_by_precision"), record.get("ai")
+        return cls(
+            nodeid=nodeid, outcome=_text(record.get("outcome")) or "not run",
+            min_fraction=_number(record.get("min_fraction")), fraction=_number(record.get("fraction")),
+            bound=_text(record.get("bound")), time_s=_number(record.get("time_s")),
+            t_min_s=_number(record.get("t_min_s")), flops=_number(record.get("flops")),
+            flops_by_precision=_counts(flops_by) if isinstance(flops_by, Mapping) else None,
+            bytes=_counts(record.get("bytes")), ai=_counts(ai) if isinstance(ai, Mapping) else None,
+            counter=_text(record.get("counter")),
+            device=_text(record.get("device")), function=_text(record.get("function")),
+            params=_object(record.get("params")),
+            artifacts=tuple(a for a in record.get("artifacts") or () if isinstance(a, str)),
+            kernels=_objects(record.get("kernels")), regions=_objects(record.get("regions")),
+            judged_roofs=_object(record.get("judged_roofs")), compare=_object(record.get("compare")),
+            baseline=_object(record.get("baseline")), no_work=_object(record.get("no_work")),
+            not_gated=_text(record.get("not_gated")), contended=_object(record.get("contended")),
+            extra={k: v for k, v in record.items() if k not in known},
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object written to ``results.json`` and the history (lists as lists)."""
+        out: dict[str, Any] = {}
+        for name in _ALWAYS:
+            value = getattr(self, name)
+            out[name] = list(value) if isinstance(value, tuple) else value
+        out["bytes"] = dict(self.bytes)
+        for name in _OPTIONAL:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = dict(value) if name in ("flops_by_precision", "ai") else value
+        return {**out, **self.extra}
+
+    @property
+    def measured(self) -> bool:
+        """Whether it has a fraction a gate or a chart can use (counted work, a positive fraction)."""
+        return self.fraction is not None and self.fraction > 0
+
+    @property
+    def test_function(self) -> str:
+        """The test function's id: the recorded one, else the node id without its parameters."""
+        return self.function or self.nodeid.split("[", 1)[0]
+
+    @property
+    def threads(self) -> int | None:
+        """The cores its calls ran on (the most of its call sites' ``cores.count``), where recorded."""
+        return threads_of(self.regions)
+
+    def with_fields(self, **changes: Any) -> TestRecord:
+        """A copy with these fields changed; a name that is not a typed field goes to ``extra``."""
+        typed = {k: v for k, v in changes.items() if k in self.__dataclass_fields__}
+        loose = {k: v for k, v in changes.items() if k not in self.__dataclass_fields__}
+        return replace(self, **typed, extra={**self.extra, **loose}) if loose else replace(self, **typed)
+
+
+def threads_of(regions: Sequence[JsonObject]) -> int | None:
+    """The cores a test's call sites ran on (the most of their ``cores.count``), where recorded."""
+    counts = [c for r in regions if isinstance(cores := r.get("cores"), Mapping)
+              and isinstance(c := cores.get("count"), int) and not isinstance(c, bool)]
+    return max(counts) if counts else None
+
+
+def records_by_id(tests: Sequence[TestRecord]) -> dict[str, TestRecord]:
+    """Node id -> record; a node id listed twice keeps its last record."""
+    return {t.nodeid: t for t in tests}
