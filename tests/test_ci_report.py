@@ -16,6 +16,7 @@ import pytest
 
 from pytest_roofline.output import step_summary
 from pytest_roofline.output.ci_report import junit_properties
+from pytest_roofline.output.record import TestRecord
 
 SUITE = """
 import time, pytest
@@ -52,16 +53,16 @@ def properties(xml_path: Path) -> dict[str, dict[str, str]]:
 # -- JUnit properties ----------------------------------------------------------------------------------------
 
 def test_junit_properties_from_a_record() -> None:
-    record = {"fraction": 0.123456789, "min_fraction": 0.1, "bound": "memory:DRAM",
-              "baseline": {"fraction": 0.14, "drop": 0.1181, "verdict": "regressed", "sessions": ["a"]}}
+    record = TestRecord("t", fraction=0.123456789, min_fraction=0.1, bound="memory:DRAM",
+                        baseline={"fraction": 0.14, "drop": 0.1181, "verdict": "regressed", "sessions": ["a"]})
     assert junit_properties(record) == [
         ("roofline_fraction", "0.123457"), ("roofline_min_fraction", "0.1"), ("roofline_bound", "memory:DRAM"),
         ("roofline_baseline_fraction", "0.14"), ("roofline_drop", "0.1181"), ("roofline_verdict", "regressed")]
     # a new test has a verdict but no baseline figures; a test that measured nothing has no properties
-    assert junit_properties({"fraction": 0.5, "min_fraction": None, "bound": "compute:fp32",
-                             "baseline": {"fraction": None, "drop": None, "verdict": "new"}}) == [
+    assert junit_properties(TestRecord("t", fraction=0.5, min_fraction=None, bound="compute:fp32",
+                                       baseline={"fraction": None, "drop": None, "verdict": "new"})) == [
         ("roofline_fraction", "0.5"), ("roofline_bound", "compute:fp32"), ("roofline_verdict", "new")]
-    assert junit_properties({"fraction": None, "min_fraction": 0.5, "bound": None}) == [
+    assert junit_properties(TestRecord("t", fraction=None, min_fraction=0.5, bound=None)) == [
         ("roofline_min_fraction", "0.5")]
 
 
@@ -92,12 +93,12 @@ def test_no_properties_without_roofline(pytester: pytest.Pytester) -> None:
 # -- the step summary ----------------------------------------------------------------------------------------
 
 def _test(nodeid: str, outcome: str, fraction: float | None, min_fraction: float | None = None,
-          baseline: dict | None = None, artifacts: tuple[str, ...] = ()) -> dict:
+          baseline: dict | None = None, artifacts: tuple[str, ...] = ()) -> TestRecord:
     record = {"nodeid": nodeid, "outcome": outcome, "fraction": fraction, "min_fraction": min_fraction,
               "bound": "memory:DRAM" if fraction is not None else None, "artifacts": list(artifacts)}
     if baseline is not None:
         record["baseline"] = baseline
-    return record
+    return TestRecord.from_dict(record)
 
 
 def test_summary_order_regressions_first_then_worst() -> None:
@@ -111,7 +112,7 @@ def test_summary_order_regressions_first_then_worst() -> None:
         _test("t.py::regressed_big", "failed", 0.5, 0.2, {"fraction": 0.8, "drop": 0.375, "verdict": "regressed"}),
         _test("t.py::improved", "passed", 0.9, 0.5, {"fraction": 0.6, "drop": -0.5, "verdict": "improved"}),
     ]
-    order = [t["nodeid"].split("::")[1] for t in sorted(tests, key=step_summary.sort_key)]
+    order = [t.nodeid.split("::")[1] for t in sorted(tests, key=step_summary.sort_key)]
     assert order == ["regressed_big", "regressed_small", "failed",  # bad first: biggest drop, then the rest
                      "improved",  # has a drop figure (negative): before those without one
                      "ungated_low", "close", "fine", "unmeasured"]

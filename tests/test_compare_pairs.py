@@ -51,6 +51,7 @@ from pytest_roofline.ab.report import (
 from pytest_roofline.gates.comparison import Tolerances
 from pytest_roofline.history.baseline import _measured
 from pytest_roofline.measure.timing import TimingPolicy
+from pytest_roofline.output.record import TestRecord
 
 
 def test_the_t_interval_over_three_pairs_by_hand() -> None:
@@ -673,8 +674,8 @@ def test_a_steady_test_the_pairs_place_past_a_third_of_the_band_is_said_not_fail
 
 
 def test_a_b_records_stay_out_of_baselines() -> None:
-    assert _measured({"fraction": 0.5})
-    assert not _measured({"fraction": 0.5, "compare": {"verdict": "steady"}})
+    assert _measured(TestRecord("t", fraction=0.5))
+    assert not _measured(TestRecord("t", fraction=0.5, compare={"verdict": "steady"}))
 
 
 class FakeEvent:

@@ -177,12 +177,12 @@ def test_host_code_in_a_cuda_session_is_judged_on_the_cpus_roofs(tmp_path: Path)
     region = r.regions[0]
     assert region.device == "cpu" and r.device() == "cpu" and r.judged_machine() is CPU
     assert region.verdict.t_min == pytest.approx(2 * 256**3 / 100e9)  # the host's fp64, not the H100's 64.6 T
-    record = session_output.test_result(_Declared(r))
+    record = session_output.test_result(_Declared(r)).to_dict()
     assert record["device"] == "cpu" and record["judged_roofs"]["peak_flops"] == dict(CPU.peak_flops)
     r.declare(bytes=3e9, device="cuda").measure(lambda: None)  # a CuPy kernel, declared on the GPU
     assert r.regions[1].device == "cuda" and r.regions[1].kernels[0].bytes == {"HBM": 3e9}
     assert r.regions[1].verdict.t_min == pytest.approx(3e9 / h100().bandwidth["HBM"])
-    assert r.device() == "cuda" and session_output.test_result(_Declared(r))["device"] == "cpu+cuda"
+    assert r.device() == "cuda" and session_output.test_result(_Declared(r)).device == "cpu+cuda"
 
 
 def test_without_another_devices_roofs_everything_is_judged_on_the_sessions() -> None:
@@ -195,7 +195,7 @@ def test_every_roof_a_gpu_failure_quotes_is_the_one_results_json_records(tmp_pat
     r = recorder(h100(), CPU)
     r.declare(flops={"tf32": 4e9}, bytes=4e9, device="cuda").measure(lambda: None)
     r.declare(bytes={"HBM": 4e8}, device="cuda").measure(lambda: None)
-    record = session_output.test_result(_Declared(r))
+    record = session_output.test_result(_Declared(r)).to_dict()
     judged = record["judged_roofs"]
     verdict = r.verdict()
     assert verdict is not None

@@ -341,5 +341,5 @@ def test_nothing_counted_without_a_threshold_passes_and_says_so(tmp_path: Path) 
     assert judge(state, entry, None, xfail=False) == Judgement()
     entry.outcome = "passed"
     record = test_result(entry)
-    assert record["fraction"] is None and record["bound"] is None and record["time_s"] == pytest.approx(1e-3)
+    assert record.fraction is None and record.bound is None and record.time_s == pytest.approx(1e-3)
     assert verdict_text(record) == "passed (no work counted)"

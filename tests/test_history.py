@@ -162,7 +162,7 @@ def test_versions_take_the_driver_from_the_fingerprint() -> None:
 
 
 def test_session_files_take_ready_made_records_and_report_errors_as_text(tmp_path: Path) -> None:
-    """What the pytest-xdist controller calls with the workers' records (dicts); nothing raises."""
+    """What the pytest-xdist controller calls with the workers' records; nothing raises."""
     from types import SimpleNamespace
 
     from pytest_roofline.history.session_files import write_session_files
@@ -173,12 +173,15 @@ def test_session_files_take_ready_made_records_and_report_errors_as_text(tmp_pat
     state = SimpleNamespace(settings=settings, session_id="20261125T063923.916Z-1", counter_label="analytic (auto)",
                             loaded_machine=Machine.from_dict(MACHINE), history_file=None)
     meta = {"id": state.session_id, "start": "2026-11-25T06:39:23.916956+00:00", "end": "x", "exit_status": 0}
-    records = [{"nodeid": "t.py::test_a", "fraction": 0.5, "params": {}, "function": "t.py::test_a"}]
+    records = [TestRecord("t.py::test_a", fraction=0.5, params={}, function="t.py::test_a")]
     assert write_session_files(state, records, meta, ["--roofline"], root=tmp_path) == []
     (history,) = (tmp_path / "hist").rglob("*.json")
     doc = json.loads(history.read_text())
-    assert doc["tests"] == records and doc["session"]["counter"] == "analytic"
-    assert json.loads((tmp_path / "out" / "results.json").read_text())["tests"] == records
+    written = [{"nodeid": "t.py::test_a", "outcome": "not run", "min_fraction": None, "artifacts": [],
+                "counter": None, "fraction": 0.5, "bound": None, "time_s": None, "flops": None, "bytes": {},
+                "kernels": [], "regions": [], "function": "t.py::test_a", "params": {}}]
+    assert doc["tests"] == written and doc["session"]["counter"] == "analytic"
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["tests"] == written
     settings.history = tmp_path / "out" / "results.json" / "under-a-file"
     errors = write_session_files(state, records, meta, [], root=tmp_path)
     assert len(errors) == 1 and errors[0].startswith("roofline: could not write the history under")

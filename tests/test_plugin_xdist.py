@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_roofline.output.summary import compact_row as row_from_result
+from pytest_roofline.output.record import TestRecord
+from pytest_roofline.output.summary import compact_row
+from pytest_roofline.output.table import Row
 from pytest_roofline.output.worker_records import merge_payloads, plain, worker_payload
 
 MACHINE = {"name": "pinned-test-machine", "peak_flops": {"fp32": 100e9}, "bandwidth": {"DRAM": 10e9}}
@@ -123,8 +125,8 @@ def test_merge_in_collection_order_one_record_per_test() -> None:
     cpu = {"name": "cpu", "peak_flops": {"fp32": 1.0}, "bandwidth": {}, "info": {"fingerprint_hash": "aaa"}}
     merged = merge_payloads([_payload("gw1", ["t::b", "t::d"], cpu), _payload("gw0", ["t::c", "t::a"], cpu)],
                             order=["t::a", "t::b", "t::c", "t::d"])
-    assert [t["nodeid"] for t in merged["tests"]] == ["t::a", "t::b", "t::c", "t::d"]
-    assert [t["worker"] for t in merged["tests"]] == ["gw0", "gw1", "gw0", "gw1"]
+    assert [t.nodeid for t in merged["tests"]] == ["t::a", "t::b", "t::c", "t::d"]
+    assert [t.extra["worker"] for t in merged["tests"]] == ["gw0", "gw1", "gw0", "gw1"]
     assert merged["machine"] == cpu and merged["machines"] == [cpu]
     assert merged["workers"] == {"gw0": {"tests": 2, "gpu": None, "machine": "aaa"},
                                  "gw1": {"tests": 2, "gpu": None, "machine": "aaa"}}
@@ -135,7 +137,7 @@ def test_merge_keeps_the_last_run_of_a_rescheduled_test_and_every_machine() -> N
     h100 = {"name": "H100", "peak_flops": {"fp32": 6e13}, "bandwidth": {}, "info": {"fingerprint_hash": "h"}}
     a100 = {"name": "A100", "peak_flops": {"fp32": 2e13}, "bandwidth": {}, "info": {"fingerprint_hash": "a"}}
     merged = merge_payloads([_payload("gw10", ["t::x"], a100, failed_late=True), _payload("gw2", ["t::x"], h100)])
-    assert [t["worker"] for t in merged["tests"]] == ["gw10"]  # gw2 before gw10 (by number): gw10's is kept
+    assert [t.extra["worker"] for t in merged["tests"]] == ["gw10"]  # gw2 before gw10 (by number): gw10's is kept
     assert merged["machine"] == h100 and merged["machines"] == [h100, a100]
     assert merged["failed_late"] is True
 
@@ -145,6 +147,10 @@ def test_payload_is_plain_values() -> None:
     assert payload["tests"] == [{"nodeid": "t", "shape": [2, 3], "worker": "gw0"}]
     with pytest.raises(ValueError):
         plain({"fraction": math.nan})  # results.json forbids NaN too; the worker reports it as an error
+
+
+def row_from_result(record: dict) -> Row:
+    return compact_row(TestRecord.from_dict(record))
 
 
 def test_summary_row_from_a_record() -> None:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from pytest_roofline.model.units import time_text
+from pytest_roofline.output.record import TestRecord
 from pytest_roofline.output.summary import marked_table
 from pytest_roofline.output.table import Row, fraction_text, render, shorten_id
 
@@ -26,11 +29,11 @@ def test_numbers_read_with_significant_digits() -> None:
     assert time_text(1.2346e-3, 4) == "1.235 ms" and time_text(4e-10) == "0.4 ns" and time_text(0.0) == "-"
 
 
-def _record(nodeid: str, contended: bool) -> dict:
-    return {"nodeid": nodeid, "fraction": 0.25, "min_fraction": 0.2, "bound": "compute:fp32", "time_s": 0.004,
+def _record(nodeid: str, contended: bool) -> TestRecord:
+    return TestRecord.from_dict({"nodeid": nodeid, "fraction": 0.25, "min_fraction": 0.2, "bound": "compute:fp32", "time_s": 0.004,
             "flops": 1e8, "bytes": {}, "outcome": "passed",
             "regions": [{"cores": {"used": [1], "of": [0, 1], "contended": contended, "load": {"1": 0.97},
-                                   "setting": "auto"}}]}
+                                   "setting": "auto"}}]})
 
 
 def test_one_line_per_test_markers_explained_once_within_120_columns() -> None:
@@ -54,9 +57,9 @@ def test_gpu_neighbours_mark_only_the_work_that_ran_on_the_gpu() -> None:
     (an xdist neighbour's), and CPU tests read ``[g]``; only a call site whose work ran on the GPU is marked."""
     from pytest_roofline.output.summary import marks_of
 
-    def record(device: str, others: list[dict]) -> dict:
+    def record(device: str, others: list[dict]) -> TestRecord:
         cores = {"used": [0, 1], "of": [0, 1], "contended": False, "setting": "auto", "gpu_processes": others}
-        return {**_record("t.py::t", False), "regions": [{"cores": cores, "device": device}]}
+        return replace(_record("t.py::t", False), regions=({"cores": cores, "device": device},))
 
     neighbour = [{"pid": 7, "kind": "compute", "memory_bytes": 2**30}]
     assert marks_of(record("cuda", neighbour))[0] == "g"

@@ -10,18 +10,19 @@ from pathlib import Path
 from typing import Any
 
 from pytest_roofline.output.artifacts import results_document
+from pytest_roofline.output.record import TestRecord
 from pytest_roofline.output.results_dir import write_session
-from pytest_roofline.output.session_output import TestRecord, test_result
+from pytest_roofline.output.session_output import MeasuredTest, test_result
 
 
-def write_session_files(state: Any, records: Iterable[TestRecord | Mapping[str, Any]], meta: Mapping[str, Any],
+def write_session_files(state: Any, records: Iterable[MeasuredTest | TestRecord], meta: Mapping[str, Any],
                         pytest_args: Sequence[str], *, root: Path | None = None, machine: Any = None) -> list[str]:
     """Write the session's ``results.json`` and its history file; return what could not be written, as lines
     for the terminal summary (empty when all went well). Never raises: a full disk must not hide the verdicts.
 
     ``state``: the session's ``measure.state.RooflineState`` (its settings, session id, machine and counter).
-    ``records``: each test's record, a ``TestEntry`` (or anything ``session_output.TestRecord``) or an already
-    made ``results.json`` test dict (as a pytest-xdist worker sends it). ``meta``: the ``session`` block of
+    ``records``: each test's record (``output.record.TestRecord``), or a ``TestEntry`` (anything
+    ``session_output.MeasuredTest``) to make it from. ``meta``: the ``session`` block of
     ``results.json`` (``id``, ``start``, ``end``, ``exit_status``, ...). ``pytest_args``: the command line's
     arguments, for the history. ``root``: where to ask git for the commit (the rootdir; default: cwd).
     ``machine``: the ``Machine`` measured against (default: the state's; the xdist controller passes the
@@ -31,8 +32,8 @@ def write_session_files(state: Any, records: Iterable[TestRecord | Mapping[str, 
     settings = state.settings
     machine = machine if machine is not None else state.loaded_machine
     try:
-        tests = [dict(r) if isinstance(r, Mapping) else test_result(r) for r in records]
-        document = results_document(machine, tests, {"session": dict(meta)})
+        tests = [test_result(r) for r in records]
+        document = results_document(machine, [t.to_dict() for t in tests], {"session": dict(meta)})
     except Exception as exc:  # noqa: BLE001 - said in the summary; the verdicts stand
         return [f"roofline: could not build the results: {exc!r}"]
     try:
@@ -43,7 +44,7 @@ def write_session_files(state: Any, records: Iterable[TestRecord | Mapping[str, 
                       f"{getattr(exc, 'strerror', None) or exc}{_drop_stale_top(settings.directory)}")
     if settings.history is not None:
         counter = (state.counter_label or "").removesuffix(" (auto)") or "+".join(
-            sorted({str(t["counter"]) for t in tests if t.get("counter")})) or None
+            sorted({t.counter for t in tests if t.counter})) or None
         errors += _write_history(state, document, meta, pytest_args, counter, machine, root)
     return errors
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_roofline.output.record import TestRecord
+
 PREFIX = "roofline_"
 
 
@@ -17,8 +19,8 @@ def number(value: Any) -> str:
     return f"{float(value):.6g}"
 
 
-def junit_properties(result: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """``(name, value)`` pairs from a test's ``results.json`` record (or any mapping with its keys):
+def junit_properties(result: TestRecord) -> list[tuple[str, str]]:
+    """``(name, value)`` pairs from a test's ``results.json`` record:
     ``roofline_fraction``, ``roofline_min_fraction``, ``roofline_bound``, ``roofline_not_gated`` (why its
     gate did not hold it: ``contended``, ``warn-only``), ``roofline_no_work``, and from the baseline gate's
     ``baseline`` record ``roofline_baseline_fraction``, ``roofline_drop``, ``roofline_verdict`` and
@@ -26,18 +28,18 @@ def junit_properties(result: Mapping[str, Any]) -> list[tuple[str, str]]:
     commit), ``roofline_compare_ratio`` (time here / at REF), ``roofline_compare_ci_low``/``_high`` and
     ``roofline_compare_verdict``."""
     pairs: list[tuple[str, str]] = []
-    if result.get("fraction") is not None:
-        pairs.append((f"{PREFIX}fraction", number(result["fraction"])))
-    if result.get("min_fraction") is not None:
-        pairs.append((f"{PREFIX}min_fraction", number(result["min_fraction"])))
-    if result.get("bound"):
-        pairs.append((f"{PREFIX}bound", str(result["bound"])))
-    if result.get("not_gated"):
-        pairs.append((f"{PREFIX}not_gated", str(result["not_gated"])))
-    if result.get("no_work") is not None:
+    if result.fraction is not None:
+        pairs.append((f"{PREFIX}fraction", number(result.fraction)))
+    if result.min_fraction is not None:
+        pairs.append((f"{PREFIX}min_fraction", number(result.min_fraction)))
+    if result.bound:
+        pairs.append((f"{PREFIX}bound", result.bound))
+    if result.not_gated:
+        pairs.append((f"{PREFIX}not_gated", result.not_gated))
+    if result.no_work is not None:
         pairs.append((f"{PREFIX}no_work", "1"))
-    baseline = result.get("baseline")
-    if isinstance(baseline, Mapping):
+    baseline = result.baseline
+    if baseline is not None:
         if baseline.get("fraction") is not None:
             pairs.append((f"{PREFIX}baseline_fraction", number(baseline["fraction"])))
         if baseline.get("drop") is not None:
@@ -47,8 +49,8 @@ def junit_properties(result: Mapping[str, Any]) -> list[tuple[str, str]]:
         time = (baseline.get("changes") or {}).get("time") or {}
         if time.get("ratio") is not None:
             pairs.append((f"{PREFIX}time_ratio", number(time["ratio"])))
-    compare = result.get("compare")
-    if isinstance(compare, Mapping) and isinstance(compare.get("changes"), Mapping):
+    compare = result.compare
+    if compare is not None and isinstance(compare.get("changes"), Mapping):
         time = compare["changes"].get("time") or {}
         pairs.append((f"{PREFIX}compare_ref", str(compare.get("commit") or compare.get("ref"))))
         pairs.append((f"{PREFIX}compare_ratio", number(time["ratio"])))
@@ -56,6 +58,6 @@ def junit_properties(result: Mapping[str, Any]) -> list[tuple[str, str]]:
             pairs.append((f"{PREFIX}compare_ci_low", number(time["ci"][0])))
             pairs.append((f"{PREFIX}compare_ci_high", number(time["ci"][1])))
         pairs.append((f"{PREFIX}compare_verdict", str(compare.get("verdict"))))
-    elif isinstance(compare, Mapping) and compare.get("verdict"):  # not compared: new, or an error
+    elif compare is not None and compare.get("verdict"):  # not compared: new, or an error
         pairs.append((f"{PREFIX}compare_verdict", str(compare["verdict"])))
     return pairs

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from pytest_roofline.model import KernelSample, Machine, Verdict
 from pytest_roofline.output.artifacts import artifact_path, results_document, write_kernels_csv, write_results
+from pytest_roofline.output.record import TestRecord
 from pytest_roofline.output.results_dir import RESULTS_FILE, write_session
 from pytest_roofline.output.text import failure_message, op_lines
 
@@ -25,7 +26,9 @@ UNPROFILED_CLOCK_POLICY: dict[str, str] = {
 }
 
 
-class TestRecord(Protocol):
+class MeasuredTest(Protocol):
+    """A test as the session measured it (session.state.TestEntry): :func:`test_result` makes its record."""
+
     nodeid: str
     min_fraction: float | None
     recorder: Recorder
@@ -91,9 +94,14 @@ def counter_of(regions: Sequence[Region]) -> str | None:
     return "+".join(names) if names else None
 
 
-def test_result(record: TestRecord | Mapping[str, Any]) -> dict[str, Any]:
-    if isinstance(record, Mapping):  # already a results.json record: an xdist worker's, sent to its controller
-        return dict(record)
+def test_result(record: MeasuredTest | TestRecord) -> TestRecord:
+    """The results.json record of a measured test (a record already made, an xdist worker's, as it is)."""
+    if isinstance(record, TestRecord):
+        return record
+    return TestRecord.from_dict(_result_fields(record))
+
+
+def _result_fields(record: MeasuredTest) -> dict[str, Any]:
     regions = record.recorder.regions
     verdict = record.recorder.verdict()
     # Per-counter fields (clock_policy, definitions, ncu); optional so other runners' records still work.
@@ -129,10 +137,10 @@ def test_result(record: TestRecord | Mapping[str, Any]) -> dict[str, Any]:
 
 
 def write_session_results(directory: Path, machine: Machine | None,
-                          records: Iterable[TestRecord | Mapping[str, Any]],
+                          records: Iterable[MeasuredTest | TestRecord],
                           extra: Mapping[str, Any] | None = None, session_id: str | None = None) -> Path:
     """Write the session's results.json: in its own session folder and as the latest (see results_dir)."""
-    document = results_document(machine, [test_result(r) for r in records], extra)
+    document = results_document(machine, [test_result(r).to_dict() for r in records], extra)
     if session_id is None:
         return write_results(directory / RESULTS_FILE, document)
     return write_session(directory, session_id, document)
@@ -142,12 +150,12 @@ BASELINE_WORDS = {"regressed": "REGRESSED", "noisy": "worse, not significant", "
                   "improved": "improved", "inconclusive": "inconclusive"}
 
 
-def baseline_lines(description: str, records: Iterable[Mapping[str, Any]]) -> list[str]:
+def baseline_lines(description: str, records: Iterable[TestRecord]) -> list[str]:
     """The baseline gate in the summary (from ``results.json`` records): which sessions, then every test that moved (regressions first, then
     changes that were not significant or not gated, then improvements and tests too new to judge), each with
     its explanation, and a count per verdict."""
     lines = [description]
-    found = [(str(r.get("nodeid")), r.get("baseline")) for r in records]
+    found = [(r.nodeid, r.baseline) for r in records]
     compared = [(nodeid, b) for nodeid, b in found if b]
     order = list(BASELINE_WORDS)
     for nodeid, b in sorted((x for x in compared if x[1]["verdict"] in BASELINE_WORDS),

@@ -13,31 +13,31 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_roofline.output.record import TestRecord
+
 ENV = "GITHUB_STEP_SUMMARY"
 MAX_ROWS = 300  # GitHub keeps at most 1 MiB of summary per step; a suite larger than this is cut with a note
 BAD_OUTCOMES = ("failed", "error")
 
 
-def _baseline(result: Mapping[str, Any]) -> Mapping[str, Any]:
-    baseline = result.get("baseline")
-    return baseline if isinstance(baseline, Mapping) else {}
+def _baseline(result: TestRecord) -> Mapping[str, Any]:
+    return result.baseline or {}
 
 
-def is_bad(result: Mapping[str, Any]) -> bool:
+def is_bad(result: TestRecord) -> bool:
     """Failed (its own gate, an error) or regressed against the baseline."""
-    return result.get("outcome") in BAD_OUTCOMES or _baseline(result).get("verdict") == "regressed"
+    return result.outcome in BAD_OUTCOMES or _baseline(result).get("verdict") == "regressed"
 
 
-def sort_key(result: Mapping[str, Any]) -> tuple[int, float, float]:
+def sort_key(result: TestRecord) -> tuple[int, float, float]:
     """Bad tests first; then the largest drop since the baseline; then the smallest fraction relative to the
     test's threshold (its fraction alone when it has none); tests without a figure last."""
     drop = _baseline(result).get("drop")
-    fraction = result.get("fraction")
-    minimum = result.get("min_fraction")
+    fraction, minimum = result.fraction, result.min_fraction
     if fraction is None:
         margin = math.inf
     else:
-        margin = float(fraction) / float(minimum) if minimum else float(fraction)
+        margin = fraction / minimum if minimum else fraction
     return (0 if is_bad(result) else 1, -float(drop) if drop is not None else math.inf, margin)
 
 
@@ -53,7 +53,7 @@ def _num(value: Any, fmt: str = ".3f") -> str:
     return "" if value is None else format(float(value), fmt)
 
 
-def _mark(result: Mapping[str, Any]) -> str:
+def _mark(result: TestRecord) -> str:
     if is_bad(result):
         return "❌"
     verdict = _baseline(result).get("verdict")
@@ -61,15 +61,15 @@ def _mark(result: Mapping[str, Any]) -> str:
         return "⬆️"
     if verdict == "noisy":
         return "〰️"
-    return "✅" if result.get("outcome") == "passed" else "➖"
+    return "✅" if result.outcome == "passed" else "➖"
 
 
-def _row(result: Mapping[str, Any]) -> str:
+def _row(result: TestRecord) -> str:
     baseline = _baseline(result)
     drop = baseline.get("drop")
-    artifacts = "<br>".join(_code(path) for path in result.get("artifacts") or [])
-    cells = [_mark(result), _code(result.get("nodeid", "?")), _cell(result.get("outcome", "")),
-             _num(result.get("fraction")), _num(result.get("min_fraction"), "g"), _cell(result.get("bound") or ""),
+    artifacts = "<br>".join(_code(path) for path in result.artifacts)
+    cells = [_mark(result), _code(result.nodeid), _cell(result.outcome),
+             _num(result.fraction), _num(result.min_fraction, "g"), _cell(result.bound or ""),
              _num(baseline.get("fraction")), "" if drop is None else f"{float(drop):+.1%}",
              _cell(baseline.get("verdict") or ""), artifacts]
     return "| " + " | ".join(cells) + " |"
@@ -87,12 +87,12 @@ def machine_text(machine: Mapping[str, Any] | None) -> str:
     return f"machine: **{_cell(machine.get('name', '?'))}**" + (f" ({extra})" if extra else "")
 
 
-def summary_markdown(tests: Sequence[Mapping[str, Any]], machine: Mapping[str, Any] | None,
+def summary_markdown(tests: Sequence[TestRecord], machine: Mapping[str, Any] | None,
                      results_path: str, session_dir: str | None = None, exit_status: int | None = None,
                      title: str = "pytest-roofline") -> str:
     """The markdown block: a headline with the counts, the machine, the table and where the files are."""
     ordered = sorted(tests, key=sort_key)
-    failed = sum(1 for t in tests if t.get("outcome") in BAD_OUTCOMES)
+    failed = sum(1 for t in tests if t.outcome in BAD_OUTCOMES)
     regressed = sum(1 for t in tests if _baseline(t).get("verdict") == "regressed")
     improved = sum(1 for t in tests if _baseline(t).get("verdict") == "improved")
     counts = [f"{len(tests)} roofline test{'s' if len(tests) != 1 else ''}", f"{failed} failed"]
@@ -112,7 +112,7 @@ def summary_markdown(tests: Sequence[Mapping[str, Any]], machine: Mapping[str, A
     return "\n".join(lines)
 
 
-def append_step_summary(tests: Sequence[Mapping[str, Any]], machine: Mapping[str, Any] | None,
+def append_step_summary(tests: Sequence[TestRecord], machine: Mapping[str, Any] | None,
                         results_path: str, session_dir: str | None = None, exit_status: int | None = None,
                         environ: Mapping[str, str] | None = None) -> str | None:
     """Append the table to ``$GITHUB_STEP_SUMMARY`` when it is set; return an error message instead of

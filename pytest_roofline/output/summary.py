@@ -11,10 +11,15 @@ import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_roofline.model import Machine
+from pytest_roofline.output.record import TestRecord
 from pytest_roofline.output.text import ABOVE_ONE
+
+if TYPE_CHECKING:
+    from pytest_roofline.host.cores import Placement
+    from pytest_roofline.output.table import Row
 
 NOT_GATED_WHY = {
     "contended": ("measured under contention (no free core) and excused (--roofline-contended judge or "
@@ -36,21 +41,17 @@ class SummaryContext:
     verbose: bool = False  # full machine lines (every roof's source); else one short line each
 
 
-def _regions(record: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    return [r for r in record.get("regions") or [] if isinstance(r, Mapping)]
-
-
-def placements(record: Mapping[str, Any]) -> list[Any]:
+def placements(record: TestRecord) -> list[Placement]:
     from pytest_roofline.host.cores import Placement
 
-    return [Placement.from_dict(r["cores"]) for r in _regions(record) if isinstance(r.get("cores"), Mapping)]
+    return [Placement.from_dict(r["cores"]) for r in record.regions if isinstance(r.get("cores"), Mapping)]
 
 
-def uncounted_text(record: Mapping[str, Any]) -> str:
+def uncounted_text(record: TestRecord) -> str:
     """``aten.foo, aten.bar (12% of the bytes)`` from a record's regions; empty when every op was counted."""
     moved: dict[str, int] = {}
     total = 0.0
-    for region in _regions(record):
+    for region in record.regions:
         for op, count in (region.get("uncounted_ops") or {}).items():
             moved[op] = moved.get(op, 0) + int(count)
         total += sum(float(v) for k in region.get("kernels") or [] for v in (k.get("bytes") or {}).values())
@@ -61,19 +62,16 @@ def uncounted_text(record: Mapping[str, Any]) -> str:
     return f"{shown} ({sum(moved.values()) / (total or 1):.0%} of the bytes)"
 
 
-def verdict_text(record: Mapping[str, Any]) -> str:
+def verdict_text(record: TestRecord) -> str:
     """The verdict cell: the outcome, and why in brackets (below min, the baseline's verdict, not gated)."""
-    outcome = str(record.get("outcome", "?"))
-    if record.get("no_work") is not None:
+    outcome = record.outcome
+    if record.no_work is not None:
         return f"{outcome} (no work counted)"
-    fraction = record.get("fraction")
+    fraction = record.fraction
     if fraction is None:
         return f"{outcome} (not measured)"
-    reason = record.get("not_gated")
-    minimum = record.get("min_fraction")
-    baseline = record.get("baseline") if isinstance(record.get("baseline"), Mapping) else None
-    compared = record.get("compare") if isinstance(record.get("compare"), Mapping) else None
-    if minimum is not None and float(fraction) < float(minimum):
+    reason, minimum, baseline, compared = record.not_gated, record.min_fraction, record.baseline, record.compare
+    if minimum is not None and fraction < minimum:
         detail = "below min"
     elif baseline:
         detail = str(baseline.get("verdict"))
@@ -88,24 +86,23 @@ def verdict_text(record: Mapping[str, Any]) -> str:
     return f"{outcome} ({detail})" if detail else outcome
 
 
-def _rates(record: Mapping[str, Any]) -> tuple[float | None, float | None]:
+def _rates(record: TestRecord) -> tuple[float | None, float | None]:
     """(FLOPs, bytes at the bound's level, else the level that moved the most) of a record, per call."""
-    bound = str(record.get("bound") or "-")
-    by_level = {name: float(v) for name, v in (record.get("bytes") or {}).items() if v}
+    bound = record.bound or "-"
+    by_level = {name: v for name, v in record.bytes.items() if v}
     # as Verdict.bound_level: the bound's level, else the level that moved the most bytes
     level = bound.partition(":")[2] if bound.startswith("memory:") else max(by_level, key=by_level.__getitem__,
                                                                             default=None)
-    flops = record.get("flops")
-    return (None if flops is None else float(flops)), (by_level.get(level) if level else None)
+    return record.flops, (by_level.get(level) if level else None)
 
 
-def marks_of(record: Mapping[str, Any]) -> tuple[str, dict[str, list[str]]]:
+def marks_of(record: TestRecord) -> tuple[str, dict[str, list[str]]]:
     """The record's marker letters (:data:`table.MARKERS`) and, per letter, what to say of it below."""
     marks, details = "", {}  # type: tuple[str, dict[str, list[str]]]
     # another process on the GPU matters only to a call site whose work ran there (a CUDA session's
     # host code and CPU tests are placed with the GPU's neighbours too)
     shared_gpu = any(isinstance(r.get("cores"), Mapping) and r["cores"].get("gpu_processes")
-                     and r.get("device") == "cuda" for r in _regions(record))
+                     and r.get("device") == "cuda" for r in record.regions)
     for placement in placements(record):
         if placement.contended:
             marks += "c" if "c" not in marks else ""
@@ -114,36 +111,33 @@ def marks_of(record: Mapping[str, Any]) -> tuple[str, dict[str, list[str]]]:
                 f"core{'s' if placement.count > 1 else ''} {','.join(map(str, placement.used))} of "
                 f"{len(placement.allowed)}" + (f" {load:.0%} busy" if load is not None else ""))
     marks += "g" if shared_gpu else ""
-    faults = max((float((r.get("timing") or {}).get("faults_per_call") or 0.0) for r in _regions(record)),
+    faults = max((float((r.get("timing") or {}).get("faults_per_call") or 0.0) for r in record.regions),
                  default=0.0)
     if faults > 0:
         marks += "f"
         details.setdefault("f", []).append(f"{faults:.0f}/call")
     if uncounted_text(record):
         marks += "u"
-    fraction = record.get("fraction")
-    if fraction is not None and float(fraction) > ABOVE_ONE:
+    if record.fraction is not None and record.fraction > ABOVE_ONE:
         marks += "!"
     return marks, details
 
 
-def compact_row(record: Mapping[str, Any]) -> Any:
+def compact_row(record: TestRecord) -> Row:
     from pytest_roofline.output.table import Row
 
-    fraction = record.get("fraction")
+    fraction = record.fraction
     marks, _ = marks_of(record)
     if fraction is None:
-        return Row(str(record.get("nodeid")), None, record.get("min_fraction"), "-", None, None, None,
-                   verdict_text(record), marks)
-    time_s = float(record.get("time_s") or 0.0)
+        return Row(record.nodeid, None, record.min_fraction, "-", None, None, None, verdict_text(record), marks)
+    time_s = record.time_s or 0.0
     flops, moved = _rates(record)
-    return Row(str(record.get("nodeid")), float(fraction), record.get("min_fraction"),
-               str(record.get("bound") or "-"), time_s or None,
+    return Row(record.nodeid, fraction, record.min_fraction, record.bound or "-", time_s or None,
                flops / time_s / 1e9 if flops is not None and time_s else None,
                moved / time_s / 1e9 if moved is not None and time_s else None, verdict_text(record), marks)
 
 
-def marked_table(records: Sequence[Mapping[str, Any]], width: int) -> list[str]:
+def marked_table(records: Sequence[TestRecord], width: int) -> list[str]:
     """The table, one line per test (markers as letters after the verdict), the markers explained once below
     it, and the legend."""
     from pytest_roofline.output.table import LEGEND, marker_lines, render
@@ -156,14 +150,13 @@ def marked_table(records: Sequence[Mapping[str, Any]], width: int) -> list[str]:
     return [*render(rows, width), *wrap([*marker_lines(rows, details), LEGEND], width)]
 
 
-def not_gated_line(records: Sequence[Mapping[str, Any]]) -> str:
+def not_gated_line(records: Sequence[TestRecord]) -> str:
     """``roofline: 3 of 21 tests not gated: 2 measured under contention ...; 1 ...``, or "" when every measured
     test was gated."""
     reasons: dict[str, int] = {}
     for record in records:
-        reason = record.get("not_gated")
-        if reason:
-            reasons[str(reason)] = reasons.get(str(reason), 0) + 1
+        if record.not_gated:
+            reasons[record.not_gated] = reasons.get(record.not_gated, 0) + 1
     if not reasons:
         return ""
     count = sum(reasons.values())
@@ -171,7 +164,7 @@ def not_gated_line(records: Sequence[Mapping[str, Any]]) -> str:
     return f"roofline: {count} of {len(records)} test{'s' if len(records) != 1 else ''} not gated: {parts}"
 
 
-def summary_lines(records: Iterable[Mapping[str, Any]], context: SummaryContext) -> list[str]:
+def summary_lines(records: Iterable[TestRecord], context: SummaryContext) -> list[str]:
     """The roofline section: machines, the table, what was uncounted, the counter, the cores, the baseline
     gate and where the results are (:func:`not_gated_line` ends it). Lines longer than ``context.width`` are
     wrapped (the table shortens node ids instead)."""
@@ -196,11 +189,11 @@ def summary_lines(records: Iterable[Mapping[str, Any]], context: SummaryContext)
     for record in records:
         missing = uncounted_text(record)
         if missing:
-            tail.append(f"uncounted FLOPs in {record.get('nodeid')}: {missing}: their FLOPs are missing from its "
+            tail.append(f"uncounted FLOPs in {record.nodeid}: {missing}: their FLOPs are missing from its "
                         "fraction")
-        if record.get("no_work") is not None:
-            saw = str(record["no_work"].get("message", "")).partition("\n")[2].strip()
-            tail.append(f"no work counted in {record.get('nodeid')}: declare it with roofline.declare(flops=..., "
+        if record.no_work is not None:
+            saw = str(record.no_work.get("message", "")).partition("\n")[2].strip()
+            tail.append(f"no work counted in {record.nodeid}: declare it with roofline.declare(flops=..., "
                         f"bytes=...); {saw}")
     if context.counter:
         tail.append(f"counter: {context.counter}")

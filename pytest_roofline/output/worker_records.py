@@ -11,6 +11,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from pytest_roofline.output.record import TestRecord
+
 OUTPUT_KEY = "pytest_roofline"  # the worker's entry in config.workeroutput
 SESSION_KEY = "pytest_roofline_session_id"  # the controller's session id in each worker's workerinput
 
@@ -52,7 +54,7 @@ def merge_payloads(payloads: Iterable[Mapping[str, Any]], order: Sequence[str] =
                          if isinstance(machine, Mapping) else None}
     position = {nodeid: index for index, nodeid in enumerate(order)}
     ranked = sorted(tests.values(), key=lambda t: position.get(str(t.get("nodeid")), len(position)))
-    return {"tests": ranked, "machine": next(iter(machines.values()), None),
+    return {"tests": [TestRecord.from_dict(t) for t in ranked], "machine": next(iter(machines.values()), None),
             "machines": list(machines.values()), "workers": workers,
             "failed_late": any(bool(p.get("failed_late")) for p in ordered)}
 

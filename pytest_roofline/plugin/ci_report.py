@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from pytest_roofline.output.record import TestRecord
 from pytest_roofline.output.results_dir import RESULTS_FILE
 from pytest_roofline.session.state import RooflineState, TestEntry
 
@@ -33,7 +34,7 @@ def add_junit_properties(item: pytest.Item, entry: TestEntry) -> None:
     item.user_properties[:] = [*kept, *junit_properties(record)]  # a confirmation re-run replaces, never repeats
 
 
-def write_step_summary(state: RooflineState, tests: Sequence[Mapping[str, Any]], machine: Mapping[str, Any] | None,
+def write_step_summary(state: RooflineState, tests: Sequence[TestRecord], machine: Mapping[str, Any] | None,
                        exit_status: int) -> None:
     """Append the session's table to ``$GITHUB_STEP_SUMMARY`` when it is set; a failure is said in the terminal
     summary, never raised. Called once per session by the process that writes ``results.json`` (a serial

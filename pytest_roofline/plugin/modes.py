@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from pytest_roofline.fixture_types import RooflineFixture
+from pytest_roofline.output.record import TestRecord
 from pytest_roofline.plugin.keys import ENTRY, STATE, TEARDOWN_ERROR
 from pytest_roofline.plugin.markers import marker_options, wants_roofline
 from pytest_roofline.session.state import RooflineState, TestEntry
@@ -80,7 +81,7 @@ class MeasuringSession:
     def __init__(self, state: RooflineState) -> None:
         self.state = state
         self.rereports: Any = None  # plugin.rereport.Rereports, set where pytest reports from (not a worker)
-        self.records: list[dict[str, Any]] = []  # the results.json records every output renders
+        self.records: list[TestRecord] = []  # the results.json records every output renders
 
     # -- before the tests -------------------------------------------------------------------------------------
 
@@ -343,7 +344,7 @@ def summary_width(terminalreporter: Any) -> int:
     return width
 
 
-def write_summary(terminalreporter: Any, config: pytest.Config, records: list[dict[str, Any]], context: Any,
+def write_summary(terminalreporter: Any, config: pytest.Config, records: list[TestRecord], context: Any,
                   extra: tuple[str, ...] = ()) -> None:
     """The roofline section of the terminal summary, the same for a serial session and the xdist controller:
     rendered from the results.json records; never raises."""
@@ -366,9 +367,9 @@ def write_summary(terminalreporter: Any, config: pytest.Config, records: list[di
         terminalreporter.write_line(state.write_error, red=True, bold=True)
 
 
-def rereport(rereports: Any, record: dict[str, Any]) -> None:
+def rereport(rereports: Any, record: TestRecord) -> None:
     """Report a test measured again at the end of the session once more, as its record now says."""
-    again = record.get("contended") or {}
+    again = record.contended or {}
     if again.get("remeasured"):
         rereports.rereport(record, again.get("message"))
 

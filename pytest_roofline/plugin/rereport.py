@@ -15,12 +15,13 @@ of the terminal's counts and its first test case out of the JUnit report.
 
 from __future__ import annotations
 
-from collections.abc import Generator, Mapping
+from collections.abc import Generator
 from typing import Any
 
 import pytest
 
 from pytest_roofline.output.ci_report import PREFIX, junit_properties
+from pytest_roofline.output.record import TestRecord
 
 REREPORT = "roofline_rereport"  # attribute of a re-sent report (it travels through xdist's serialization too)
 ERROR_PENDING = "roofline_error_pending"  # a call report whose test is an error, raised in its teardown
@@ -55,10 +56,10 @@ class Rereports:
             return ("", "", "")  # its teardown reports the error: one test, one error, not "1 passed, 1 error"
         return None
 
-    def rereport(self, record: Mapping[str, Any], failure: str | None) -> bool:
+    def rereport(self, record: TestRecord, failure: str | None) -> bool:
         """Report the test of ``record`` (a ``results.json`` record) again: failed with ``failure``, else passed,
         with JUnit properties from the record. False when its first call report was never seen here."""
-        first = self.calls.get(str(record.get("nodeid")))
+        first = self.calls.get(record.nodeid)
         if first is None:
             return False
         properties = [(n, v) for n, v in first.user_properties if not str(n).startswith(PREFIX)]

@@ -54,12 +54,12 @@ class XdistWorker(MeasuringSession):
         from pytest_roofline.host.gpus import assignment_note
         from pytest_roofline.output.worker_records import worker_payload
 
-        failed_late = any((r.get("contended") or {}).get("failed_when_remeasured") for r in self.records)
+        failed_late = any((r.contended or {}).get("failed_when_remeasured") for r in self.records)
         machine = state.loaded_machine.to_dict() if state.loaded_machine is not None else None
         worker = str(getattr(self.config, "workerinput", {}).get("workerid")
                      or os.environ.get("PYTEST_XDIST_WORKER", "gw?"))
         try:
-            payload = worker_payload(worker, self.records, machine, failed_late, malloc=state.malloc,
+            payload = worker_payload(worker, [r.to_dict() for r in self.records], machine, failed_late, malloc=state.malloc,
                                      counter=state.counter_label,
                                      gpu=assignment_note(os.environ, self.config.stash.get(GPU_ASSIGNED, None)),
                                      fewer_cores={str(n): m.to_dict() for n, m in state.machines_by_cores.items()},
@@ -98,10 +98,11 @@ class XdistController:
         if isinstance(payload, dict):
             self.payloads.append(payload)
             if self.rereports is not None:  # tests the worker measured again: pytest reports them once more
+                from pytest_roofline.output.record import TestRecord
                 from pytest_roofline.plugin.modes import rereport
 
                 for record in payload.get("tests") or []:
-                    rereport(self.rereports, record)
+                    rereport(self.rereports, TestRecord.from_dict(record))
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if not self.payloads:  # no worker measured anything (a worker sends records only when it did)
