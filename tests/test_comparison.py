@@ -14,6 +14,7 @@ from pytest_roofline.gates.baseline_stats import Change, Spread
 from pytest_roofline.gates.comparison import combine, explain
 from pytest_roofline.history.retention import Keep, parse_keep, prune_machine
 from pytest_roofline.measure.work import Work, usual_work, work_change
+from pytest_roofline.output.record import TestRecord
 
 SPREAD = Spread(0.01, 4, "own")
 
@@ -41,10 +42,12 @@ def test_work_ratio_is_read_where_the_test_is_bound() -> None:
 
 
 def test_work_from_a_record_and_the_usual_work_of_the_baseline() -> None:
-    assert Work.from_record({"flops_by_precision": {"fp32": 8.0, "fp64": 0}, "bytes": {"DRAM": 4}}) == Work(
-        {"fp32": 8.0}, {"DRAM": 4.0})
-    assert Work.from_record({"flops_by_precision": {"fp32": float("nan")}, "bytes": {}}) is None
-    assert Work.from_record({"flops_by_precision": "x", "bytes": {}}) is None
+    def work(**fields: object) -> Work | None:
+        return Work.from_record(TestRecord.from_dict({"nodeid": "t", **fields}))
+
+    assert work(flops_by_precision={"fp32": 8.0, "fp64": 0}, bytes={"DRAM": 4}) == Work({"fp32": 8.0}, {"DRAM": 4.0})
+    assert work(flops_by_precision={"fp32": float("nan")}, bytes={}) is None
+    assert work(flops_by_precision="x", bytes={}) is None and work(bytes={"DRAM": 4}) is None
     old, new = gemm(64), gemm(128)
     assert usual_work([old, old, new]) == old  # one session with other work is not the reference yet
     assert usual_work([old, new, new]) == new

@@ -247,7 +247,7 @@ def test_a_bad_per_device_threshold_is_a_collection_error(pytester: pytest.Pytes
 
 
 def test_the_gate_applies_the_threshold_of_the_device_the_test_ran_on(tmp_path: Path) -> None:
-    from pytest_roofline.gates.judge import judge
+    from pytest_roofline.gates.judge import judge, keep
     from pytest_roofline.session.state import RooflineState, Settings, TestEntry
 
     machine_file = tmp_path / "machine.json"
@@ -261,6 +261,7 @@ def test_the_gate_applies_the_threshold_of_the_device_the_test_ran_on(tmp_path: 
         r.declare(flops=1e4, device=device).measure(lambda: sum(range(10_000)))  # 50 ns of work in ~100 us
         entry = TestEntry(f"test_{device}", None, r)
         outcome = judge(state, entry, options, xfail=False)
+        keep(entry, outcome)
         assert entry.min_fraction == (1.0 if device == "cpu" else 1e-9)
         assert (outcome.failure is not None) is fails
         assert entry.extra["min_fraction_by_device"] == {"cpu": 1.0, "cuda": 1e-9}

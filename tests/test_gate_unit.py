@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from pytest_roofline.errors import CountersNotPermitted, NcuNotFound, NoKernelsInRange
-from pytest_roofline.gates.judge import Judgement, judge, remeasure_contended
+from pytest_roofline.gates.judge import Judgement, judge, keep, remeasure_contended
 from pytest_roofline.measure.regions import Region
 from pytest_roofline.measure.timing import summarize
 from pytest_roofline.model import KernelSample, Machine, evaluate
@@ -88,13 +88,31 @@ def test_a_test_at_its_threshold_passes(tmp_path: Path) -> None:
     state = make_state(tmp_path)
     entry = entry_for(state, 0.5, [T_MIN / 0.5])  # fraction exactly 0.5
     assert entry.recorder.verdict().fraction == pytest.approx(0.5)
-    assert judge(state, entry, MarkerOptions(min_fraction=0.5), xfail=False).failure is None
+    assert judged(state, entry, MarkerOptions(min_fraction=0.5), xfail=False).failure is None
+
+
+def judged(state: RooflineState, entry: TestEntry, options: MarkerOptions | None, xfail: bool) -> Judgement:
+    """Judge the test and keep the judgement on its entry, as the plugin does."""
+    outcome = judge(state, entry, options, xfail=xfail)
+    keep(entry, outcome)
+    return outcome
+
+
+def test_judging_writes_nothing_to_the_test_it_judges(tmp_path: Path) -> None:
+    state = make_state(tmp_path, confirm="on")
+    entry = entry_for(state, 0.5, [T_MIN / 0.25, T_MIN / 0.3])  # below its threshold twice: fails, with a chart
+    outcome = judge(state, entry, MarkerOptions(min_fraction=0.5), xfail=False)
+    assert outcome.failure is not None and entry.extra == {} and entry.artifacts == []
+    assert outcome.fields["confirmed"] == {"first": pytest.approx(0.25), "second": pytest.approx(0.3)}
+    assert [Path(p).suffix for p in outcome.artifacts] == [".png", ".csv"] and outcome.min_fraction == 0.5
+    keep(entry, outcome)
+    assert entry.extra["confirmed"]["second"] == pytest.approx(0.3) and entry.artifacts == list(outcome.artifacts)
 
 
 def test_below_threshold_fails_with_the_fraction_and_writes_artifacts(tmp_path: Path) -> None:
     state = make_state(tmp_path)
     entry = entry_for(state, 0.5, [T_MIN / 0.25])  # 80 us for 20 us of work: fraction 0.25
-    outcome = judge(state, entry, MarkerOptions(min_fraction=0.5), xfail=False)
+    outcome = judged(state, entry, MarkerOptions(min_fraction=0.5), xfail=False)
     assert outcome.failure is not None and outcome.error is None
     assert "0.25" in outcome.failure and "0.5" in outcome.failure
     assert [Path(p).suffix for p in entry.artifacts] == [".png", ".csv"]
@@ -104,21 +122,21 @@ def test_below_threshold_fails_with_the_fraction_and_writes_artifacts(tmp_path: 
 def test_confirm_keeps_the_faster_measurement(tmp_path: Path) -> None:
     state = make_state(tmp_path, confirm="on")
     entry = entry_for(state, 0.5, [T_MIN / 0.25, T_MIN / 0.8])  # a hiccup, then a clean measurement
-    assert judge(state, entry, None, xfail=False).failure is None
+    assert judged(state, entry, None, xfail=False).failure is None
     assert entry.extra["confirmed"] == {"first": pytest.approx(0.25), "second": pytest.approx(0.8)}
 
 
 def test_confirm_fails_a_test_slow_both_times(tmp_path: Path) -> None:
     state = make_state(tmp_path, confirm="on")
     entry = entry_for(state, 0.5, [T_MIN / 0.25, T_MIN / 0.3])
-    assert judge(state, entry, None, xfail=False).failure is not None
+    assert judged(state, entry, None, xfail=False).failure is not None
     assert entry.extra["confirmed"]["second"] == pytest.approx(0.3)
 
 
 def test_xfail_is_not_confirmed(tmp_path: Path) -> None:
     state = make_state(tmp_path, confirm="on")
     entry = entry_for(state, 0.5, [T_MIN / 0.25, T_MIN])
-    assert judge(state, entry, None, xfail=True).failure is not None
+    assert judged(state, entry, None, xfail=True).failure is not None
     assert entry.recorder.confirm_calls == 0
 
 
@@ -126,13 +144,13 @@ def test_xfail_is_not_confirmed(tmp_path: Path) -> None:
 def test_contended_measurement_is_excused_unless_strict(tmp_path: Path, strict: bool, fails: bool) -> None:
     state = make_state(tmp_path, strict=strict)
     entry = entry_for(state, 0.5, [T_MIN / 0.25], contended=True)
-    assert (judge(state, entry, None, xfail=False).failure is not None) is fails
+    assert (judged(state, entry, None, xfail=False).failure is not None) is fails
 
 
 def test_a_fraction_no_roof_allows_is_an_error_naming_the_roof(tmp_path: Path) -> None:
     state = make_state(tmp_path)
     entry = entry_for(state, 0.5, [T_MIN / 2])  # twice as fast as the roof allows
-    outcome = judge(state, entry, None, xfail=False)
+    outcome = judged(state, entry, None, xfail=False)
     assert outcome.failure is None
     assert outcome.error is not None and "peak_flops.fp32 = 100 GFLOP/s" in outcome.error
 
@@ -142,7 +160,7 @@ def test_uncounted_fail_policy_fails_before_the_threshold(tmp_path: Path) -> Non
     entry = entry_for(state, None, [T_MIN])
     entry.recorder.regions = [Region("mm", "analytic", [GEMM], summarize([T_MIN]), evaluate(GEMM, state.machine(),
                                      T_MIN), uncounted={"aten::weird": 400})]
-    outcome = judge(state, entry, None, xfail=False)
+    outcome = judged(state, entry, None, xfail=False)
     assert outcome.failure is not None and "aten::weird" in outcome.failure
 
 
@@ -166,7 +184,7 @@ def test_remeasured_contended_test_fails_the_session_only_when_still_below(tmp_p
 def test_contended_below_threshold_is_recorded_as_not_gated(tmp_path: Path) -> None:
     state = make_state(tmp_path)
     entry = entry_for(state, 0.5, [T_MIN / 0.25], contended=True)
-    assert judge(state, entry, None, xfail=False).failure is None
+    assert judged(state, entry, None, xfail=False).failure is None
     assert entry.extra["not_gated"] == "contended"
 
 
@@ -293,7 +311,7 @@ def test_the_failure_speaks_of_the_roofs_the_test_was_judged_against(tmp_path: P
     entry = entry_for(state, 0.9, [T_MIN / 0.25])
     entry.recorder.machine = one_core
     entry.recorder.regions = [entry.recorder._region(2 * T_MIN / 0.25)]  # judged on one core: 0.25 of its roof
-    outcome = judge(state, entry, None, xfail=False)
+    outcome = judged(state, entry, None, xfail=False)
     assert outcome.failure is not None and "of a 50 GFLOP/s roof" in outcome.failure
     table = next(Path(p) for p in entry.artifacts if p.endswith(".kernels.csv"))
     row = dict(zip(*[line.split(",") for line in table.read_text().splitlines()[:2]], strict=True))
@@ -320,7 +338,7 @@ def no_work(state: RooflineState, min_fraction: float | None) -> TestEntry:
 def test_nothing_counted_under_a_threshold_is_an_error_naming_the_ops(tmp_path: Path) -> None:
     state = make_state(tmp_path, confirm="on")
     entry = no_work(state, 0.5)
-    outcome = judge(state, entry, MarkerOptions(min_fraction=0.5), xfail=False)
+    outcome = judged(state, entry, MarkerOptions(min_fraction=0.5), xfail=False)
     assert outcome.failure is None and outcome.error is not None
     assert outcome.error.startswith("roofline: no work counted: declare it with roofline.declare(flops=..., "
                                     "bytes=...)")
@@ -338,7 +356,10 @@ def test_nothing_counted_without_a_threshold_passes_and_says_so(tmp_path: Path) 
 
     state = make_state(tmp_path)
     entry = no_work(state, None)
-    assert judge(state, entry, None, xfail=False) == Judgement()
+    outcome = judge(state, entry, None, xfail=False)
+    assert (outcome.failure, outcome.error, outcome.warning) == (None, None, None) and entry.extra == {}
+    assert list(outcome.fields) == ["no_work"] and outcome.min_fraction is None  # kept on the entry by keep()
+    keep(entry, outcome)
     entry.outcome = "passed"
     record = test_result(entry)
     assert record.fraction is None and record.bound is None and record.time_s == pytest.approx(1e-3)

@@ -10,6 +10,7 @@ from pytest_roofline.ab.paired_stats import AUTO_BANDS
 from pytest_roofline.ab.report import compare_regions, failure_message, process_record
 from pytest_roofline.gates.baseline import tolerances_of
 from pytest_roofline.gates.comparison import Tolerances
+from pytest_roofline.gates.judge import Judgement
 from pytest_roofline.model import sum_maps
 from pytest_roofline.model.roofline import arithmetic_intensity
 from pytest_roofline.session.settings import MarkerOptions
@@ -45,9 +46,9 @@ def compare_tolerances(state: RooflineState, options: MarkerOptions | None,
     return Tolerances(base.max_drop, band if band is not None else sites_band(regions), base.fail_on)
 
 
-def judge_compare(state: RooflineState, entry: TestEntry, options: MarkerOptions | None) -> str | None:
-    """The A/B gate (``--roofline-compare``): record the test's paired comparison with REF in
-    ``entry.extra["compare"]``; the failure message when it regressed."""
+def judge_compare(state: RooflineState, entry: TestEntry, options: MarkerOptions | None) -> Judgement:
+    """The A/B gate (``--roofline-compare``): the test's paired comparison with REF as the record's
+    ``compare`` field, and the failure message and charts when it regressed. Writes nothing to ``entry``."""
     regions = [r.to_dict() for r in entry.recorder.regions]
     tolerances = compare_tolerances(state, options, regions)
     verdict = entry.recorder.verdict()
@@ -55,19 +56,18 @@ def judge_compare(state: RooflineState, entry: TestEntry, options: MarkerOptions
     result = compare_regions(regions, tolerances, f"{ref.get('ref')} ({str(ref.get('commit'))[:12]})",
                              None if verdict is None else verdict.bound)
     if result is None:
-        return None
+        return Judgement()
     pairs = sum(int((r.get("compare") or {}).get("pairs") or 0) for r in regions)
-    entry.extra["compare"] = {**entry.extra.get("compare", {}), **result.to_dict(), "ref": ref.get("ref"),
-                              "commit": ref.get("commit"), "pairs": pairs, "max_drop": tolerances.max_drop,
-                              "max_slowdown": tolerances.max_slowdown,
-                              "auto_band": compare_band(state, options) is None,
-                              **process_record(regions, tolerances.max_slowdown)}
+    compared = {**entry.extra.get("compare", {}), **result.to_dict(), "ref": ref.get("ref"),
+                "commit": ref.get("commit"), "pairs": pairs, "max_drop": tolerances.max_drop,
+                "max_slowdown": tolerances.max_slowdown, "auto_band": compare_band(state, options) is None,
+                **process_record(regions, tolerances.max_slowdown)}
     if result.verdict != "regressed":
-        return None
-    message = failure_message(entry.nodeid, result, entry.extra["compare"])
+        return Judgement(fields={"compare": compared})
+    message = failure_message(entry.nodeid, result, compared)
     paths, notes = compare_artifacts(state, entry, result, regions)
-    entry.artifacts.extend(str(p) for p in paths)
-    return "\n".join([message, *(f"  {p}" for p in paths), *(f"  note: {n}" for n in notes)])
+    return Judgement(failure="\n".join([message, *(f"  {p}" for p in paths), *(f"  note: {n}" for n in notes)]),
+                     fields={"compare": compared}, artifacts=tuple(str(p) for p in paths))
 
 
 def compare_artifacts(state: RooflineState, entry: TestEntry, result: Any,

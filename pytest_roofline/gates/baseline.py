@@ -11,7 +11,8 @@ and docs/comparison.md.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.gates.baseline_stats import (
     Measurement,
@@ -26,6 +27,9 @@ from pytest_roofline.model.units import time_text
 from pytest_roofline.output.record import TestRecord, threads_of
 from pytest_roofline.session.settings import MarkerOptions
 from pytest_roofline.session.state import RooflineState, TestEntry
+
+if TYPE_CHECKING:
+    from pytest_roofline.gates.judge import Judgement
 
 
 def tolerances_of(state: RooflineState, options: MarkerOptions | None) -> Tolerances:
@@ -60,69 +64,74 @@ def pooled(state: RooflineState, quantity: str) -> Any:
     return baseline.pooled[quantity]
 
 
-def compare_entry(state: RooflineState, entry: TestEntry, tolerances: Tolerances) -> TestComparison | None:
-    """Compare the test with its baseline sessions and record the result in ``entry.extra["baseline"]``;
-    None when there is nothing to compare (no measurement, or a new test)."""
+def compare_entry(state: RooflineState, entry: TestEntry,
+                  tolerances: Tolerances) -> tuple[TestComparison | None, dict[str, Any] | None]:
+    """Compare the test with its baseline sessions: the comparison (None when there is nothing to compare: no
+    measurement, or a new test) and the record's ``baseline`` block (None without a measurement)."""
     regions = [r.to_dict() for r in entry.recorder.regions]
     current = current_measurement(entry, regions)
     if current is None:
-        return None
+        return None, None
     record_base = {"max_drop": tolerances.max_drop, "max_slowdown": tolerances.max_slowdown,
                    "fail_on": list(tolerances.fail_on)}
     chosen = state.baseline.sessions_for(entry.nodeid, entry.extra.get("params"), threads_of(regions))
     found = [(s, m) for s, m in ((s, Measurement.from_record(s.tests[entry.nodeid])) for s in chosen)
              if m is not None]
     if not found:
-        entry.extra["baseline"] = {"fraction": None, "drop": None, "verdict": "new", "sessions": [], "ci": None,
-                                   "statistic": "no baseline session measured this test", **record_base}
-        return None
+        return None, {"fraction": None, "drop": None, "verdict": "new", "sessions": [], "ci": None,
+                      "statistic": "no baseline session measured this test", **record_base}
     result = compare_test(current, [m for _, m in found], tolerances, bound=entry.recorder.verdict().bound,
                           pooled={q: pooled(state, q) for q in ("time", "fraction")}, seed=seed_for(entry.nodeid))
     time, fraction = result.time, result.fraction
     statistic = (f"{describe_interval(time)}; {describe_interval(fraction)} ({describe_method(time)})"
                  if time.ci is not None else f"inconclusive: {needed_text(len(found))}")
-    entry.extra["baseline"] = {
-        **result.to_dict(), **record_base,
-        "fraction": fraction.reference, "drop": 1.0 - fraction.ratio,
-        "ci": None if fraction.ci is None else list(fraction.ci), "statistic": statistic,
-        "sessions": [s.id for s, _ in found], "commits": [s.commit for s, _ in found]}
-    return result
+    block = {**result.to_dict(), **record_base,
+             "fraction": fraction.reference, "drop": 1.0 - fraction.ratio,
+             "ci": None if fraction.ci is None else list(fraction.ci), "statistic": statistic,
+             "sessions": [s.id for s, _ in found], "commits": [s.commit for s, _ in found]}
+    return result, block
 
 
-def judge_baseline(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
-                   xfail: bool) -> str | None:
-    """The failure message of a significant regression against the baseline, else None.
+def judge_baseline(state: RooflineState, entry: TestEntry, options: MarkerOptions | None, xfail: bool,
+                   outcome: Judgement) -> Judgement:
+    """``outcome`` (the threshold gate's, passed) with the baseline gate's record and, for a significant
+    regression against the baseline, its failure.
 
     Before it fails, a test is measured once more at once (``--roofline-confirm on``, as for the threshold) and
     the faster measurement is kept; it fails only when that one regressed too. A contended measurement (no
     free core) is not failed unless ``--roofline-strict``.
     """
     if state.baseline is None:
-        return None
+        return outcome
     tolerances = tolerances_of(state, options)
-    result = compare_entry(state, entry, tolerances)
-    if result is None or result.verdict != "regressed":
-        return None
+    result, block = compare_entry(state, entry, tolerances)
+    if block is not None:
+        outcome = outcome.adding({"baseline": block})
+    if result is None or block is None or result.verdict != "regressed":
+        return outcome
     if not state.settings.strict and not xfail and entry.recorder.is_contended():
-        entry.extra["baseline"]["excused"] = "contended"  # measured again at the end of the session
-        entry.extra["not_gated"] = "contended"
-        return None
-    if state.settings.confirm == "on" and not xfail and "confirmed" not in entry.extra:
+        # measured again at the end of the session
+        return outcome.adding({"baseline": {**block, "excused": "contended"}, "not_gated": "contended"})
+    if state.settings.confirm == "on" and not xfail and "confirmed" not in outcome.fields:
         first = result.fraction.now
         if entry.recorder.confirm() and result.failed_on != ("work",):
-            result = compare_entry(state, entry, tolerances) or result
-            entry.extra["confirmed"] = {"first": first, "second": result.fraction.now}
+            again, again_block = compare_entry(state, entry, tolerances)
+            if again is not None and again_block is not None:
+                result, block = again, again_block
+            outcome = outcome.adding({"baseline": block, "confirmed": {"first": first, "second": result.fraction.now}})
             if result.verdict != "regressed":
-                return None
-    return regression_report(state, entry, result)
+                return outcome
+    message, paths = regression_report(state, entry, result, block, outcome.fields.get("confirmed"))
+    return outcome.adding(artifacts=paths, failure=message)
 
 
-def regression_report(state: RooflineState, entry: TestEntry, result: TestComparison) -> str:
-    """One message: what got worse and why (the explanation), the figures now and in the baseline, the
-    sessions, the statistic, the tolerances, and the chart's path."""
+def regression_report(state: RooflineState, entry: TestEntry, result: TestComparison, record: Mapping[str, Any],
+                      confirmed: Mapping[str, Any] | None = None) -> tuple[str, list[str]]:
+    """One message: what got worse and why (the explanation), the figures now and in the baseline
+    (``record``: the record's ``baseline`` block), the sessions, the statistic, the tolerances, and the chart's
+    path; and the paths of the artifacts written."""
     from pytest_roofline.history.baseline import session_label
 
-    record = entry.extra["baseline"]
     by_id = {s.id: s for s in state.baseline.sessions}
     sessions = ", ".join(session_label(by_id[i]) for i in record["sessions"] if i in by_id)
     count = len(record["sessions"])
@@ -142,14 +151,12 @@ def regression_report(state: RooflineState, entry: TestEntry, result: TestCompar
                                        for k in levels) if levels else ""
         lines.append(f"  work: {now.total_flops:.4g} FLOPs now, {ref.total_flops:.4g} in the baseline{moved}")
     lines.append(f"  statistic: {record['statistic']}")
-    if "confirmed" in entry.extra:
-        confirmed = entry.extra["confirmed"]
+    if confirmed is not None:
         lines.append(f"  measured again at once: fraction {confirmed['first']:.3g} then {confirmed['second']:.3g}; "
                      "the faster is kept")
     paths, notes = regression_artifacts(state, entry, result)
-    entry.artifacts.extend(str(p) for p in paths)
     lines += [f"  {p}" for p in paths] + [f"  note: {n}" for n in notes]
-    return "\n".join(lines)
+    return "\n".join(lines), [str(p) for p in paths]
 
 
 def regression_artifacts(state: RooflineState, entry: TestEntry, result: TestComparison) -> tuple[list[Any], list[str]]:

@@ -5,24 +5,58 @@ Plain Python; the pytest glue turns a :class:`Judgement` into a failure or a tea
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_roofline.session.settings import MarkerOptions
 from pytest_roofline.session.state import RooflineState, TestEntry
 
 
+class _Same:
+    """Judgement.adding's default: the verdict field stays as it is."""
+
+
+SAME = _Same()
+
+
 @dataclass(frozen=True)
 class Judgement:
+    """What the gates decided of one test. Judging writes nothing to the test: :func:`keep` puts ``fields``
+    (the record's ``no_work``, ``not_gated``, ``confirmed``, ``baseline``, ``compare`` ...), ``artifacts`` and
+    the threshold it was held to on its entry."""
+
     failure: str | None = None  # the test fails with this message
     warning: str | None = None  # --roofline-warn-only: what would have failed it, as a warning
     error: str | None = None  # an error of the test (a fraction no roof allows), raised in its teardown
+    fields: Mapping[str, Any] = field(default_factory=dict)  # results.json fields of the test
+    artifacts: tuple[str, ...] = ()  # charts and kernel tables written for it
+    min_fraction: float | None = None  # the threshold it was held to (a per-device marker's, chosen here)
+
+    def adding(self, fields: Mapping[str, Any] | None = None, artifacts: Sequence[str] = (), *,
+               failure: str | None | _Same = SAME, warning: str | None | _Same = SAME,
+               error: str | None | _Same = SAME) -> Judgement:
+        """This judgement with more record fields and artifacts, and ``failure``/``warning``/``error`` changed
+        where given."""
+        return Judgement(self.failure if isinstance(failure, _Same) else failure,
+                         self.warning if isinstance(warning, _Same) else warning,
+                         self.error if isinstance(error, _Same) else error,
+                         {**self.fields, **(fields or {})}, (*self.artifacts, *artifacts), self.min_fraction)
 
 
-# The A/B gate (pytest_roofline.ab.verdict.judge_compare): the failure message, or None. It sits above the
-# gates (it runs the twins), so the caller hands it in.
-CompareJudge = Callable[[RooflineState, TestEntry, "MarkerOptions | None"], "str | None"]
+def keep(entry: TestEntry, judgement: Judgement) -> None:
+    """Put what the gates decided on the test's entry, for its record; a test with nothing counted has nothing
+    to measure again at the end of the session."""
+    entry.min_fraction = judgement.min_fraction
+    entry.extra.update(judgement.fields)
+    entry.artifacts.extend(judgement.artifacts)
+    if "no_work" in judgement.fields:
+        entry.recorder.contended.clear()
+
+
+# The A/B gate (pytest_roofline.ab.verdict.judge_compare): its judgement (the failure message, the record's
+# "compare" and the charts). It sits above the gates (it runs the twins), so the caller hands it in.
+CompareJudge = Callable[[RooflineState, TestEntry, "MarkerOptions | None"], Judgement]
 
 
 def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None, xfail: bool,
@@ -33,25 +67,27 @@ def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
     given: :func:`judge_threshold`).
 
     A per-device threshold (``min_fraction={"cpu": ..., "cuda": ...}``) is chosen here, by where the test's
-    call sites ran: ``cuda`` if any ran on a GPU."""
+    call sites ran: ``cuda`` if any ran on a GPU. Nothing is written to ``entry``: :func:`keep` does that."""
+    min_fraction, fields = entry.min_fraction, {}
     if options is not None and options.min_fraction_by_device is not None:
-        entry.min_fraction = options.fraction_for(entry.recorder.device())
-        entry.extra["min_fraction_by_device"] = dict(options.min_fraction_by_device)
-    outcome = judge_threshold(state, entry, options, xfail)
-    if outcome.error is not None or "no_work" in entry.extra:  # nothing counted: no fraction to compare either
+        min_fraction = options.fraction_for(entry.recorder.device())
+        fields["min_fraction_by_device"] = dict(options.min_fraction_by_device)
+    outcome = judge_threshold(state, entry, options, xfail, min_fraction).adding(fields)
+    if outcome.error is not None or "no_work" in outcome.fields:  # nothing counted: no fraction to compare
         return outcome
     if state.baseline is not None:  # numpy is imported only when there is a baseline to compare with
         outcome = _with_baseline(state, entry, options, xfail, outcome)
     if state.compare_error is not None and outcome.failure is None:  # the A/B gate could not run: never a pass
-        outcome = Judgement(failure=f"roofline: {state.compare_error}")
+        outcome = outcome.adding(failure=f"roofline: {state.compare_error}", warning=None)
     elif state.compare_ref is not None and outcome.failure is None:
         if compare is None:
             raise ValueError("an A/B session's tests are judged with its A/B gate: pass compare=judge_compare")
-        outcome = replace(outcome, failure=compare(state, entry, options))  # keeps a roof warning
+        paired = compare(state, entry, options)  # keeps a roof warning
+        outcome = outcome.adding(paired.fields, paired.artifacts, failure=paired.failure)
     if outcome.failure is not None and state.settings.warn_only:
-        entry.extra["not_gated"] = "warn-only"
         warned = f"{outcome.failure}\n  (--roofline-warn-only: reported, not failed)"
-        return Judgement(warning=warned if outcome.warning is None else f"{outcome.warning}\n{warned}")
+        return outcome.adding({"not_gated": "warn-only"}, failure=None,
+                              warning=warned if outcome.warning is None else f"{outcome.warning}\n{warned}")
     return outcome
 
 
@@ -65,77 +101,78 @@ def _with_baseline(state: RooflineState, entry: TestEntry, options: MarkerOption
     from pytest_roofline.gates.baseline import compare_entry, judge_baseline, tolerances_of
 
     if outcome.failure is None:
-        regression = judge_baseline(state, entry, options, xfail)
-        outcome = replace(outcome, failure=regression)
-    else:  # failed on its threshold: still compared, for the record
-        compare_entry(state, entry, tolerances_of(state, options))
-    return outcome
+        return judge_baseline(state, entry, options, xfail, outcome)
+    _, block = compare_entry(state, entry, tolerances_of(state, options))  # failed on its threshold: recorded
+    return outcome.adding({"baseline": block} if block is not None else {})
 
 
 def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
-                    xfail: bool) -> Judgement:
+                    xfail: bool, min_fraction: float | None) -> Judgement:
     """Gate one measured test: uncounted work, an impossible fraction, then its threshold.
 
     Below the threshold, a contended measurement (no free core) is excused unless ``--roofline-strict`` (it is
     measured again at the end of the session), and ``--roofline-confirm on`` measures the test once more at
     once and keeps the faster: the test fails only when both measurements are below.
     """
+    held = Judgement(min_fraction=min_fraction)
     policy = (options.uncounted if options and options.uncounted else None) or state.settings.uncounted
     if policy == "fail":
         from pytest_roofline.output.text import uncounted_text
 
         missing = uncounted_text(entry.recorder.regions)
         if missing:
-            return Judgement(failure=(
+            return held.adding(failure=(
                 f"roofline: FLOP-bearing ops without a counting rule ran ({missing}); the fraction would be too "
                 "low. Declare the work (roofline.declare) or set uncounted='warn'."))
     verdict = entry.recorder.verdict()
     nothing = no_work_message(entry)
     if nothing is not None:
-        entry.extra["no_work"] = {"ops": seen_ops(entry.recorder), "message": nothing}
-        entry.recorder.contended.clear()  # nothing to measure again: no fraction can come of it
+        held = held.adding({"no_work": {"ops": seen_ops(entry.recorder), "message": nothing}})
         # with a threshold there is nothing to hold it to: an error of the test, never a pass
-        return Judgement(error=f"roofline: {nothing}") if entry.min_fraction is not None else Judgement()
+        return held.adding(error=f"roofline: {nothing}") if min_fraction is not None else held
+    notes = roof_notes_of(entry, verdict)
+    held = held.adding({"roof_notes": notes} if notes else {})
     impossible = roof_check(state, entry, verdict)
     if impossible is not None and state.compare_ref is not None and paired(entry):
         # an A/B session has no live probe (both sides on the cached roofs): on a host running faster than when
         # it was characterized, a memory-bound call passes its cached roof; the A/B verdict compares times and
         # does not rest on it, so it is still given (an error here lost it), with the roof named as a warning
-        entry.extra["roof_warning"] = impossible
-        return Judgement(warning=f"{impossible}\n  (an A/B session judges on the cached roofs, with no live probe: "
-                                 "the A/B verdict compares times and stands; the fraction does not)")
+        return held.adding({"roof_warning": impossible}, warning=(
+            f"{impossible}\n  (an A/B session judges on the cached roofs, with no live probe: the A/B verdict "
+            "compares times and stands; the fraction does not)"))
     if impossible is not None:
-        return Judgement(error=impossible)
-    if entry.min_fraction is None or verdict.fraction >= entry.min_fraction:
-        return Judgement()
+        return held.adding(error=impossible)
+    if min_fraction is None or verdict.fraction >= min_fraction:
+        return held
     if not state.settings.strict and not xfail and entry.recorder.is_contended():
-        entry.extra["not_gated"] = "contended"  # measured again at the end of the session
-        return Judgement()
+        return held.adding({"not_gated": "contended"})  # measured again at the end of the session
     if state.settings.confirm == "on" and not xfail:
         first = verdict.fraction
-        if entry.recorder.confirm():
+        if entry.recorder.confirm():  # measured once more at once; the faster measurement is kept
             verdict = entry.recorder.verdict()
-            entry.extra["confirmed"] = {"first": first, "second": verdict.fraction}
-            if verdict.fraction >= entry.min_fraction:
-                return Judgement()
+            held = held.adding({"confirmed": {"first": first, "second": verdict.fraction}})
+            if verdict.fraction >= min_fraction:
+                return held
     from pytest_roofline.output.session_output import failure_report
 
     entry.recorder.time_ops()  # per-op times for its artifacts (--roofline-ops failed|always)
     message, paths = failure_report(state.session_dir, entry.nodeid, entry.recorder.judged_machine(),
-                                    entry.recorder.regions,
-                                    verdict, entry.min_fraction, entry.details)
-    entry.artifacts.extend(str(p) for p in paths)
-    return Judgement(failure=message)
+                                    entry.recorder.regions, verdict, min_fraction, entry.details)
+    return held.adding(artifacts=[str(p) for p in paths], failure=message)
+
+
+def roof_notes_of(entry: TestEntry, verdict: Any) -> list[str]:
+    """Notes for emulated precisions (into results.json)."""
+    from pytest_roofline.output.session_output import roof_notes
+
+    return roof_notes(entry.recorder.judged_machine(), verdict.flops)
 
 
 def roof_check(state: RooflineState, entry: TestEntry, verdict: Any) -> str | None:
-    """Notes for emulated precisions (into results.json), and the error for a fraction no roof allows."""
-    from pytest_roofline.output.session_output import impossible_fraction_message, roof_notes
+    """The error for a fraction no roof allows, else None."""
+    from pytest_roofline.output.session_output import impossible_fraction_message
 
     machine = entry.recorder.judged_machine()
-    notes = roof_notes(machine, verdict.flops)
-    if notes:
-        entry.extra["roof_notes"] = notes
     s = state.settings
     origin = (f"pinned file {s.machine_file}" if s.machine_file is not None else
               f"the characterization cache (fingerprint {state.machine().info.get('fingerprint_hash', '?')})")
@@ -220,7 +257,9 @@ def remeasure_contended(state: RooflineState) -> list[Remeasured]:
             if judged:
                 drop, slowdown = contention.widened_tolerances(tolerances.max_drop, tolerances.max_slowdown, widen)
                 tolerances = type(tolerances)(drop, slowdown, tolerances.fail_on)
-            compared = compare_entry(state, entry, tolerances)
+            compared, block = compare_entry(state, entry, tolerances)
+            if block is not None:
+                entry.extra["baseline"] = block
             if compared is not None and compared.verdict == "regressed" and contended and not judged:
                 entry.extra["baseline"]["excused"] = "contended"
         regressed = compared is not None and compared.verdict == "regressed"
@@ -246,13 +285,15 @@ def _late_failure(state: RooflineState, entry: TestEntry, verdict: Any, regressi
     if regression is not None or entry.min_fraction is None:
         from pytest_roofline.gates.baseline import regression_report
 
-        message = regression_report(state, entry, regression)
+        message, paths = regression_report(state, entry, regression, entry.extra["baseline"],
+                                           entry.extra.get("confirmed"))
+        entry.artifacts.extend(paths)
     else:
         from pytest_roofline.output.session_output import failure_report
 
-        message, paths = failure_report(state.session_dir, entry.nodeid, entry.recorder.judged_machine(),
-                                        entry.recorder.regions, verdict, entry.min_fraction, entry.details)
-        entry.artifacts.extend(str(p) for p in paths)
+        message, written = failure_report(state.session_dir, entry.nodeid, entry.recorder.judged_machine(),
+                                          entry.recorder.regions, verdict, entry.min_fraction, entry.details)
+        entry.artifacts.extend(str(p) for p in written)
     if judged is not None:
         return message + f"\n  (contended: measured again at the end of the session, still contended; {judged})"
     return message + "\n  (contended at first: measured again at the end of the session, uncontended)"

@@ -174,7 +174,7 @@ class MeasuringSession:
             item.warn(RooflineWarning("test is marked roofline but measured nothing: call "
                                       "roofline.measure(fn, *args) through the `roofline` fixture"))
             return result
-        from pytest_roofline.gates.judge import CompareJudge, judge
+        from pytest_roofline.gates.judge import CompareJudge, judge, keep
 
         compare: CompareJudge | None = None
         if self.state.compare_ref is not None:  # the A/B gate, imported only in an A/B session
@@ -183,6 +183,7 @@ class MeasuringSession:
             compare = judge_compare
         outcome = judge(self.state, entry, marker_options(item), xfail=item.get_closest_marker("xfail") is not None,
                         compare=compare)
+        keep(entry, outcome)
         if outcome.warning is not None:
             from pytest_roofline.errors import RooflineWarning
 
