@@ -7,8 +7,8 @@ between pairs (``--cv``), a share of outlier pairs (``--outliers``, ±25 %) and 
 what the code decides, not a model of it. ``--claim 95`` replays the rule before 2026-11-27 (a change claimed
 at 95 %, at most 5 pairs); ``--t-only`` the rule without the robust intervals over 8 pairs or more (signed-rank,
 trimmed mean); ``--no-trimmed`` the rule before the trimmed mean and ``--unchanged-95`` the one before
-"unchanged" on the 90 % interval (both 2026-11-27, ninth round). The real between-pair spreads to try: 0.5-3 % on the 2-core CPU VM, 4-10 % for
-launch-bound kernels on an H100 (docs/ab-compare.md, "Measured").
+"unchanged" on the 90 % interval (both 2026-11-27, ninth round). The real between-pair spreads to try: 0.5-3 %
+on the 2-core CPU VM, 4-10 % for launch-bound kernels on an H100 (docs/ab-compare.md, "Measured").
 
     python benchmarks/ab_rules.py [--comparisons 4000] [--cv 0.015 0.03 0.08] [--outliers 0 0.05] [--t-only]
         [--no-trimmed] [--unchanged-95] [--tolerance auto|0.03] [--steady-cv 0.02]
@@ -150,8 +150,8 @@ def main() -> None:
           f"{f' (steady up to {paired_stats.AUTO_STEADY_CV:.1%})' if args.tolerance is None else ''}, "
           f"{args.comparisons} comparisons per cell")
     if measured:
-        print(f"pairs drawn from {len(args.measured)} results file(s) ({len(measured)}, sd {statistics.stdev(measured):.2%}; "
-              f"pair CV 0: as measured)")
+        print(f"pairs drawn from {len(args.measured)} results file(s) "
+              f"({len(measured)}, sd {statistics.stdev(measured):.2%}; pair CV 0: as measured)")
     print(f"{'pair CV':>8} {'outliers':>9}  {'A/A flagged':>12} {'pairs':>6}  {'planted caught':>15} {'pairs':>6}")
     for cv in args.cv:
         for outliers in args.outliers if not measured else [0.0]:

@@ -7,8 +7,9 @@ planted slowdown (the test is parametrized by it) and, for 0 %, in ``--aa`` iden
 plants nothing; the second plants, in the test of slowdown p, a busy wait of p % of each call's own time (no
 extra FLOP or byte, as a worse kernel would look), or with ``--plant work`` p % more work in the copy, the
 ``x*2+y`` and the GEMM instead (more elements, more rows: counted, as in the A/B issue's held-out repository; a
-wait after a memory-bound call lets its stores drain and reads short of p). Each session runs ``pytest --roofline --roofline-compare
-HEAD~1`` at the second commit, so the 0 % tests compare identical code (A/A) and the others a known slowdown.
+wait after a memory-bound call lets its stores drain and reads short of p). Each session runs
+``pytest --roofline --roofline-compare HEAD~1`` at the second commit, so the 0 % tests compare identical code
+(A/A) and the others a known slowdown.
 
     python benchmarks/ab_sensitivity.py [--sessions 6] [--slowdowns 0 2 3 5 10] [--aa 1] [--neighbours 1]
         [--max-time 1.0] [--device cpu|cuda] [--pairs N] [--max-slowdown TOL ...] [--only WORKLOAD ...]

@@ -175,7 +175,8 @@ def one_round(number: int, kind: str, scratch: Path) -> dict[str, Any]:
     for row in rows:
         busy_text = f"{row['busy'] / 1e9:8.1f}" if row["busy"] else "       -"
         print(f"   {row['roof']:<5} {busy_text} {row['before'] / 1e9:8.1f} {row['session'] / 1e9:8.1f} "
-              f"{row['after'] / 1e9:8.1f}  {row['ratios'][0]:.2f} {row['ratios'][1]:.2f}{'  OFF' if row['off'] else '     '}"
+              f"{row['after'] / 1e9:8.1f}  {row['ratios'][0]:.2f} {row['ratios'][1]:.2f}"
+              f"{'  OFF' if row['off'] else '     '}"
               f"         {row['before'] / row['after']:.2f}   {unit.get(row['roof'], 'GB/s')}")
     return {"round": number, "neighbour": kind, "busy_kept": kept, "busy_lines": busy_lines,
             "session_lines": session_lines, "rows": rows}
@@ -196,7 +197,8 @@ def main() -> int:
     unknown = [k for k in kinds if k not in NEIGHBOURS]
     if not kinds or unknown:
         parser.error(f"--neighbours: unknown kind(s) {unknown}; accepted: {', '.join(NEIGHBOURS)}")
-    print(f"CPU: {cpu_name()}, {os.cpu_count()} CPUs; bar: every all-core roof within {BAR:.0%} of a truth measured just before or after")
+    print(f"CPU: {cpu_name()}, {os.cpu_count()} CPUs; bar: every all-core roof within {BAR:.0%} of a truth "
+          f"measured just before or after")
     rounds = []
     with tempfile.TemporaryDirectory(prefix="busy-char-") as tmp:
         scratch = args.keep or Path(tmp)

@@ -149,7 +149,8 @@ def write_history(directory: Path, sessions: int = 1000, tests: int = 50, machin
         for w in workloads[machine["key"]]:
             fraction = w["fraction"] * (1 + w["step"] if stepped else 1.0) * math.exp(rng.gauss(0, w["noise"]))
             slug = w["nodeid"].replace("/", "_").replace("::", "__").replace("[", "_").replace("]", "")
-            names = [f".roofline/sessions/{session_id}/{slug}-{k}" for k in ("0a1b2c3d4e.png", "0a1b2c3d4e.kernels.csv")]
+            names = [f".roofline/sessions/{session_id}/{slug}-{k}"
+                     for k in ("0a1b2c3d4e.png", "0a1b2c3d4e.kernels.csv")]
             records.append(_record(w, roofs, min(fraction, 0.98), rng, names))
         exit_status = 1 if any(r["outcome"] == "failed" for r in records) else 0
         document = {

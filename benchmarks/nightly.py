@@ -49,10 +49,12 @@ def make_repo(root: Path) -> Path:
     repo = root / "repo"
     (repo / "perf").mkdir(parents=True)
     conftest = (HERE / "heldout" / "conftest.py").read_text()
-    marker = 'INJECT = os.environ.get("ROOFLINE_INJECT_SLOWDOWN")  # unset: no wrapper at all\nSLOWDOWN = float(INJECT or 0)\n'
+    marker = ('INJECT = os.environ.get("ROOFLINE_INJECT_SLOWDOWN")  # unset: no wrapper at all\n'
+              'SLOWDOWN = float(INJECT or 0)\n')
     if marker not in conftest:
         raise SystemExit("nightly: benchmarks/heldout/conftest.py changed: the plant reader no longer fits it")
-    conftest = conftest.replace(marker, PLANT_READER).replace("import time\n", "import time\nfrom pathlib import Path\n", 1)
+    conftest = (conftest.replace(marker, PLANT_READER)
+                .replace("import time\n", "import time\nfrom pathlib import Path\n", 1))
     (repo / "perf" / "conftest.py").write_text(conftest)
     shutil.copy(HERE / "heldout" / "test_heldout.py", repo / "perf" / "test_heldout.py")
     (repo / "pytest.ini").write_text("[pytest]\n")

@@ -53,7 +53,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.results is None:
         directory = Path(tempfile.mkdtemp(prefix="op-coverage-"))
         command = ["nice", "-n", "19", sys.executable, "-m", "pytest", "--roofline", "--roofline-ops", "always",
-                   "-p", "no:cacheprovider", "-q", "--roofline-dir", str(directory), *(pytest_args or ["example_suite"])]
+                   "-p", "no:cacheprovider", "-q", "--roofline-dir", str(directory),
+                   *(pytest_args or ["example_suite"])]
         print(" ".join(command), flush=True)
         subprocess.run(command, check=False)
         args.results = directory / "results.json"

@@ -89,7 +89,8 @@ def main() -> None:
         ratios.append(ratio)
         print(f"{name:40s} {statistics.median(bare) * 1e6:10.1f}us {statistics.median(plugin) * 1e6:12.1f}us "
               f"{ratio:7.3f}  ({args.repeats}, {rounds})")
-    print(f"{'median ratio over workloads':40s} {'':12s} {'':14s} {statistics.median(ratios):7.3f}  target 1.00 +/- 0.03")
+    print(f"{'median ratio over workloads':40s} {'':12s} {'':14s} {statistics.median(ratios):7.3f}  "
+          f"target 1.00 +/- 0.03")
 
 
 if __name__ == "__main__":

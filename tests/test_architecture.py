@@ -4,12 +4,22 @@ modules, one exceptions module, a repository without wheels or large files."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 import pytest_roofline
+
+if sys.version_info >= (3, 11):
+    import tomllib as toml
+else:  # Python 3.10: tomli where it is installed, else the line itself is read (configured_line_length)
+    try:
+        import tomli as toml
+    except ModuleNotFoundError:
+        toml = None
 
 PACKAGE = Path(pytest_roofline.__file__).parent
 MODULES = sorted(PACKAGE.rglob("*.py"))
@@ -195,3 +205,31 @@ def test_the_repository_carries_no_wheels_or_large_files() -> None:
              and (root / f).stat().st_size > 1_000_000]
     assert [f for f in files if f.endswith(".whl")] == []
     assert binaries_at_root == [] and large == []
+
+
+def configured_line_length() -> int:
+    """``line-length`` of ``[tool.ruff]`` in pyproject.toml, the limit ruff's E501 checks."""
+    text = (PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8")
+    if toml is not None:
+        return int(toml.loads(text)["tool"]["ruff"]["line-length"])
+    section = re.search(r"^\[tool\.ruff\][ \t]*$(.*?)(?=^\[|\Z)", text, re.MULTILINE | re.DOTALL)
+    assert section is not None, "pyproject.toml has no [tool.ruff] table"
+    setting = re.search(r"^line-length\s*=\s*(\d+)", section.group(1), re.MULTILINE)
+    assert setting is not None, "[tool.ruff] sets no line-length"
+    return int(setting.group(1))
+
+
+def test_no_line_is_longer_than_the_configured_length() -> None:
+    # ruff's E501 limit, checked here too so a plain pytest run catches a long line without ruff; stricter than
+    # ruff, which lets a line run long when it ends in a pragma (``# type: ignore``) or a URL.
+    limit = configured_line_length()
+    root = PACKAGE.parent
+    offenders = []
+    for folder in ("pytest_roofline", "tests", "benchmarks"):
+        for path in sorted((root / folder).rglob("*.py")):
+            lines = path.read_text(encoding="utf-8").split("\n")
+            for number, line in enumerate(lines, 1):
+                length = len(line.removesuffix("\r"))
+                if length > limit and "# noqa: E501" not in line:
+                    offenders.append(f"{path.relative_to(root)}:{number}: {length}")
+    assert offenders == [], f"{len(offenders)} line(s) over {limit} columns:\n" + "\n".join(offenders[:20])

@@ -53,7 +53,8 @@ def _fake_cupy(free_bytes: int) -> types.SimpleNamespace:
     names: list[str] = []
 
     class Device:
-        attributes: ClassVar[dict[str, int]] = {"MultiProcessorCount": 132, "L2CacheSize": L2_BYTES, "MaxThreadsPerMultiProcessor": 2048,
+        attributes: ClassVar[dict[str, int]] = {"MultiProcessorCount": 132, "L2CacheSize": L2_BYTES,
+                                                 "MaxThreadsPerMultiProcessor": 2048,
                                                  "MaxSharedMemoryPerMultiprocessor": 228 * 1024}
         compute_capability = "90"
 
@@ -96,7 +97,8 @@ def _fake_cupy(free_bytes: int) -> types.SimpleNamespace:
         # Buffers are stand-ins (a kernel's time comes from its arguments), so an 80 GB GPU fits in a test
         zeros=lambda n, dtype: np.zeros(min(n, 4096), dtype=dtype),
         ones=lambda n, dtype: np.ones(min(n, 4096), dtype=dtype),
-        RawModule=RawModule, matmul=matmul, random=types.SimpleNamespace(random=random), get_default_memory_pool=lambda: pool,
+        RawModule=RawModule, matmul=matmul, random=types.SimpleNamespace(random=random),
+        get_default_memory_pool=lambda: pool,
         cuda=types.SimpleNamespace(Device=Device, Event=Event,
                                    runtime=types.SimpleNamespace(memGetInfo=lambda: (free_bytes, 80 * 2**30)),
                                    get_elapsed_time=lambda start, stop: (stop.at - start.at) * 1e3),

@@ -59,7 +59,8 @@ def test_the_roof_is_the_fastest_call_of_any_candidate(clock: FakeClock, monkeyp
 def test_precisions_take_turns_by_share_and_sizes_share_time(clock: FakeClock,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     fp64 = [_fake_candidate(clock, "fp64", "torch", 2048, [0.2]), _fake_candidate(clock, "fp64", "torch", 3072, [0.6])]
-    bf16 = [_fake_candidate(clock, "bf16", "torch", 1280, [0.002]), _fake_candidate(clock, "bf16", "torch", 768, [0.001])]
+    bf16 = [_fake_candidate(clock, "bf16", "torch", 1280, [0.002]),
+            _fake_candidate(clock, "bf16", "torch", 768, [0.001])]
     _use(monkeypatch, {"fp64": fp64, "bf16": bf16})
     monkeypatch.setattr(blas_probe, "GEMM_SHARES", {"fp64": 2.0, "bf16": 1.0})
     blas_probe.gemm_roofs(lambda m: None, ("fp64", "bf16"), budget_s=12.0)

@@ -980,8 +980,8 @@ def test_a_twin_counts_its_call_only_when_its_region_is_asked_for() -> None:
         Counter.counted = 0
         channel = ScriptedChannel([{"op": "begin"}, {"op": "call", "batch": 1}, {"op": "site_end", "region": asked}])
         follower = Follower(channel)  # type: ignore[arg-type]
-        site = follower.measure_site(Recorder(), Counter(), "f", lambda x: calls.append(x) or x,  # type: ignore[arg-type]
-                                     (3,), {}, None)
+        site = follower.measure_site(Recorder(), Counter(), "f",  # type: ignore[arg-type]
+                                     lambda x: calls.append(x) or x, (3,), {}, None)
         assert site == 3
         assert Counter.counted == counts
         assert (channel.sent[-1]["region"] is not None) == asked

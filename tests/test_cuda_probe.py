@@ -65,8 +65,8 @@ def test_probe_kernel_streams_one_load_and_one_store_per_element(arch: int) -> N
     assert len(re.findall(r"\b(?:ld|st)\.global\b", body)) == 2  # nothing else touches memory
     # One multiply by 1.0 per element, nothing else in floating point: 1 FLOP per 16 bytes, far below every GPU's
     # ridge (V100's fp64 ridge is about 7.8 TFLOP/s / 900 GB/s = 8.7 FLOP/byte), so HBM binds it.
-    floating = re.findall(r"\b(?:fma|mad|mul|add|sub|div|rcp|sqrt|neg|min|max)(?:\.\w+)*\.(?:f16x2|bf16x2|f16|bf16|f32|f64)\b",
-                          body)
+    floating = re.findall(r"\b(?:fma|mad|mul|add|sub|div|rcp|sqrt|neg|min|max)(?:\.\w+)*"
+                          r"\.(?:f16x2|bf16x2|f16|bf16|f32|f64)\b", body)
     assert floating == ["mul.f64"]
 
 

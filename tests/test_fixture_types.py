@@ -13,7 +13,8 @@ from pytest_roofline.model import Machine
 
 def test_the_measuring_recorder_and_its_declared_regions_satisfy_the_protocols() -> None:
     machine = Machine("m", {"fp32": 1e9}, {"DRAM": 1e9})
-    recorder = Recorder(enabled=False, machine=lambda: machine, counter=lambda: None)  # type: ignore[arg-type,return-value]
+    recorder = Recorder(enabled=False, machine=lambda: machine,
+                        counter=lambda: None)  # type: ignore[arg-type,return-value]
     assert isinstance(recorder, RooflineFixture)
     declared = recorder.declare(flops=1e6)
     assert isinstance(declared, DeclaredMeasure)

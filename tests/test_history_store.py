@@ -50,7 +50,8 @@ def test_step(roofline):
 def document(index: int = 0, commit: str = "a" * 40, start: str = "2026-11-25T06:39:23+00:00",
              session_id: str | None = None) -> dict[str, Any]:
     return {"format": "pytest-roofline-history", "schema": 1,
-            "session": {"id": session_id or f"s{index}", "start": start, "git": {"commit": commit, "branch": "main", "dirty": False}},
+            "session": {"id": session_id or f"s{index}", "start": start,
+                        "git": {"commit": commit, "branch": "main", "dirty": False}},
             "machine": {"key": KEY, **MACHINE},
             "tests": [{"nodeid": "t.py::test", "fraction": 0.5,
                        "regions": [{"t_min_s": 1e-3, "timing": {"samples_s": [2e-3] * 10}}]}]}
@@ -69,7 +70,8 @@ def test_locations_parse_and_bad_ones_name_what_is_accepted(tmp_path: Path) -> N
     assert isinstance(open_store(tmp_path), DirectoryStore)
     assert open_store(f"file://{tmp_path}").url == str(tmp_path)  # type: ignore[attr-defined]
     with pytest.raises(StoreSettingError, match=r"--roofline-history: 'ftp://h/x': the scheme 'ftp' is not a "
-                                                r"history store; accepted: a directory.*s3://BUCKET/PREFIX.*git:BRANCH"):
+                                                r"history store; accepted: a directory.*"
+                                                r"s3://BUCKET/PREFIX.*git:BRANCH"):
         open_store("ftp://user:secret@h/x")
     with pytest.raises(StoreSettingError, match="not in the URL") as caught:
         open_store("s3://AKIA:secret@bucket/h")
@@ -85,7 +87,8 @@ def test_a_directory_store_never_overwrites(tmp_path: Path) -> None:
     with pytest.raises(FileExistsError):
         store.create("k/a.json", b"2")
     assert (tmp_path / "k" / "a.json").read_bytes() == b"1"
-    assert [e.name for e in store.entries()] == ["k/a.json"] and [p.name for p in tmp_path.rglob("*")] == ["k", "a.json"]
+    assert [e.name for e in store.entries()] == ["k/a.json"]
+    assert [p.name for p in tmp_path.rglob("*")] == ["k", "a.json"]
 
 
 def test_an_unknown_history_scheme_is_a_usage_error(pytester: pytest.Pytester, write_machine: Callable[..., Path],

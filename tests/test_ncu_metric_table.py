@@ -160,7 +160,8 @@ def _raw_page(cc: str, metrics: dict[str, float]) -> str:
 def test_import_a_hand_written_b200_report() -> None:
     counts = {"gpu__time_duration.sum": 1e6, **{k: v for k, v in BASE.items() if k != "gpu__time_duration.sum"},
               **PACKED_COUNTS,
-              "sm__ops_path_tensor_src_fp4_fp6_fp8_dst_fp32.sum": 3e12, "sm__ops_path_tensor_src_bf16_dst_fp32.sum": 1e12}
+              "sm__ops_path_tensor_src_fp4_fp6_fp8_dst_fp32.sum": 3e12,
+              "sm__ops_path_tensor_src_bf16_dst_fp32.sum": 1e12}
     report = parse_report_text(_raw_page("10.0", counts), "b200.csv")
     (kernel,) = report.kernels
     assert kernel.flops == {"fp32": pytest.approx(6.6e9), "fp8_tensor": 3e12, "bf16_tensor": 1e12}

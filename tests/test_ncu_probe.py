@@ -30,7 +30,9 @@ static void note(const char *what) { strncat(log_, what, sizeof(log_) - strlen(l
 int cuGetErrorName(int code, const char **name) { *name = code == 100 ? "CUDA_ERROR_NO_DEVICE" : "?"; return 0; }
 int cuInit(unsigned flags) { note("init "); return flags == 0 ? fail_init : 1; }
 int cuDeviceGet(int *device, int ordinal) { *device = 7; note("device "); return ordinal == 0 ? 0 : 1; }
-int cuDevicePrimaryCtxRetain(void **ctx, int device) { *ctx = (void *)0x1234; note("retain "); return device == 7 ? 0 : 1; }
+int cuDevicePrimaryCtxRetain(void **ctx, int device) {
+    *ctx = (void *)0x1234; note("retain "); return device == 7 ? 0 : 1;
+}
 int cuCtxSetCurrent(void *ctx) { note("current "); return ctx == (void *)0x1234 ? 0 : 1; }
 int cuModuleLoadData(void **module, const void *image) {
     *module = (void *)0x5678; note("load ");

@@ -81,5 +81,6 @@ def test_read_a_report_through_the_old_interface() -> None:
     context = SimpleNamespace(num_ranges=lambda: 1, range_by_idx=lambda i: profile_range)
     module = SimpleNamespace(load_report=lambda path: context)
     (launch,) = read_with_module("old.ncu-rep", module).launches
-    assert launch.metrics["gpu__time_duration.sum"] == pytest.approx(1e-6) and launch.metrics["dram__bytes.sum"] == 4096.0
+    assert launch.metrics["gpu__time_duration.sum"] == pytest.approx(1e-6)
+    assert launch.metrics["dram__bytes.sum"] == 4096.0
     assert launch.cc == (7, 0)

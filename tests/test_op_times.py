@@ -149,7 +149,8 @@ def test_report_numbers_by_hand() -> None:
 
 
 def test_failure_lines_name_the_ops_that_lose_most_with_their_fractions() -> None:
-    rows = [OpRow(f"op{i}", 1, t, 1e-4, "memory:DRAM", {}, {"DRAM": 1e6}) for i, t in enumerate([1e-3, 5e-3, 2e-3, 4e-3])]
+    rows = [OpRow(f"op{i}", 1, t, 1e-4, "memory:DRAM", {}, {"DRAM": 1e6})
+            for i, t in enumerate([1e-3, 5e-3, 2e-3, 4e-3])]
     report = SimpleNamespace(coverage=0.9, overhead=0.05, calls=3, unmatched={}, total=4, diagnostics=["x"],
                              top_lost=lambda: sorted(rows, key=lambda r: -r.lost_s)[:3])
     lines = op_lines([SimpleNamespace(label="step", ops=report)])
@@ -220,7 +221,8 @@ def test_call_trees_take_device_time_on_cuda_and_cpu_time_on_the_cpu() -> None:
     call = fake(op_profile.CALL_RANGE, 0.0, 100.0, 15.0, [mm, relu])
     setup = fake("aten::zero_", -1.0, 5.0, 1.0)
     (cuda,) = op_profile.call_trees([setup, call, mm, relu], "cuda")
-    assert [(e.name, e.time_s) for e in cuda] == [("aten::relu", pytest.approx(3e-6)), ("aten::mm", pytest.approx(12e-6))]
+    assert [(e.name, e.time_s) for e in cuda] == [("aten::relu", pytest.approx(3e-6)),
+                                                  ("aten::mm", pytest.approx(12e-6))]
     (cpu,) = op_profile.call_trees([call], "cpu")
     assert [e.time_s for e in cpu] == [pytest.approx(10e-6), pytest.approx(30e-6)]
 

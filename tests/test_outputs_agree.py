@@ -134,4 +134,5 @@ def test_serial_and_xdist_sessions_render_their_results_json_alike(pytester: pyt
         assert nothing["outcome"] == "error" and nothing["artifacts"] == [] and "no_work" in nothing
         session["result"].stdout.fnmatch_lines(["*test_no_gate*passed (no gate)",
                                                 "*test_nothing_counted*error (no work counted)",
-                                                "no work counted in test_suite.py::test_nothing_counted: declare it with roofline.declare(*"])
+                                                ("no work counted in test_suite.py::test_nothing_counted: "
+                                                 "declare it with roofline.declare(*")])

@@ -177,8 +177,10 @@ def test_report_only(roofline):
         ("min_fraction='0.6'", "must be a number in (0, 1], got '0.6' (str)"),
         ("min_fraction=True", "got True (bool)"),
         ("min_fraction=float('nan')", "got nan"),
-        ("min_frac=0.5", "unknown argument(s) min_frac; accepted: min_fraction, uncounted, max_drop, max_slowdown, fail_on"),
-        ("0.6", "keyword arguments only (min_fraction, uncounted, max_drop, max_slowdown, fail_on); got positional (0.6,)"),
+        ("min_frac=0.5",
+         "unknown argument(s) min_frac; accepted: min_fraction, uncounted, max_drop, max_slowdown, fail_on"),
+        ("0.6",
+         "keyword arguments only (min_fraction, uncounted, max_drop, max_slowdown, fail_on); got positional (0.6,)"),
         ("uncounted='ignore'", "uncounted=...) must be one of warn, fail; got 'ignore'"),
     ],
 )

@@ -87,9 +87,8 @@ def test_bad_confirm_value_names_the_option(pytester: pytest.Pytester, machine_f
     result.stderr.fnmatch_lines(["*--roofline-confirm must be one of on, off*"])
 
 
-def test_the_calls_kept_for_a_confirmation_are_released_after_the_test(pytester: pytest.Pytester,
-                                                                       machine_file: Path,
-                                                                       run_roofline: Callable[..., pytest.RunResult]) -> None:
+def test_the_calls_kept_for_a_confirmation_are_released_after_the_test(
+        pytester: pytest.Pytester, machine_file: Path, run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile("""
 import gc, time, weakref, pytest
 

@@ -62,7 +62,8 @@ def test_pinned_ceilings_measure_on_every_core_without_looking(pytester: pytest.
 
 def test_contended_measurement_is_reported_not_failed(pytester: pytest.Pytester, machine_file: Path,
                                                       monkeypatch: pytest.MonkeyPatch,
-                                                      run_roofline: Callable[..., pytest.RunResult], fake_core_load: Callable[..., None]) -> None:
+                                                      run_roofline: Callable[..., pytest.RunResult],
+                                                      fake_core_load: Callable[..., None]) -> None:
     fake_core_load(busy(1.0, 0.9, 1.0, 1.0)())
     pytester.makepyfile(SLOW_TEST)
     result = run_roofline(machine_file)
@@ -82,7 +83,8 @@ def test_contended_measurement_is_reported_not_failed(pytester: pytest.Pytester,
 
 def test_strict_lets_a_contended_measurement_fail(pytester: pytest.Pytester, machine_file: Path,
                                                   monkeypatch: pytest.MonkeyPatch,
-                                                  run_roofline: Callable[..., pytest.RunResult], fake_core_load: Callable[..., None]) -> None:
+                                                  run_roofline: Callable[..., pytest.RunResult],
+                                                  fake_core_load: Callable[..., None]) -> None:
     fake_core_load(busy(1.0, 1.0, 1.0, 1.0)())
     pytester.makepyfile(SLOW_TEST)
     result = run_roofline(machine_file, "--roofline-strict")
@@ -92,7 +94,8 @@ def test_strict_lets_a_contended_measurement_fail(pytester: pytest.Pytester, mac
 
 def test_contended_then_free_at_the_end_fails_the_session(pytester: pytest.Pytester, machine_file: Path,
                                                           monkeypatch: pytest.MonkeyPatch,
-                                                          run_roofline: Callable[..., pytest.RunResult], fake_core_load: Callable[..., None]) -> None:
+                                                          run_roofline: Callable[..., pytest.RunResult],
+                                                          fake_core_load: Callable[..., None]) -> None:
     allowed = cores.base_affinity()
     fake_core_load(iter([{c: 1.0 for c in allowed}, {c: 0.0 for c in allowed}]))
     pytester.makepyfile(SLOW_TEST)

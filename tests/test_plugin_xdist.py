@@ -163,7 +163,8 @@ def test_summary_row_from_a_record() -> None:
     assert math.isclose(row.gflops, 0.5) and math.isclose(row.gbytes, 2.0)  # 1e6 / 2 ms; 4e6 B / 2 ms
     compute = row_from_result({**record, "bound": "compute:fp32"})
     assert math.isclose(compute.gbytes, 4.0)  # not memory-bound: the level that moved the most bytes (L2)
-    assert row_from_result({"nodeid": "t::y", "outcome": "skipped", "fraction": None}).verdict == "skipped (not measured)"
+    skipped = row_from_result({"nodeid": "t::y", "outcome": "skipped", "fraction": None})
+    assert skipped.verdict == "skipped (not measured)"
     faulting = {**record, "regions": [{"timing": {"faults_per_call": 12.0}}], "fraction": 1.2}
     assert row_from_result(faulting).marks == "f!"  # faults per call, and a fraction above 1
 

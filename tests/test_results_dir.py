@@ -58,9 +58,8 @@ def test_unusable_results_dir_is_a_usage_error_before_any_test(pytester: pytest.
     assert "test_slow" not in result.stdout.str()
 
 
-def test_a_late_write_failure_is_one_line_and_the_verdicts_still_print(pytester: pytest.Pytester,
-                                                                       machine_file: Path,
-                                                                       run_roofline: Callable[..., pytest.RunResult]) -> None:
+def test_a_late_write_failure_is_one_line_and_the_verdicts_still_print(
+        pytester: pytest.Pytester, machine_file: Path, run_roofline: Callable[..., pytest.RunResult]) -> None:
     # The test itself turns the sessions folder into a file, as a full disk or a cleanup job would break it.
     pytester.makepyfile(BELOW + """
 import shutil
@@ -133,9 +132,8 @@ def test_ok(roofline):
     assert (pytester.path / ".roofline" / "sessions" / earlier / "results.json").is_file()  # its own copy stays
 
 
-def test_results_record_the_session_and_artifacts_follow_the_umask(pytester: pytest.Pytester,
-                                                                   machine_file: Path,
-                                                                   run_roofline: Callable[..., pytest.RunResult]) -> None:
+def test_results_record_the_session_and_artifacts_follow_the_umask(
+        pytester: pytest.Pytester, machine_file: Path, run_roofline: Callable[..., pytest.RunResult]) -> None:
     pytester.makepyfile(BELOW)
     old = os.umask(0o022)
     try:

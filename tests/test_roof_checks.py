@@ -358,7 +358,8 @@ def _alive(pid: int) -> bool:
 ])
 def test_absurd_pinned_roofs_are_a_usage_error_naming_file_and_key(pytester: pytest.Pytester,
                                                                    machine: dict[str, Any], key: str,
-                                                                   write_machine: Callable[..., Path], fast_args: tuple[str, ...]) -> None:
+                                                                   write_machine: Callable[..., Path],
+                                                                   fast_args: tuple[str, ...]) -> None:
     path = write_machine(machine)
     pytester.makepyfile("import pytest\n@pytest.mark.roofline\ndef test_x(roofline):\n    pass\n")
     result = pytester.runpytest("--roofline", "--roofline-machine", str(path), *fast_args)

@@ -83,7 +83,8 @@ def test_index_names_filters_and_trajectory_switch(tmp_path: Path, browser: Brow
     shown = browser.evaluate("""(() => { const box = document.querySelector('.filters input[name=name]');
         box.value = 'attention'; box.dispatchEvent(new Event('input'));
         return [document.querySelector('.filters .count').textContent,
-                Array.from(document.querySelectorAll('tr[data-test]')).filter(r => !r.hidden).map(r => r.dataset.test)]; })()""")
+                Array.from(document.querySelectorAll('tr[data-test]')).filter(r => !r.hidden)
+                    .map(r => r.dataset.test)]; })()""")
     assert shown == ["2 of 12 tests shown", ["tests/test_ops.py::test_attention"] * 2]
     trajectory = next(out.glob("m/*/traj/*.html"))
     assert browser.open(trajectory.as_uri(), CHARTS_DRAWN) == []

@@ -30,8 +30,8 @@ def test_numbers_read_with_significant_digits() -> None:
 
 
 def _record(nodeid: str, contended: bool) -> TestRecord:
-    return TestRecord.from_dict({"nodeid": nodeid, "fraction": 0.25, "min_fraction": 0.2, "bound": "compute:fp32", "time_s": 0.004,
-            "flops": 1e8, "bytes": {}, "outcome": "passed",
+    return TestRecord.from_dict({"nodeid": nodeid, "fraction": 0.25, "min_fraction": 0.2, "bound": "compute:fp32",
+            "time_s": 0.004, "flops": 1e8, "bytes": {}, "outcome": "passed",
             "regions": [{"cores": {"used": [1], "of": [0, 1], "contended": contended, "load": {"1": 0.97},
                                    "setting": "auto"}}]})
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-_spec = importlib.util.spec_from_file_location("heldout_injection", Path(__file__).parent.parent / "heldout" / "conftest.py")
+_spec = importlib.util.spec_from_file_location("heldout_injection",
+                                               Path(__file__).parent.parent / "heldout" / "conftest.py")
 assert _spec is not None and _spec.loader is not None
 _injection = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_injection)

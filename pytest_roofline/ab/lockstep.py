@@ -1,10 +1,10 @@
 """The two sides of a comparison take turns at one call site: one call (or one short batch of calls) each, the
 pair's lead first in each turn pair, until the paired ratio's interval is narrow enough or the budget is spent.
 
-A process pair's driver (:func:`.pairs.measure_site`) drives; each twin (:func:`follow`) answers. Each side times its own calls with its
-own clock; only whole seconds cross the pipe, outside every timed interval. Warm-up runs on both sides first,
-alternating, until neither side's calls fault on fresh pages any more, then one settling turn pair that neither
-side keeps (the first call after the warm-up reads slower); before each timed turn a side makes one
+A process pair's driver (:func:`.pairs.measure_site`) drives; each twin (:func:`follow`) answers. Each side times
+its own calls with its own clock; only whole seconds cross the pipe, outside every timed interval. Warm-up runs on
+both sides first, alternating, until neither side's calls fault on fresh pages any more, then one settling turn
+pair that neither side keeps (the first call after the warm-up reads slower); before each timed turn a side makes one
 untimed call, so its timed call starts on its own warm data (:func:`run_batch`), except at a call site where
 that warms nothing that matters (the driver says so when it opens the site: ``measure.probes.rewarm_pays``),
 where the untimed call would only halve the turns a budget buys.

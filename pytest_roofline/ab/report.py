@@ -222,7 +222,8 @@ def failure_message(nodeid: str, result: TestComparison, record: Mapping[str, An
            "work": "the counted work changed (fail_on includes work)"}
     ref = str(record.get("ref") or "REF")
     lines = [f"roofline: A/B regression: {result.explanation}",  # the explanation names REF once
-             (f"  time per call {time_text(t.now, 4)} here, {time_text(t.reference, 4)} at {ref}; paired ratio {t.ratio:.3f}{ci} over "
+             (f"  time per call {time_text(t.now, 4)} here, {time_text(t.reference, 4)} at {ref}; "
+              f"paired ratio {t.ratio:.3f}{ci} over "
               + (f"{record['process_pairs']} process pairs ({record['pairs']} turns; {_interval_name(record)} over "
                  f"the pairs' Hodges-Lehmann ratios {_ratios(record['pair_ratios'])})" if record.get("pair_ratios") else
                  f"process pairs ({record['pairs']} turns; intervals over each site's pairs, combined site by site)"

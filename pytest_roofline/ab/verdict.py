@@ -10,7 +10,7 @@ from pytest_roofline.ab.paired_stats import AUTO_BANDS
 from pytest_roofline.ab.report import compare_regions, failure_message, process_record
 from pytest_roofline.gates.baseline import tolerances_of
 from pytest_roofline.gates.comparison import Tolerances
-from pytest_roofline.gates.judge import Judgement
+from pytest_roofline.gates.judgement import Judgement
 from pytest_roofline.model import sum_maps
 from pytest_roofline.model.roofline import arithmetic_intensity
 from pytest_roofline.session.settings import MarkerOptions

@@ -15,9 +15,10 @@ from __future__ import annotations
 import hashlib
 import shutil
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from pytest_roofline.errors import CompareError
 
@@ -93,7 +94,7 @@ def _take_lock(path: Path, wait: bool) -> IO[bytes] | None:
     return handle
 
 
-def lock_slot(home: Path, name: str, say: Any = None) -> tuple[Path, IO[bytes]]:
+def lock_slot(home: Path, name: str, say: Callable[[str], None] | None = None) -> tuple[Path, IO[bytes]]:
     """A worktree path of ``home`` no other session holds, and its lock; waits (saying so) when all are held."""
     home.mkdir(parents=True, exist_ok=True)
     for slot in range(SLOTS):
@@ -159,7 +160,7 @@ def init_submodules(path: Path, top: Path) -> None:
 
 
 def prepare(ref: str, where: Path, roofline_dir: Path | None = None, name: str = "worktree",
-            say: Any = None, cache_dir: Path | None = None) -> Checkout:
+            say: Callable[[str], None] | None = None, cache_dir: Path | None = None) -> Checkout:
     """Check REF out (detached) in a worktree of this repository (:func:`worktrees_home`): created on first use,
     then reused and moved to REF's commit when REF moved; recreated when stale (unknown to git, or its
     repository moved). Uncommitted changes of this checkout are this side of the comparison; the worktree

@@ -53,12 +53,22 @@ SPOT_MARGIN = 0.2  # a quiet spot pass more than 20 % outside what the record sa
 
 
 class Ticks(Protocol):
-    """What ``host.load_watch.Disturbance`` carries."""
+    """What ``host.load_watch.Disturbance`` carries (read-only: it is a frozen dataclass)."""
 
-    others_ticks: int
-    steal_ticks: int
-    wall_ticks: float
-    cores: int
+    @property
+    def others_ticks(self) -> int: ...
+    @property
+    def steal_ticks(self) -> int: ...
+    @property
+    def wall_ticks(self) -> float: ...
+    @property
+    def cores(self) -> int: ...
+
+
+class Watch(Protocol):
+    """What ``host.load_watch.LoadWatch`` offers once started."""
+
+    def stop(self) -> Ticks | None: ...
 
 
 def pass_reason(seen: Ticks | None) -> str | None:
@@ -82,7 +92,7 @@ T = TypeVar("T")
 class PassGuard:
     """Runs passes under a load watch; remembers why each disturbed one was (``reasons``)."""
 
-    start: Callable[[], Any]  # returns a watch with ``stop() -> Ticks | None``, or None where nothing is known
+    start: Callable[[], Watch | None]  # None where nothing is known
     reasons: list[str]
     spans: int = 0  # how many were watched
 

@@ -140,7 +140,8 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
     granularity = library.granularity_bytes()
     sizes = cpu_ert.working_set_sizes(SMALLEST_PER_THREAD * threads, library.max_bytes, SIZES_PER_OCTAVE,
                                       granularity)
-    info["kernel"] = {"libraries": {str(w * 8): str(p) for w, p in library.paths.items()}, "chains": chains, "vector_bits": [w * 8 for w in widths],
+    info["kernel"] = {"libraries": {str(w * 8): str(p) for w, p in library.paths.items()}, "chains": chains,
+                      "vector_bits": [w * 8 for w in widths],
                       "threads": threads, "flops_per_element": list(cpu_ert.ERT_FLOPS),
                       "arch_flags": list(arch_flags.flags), "vector_source": arch_flags.vector_source,
                       "huge_pages": library.huge_pages}
@@ -219,7 +220,8 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
         sampled = dram.roof() if dram is not None and level == "DRAM" else None
         if sampled is not None and dram is not None:  # the median of samples spread over the run, not a plateau
             extra = {"samples": dram.to_info(), "sweep_plateau_bytes_per_s": best.bytes_per_s}
-            where = f"median of {len(dram.update)} samples at {dram.working_set_bytes / 2**20:.0f} MiB spread over the run"
+            where = (f"median of {len(dram.update)} samples at {dram.working_set_bytes / 2**20:.0f} MiB "
+                     f"spread over the run")
             best = replace(best, bytes_per_s=sampled[0], first_bytes=dram.working_set_bytes,
                            last_bytes=dram.working_set_bytes)
             kernel = sampled[1]

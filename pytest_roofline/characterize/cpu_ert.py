@@ -15,6 +15,8 @@ from pytest_roofline.characterize.build import build_shared_libraries
 from pytest_roofline.host.allocator import HUGE_PAGE_BYTES, advise_huge_pages
 
 if TYPE_CHECKING:
+    from ctypes import _NamedFuncPointer
+
     from pytest_roofline.characterize.clean import PassGuard
 
 KERNEL_SOURCE = Path(__file__).resolve().parent / "ert_kernel.c"
@@ -86,7 +88,7 @@ class ErtLibrary:
         self.threads = threads
         self._libs = {width: ctypes.CDLL(str(path)) for width, path in library_paths.items()}
         self._lib = next(iter(self._libs.values()))  # any one has the fill functions
-        self._functions: dict[tuple[str, int, int], Any] = {}
+        self._functions: dict[tuple[str, int, int], _NamedFuncPointer] = {}
         # Over-allocate and slice so the buffer starts on a 2 MiB boundary and, where the kernel allows it, sits
         # on huge pages (asked before the first touch): on 4 KiB pages each run gets other physical pages and
         # so other cache-set conflicts, and the cache plateaus (L2, L3) moved by up to a third between cold
@@ -117,7 +119,7 @@ class ErtLibrary:
         paths = build_shared_libraries(KERNEL_SOURCE, variants, tuple(arch_flags), build_dir)
         return cls(dict(zip(widths, paths)), chains, threads, max_bytes)
 
-    def _kernel(self, precision: str, vector_bytes: int, flops: int) -> Any:
+    def _kernel(self, precision: str, vector_bytes: int, flops: int) -> _NamedFuncPointer:
         key = (precision, vector_bytes, flops)
         if key not in self._functions:
             function = getattr(self._libs[vector_bytes], f"ert_{precision}_v{vector_bytes}_f{flops}")

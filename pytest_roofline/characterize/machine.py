@@ -30,6 +30,7 @@ one measures and the others read its result.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import time
 import warnings
@@ -290,7 +291,7 @@ def _sibling(fields: dict[str, Any], cores: int | None, cache_dir: Path | None) 
     return Sibling(found, machine_cores, sibling_is_all, path)
 
 
-def _on_cores(count: int | None) -> Any:
+def _on_cores(count: int | None) -> contextlib.AbstractContextManager[None]:
     """Pinned to the ``count`` least loaded cores of this process, thread pools sized to match."""
     from contextlib import nullcontext
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import os
 import statistics
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ MIN_CLEAN_DRAM_PASSES = 4
 ENV = "PYTEST_ROOFLINE_SPOT_CHECK"
 
 
-def enabled(environ: Any = os.environ) -> bool:
+def enabled(environ: Mapping[str, str] = os.environ) -> bool:
     return str(environ.get(ENV, "1")).strip().lower() not in ("0", "no", "false", "off")
 
 

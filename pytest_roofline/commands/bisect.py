@@ -1,8 +1,8 @@
 """``pytest-roofline bisect GOOD BAD [-- PYTEST_ARGS]``: the first commit between GOOD and BAD whose tests are
 slower than at GOOD, by ``--roofline-compare GOOD`` at each step (the A/B gate: lockstep with GOOD's twin).
 
-Each step checks the commit out in a worktree of its own (``bisect``, beside REF's: see :mod:`.worktree`) and runs pytest
-there with this pytest-roofline (the measuring code stays the same at every step; only the code under test
+Each step checks the commit out in a worktree of its own (``bisect``, beside REF's: see :mod:`.worktree`) and runs
+pytest there with this pytest-roofline (the measuring code stays the same at every step; only the code under test
 moves). A step is slow when the gate failed a test as slower than GOOD.
 """
 
@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,7 +98,8 @@ def describe(step: Step) -> str:
 
 
 def bisect(good: str, bad: str, where: Path, roofline_dir: Path, pytest_args: list[str],
-           python: str | None = None, say: Any = print, skip: list[str] | None = None) -> Found | None:
+           python: str | None = None, say: Callable[[str], None] = print,
+           skip: list[str] | None = None) -> Found | None:
     """The first slow commit after GOOD up to BAD (None when BAD is not slower than GOOD). A commit in ``skip``
     or whose step cannot run is skipped (said); when skipped commits hide the answer, the range is returned."""
     top, good_commit = resolve(good, where)

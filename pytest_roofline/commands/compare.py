@@ -9,14 +9,16 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 from pytest_roofline.errors import SettingError
 from pytest_roofline.session.settings import parse_fail_on, parse_max_drop, parse_max_slowdown
 
+T = TypeVar("T")
 
-def _checked(parse: Callable[[Any, str], Any], option: str) -> Callable[[str], Any]:
-    def convert(text: str) -> Any:
+
+def _checked(parse: Callable[[str, str], T], option: str) -> Callable[[str], T]:
+    def convert(text: str) -> T:
         try:
             return parse(text, option)
         except SettingError as exc:

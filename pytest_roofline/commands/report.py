@@ -6,7 +6,11 @@ import argparse
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_roofline.history.store import HistoryStore
+    from pytest_roofline.site.build import BuildResult
 
 
 def _date(text: str) -> datetime:
@@ -68,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _build_from_store(store: Any, args: argparse.Namespace) -> Any:
+def _build_from_store(store: HistoryStore, args: argparse.Namespace) -> BuildResult:
     """The site of a remote store: its sessions copied into a temporary folder first (one machine's with
     --machine-key), each checked as any history file is when the site reads it."""
     import tempfile

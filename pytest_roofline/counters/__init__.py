@@ -11,9 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from pytest_roofline.model import KernelSample
+
+T = TypeVar("T")
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -61,8 +63,8 @@ class Counter(Protocol):
     def write_allocate_bytes(self) -> Mapping[str, float]: ...
 
     def count(
-        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
-    ) -> tuple[Any, list[KernelSample]]: ...
+        self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> tuple[T, list[KernelSample]]: ...
 
 
 class CounterBase:

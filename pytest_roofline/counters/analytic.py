@@ -65,9 +65,9 @@ FLOPs
     ====================================  =================================================================
 
 Bytes (level ``"DRAM"`` for host tensors, ``"HBM"`` for CUDA tensors, the levels of the CPU and GPU records;
-the plugin moves them to a cache level, ``L3`` or ``L2``, where the working set fits): compulsory traffic of each op on its own, i.e. *no reuse between
-ops*: every input read once, every output written once, as if nothing stayed in cache from one op to the
-next. Rules:
+the plugin moves them to a cache level, ``L3`` or ``L2``, where the working set fits): compulsory traffic of each
+op on its own, i.e. *no reuse between ops*: every input read once, every output written once, as if nothing stayed
+in cache from one op to the next. Rules:
 
 - views and aliases (``func.is_view``, ``_unsafe_view``, ``unsafe_split``, in-place view ops) move nothing;
 - mutated arguments are read and written once; ``out=`` arguments and the destination of ``copy_``,
@@ -100,7 +100,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -127,6 +127,9 @@ from pytest_roofline.counters.op_schema import _READ, _SHAPE_ONLY, _WRITE, _info
 from pytest_roofline.model import KernelSample
 from pytest_roofline.model.op_trace import TracedOp, profiler_op_name
 
+if TYPE_CHECKING:
+    from torch._ops import OpOverload
+
 __all__ = [
     "FLOP_CONVENTIONS",
     "AnalyticCounter",
@@ -145,6 +148,7 @@ __all__ = [
 aten = torch.ops.aten
 
 Shape = Sequence[int]
+T = TypeVar("T")
 
 
 # ---- the counter -----------------------------------------------------------------------------------------
@@ -193,7 +197,7 @@ def _flop_count(info: _OpInfo, call: _Call, read: Sequence[torch.Tensor]) -> int
     return 0
 
 
-def op_flops(func: Any, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None,
+def op_flops(func: OpOverload, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None,
              out: Any = None) -> dict[str, int]:
     """FLOPs by precision of one aten op call, from shapes only (nothing runs).
 
@@ -263,7 +267,7 @@ class _CountingMode(TorchDispatchMode):
         return out
 
 
-def _is_compiled(fn: Any) -> bool:
+def _is_compiled(fn: object) -> bool:
     """A ``torch.compile``d function or module (only these, not callables that call one inside)."""
     # torch imports _dynamo lazily on first attribute access (~1.8 s); if nothing imported it yet, nothing
     # can have been compiled, so look in sys.modules instead of touching torch._dynamo.
@@ -296,13 +300,14 @@ class AnalyticCounter(CounterBase):
         self.footprint_bytes = 0
         self.write_allocate_bytes: dict[str, int] = {}
         self._extents: dict[int, tuple[int, int]] = {}
-        self._kernels: dict[tuple[Any, ...], _Accumulator] = {}
+        # (op, shapes, dtypes, device) -> its kernel
+        self._kernels: dict[tuple[str, tuple[str, ...], tuple[str, ...], str | None], _Accumulator] = {}
         self._names: dict[str, int] = {}
         self.trace: list[TracedOp] = []  # every recorded op call in order (the per-op timing pass joins to it)
 
     def count(
-        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
-    ) -> tuple[Any, list[KernelSample]]:
+        self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> tuple[T, list[KernelSample]]:
         """Run ``fn(*args, **kwargs)`` once under the counting mode; return its result and the kernels."""
         self.uncounted_ops, self.uncounted_bytes, self.op_calls, self.errors = {}, {}, {}, {}
         self._kernels, self._names, self._extents = {}, {}, {}

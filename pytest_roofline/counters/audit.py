@@ -18,18 +18,21 @@ import time
 import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from pytest_roofline.counters.analytic import _info
 
+if TYPE_CHECKING:
+    from torch._ops import OpOverload
+
 COUNTED_KINDS = ("formula", "pointwise", "reduction", "foreach")
 GROUPS = ("counted", "no FLOPs by nature", "without a rule")
 
 
-def group_of(func: Any) -> str:
+def group_of(func: OpOverload) -> str:
     """Which of :data:`GROUPS` an aten overload belongs to, as the analytic counter would treat it."""
     info = _info(func)
     if info.skip or info.kind == "zero":
@@ -38,7 +41,7 @@ def group_of(func: Any) -> str:
 
 
 class _Recorder(TorchDispatchMode):
-    def __init__(self, seen: set[Any]) -> None:
+    def __init__(self, seen: set[OpOverload]) -> None:
         super().__init__()
         self.seen = seen
 
@@ -112,7 +115,7 @@ def _audit(max_samples: int, budget_s: float) -> Audit:
     from torch.testing._internal.common_methods_invocations import op_db
 
     audit = Audit()
-    seen: set[Any] = set()
+    seen: set[OpOverload] = set()
     start = time.perf_counter()
     warnings.simplefilter("ignore")  # deprecation chatter of the samples; the caller restores the filters
     for opinfo in op_db:

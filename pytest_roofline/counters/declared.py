@@ -10,10 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pytest_roofline.counters import CounterBase
 from pytest_roofline.model import DEVICES, MAIN_MEMORY, KernelSample  # MAIN_MEMORY: bytes' default level
+
+T = TypeVar("T")
 
 
 def _as_map(value: float | Mapping[str, float] | None, default_key: str, what: str) -> dict[str, float]:
@@ -69,7 +71,7 @@ class DeclaredCounter(CounterBase):
         return cls(flop_map, byte_map, name, device=device)
 
     def count(
-        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
-    ) -> tuple[Any, list[KernelSample]]:
+        self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> tuple[T, list[KernelSample]]:
         result = fn(*args, **kwargs)
         return result, [KernelSample(self.kernel_name, dict(self.flops), dict(self.bytes))]

@@ -19,13 +19,16 @@ a record has no Tensor Core roof (``Machine.peak_for``). fp32 without TF32 stays
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from pytest_roofline.counters.flop_formulas import precision_of
 from pytest_roofline.counters.op_rules import _packets
 from pytest_roofline.model import TENSOR_SUFFIX
+
+if TYPE_CHECKING:
+    from torch._ops import OpOverloadPacket
 
 # cuDNN's flag: convolutions (forward and backward, transposed, fused) and cuDNN RNNs
 CUDNN_OPS = frozenset(_packets(
@@ -53,7 +56,7 @@ def tf32_matmuls() -> bool:
         return bool(torch.backends.cuda.matmul.allow_tf32) or torch.get_float32_matmul_precision() != "highest"
 
 
-def math_precision(packet: Any, dtype: torch.dtype, device_type: str | None) -> str | None:
+def math_precision(packet: OpOverloadPacket, dtype: torch.dtype, device_type: str | None) -> str | None:
     """The precision key of an op's math: its dtype's, or on CUDA, the Tensor Core one PyTorch picks."""
     precision = precision_of(dtype)
     if device_type != "cuda" or precision is None:

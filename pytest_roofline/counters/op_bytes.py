@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 
@@ -12,7 +11,7 @@ from pytest_roofline.counters.op_rules import _shape
 
 
 # ---- bytes ----------------------------------------------------------------------------------------------
-def _tensors(value: Any) -> Iterator[torch.Tensor]:
+def _tensors(value: object) -> Iterator[torch.Tensor]:
     if isinstance(value, torch.Tensor):
         yield value
     elif isinstance(value, (list, tuple)):
@@ -26,7 +25,7 @@ class _Footprint:
     """Where a tensor's elements lie: distinct elements addressed and its byte range in its storage."""
 
     storage: int
-    key: tuple[Any, ...]
+    key: tuple[object, ...]  # the storage, offset, shape and strides; equal for the same elements
     nbytes: int
     start: int
     span: int  # bytes from the first to one past the last element addressed
@@ -56,7 +55,7 @@ def _footprint(t: torch.Tensor) -> _Footprint:
 
 def _unique_bytes(tensors: Sequence[torch.Tensor]) -> int:
     """Bytes of the distinct elements of ``tensors``; views of one storage count once where they overlap."""
-    by_storage: dict[int, dict[tuple[Any, ...], _Footprint]] = {}
+    by_storage: dict[int, dict[tuple[object, ...], _Footprint]] = {}
     for t in tensors:
         fp = _footprint(t)
         by_storage.setdefault(fp.storage, {})[fp.key] = fp

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -33,6 +33,9 @@ from pytest_roofline.counters.flop_formulas import (
     rnn_layer_flops,
 )
 
+if TYPE_CHECKING:
+    from torch._ops import OpOverloadPacket
+
 aten = torch.ops.aten
 
 
@@ -41,7 +44,7 @@ class _OpInfo:
     """What the schema says of one aten op (built by op_schema; here so _Call and the rules can name it)."""
 
     name: str
-    packet: Any
+    packet: OpOverloadPacket
     skip: bool
     kind: str  # "formula", "pointwise", "reduction", "foreach", "zero", "uncounted"
     formula: Formula | None
@@ -82,11 +85,11 @@ class _Call:
         return self.out[index]
 
 
-def _shape(t: Any) -> tuple[int, ...]:
+def _shape(t: torch.Tensor) -> tuple[int, ...]:
     return tuple(int(s) for s in t.shape)
 
 
-def _numel(t: Any) -> int:
+def _numel(t: torch.Tensor) -> int:
     return math.prod(_shape(t))
 
 
@@ -198,7 +201,7 @@ def _f_efficient_bwd(c: _Call) -> int:
     return sum(attention_backward_flops(*p) for p in _bhsd_pieces(c, 1, "cu_seqlens_q", "cu_seqlens_k"))
 
 
-def _lengths(t: Any) -> list[int]:
+def _lengths(t: torch.Tensor) -> list[int]:
     """Sequence length of each batch element of a [B, L, E] (or unbatched [L, E]) activation; a nested tensor
     (the padding-mask fast path) has one length per sequence."""
     if getattr(t, "is_nested", False):
@@ -315,7 +318,7 @@ def _f_scatter_add(c: _Call) -> int:
     return _numel(c["index"])
 
 
-def _packets(*names: str) -> list[Any]:
+def _packets(*names: str) -> list[OpOverloadPacket]:
     """The aten packets of this build among ``names`` (CUDA-only ops exist in CPU builds too)."""
     return [getattr(aten, n) for n in names if hasattr(aten, n)]
 
@@ -324,9 +327,9 @@ _BN_EVAL_PACKETS = set(_packets("_native_batch_norm_legit_no_training"))
 _BN_UPDATE_PACKETS = set(_packets("_batch_norm_with_update", "_batch_norm_with_update_functional"))
 
 
-def _build_formulas() -> dict[Any, tuple[Formula, int | str]]:
+def _build_formulas() -> dict[OpOverloadPacket, tuple[Formula, int | str]]:
     """Packet -> (formula, argument whose dtype is the precision)."""
-    table: dict[Any, tuple[Formula, int | str]] = {}
+    table: dict[OpOverloadPacket, tuple[Formula, int | str]] = {}
 
     def add(names: Sequence[str], formula: Formula, math_arg: int | str = 0) -> None:
         for packet in _packets(*names):

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -18,17 +18,20 @@ from pytest_roofline.counters.op_rules import (
     _packets,
 )
 
+if TYPE_CHECKING:
+    from torch._ops import OpOverload
+
 aten = torch.ops.aten
 
 # ---- per-op schema info ----------------------------------------------------------------------------------
 _READ, _WRITE, _READ_WRITE, _SHAPE_ONLY = 1, 2, 3, 0
 
 
-def _has_tag(op: Any, tag: Any) -> bool:
+def _has_tag(op: OpOverload, tag: torch.Tag) -> bool:
     return tag in op.tags
 
 
-def _functional_twin(func: Any) -> Any | None:
+def _functional_twin(func: OpOverload) -> OpOverload | None:
     """``add_.Tensor`` -> ``add.Tensor``: in-place ops often lack the tags of their functional twin."""
     base = func._schema.name.split("::")[-1]
     if not base.endswith("_") or base.endswith("__") or not hasattr(aten, base[:-1]):
@@ -38,7 +41,7 @@ def _functional_twin(func: Any) -> Any | None:
     return getattr(packet, overload, None)
 
 
-def _classify(func: Any) -> tuple[str, Formula | None, int | str]:
+def _classify(func: OpOverload) -> tuple[str, Formula | None, int | str]:
     packet = func.overloadpacket
     if packet in _FORMULAS:
         formula, math_arg = _FORMULAS[packet]
@@ -80,7 +83,7 @@ _REDUCTION_FALLBACK = set(_packets(
 ))
 
 
-def _is_reduction(op: Any) -> bool:
+def _is_reduction(op: OpOverload) -> bool:
     if _REDUCTION_TAG is not None:
         return _has_tag(op, _REDUCTION_TAG)
     return op.overloadpacket in _REDUCTION_FALLBACK and op._overloadname not in ("other", "binary_out")
@@ -90,7 +93,7 @@ def _is_tensor_type(type_str: str) -> bool:
     return "Tensor" in type_str
 
 
-def _build_info(func: Any) -> _OpInfo:
+def _build_info(func: OpOverload) -> _OpInfo:
     schema = func._schema
     packet = func.overloadpacket
     name = str(func)
@@ -127,10 +130,10 @@ def _build_info(func: Any) -> _OpInfo:
                    defaults, tensor_args, fresh, len(schema.returns))
 
 
-_INFO_CACHE: dict[Any, _OpInfo] = {}
+_INFO_CACHE: dict[OpOverload, _OpInfo] = {}
 
 
-def _info(func: Any) -> _OpInfo:
+def _info(func: OpOverload) -> _OpInfo:
     info = _INFO_CACHE.get(func)
     if info is None:
         info = _INFO_CACHE[func] = _build_info(func)

@@ -12,13 +12,16 @@ import datetime as _dt
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_roofline.doctor.checks import Check
 
 CACHE_OLD_DAYS = 90  # a characterization this old still matches its fingerprint; re-measuring it is cheap
 
 
 def check_compiler(find: Callable[[], str | None] | None = None, identity: Callable[[], str | None] | None = None
-                   ) -> Any:
+                   ) -> Check:
     from pytest_roofline.characterize.build import compiler_identity, find_compiler
     from pytest_roofline.doctor.checks import FAIL, OK, Check
 
@@ -29,7 +32,7 @@ def check_compiler(find: Callable[[], str | None] | None = None, identity: Calla
     return Check("compiler", OK, f"{path} ({(identity or compiler_identity)() or 'version unknown'})")
 
 
-def check_cache_dir(directory: Path | None = None) -> Any:
+def check_cache_dir(directory: Path | None = None) -> Check:
     from pytest_roofline.characterize.ceiling_cache import CACHE_ENV, default_cache_dir
     from pytest_roofline.doctor.checks import FAIL, OK, Check
 
@@ -44,7 +47,7 @@ def check_cache_dir(directory: Path | None = None) -> Any:
     return Check("cache dir", OK, f"{folder} (writable)")
 
 
-def check_characterization(path: Path | None = None, now: _dt.datetime | None = None) -> Any:
+def check_characterization(path: Path | None = None, now: _dt.datetime | None = None) -> Check:
     from pytest_roofline.doctor.checks import OK, WARN, Check
 
     if path is None:
@@ -62,7 +65,7 @@ def check_characterization(path: Path | None = None, now: _dt.datetime | None = 
     return Check("characterization", OK, detail)
 
 
-def check_allocator(probe: Callable[[], str | None] | None = None) -> Any:
+def check_allocator(probe: Callable[[], str | None] | None = None) -> Check:
     from pytest_roofline.doctor.checks import OK, WARN, Check
     from pytest_roofline.host.allocator import tune_malloc
 
@@ -73,7 +76,7 @@ def check_allocator(probe: Callable[[], str | None] | None = None) -> Any:
     return Check("allocator", OK, f"--roofline-malloc tuned (default) applies {done}")
 
 
-def check_thp(mode: str | None | Callable[[], str | None] = None) -> Any:
+def check_thp(mode: str | None | Callable[[], str | None] = None) -> Check:
     from pytest_roofline.doctor.checks import OK, WARN, Check
     from pytest_roofline.host.allocator import THP_SETTING, thp_mode
 
@@ -85,6 +88,6 @@ def check_thp(mode: str | None | Callable[[], str | None] = None) -> Any:
                  "4 KiB at a time in timed calls", fix)
 
 
-def cpu_checks() -> list[Any]:
+def cpu_checks() -> list[Check]:
     """Every CPU-path check, in the order they are printed."""
     return [check_compiler(), check_cache_dir(), check_characterization(), check_allocator(), check_thp()]

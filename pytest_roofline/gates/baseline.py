@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.gates.baseline_stats import (
     Measurement,
+    Spread,
     describe_interval,
     describe_method,
     needed_text,
@@ -29,7 +30,13 @@ from pytest_roofline.session.settings import MarkerOptions
 from pytest_roofline.session.state import RooflineState, TestEntry
 
 if TYPE_CHECKING:
-    from pytest_roofline.gates.judge import Judgement
+    from pytest_roofline.gates.judgement import Judgement
+    from pytest_roofline.history.baseline import Baseline
+
+
+def current_bound(entry: TestEntry) -> str | None:
+    verdict = entry.recorder.verdict()
+    return None if verdict is None else verdict.bound
 
 
 def tolerances_of(state: RooflineState, options: MarkerOptions | None) -> Tolerances:
@@ -53,10 +60,17 @@ def current_measurement(entry: TestEntry, regions: list[dict[str, Any]]) -> Meas
                                                          "regions": regions}))
 
 
-def pooled(state: RooflineState, quantity: str) -> Any:
+def baseline_of(state: RooflineState) -> Baseline:
+    """The session's baseline; the baseline gate runs only in a session that loaded one."""
+    if state.baseline is None:
+        raise ValueError("the baseline gate needs a baseline: --roofline-baseline was not loaded")
+    return state.baseline
+
+
+def pooled(state: RooflineState, quantity: str) -> Spread | None:
     """The session-to-session spread of ``quantity`` pooled over this machine's tests (baseline and history
     sessions): each test's values over its last N sessions. Computed once per session."""
-    baseline = state.baseline
+    baseline = baseline_of(state)
     if quantity not in baseline.pooled:
         by_test = baseline.pool_by_test()
         baseline.pooled[quantity] = pooled_over(([s.tests[n] for s in chosen] for n, chosen in by_test.items()),
@@ -74,13 +88,13 @@ def compare_entry(state: RooflineState, entry: TestEntry,
         return None, None
     record_base = {"max_drop": tolerances.max_drop, "max_slowdown": tolerances.max_slowdown,
                    "fail_on": list(tolerances.fail_on)}
-    chosen = state.baseline.sessions_for(entry.nodeid, entry.extra.get("params"), threads_of(regions))
+    chosen = baseline_of(state).sessions_for(entry.nodeid, entry.extra.get("params"), threads_of(regions))
     found = [(s, m) for s, m in ((s, Measurement.from_record(s.tests[entry.nodeid])) for s in chosen)
              if m is not None]
     if not found:
         return None, {"fraction": None, "drop": None, "verdict": "new", "sessions": [], "ci": None,
                       "statistic": "no baseline session measured this test", **record_base}
-    result = compare_test(current, [m for _, m in found], tolerances, bound=entry.recorder.verdict().bound,
+    result = compare_test(current, [m for _, m in found], tolerances, bound=current_bound(entry),
                           pooled={q: pooled(state, q) for q in ("time", "fraction")}, seed=seed_for(entry.nodeid))
     time, fraction = result.time, result.fraction
     statistic = (f"{describe_interval(time)}; {describe_interval(fraction)} ({describe_method(time)})"
@@ -132,7 +146,7 @@ def regression_report(state: RooflineState, entry: TestEntry, result: TestCompar
     path; and the paths of the artifacts written."""
     from pytest_roofline.history.baseline import session_label
 
-    by_id = {s.id: s for s in state.baseline.sessions}
+    by_id = {s.id: s for s in baseline_of(state).sessions}
     sessions = ", ".join(session_label(by_id[i]) for i in record["sessions"] if i in by_id)
     count = len(record["sessions"])
     t, f = result.time, result.fraction

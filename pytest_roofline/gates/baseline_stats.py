@@ -81,7 +81,7 @@ class Measurement:
         return self.time_s * factor if quantity == "time" else self.fraction / factor
 
 
-def _positive(value: Any) -> TypeGuard[float]:
+def _positive(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 

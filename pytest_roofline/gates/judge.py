@@ -5,43 +5,13 @@ Plain Python; the pytest glue turns a :class:`Judgement` into a failure or a tea
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+from pytest_roofline.gates.judgement import Judgement
 from pytest_roofline.session.settings import MarkerOptions
 from pytest_roofline.session.state import RooflineState, TestEntry
-
-
-class _Same:
-    """Judgement.adding's default: the verdict field stays as it is."""
-
-
-SAME = _Same()
-
-
-@dataclass(frozen=True)
-class Judgement:
-    """What the gates decided of one test. Judging writes nothing to the test: :func:`keep` puts ``fields``
-    (the record's ``no_work``, ``not_gated``, ``confirmed``, ``baseline``, ``compare`` ...), ``artifacts`` and
-    the threshold it was held to on its entry."""
-
-    failure: str | None = None  # the test fails with this message
-    warning: str | None = None  # --roofline-warn-only: what would have failed it, as a warning
-    error: str | None = None  # an error of the test (a fraction no roof allows), raised in its teardown
-    fields: Mapping[str, Any] = field(default_factory=dict)  # results.json fields of the test
-    artifacts: tuple[str, ...] = ()  # charts and kernel tables written for it
-    min_fraction: float | None = None  # the threshold it was held to (a per-device marker's, chosen here)
-
-    def adding(self, fields: Mapping[str, Any] | None = None, artifacts: Sequence[str] = (), *,
-               failure: str | None | _Same = SAME, warning: str | None | _Same = SAME,
-               error: str | None | _Same = SAME) -> Judgement:
-        """This judgement with more record fields and artifacts, and ``failure``/``warning``/``error`` changed
-        where given."""
-        return Judgement(self.failure if isinstance(failure, _Same) else failure,
-                         self.warning if isinstance(warning, _Same) else warning,
-                         self.error if isinstance(error, _Same) else error,
-                         {**self.fields, **(fields or {})}, (*self.artifacts, *artifacts), self.min_fraction)
 
 
 def keep(entry: TestEntry, judgement: Judgement) -> None:
@@ -130,6 +100,8 @@ def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptio
         held = held.adding({"no_work": {"ops": seen_ops(entry.recorder), "message": nothing}})
         # with a threshold there is nothing to hold it to: an error of the test, never a pass
         return held.adding(error=f"roofline: {nothing}") if min_fraction is not None else held
+    if verdict is None:  # nothing measured: nothing to gate
+        return held
     notes = roof_notes_of(entry, verdict)
     held = held.adding({"roof_notes": notes} if notes else {})
     impossible = roof_check(state, entry, verdict)
@@ -148,8 +120,9 @@ def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptio
         return held.adding({"not_gated": "contended"})  # measured again at the end of the session
     if state.settings.confirm == "on" and not xfail:
         first = verdict.fraction
-        if entry.recorder.confirm():  # measured once more at once; the faster measurement is kept
-            verdict = entry.recorder.verdict()
+        again = entry.recorder.verdict() if entry.recorder.confirm() else None  # the faster one is kept
+        if again is not None:
+            verdict = again
             held = held.adding({"confirmed": {"first": first, "second": verdict.fraction}})
             if verdict.fraction >= min_fraction:
                 return held

@@ -94,7 +94,7 @@ def edge_of(session: Session, nodeid: str) -> Edge | None:
                 str(compare.get("verdict")) if compare.get("verdict") else None)
 
 
-def _positive(value: Any) -> TypeGuard[float]:
+def _positive(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 

@@ -50,11 +50,13 @@ class Loaded:
     notes: list[str] = field(default_factory=list)  # what a machine's read left unread (other machines)
 
 
-def session_from(document: Any, source: str, skipped: list[str] | None = None) -> Session:
+def session_from(document: object, source: str, skipped: list[str] | None = None) -> Session:
     """A :class:`Session` from a history document or a ``results.json`` document; ValueError (naming the
     field) when neither or when its header cannot be trusted. Test records that fail ``validate.check_test``
     are left out, one line for them all appended to ``skipped``."""
     kind = check_header(document)
+    if not isinstance(document, dict):  # check_header refused it already; this tells the type checker
+        raise ValueError("not a JSON object")  # noqa: TRY004 - the readers catch ValueError
     schema = document["schema"]
     if kind == "history":
         if schema > SCHEMA:

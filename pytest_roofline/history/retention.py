@@ -3,8 +3,9 @@
 A machine's folder keeps its newest N sessions (or those of the last N days). Each test's newest baseline
 sessions are kept whatever their age, so a test run rarely (a nightly-only test, a partial run) never loses
 the baseline it is judged against. Pruning starts only when a folder holds 10 % more than it keeps, so it
-runs once every few sessions, not after each. The same for a directory and any other store. Each removal removes a whole file or object: it is whole or gone, and a
-reader never sees half of one. Plain Python, cheap to import (the option is parsed at configure time).
+runs once every few sessions, not after each. The same for a directory and any other store. Each removal removes a
+whole file or object: it is whole or gone, and a reader never sees half of one. Plain Python, cheap to import (the
+option is parsed at configure time).
 """
 
 from __future__ import annotations

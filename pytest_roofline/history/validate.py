@@ -80,7 +80,7 @@ def parse_json(data: bytes) -> Any:
 
 # --- values ------------------------------------------------------------------------------------------------
 
-def _finite(value: Any) -> float | None:
+def _finite(value: object) -> float | None:
     """The value as a finite float, or None for a non-number (a bool, a string), NaN, ±Infinity or 1e400."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -91,12 +91,12 @@ def _finite(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _text(value: Any) -> str:
+def _text(value: object) -> str:
     shown = repr(value)
     return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
-def _check_number(value: Any, field: str, low: float, high: float, *, low_open: bool = True,
+def _check_number(value: object, field: str, low: float, high: float, *, low_open: bool = True,
                   optional: bool = True) -> None:
     if value is None and optional:
         return
@@ -107,26 +107,26 @@ def _check_number(value: Any, field: str, low: float, high: float, *, low_open: 
         raise Invalid(f"{field}: {_text(value)} is not a finite number in {bounds}")
 
 
-def _positive(value: Any, field: str) -> None:
+def _positive(value: object, field: str) -> None:
     _check_number(value, field, 0.0, math.inf)
 
 
-def _non_negative(value: Any, field: str) -> None:
+def _non_negative(value: object, field: str) -> None:
     _check_number(value, field, 0.0, math.inf, low_open=False)
 
 
-def _fraction(value: Any, field: str, high: float = MAX_FRACTION) -> None:
+def _fraction(value: object, field: str, high: float = MAX_FRACTION) -> None:
     _check_number(value, field, 0.0, high)
 
 
-def _string(value: Any, field: str, *, optional: bool = True) -> None:
+def _string(value: object, field: str, *, optional: bool = True) -> None:
     if value is None and optional:
         return
     if not isinstance(value, str):
         raise Invalid(f"{field}: {_text(value)} is not a string")
 
 
-def _mapping(value: Any, field: str) -> Mapping[str, Any]:
+def _mapping(value: object, field: str) -> Mapping[str, Any]:
     """A JSON object (absent: empty)."""
     if value is None:
         return {}
@@ -135,7 +135,7 @@ def _mapping(value: Any, field: str) -> Mapping[str, Any]:
     return value
 
 
-def _list(value: Any, field: str) -> Sequence[Any]:
+def _list(value: object, field: str) -> Sequence[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
@@ -143,26 +143,26 @@ def _list(value: Any, field: str) -> Sequence[Any]:
     return value
 
 
-def _number_map(value: Any, field: str, *, positive: bool = False) -> None:
+def _number_map(value: object, field: str, *, positive: bool = False) -> None:
     """``{name: number}`` (FLOPs, bytes, intensities, roofs): numbers finite, not negative (roofs positive)."""
     for key, number in _mapping(value, field).items():
         if number is not None or positive:
             (_positive if positive else _non_negative)(number, f"{field}.{key}")
 
 
-def _roofs(value: Any, field: str) -> None:
+def _roofs(value: object, field: str) -> None:
     roofs = _mapping(value, field)
     _string(roofs.get("name"), f"{field}.name")
     _number_map(roofs.get("peak_flops"), f"{field}.peak_flops", positive=True)
     _number_map(roofs.get("bandwidth"), f"{field}.bandwidth", positive=True)
 
 
-def _samples(value: Any, field: str) -> None:
+def _samples(value: object, field: str) -> None:
     for i, sample in enumerate(_list(value, field)):
         _check_number(sample, f"{field}[{i}]", 0.0, math.inf, optional=False)
 
 
-def _timing(value: Any, field: str) -> None:
+def _timing(value: object, field: str) -> None:
     timing = _mapping(value, field)
     _samples(timing.get("samples_s"), f"{field}.samples_s")
     for key in ("median_s", "min_s", "max_s"):
@@ -172,7 +172,7 @@ def _timing(value: Any, field: str) -> None:
         raise Invalid(f"{field}.rounds: {_text(rounds)} is not a whole number >= 0")
 
 
-def _kernels(value: Any, field: str) -> None:
+def _kernels(value: object, field: str) -> None:
     for i, kernel in enumerate(_list(value, field)):
         where = f"{field}[{i}]"
         kernel = _mapping(kernel, where)
@@ -194,7 +194,7 @@ def _measured(record: Mapping[str, Any], field: str) -> None:
     _kernels(record.get("kernels"), f"{field}kernels")
 
 
-def check_test(record: Any) -> None:
+def check_test(record: object) -> None:
     """Raise Invalid naming the first field of a ``results.json`` / history test record that cannot be
     trusted: fractions finite in (0, 1.2] (``min_fraction`` in (0, 1]), times positive and finite, work finite
     and not negative, names strings, ``params`` an object of plain values, ``artifacts`` a list of strings."""
@@ -228,7 +228,7 @@ def check_test(record: Any) -> None:
             _timing(part.get("timing"), f"{where}.parts[{j}].timing")
 
 
-def check_machine(machine: Any, field: str = "machine") -> None:
+def check_machine(machine: object, field: str = "machine") -> None:
     """A machine block: an object (or null) whose roofs are positive finite numbers and name a string."""
     if machine is None:
         return
@@ -236,7 +236,7 @@ def check_machine(machine: Any, field: str = "machine") -> None:
     _string(_mapping(machine, field).get("key"), f"{field}.key")
 
 
-def check_header(document: Any) -> str:
+def check_header(document: object) -> str:
     """``"history"`` or ``"results"``: which record the document is, its session and machine blocks checked;
     Invalid naming the field otherwise (newer schemas are refused by the readers, which know theirs)."""
     if not isinstance(document, dict):

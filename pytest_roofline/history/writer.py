@@ -47,7 +47,8 @@ def history_name(document: Mapping[str, Any]) -> str:
         start = start.replace(tzinfo=_dt.timezone.utc)
     commit = (session.get("git") or {}).get("commit")
     tag = str(commit)[:12] if commit else "nogit"
-    return f"{document['machine']['key']}/{start.astimezone(_dt.timezone.utc):%Y%m%dT%H%M%SZ}-{tag}-{os.urandom(2).hex()}.json"
+    return (f"{document['machine']['key']}/{start.astimezone(_dt.timezone.utc):%Y%m%dT%H%M%SZ}"
+            f"-{tag}-{os.urandom(2).hex()}.json")
 
 
 def check_writable(directory: Path) -> None:

@@ -33,9 +33,14 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.errors import CoresSettingError
+
+if TYPE_CHECKING:
+    from threadpoolctl import threadpool_limits
+
+    from pytest_roofline.model import Machine
 
 MODES = ("auto", "all")
 FREE_BELOW = 0.5        # busy share under which a core counts as free (ticks are 10 ms: 0.1 s gives 10 per core)
@@ -60,7 +65,7 @@ class CoresSetting:
         return self.mode
 
 
-def parse_cores(value: Any, where: str = "--roofline-cores") -> CoresSetting:
+def parse_cores(value: object, where: str = "--roofline-cores") -> CoresSetting:
     """``auto``, ``all``, ``N`` (a positive count) or ``LIST`` (``0,2`` or ranges ``0-3,8``; one core: ``5-5``)."""
     text = str(value).strip().lower()
     accepted = "auto, all, a number of cores N (e.g. 2) or a list of core ids (e.g. 0,1 or 0-3,8)"
@@ -331,7 +336,7 @@ SYSTEM_AFFINITY = Affinity(_process_threads, getattr(os, "sched_getaffinity", la
 class ThreadPools:
     """Get and set the thread count of the pools that run the measured work; replaced by fakes in tests."""
 
-    get: Callable[[], Any]
+    get: Callable[[], int | None]
     set: Callable[[int], Any]
     restore: Callable[[Any], None]
 
@@ -341,7 +346,7 @@ def _torch_threads_get() -> int | None:
     return int(torch.get_num_threads()) if torch is not None else None
 
 
-def _pools_set(count: int) -> Any:
+def _pools_set(count: int) -> threadpool_limits | None:
     """Size torch's intra-op pool and every BLAS/OpenMP pool threadpoolctl finds; return what undoes it."""
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -353,7 +358,7 @@ def _pools_set(count: int) -> Any:
     return threadpool_limits(limits=count)
 
 
-def _pools_restore(state: tuple[int | None, Any]) -> None:
+def _pools_restore(state: tuple[int | None, threadpool_limits | None]) -> None:
     torch_threads, limits = state
     if limits is not None:
         limits.restore_original_limits()
@@ -406,7 +411,7 @@ def bracket(count: int, total: int) -> tuple[int, int]:
     return low, high
 
 
-def interpolate(machines: Mapping[int, Any], count: int) -> Any:
+def interpolate(machines: Mapping[int, Machine], count: int) -> Machine:
     """Roofs at ``count`` cores from machines measured at other counts: each roof linear in the core count
     between the nearest measured counts below and above (a roof known at only one of them is taken as is).
     Per-core roofs (FLOP/s, private caches) grow linearly, so this is exact for them; shared roofs (L3, DRAM)

@@ -13,10 +13,10 @@ the DRAM window) runs once, and each call is judged against the DRAM bandwidth o
 (the probe's working set is the one the characterization sampled DRAM at, and the calibration is the
 update kernel's median rate there; an older characterization without samples: the smallest size of its
 sweep's DRAM plateau, calibrated by that sweep point). Noise that slows the machine's memory slows the probe
-alike and cancels in the ratio (duet benchmarking, Bulej et al. 2020). Probes run outside the timed intervals, on the same cores with the same
-thread count (inside the call site's core placement), and only as often as the calls' own time allows: a
-probe waits until the calls since the last one took at least as long as it did, so probing at most doubles a
-call site's measurement time.
+alike and cancels in the ratio (duet benchmarking, Bulej et al. 2020). Probes run outside the timed intervals, on
+the same cores with the same thread count (inside the call site's core placement), and only as often as the calls'
+own time allows: a probe waits until the calls since the last one took at least as long as it did, so probing at
+most doubles a call site's measurement time.
 
 Only working sets of at least twice the last cache are probed: a probe sweeps every cache, so between two
 calls whose data could stay in cache it would change what is measured.
@@ -230,7 +230,8 @@ def rewarm_pays(footprint_bytes: float | None, t_min_s: float, machine: Machine)
     return min(footprint_bytes, below) / bandwidth > REWARM_SHARE * t_min_s
 
 
-def wants_footprint_probe(footprint_bytes: float | None, machine: Machine, level_bytes: Mapping[str, float]) -> str | None:
+def wants_footprint_probe(footprint_bytes: float | None, machine: Machine,
+                          level_bytes: Mapping[str, float]) -> str | None:
     """The level to probe at the call site's own working-set size, or None: bytes judged at the last cache or
     at DRAM, with a working set beyond the cache before the last (so it lives in the last cache, or at its
     edge) and under twice the last cache (beyond that the DRAM probe serves)."""
@@ -255,7 +256,8 @@ def summary(spec: ProbeSpec, schedule: ProbeSchedule, fraction_cached: float) ->
     rates = schedule.probes
     ratios = [r / spec.calibration_bytes_per_s for r in rates]
     q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
-    return {"level": spec.level, "kernel": "ert-update", "rewarm": spec.rewarm, "working_set_bytes": spec.working_set_bytes,
+    return {"level": spec.level, "kernel": "ert-update", "rewarm": spec.rewarm,
+            "working_set_bytes": spec.working_set_bytes,
             "threads": spec.threads, "probes": len(rates), "probe_seconds": round(schedule.probe_seconds, 6),
             "characterized_bytes_per_s": spec.roof_bytes_per_s,
             "calibration_bytes_per_s": spec.calibration_bytes_per_s,

@@ -40,6 +40,7 @@ from pytest_roofline.output.text import above_one_note
 
 if TYPE_CHECKING:
     from pytest_roofline.host.cores import Placement, Planner
+    from pytest_roofline.measure.ops.times import OpReport
 
 # A call the Recorder can time again (confirm, the contended re-measure): counter, fn, args, kwargs, setup.
 Call = tuple[Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any], "Setup | None"]
@@ -75,7 +76,7 @@ class Region:
     uncounted: dict[str, int] = field(default_factory=dict)  # FLOP-bearing ops without a rule -> their bytes
     probe: dict[str, Any] | None = None  # the live DRAM probe beside its timed calls (probes.summary)
     confirmed: tuple[float, float] | None = None  # fractions of a first and a confirming measurement
-    ops: Any = None  # ops.times.OpReport: the per-op timing pass (--roofline-ops), None when not run
+    ops: OpReport | None = None  # the per-op timing pass (--roofline-ops), None when not run
     compare: dict[str, Any] | None = None  # --roofline-compare: the pairs with REF's twin and REF's region
     device: str | None = None  # cpu|cuda: where its work ran, whose roofs judged it (device_roofs)
 

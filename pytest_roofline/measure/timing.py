@@ -249,10 +249,10 @@ def time_callable(
 
     Warm-up runs until first-touch page faults stop (fresh outputs fault for several calls; ``quiet_warmup``
     fault-free calls in a row count as stopped), at least
-    ``min_warmup`` calls where the budget allows and always one, within ``warmup_share`` of the budget. Timed rounds then run in growing
-    batches until the median moves less than ``rel_tolerance`` between checks and the timed calls have spanned
-    ``min_time_s``, or until ``max_rounds`` or until the next call would overrun the budget (after
-    ``min_rounds`` calls, which always run). ``setup``, if given, runs
+    ``min_warmup`` calls where the budget allows and always one, within ``warmup_share`` of the budget. Timed
+    rounds then run in growing batches until the median moves less than ``rel_tolerance`` between checks and the
+    timed calls have spanned ``min_time_s``, or until ``max_rounds`` or until the next call would overrun the
+    budget (after ``min_rounds`` calls, which always run). ``setup``, if given, runs
     before every call, outside its timed interval (see :func:`prepared_arguments`); ``before_timed_call``
     (given the previous timed call's seconds) before every timed call, outside it too: the live probes; when it
     returns True, one untimed call follows it (the probe evicted the data the timed calls keep in cache).

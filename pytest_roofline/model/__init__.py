@@ -22,4 +22,6 @@ from pytest_roofline.model.roofline import (
     sum_maps,
 )
 
-__all__ = ["BOUND_NONE", "DEVICES", "MAIN_MEMORY", "TENSOR_SUFFIX", "KernelSample", "LowerBound", "Machine", "MissingCeilingError", "Verdict", "arithmetic_intensity", "combine", "evaluate", "evaluate_region", "lower_bound", "sum_maps"]
+__all__ = ["BOUND_NONE", "DEVICES", "MAIN_MEMORY", "TENSOR_SUFFIX", "KernelSample", "LowerBound", "Machine",
+           "MissingCeilingError", "Verdict", "arithmetic_intensity", "combine", "evaluate", "evaluate_region",
+           "lower_bound", "sum_maps"]

@@ -28,7 +28,7 @@ MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 JsonObject = Mapping[str, Any]  # a JSON object as read: its values are whatever the JSON held
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
     """A finite number as a float; None for anything else (null, a bool, a string, NaN)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
@@ -36,22 +36,22 @@ def _number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-def _text(value: Any) -> str | None:
+def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _object(value: Any) -> JsonObject | None:
+def _object(value: object) -> JsonObject | None:
     return value if isinstance(value, Mapping) else None
 
 
-def _counts(value: Any) -> dict[str, float]:
+def _counts(value: object) -> dict[str, float]:
     """A ``{name: number}`` object (FLOPs per precision, bytes per level); entries that are not numbers left out."""
     if not isinstance(value, Mapping):
         return {}
     return {str(k): n for k, v in value.items() if (n := _number(v)) is not None}
 
 
-def _objects(value: Any) -> tuple[JsonObject, ...]:
+def _objects(value: object) -> tuple[JsonObject, ...]:
     return tuple(v for v in value if isinstance(v, Mapping)) if isinstance(value, (list, tuple)) else ()
 
 

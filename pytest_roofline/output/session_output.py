@@ -85,7 +85,8 @@ def timing_spread(regions: Sequence[Region]) -> str:
     widest = max(regions, key=lambda r: r.timing.iqr_rel)
     rounds = sum(r.timing.rounds for r in regions)
     return (f"IQR {widest.timing.iqr_rel:.1%} of the median ({widest.label}); {rounds} timed calls"
-            + ("" if all(r.timing.stable for r in regions) else ", median not settled (or --roofline-min-time not spanned) within the time budget"))
+            + ("" if all(r.timing.stable for r in regions)
+               else ", median not settled (or --roofline-min-time not spanned) within the time budget"))
 
 
 def counter_of(regions: Sequence[Region]) -> str | None:
@@ -151,9 +152,9 @@ BASELINE_WORDS = {"regressed": "REGRESSED", "noisy": "worse, not significant", "
 
 
 def baseline_lines(description: str, records: Iterable[TestRecord]) -> list[str]:
-    """The baseline gate in the summary (from ``results.json`` records): which sessions, then every test that moved (regressions first, then
-    changes that were not significant or not gated, then improvements and tests too new to judge), each with
-    its explanation, and a count per verdict."""
+    """The baseline gate in the summary (from ``results.json`` records): which sessions, then every test that moved
+    (regressions first, then changes that were not significant or not gated, then improvements and tests too new to
+    judge), each with its explanation, and a count per verdict."""
     lines = [description]
     found = [(r.nodeid, r.baseline) for r in records]
     compared = [(nodeid, b) for nodeid, b in found if b]

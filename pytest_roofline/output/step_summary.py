@@ -41,11 +41,11 @@ def sort_key(result: TestRecord) -> tuple[int, float, float]:
     return (0 if is_bad(result) else 1, -float(drop) if drop is not None else math.inf, margin)
 
 
-def _cell(text: Any) -> str:
+def _cell(text: object) -> str:
     return str(text).replace("\r", " ").replace("\n", " ").replace("|", "\\|")
 
 
-def _code(text: Any) -> str:
+def _code(text: object) -> str:
     return f"`{_cell(text).replace('`', chr(39))}`"
 
 

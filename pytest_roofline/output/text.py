@@ -42,7 +42,8 @@ def failure_message(
     if machine is not None and precision is not None:
         flop_roof = machine.peak_for(precision)
     lines.append(f"  compute:    {verdict.achieved_flops_per_s / 1e9:.3g} GFLOP/s achieved of a "
-                 f"{flop_roof / 1e9:.3g} GFLOP/s roof" + (f" ({precision})" if machine is not None and precision else ""))
+                 f"{flop_roof / 1e9:.3g} GFLOP/s roof"
+                 + (f" ({precision})" if machine is not None and precision else ""))
     level = verdict.bound_level
     if level is not None:
         byte_roof = machine.bandwidth_for(level) if machine is not None else verdict.roof_bytes_per_s(level)

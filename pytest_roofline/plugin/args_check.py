@@ -34,7 +34,8 @@ def rootdir_without(early_config: pytest.Config) -> Path | None:
     except ImportError:
         return None
     ns = early_config.known_args_namespace
-    given: dict[str, Any] = {"inifile": getattr(ns, "inifilename", None), "override_ini": getattr(ns, "override_ini", None),
+    given: dict[str, Any] = {"inifile": getattr(ns, "inifilename", None),
+             "override_ini": getattr(ns, "override_ini", None),
              "args": [str(a) for a in getattr(ns, "file_or_dir", None) or []],
              "rootdir_cmd_arg": getattr(ns, "rootdir", None) or None,
              "invocation_dir": early_config.invocation_params.dir, "config": early_config}

@@ -9,7 +9,8 @@ from pytest_roofline.session.settings import MarkerOptions, SettingError
 MARKER_HELP = (
     "roofline(min_fraction=None, uncounted=None, max_drop=None, max_slowdown=None, fail_on=None): measure the "
     "test's roofline.measure() calls under --roofline and fail it when the attained fraction of the roofline is "
-    "below min_fraction (a number in (0, 1], or one per device where its work ran: {'cpu': 0.2, 'cuda': 0.5}); uncounted='warn'|'fail' overrides --roofline-uncounted; with "
+    "below min_fraction (a number in (0, 1], or one per device where its work ran: {'cpu': 0.2, 'cuda': 0.5}); "
+    "uncounted='warn'|'fail' overrides --roofline-uncounted; with "
     "--roofline-baseline or --roofline-compare, fail it when it got significantly slower or less efficient: "
     "max_drop (fraction), max_slowdown (time per call) and fail_on ('time', 'fraction', 'work' or 'none', or a "
     "list) override --roofline-max-drop, --roofline-max-slowdown (or --roofline-compare-max-slowdown) and "

@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -26,6 +26,9 @@ from pytest_roofline.output.record import TestRecord
 from pytest_roofline.plugin.keys import ENTRY, STATE, TEARDOWN_ERROR
 from pytest_roofline.plugin.markers import marker_options, wants_roofline
 from pytest_roofline.session.state import RooflineState, TestEntry
+
+if TYPE_CHECKING:
+    from pytest_roofline.plugin.rereport import Rereports
 
 
 class Passive:
@@ -80,7 +83,7 @@ class MeasuringSession:
 
     def __init__(self, state: RooflineState) -> None:
         self.state = state
-        self.rereports: Any = None  # plugin.rereport.Rereports, set where pytest reports from (not a worker)
+        self.rereports: Rereports | None = None  # set where pytest reports from (not a worker)
         self.records: list[TestRecord] = []  # the results.json records every output renders
 
     # -- before the tests -------------------------------------------------------------------------------------
@@ -368,7 +371,7 @@ def write_summary(terminalreporter: Any, config: pytest.Config, records: list[Te
         terminalreporter.write_line(state.write_error, red=True, bold=True)
 
 
-def rereport(rereports: Any, record: TestRecord) -> None:
+def rereport(rereports: Rereports, record: TestRecord) -> None:
     """Report a test measured again at the end of the session once more, as its record now says."""
     again = record.contended or {}
     if again.get("remeasured"):

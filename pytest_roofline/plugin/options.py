@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -28,6 +29,11 @@ from pytest_roofline.session.settings import (
     parse_seconds,
 )
 from pytest_roofline.session.state import Settings
+
+if TYPE_CHECKING:
+    from pytest_roofline.history.retention import Keep
+    from pytest_roofline.history.store import HistoryStore
+    from pytest_roofline.host.cores import CoresSetting
 
 # (option, ini key, help, default) -- every option has an ini key of the same name with underscores.
 _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
@@ -184,7 +190,7 @@ def read_settings(config: pytest.Config) -> Settings:
     )
 
 
-def compare_pairs_setting(value: Any) -> int:
+def compare_pairs_setting(value: object) -> int:
     """``--roofline-compare-pairs``: a whole number >= 3 (a t-interval over fewer pairs decides nothing)."""
     from pytest_roofline.errors import SettingError
     from pytest_roofline.session.settings import parse_count
@@ -196,7 +202,7 @@ def compare_pairs_setting(value: Any) -> int:
     return number
 
 
-def history_setting(value: Any, directory: Path, root: Path | None = None) -> Any:
+def history_setting(value: object, directory: Path, root: Path | None = None) -> Path | HistoryStore | None:
     """``--roofline-history``: a directory (a Path), a store's URL (a ``history.store.HistoryStore``, not yet
     contacted), ``none`` (off), or empty (``history/`` under ``--roofline-dir``)."""
     text = str(value or "").strip()
@@ -207,14 +213,14 @@ def history_setting(value: Any, directory: Path, root: Path | None = None) -> An
     return _location(text, "--roofline-history / ini roofline_history", root)
 
 
-def baseline_setting(value: Any, root: Path | None = None) -> Any:
+def baseline_setting(value: object, root: Path | None = None) -> Path | HistoryStore | None:
     """``--roofline-baseline``: empty (off), a path (a history directory or file, a results.json), or a
     store's URL."""
     text = str(value or "").strip()
     return _location(text, "--roofline-baseline / ini roofline_baseline", root) if text else None
 
 
-def _location(text: str, where: str, root: Path | None) -> Any:
+def _location(text: str, where: str, root: Path | None) -> Path | HistoryStore:
     from pytest_roofline.errors import StoreSettingError
     from pytest_roofline.history.location import is_location_url, open_store
 
@@ -226,13 +232,13 @@ def _location(text: str, where: str, root: Path | None) -> Any:
         raise SettingError(str(exc)) from None
 
 
-def keep_setting(value: Any) -> Any:
+def keep_setting(value: object) -> Keep | None:
     from pytest_roofline.history.retention import parse_keep
 
     return parse_keep(value, "--roofline-history-keep / ini roofline_history_keep")
 
 
-def optional_path(value: Any) -> Path | None:
+def optional_path(value: object) -> Path | None:
     """A path option; empty means not given."""
     text = str(value or "").strip()
     if not text:
@@ -240,7 +246,7 @@ def optional_path(value: Any) -> Path | None:
     return Path(text)
 
 
-def cores_setting(value: Any) -> Any:
+def cores_setting(value: object) -> CoresSetting:
     from pytest_roofline.host.cores import CoresSettingError, parse_cores
 
     try:
@@ -257,7 +263,7 @@ GATE_OPTIONS = ("roofline_compare", "roofline_compare_python", "roofline_compare
                 "roofline_strict", "roofline_warn_only", "roofline_contended", "roofline_confirm")
 
 
-def implied_by(config: Any, namespace: Any = None) -> list[str]:
+def implied_by(config: pytest.Config, namespace: argparse.Namespace | None = None) -> list[str]:
     """The gate options given on the command line (their ini keys): any of them implies ``--roofline``.
     ``namespace``: the parsed options (``early_config.known_args_namespace`` before ``config.option`` is)."""
     namespace = config.option if namespace is None else namespace
@@ -269,7 +275,7 @@ def value_options() -> set[str]:
     return {flag for flag, *_ in _OPTIONS}
 
 
-def first_history(settings: Any) -> bool:
+def first_history(settings: Settings) -> bool:
     """``--roofline-baseline`` names the history directory this session writes, which does not exist yet: the
     first run of a CI recipe on a fresh runner (every test is new), not a typo."""
     reference, history = settings.baseline, settings.history

@@ -14,7 +14,7 @@ The xdist hooks are marked optional, so this module needs no xdist import and lo
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -23,6 +23,9 @@ from pytest_roofline.plugin.modes import MeasuringSession, session_meta
 from pytest_roofline.session.state import RooflineState
 
 GPU_ASSIGNED = pytest.StashKey[str | None]()
+
+if TYPE_CHECKING:
+    from pytest_roofline.plugin.rereport import Rereports
 
 
 def assign_gpu_early(early_config: pytest.Config) -> None:
@@ -59,8 +62,8 @@ class XdistWorker(MeasuringSession):
         worker = str(getattr(self.config, "workerinput", {}).get("workerid")
                      or os.environ.get("PYTEST_XDIST_WORKER", "gw?"))
         try:
-            payload = worker_payload(worker, [r.to_dict() for r in self.records], machine, failed_late, malloc=state.malloc,
-                                     counter=state.counter_label,
+            payload = worker_payload(worker, [r.to_dict() for r in self.records], machine, failed_late,
+                                     malloc=state.malloc, counter=state.counter_label,
                                      gpu=assignment_note(os.environ, self.config.stash.get(GPU_ASSIGNED, None)),
                                      fewer_cores={str(n): m.to_dict() for n, m in state.machines_by_cores.items()},
                                      baseline=state.baseline.describe() if state.baseline is not None else None,
@@ -80,7 +83,7 @@ class XdistController:
         self.payloads: list[dict[str, Any]] = []
         self.merged: dict[str, Any] | None = None
         self.collected: list[str] = []  # node ids in collection order, to list the tests as a serial run does
-        self.rereports: Any = None  # plugin.rereport.Rereports, set by pytest_configure
+        self.rereports: Rereports | None = None  # set by pytest_configure
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:

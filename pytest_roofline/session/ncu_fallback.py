@@ -99,7 +99,10 @@ def _batches(state: RooflineState) -> Any:
 
 def count_with_analytic(state: RooflineState, entry: TestEntry, note: str | None = None) -> Settled:
     try:
-        entry.recorder.count_pending(state.make_counter("analytic"), note)
+        analytic = state.make_counter("analytic")
+        if analytic is None:
+            raise CounterUnavailableError("no plugin provides the analytic counter (pytest_roofline_make_counter)")
+        entry.recorder.count_pending(analytic, note)
     except CounterUnavailableError as exc:
         return Settled(fail=f"roofline: {exc}")
     return Settled()

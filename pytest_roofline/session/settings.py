@@ -91,7 +91,7 @@ def parse_fraction_by_device(value: Mapping[Any, Any]) -> dict[str, float]:
     return {str(k): parse_fraction(v, f"@pytest.mark.roofline(min_fraction={{{k!r}: ...}})") for k, v in value.items()}
 
 
-def parse_fraction(value: Any, where: str) -> float:
+def parse_fraction(value: object, where: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise SettingError(f"{where} must be a number in (0, 1], got {value!r} ({type(value).__name__})")
     number = float(value)
@@ -100,7 +100,7 @@ def parse_fraction(value: Any, where: str) -> float:
     return number
 
 
-def _share(value: Any, where: str, accepted: str, text: bool) -> float:
+def _share(value: object, where: str, accepted: str, text: bool) -> float:
     """A number from a marker argument (or, with ``text``, an option or ini string); the message says what is
     accepted. Range checks are the caller's."""
     if isinstance(value, str) and text:
@@ -113,7 +113,7 @@ def _share(value: Any, where: str, accepted: str, text: bool) -> float:
     return float(value)
 
 
-def parse_max_drop(value: Any, where: str, *, text: bool = True) -> float:
+def parse_max_drop(value: object, where: str, *, text: bool = True) -> float:
     """The baseline gate's allowed drop of the fraction, a share in (0, 1): 0.1 fails a test that lost more than
     10 % of its baseline fraction (when significant). ``text``: accept a string (an option or ini value)."""
     number = _share(value, where, "a number in (0, 1) such as 0.1 (10 %)", text)
@@ -122,7 +122,7 @@ def parse_max_drop(value: Any, where: str, *, text: bool = True) -> float:
     return number
 
 
-def parse_max_slowdown(value: Any, where: str, *, text: bool = True) -> float:
+def parse_max_slowdown(value: object, where: str, *, text: bool = True) -> float:
     """The allowed rise of a test's time per call, a share > 0: 0.1 fails a test more than 10 % slower (when
     significant). ``text``: accept a string (an option or ini value)."""
     accepted = "a number > 0 such as 0.1 (10 % slower)"
@@ -135,7 +135,7 @@ def parse_max_slowdown(value: Any, where: str, *, text: bool = True) -> float:
 AUTO = "auto"
 
 
-def parse_compare_max_slowdown(value: Any, where: str) -> float | None:
+def parse_compare_max_slowdown(value: object, where: str) -> float | None:
     """``--roofline-compare-max-slowdown``: ``auto`` (None: the band by the process pairs' spread) or a fixed
     share as :func:`parse_max_slowdown`."""
     if isinstance(value, str) and value.strip().lower() == AUTO:
@@ -147,7 +147,7 @@ def parse_compare_max_slowdown(value: Any, where: str) -> float | None:
                            f"a number > 0 such as 0.03 (3 % slower; at most 10), got {value!r}") from None
 
 
-def parse_fail_on(value: Any, where: str) -> tuple[str, ...]:
+def parse_fail_on(value: object, where: str) -> tuple[str, ...]:
     """What a comparison fails a test on: a comma-separated string or a sequence of ``time``, ``fraction``,
     ``work`` (``none``: nothing, report only)."""
     items = value.split(",") if isinstance(value, str) else value
@@ -163,7 +163,7 @@ def parse_fail_on(value: Any, where: str) -> tuple[str, ...]:
     return tuple(q for q in FAIL_ON_QUANTITIES if q in names)
 
 
-def parse_count(value: Any, where: str) -> int:
+def parse_count(value: object, where: str) -> int:
     try:
         number = int(str(value).strip())
     except ValueError:
@@ -173,7 +173,7 @@ def parse_count(value: Any, where: str) -> int:
     return number
 
 
-def parse_counter(value: Any) -> str:
+def parse_counter(value: object) -> str:
     """``--roofline-counter``: a built-in counter, or the name of one a plugin makes (checked at first use)."""
     text = str(value).strip().lower()
     if text in COUNTERS or re.fullmatch(r"[a-z_][a-z0-9_.-]*", text):
@@ -189,9 +189,11 @@ def parse_choice(value: str, choices: Sequence[str], where: str) -> str:
     return text
 
 
-def parse_seconds(value: Any, where: str, *, allow_zero: bool = False) -> float:
+def parse_seconds(value: object, where: str, *, allow_zero: bool = False) -> float:
     accepted = "a number of seconds >= 0" if allow_zero else "a positive number of seconds"
     try:
+        if not isinstance(value, (str, int, float)):
+            raise TypeError(value)
         number = float(value)
     except (TypeError, ValueError):
         raise SettingError(f"{where} must be {accepted}, got {value!r}") from None
@@ -200,7 +202,7 @@ def parse_seconds(value: Any, where: str, *, allow_zero: bool = False) -> float:
     return number
 
 
-def parse_bool(value: Any, where: str) -> bool:
+def parse_bool(value: object, where: str) -> bool:
     if isinstance(value, bool):
         return value
     text = str(value).strip().lower()

@@ -16,7 +16,17 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pytest_roofline.output.results_dir import new_session_id, session_dir
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from pytest_roofline.counters import Counter
+    from pytest_roofline.counters.ncu.deferred import CounterChoice, NcuBatches
+    from pytest_roofline.history.baseline import Baseline
+    from pytest_roofline.history.retention import Keep
+    from pytest_roofline.history.store import HistoryStore
+    from pytest_roofline.host.cores import CoresSetting, Planner
+    from pytest_roofline.measure.regions import Recorder
     from pytest_roofline.measure.timing import TimingPolicy
+    from pytest_roofline.model import Machine
 
 
 @dataclass(frozen=True)
@@ -29,21 +39,21 @@ class Settings:
     max_time_s: float
     recharacterize: bool
     malloc: str
-    cores: Any = None  # cores.CoresSetting (None: measure wherever the OS runs the call)
+    cores: CoresSetting | None = None  # None: measure wherever the OS runs the call
     strict: bool = False  # a contended measurement may fail its gate too
     uncounted: str = "warn"  # warn|fail: a region ran FLOP-bearing ops the counter has no rule for
     probe: str = "live"  # live|off: time DRAM-bound call sites beside a probe of the DRAM roof (probes.py)
     confirm: str = "on"  # on|off: a test below its threshold is measured once more before it fails
     ops: str = "failed"  # always|failed|off: the per-op timing pass (op_times) for every test, failing ones, none
     # --roofline-history: one file per session there (None: off); a directory, or a history.store.HistoryStore
-    history: Path | Any = None
+    history: Path | HistoryStore | None = None
     # --roofline-baseline: a results.json, a history file or a history directory (Paths), or a HistoryStore
-    baseline: Path | Any = None
+    baseline: Path | HistoryStore | None = None
     baseline_sessions: int = 5  # the last N sessions of a history directory
     max_drop: float = 0.10  # the baseline gate fails a significant drop of more than this share
     max_slowdown: float = 0.10  # ... and a significant rise of the time per call by more than this share
     fail_on: tuple[str, ...] = ("time", "fraction")  # the quantities a comparison fails a test on
-    history_keep: Any = None  # history.retention.Keep: what --roofline-history keeps (None: everything)
+    history_keep: Keep | None = None  # what --roofline-history keeps (None: everything)
     compare: str | None = None  # --roofline-compare REF: measure REF's twin in lockstep (None: off)
     compare_python: str | None = None  # the interpreter REF's twin runs under (None: this one)
     # the A/B gate fails a test slower than this share, when significant; None: auto (2 % or 3 % by the pairs'
@@ -74,7 +84,7 @@ class TestEntry:
 
     nodeid: str
     min_fraction: float | None
-    recorder: Any = None  # session.Recorder, typed loosely to keep imports lazy
+    recorder: Recorder = None  # type: ignore[assignment]  # set when the test asks for the fixture
     outcome: str = "not run"
     artifacts: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # results.json fields: clock_policy, definitions, ncu
@@ -87,27 +97,28 @@ class RooflineState:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.tests: dict[str, TestEntry] = {}
-        self._machine: Any = None
+        self._machine: Machine | None = None
         self.malloc = "default"
-        self._choice: Any = None  # ncu_gate.CounterChoice, resolved on first need
+        self._choice: CounterChoice | None = None  # resolved on first need
         self._warned = False
         self.ncu_denied: str | None = None  # explicit ncu got ERR_NVGPUCTRPERM: later tests skip at once
-        self.ncu_batches: Any = None  # counters.ncu.deferred.NcuBatches: the batched ncu runs of this session
+        self.ncu_batches: NcuBatches | None = None  # the batched ncu runs of this session
         self.started = _dt.datetime.now(_dt.timezone.utc)
         self.session_id = new_session_id(self.started)
         self.write_error: str | None = None  # results could not be written; said in the summary
         self.results_written = False  # this session's results.json is on disk (the summary names it only then)
-        self._by_cores: dict[int, Any] = {}  # machine per core count, measured or interpolated on first need
-        self._host: Any = None  # a CUDA session's CPU roofs, for host code (device_roofs), on first need
-        self._host_by_cores: dict[int, Any] = {}
-        self.planner: Any = None  # cores.Planner of this session (or xdist worker), made on first need
+        self._by_cores: dict[int, Machine] = {}  # machine per core count, measured or interpolated on first need
+        self._host: Machine | None = None  # a CUDA session's CPU roofs, for host code (device_roofs)
+        self._host_by_cores: dict[int, Machine] = {}
+        self.planner: Planner | None = None  # of this session (or xdist worker), made on first need
         self.probe_cache: dict[Any, Any] = {}  # live probes per (threads, working set): built once a session
-        self.make_counter: Callable[[str], Any] = builtin_counter  # the hook, once pytest_configure set it
-        self._worker_pin: Any = None  # an xdist worker's pinning to its share, held for the whole session
+        self.make_counter: Callable[[str], Counter | None] = builtin_counter  # the hook, once configured
+        # an xdist worker's pinning to its share, held for the whole session
+        self._worker_pin: AbstractContextManager[None] | None = None
         self.history_file: str | None = None  # this session's history entry, once written
         self.history_unsent = False  # a remote store refused this session's entry (kept locally): the run fails
         self.store_error: str | None = None  # the baseline's store could not be read: every gate would pass blind
-        self.baseline: Any = None  # history.baseline.Baseline, loaded before the first test (--roofline-baseline)
+        self.baseline: Baseline | None = None  # loaded before the first test (--roofline-baseline)
         self.compare_link: Any = None  # ab.pool.PoolLink of the test running now (--roofline-compare)
         self.compare_ref: dict[str, Any] | None = None  # {"ref", "commit", "worktree"} once the twin started
         self.compare_error: str | None = None  # why --roofline-compare could not run; said in the summary
@@ -120,11 +131,11 @@ class RooflineState:
         return session_dir(self.settings.directory, self.session_id)
 
     @property
-    def loaded_machine(self) -> Any:
+    def loaded_machine(self) -> Machine | None:
         """The machine if it was characterized or loaded already, else None (never measures)."""
         return self._machine
 
-    def machine(self, progress: Any = None) -> Any:
+    def machine(self, progress: Callable[[str], None] | None = None) -> Machine:
         if self._machine is None:
             from pytest_roofline.characterize import machine as machine_mod
 
@@ -136,7 +147,7 @@ class RooflineState:
                                                          progress=progress)
         return self._machine
 
-    def machine_for_cores(self, count: int, progress: Any = None) -> Any:
+    def machine_for_cores(self, count: int, progress: Callable[[str], None] | None = None) -> Machine:
         """Roofs for ``count`` cores: the session's machine for all of them (and for pinned ceilings, which
         are for the whole machine); fewer are characterized at the core counts around ``count`` on first
         need and interpolated between (``cores.interpolate``)."""
@@ -158,7 +169,8 @@ class RooflineState:
             self._by_cores[count] = cores.interpolate({total: full, **measured}, count)
         return self._by_cores[count]
 
-    def machine_for_device(self, device: str, count: int | None = None, progress: Any = None) -> Any:
+    def machine_for_device(self, device: str, count: int | None = None,
+                           progress: Callable[[str], None] | None = None) -> Machine:
         """Roofs for work that ran on ``device`` when the session's roofs are another device's: in a CUDA
         session, host code (numpy, declared work, CPU tensors) is judged on the CPU's roofs, characterized (or
         loaded from the cache) on first need, for ``count`` cores as :meth:`machine_for_cores` does. A pinned
@@ -183,17 +195,17 @@ class RooflineState:
         return self._host_by_cores[count]
 
     @property
-    def host_machine(self) -> Any:
+    def host_machine(self) -> Machine | None:
         """The CPU's roofs a CUDA session judged host code against, once loaded (None before, or never)."""
         return self._host
 
     @property
-    def machines_by_cores(self) -> dict[int, Any]:
+    def machines_by_cores(self) -> dict[int, Machine]:
         """Roofs of fewer cores than the machine's that call sites were judged against so far."""
         full = self._machine
         return {count: machine for count, machine in self._by_cores.items() if machine is not full}
 
-    def core_planner(self) -> Any:
+    def core_planner(self) -> Planner | None:
         """The session's ``cores.Planner`` (None when cores are not chosen): an xdist worker plans within its
         own share of the cores; with pinned ceilings (for the whole machine) ``auto`` means ``all``."""
         if self.settings.cores is None:
@@ -227,7 +239,7 @@ class RooflineState:
             self._worker_pin.__exit__(None, None, None)
             self._worker_pin = None
 
-    def choose_counter(self) -> Any:
+    def choose_counter(self) -> CounterChoice:
         """The session's counter (``ncu_gate.CounterChoice``). ``auto`` is decided here, on first need, so that
         torch or CuPy are imported only once a measurement needs a counter; raises ``NcuUnavailable``."""
         if self._choice is None:
@@ -263,7 +275,7 @@ class RooflineState:
         else:
             warnings.warn(RooflineWarning(message), stacklevel=2)
 
-    def counter(self) -> Any:
+    def counter(self) -> Counter:
         """The counter for the next measured call site, made through ``pytest_roofline_make_counter``."""
         from pytest_roofline.measure.regions import CounterUnavailableError
 
@@ -303,7 +315,7 @@ def resolve_device_if_loaded(device: str) -> str:
     return resolve_device(device)
 
 
-def builtin_counter(name: str) -> Any:
+def builtin_counter(name: str) -> Counter | None:
     """The built-in counters by name (None for any other name); the plugin offers them through the
     ``pytest_roofline_make_counter`` hook."""
     from pytest_roofline.measure.regions import CounterUnavailableError

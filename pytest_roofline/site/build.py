@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
@@ -36,6 +36,9 @@ from . import charts, label_layout, pages
 from .changepoints import change_points
 from .history_reader import Session, read_history
 from .model import TestSummary, history_frame, number, parametrized, params_key, params_label, slug, summarize
+
+if TYPE_CHECKING:
+    from pytest_roofline.history.reader import Session as HistorySession
 
 SPARK_SESSIONS = 60
 FAILING_LISTED = 20
@@ -128,7 +131,7 @@ class _Artifacts:
 
 
 def _test_page(summary: TestSummary, rows: pd.DataFrame, latest: Session, artifacts: _Artifacts,
-               trajectory: str | None, nights: Sequence[Any] = ()) -> str:
+               trajectory: str | None, nights: Sequence[HistorySession] = ()) -> str:
     root = "../../../"
     measured = rows.dropna(subset=["fraction"])
     points = [charts.FractionPoint(_time(r.start), r.commit, float(r.fraction),
@@ -173,7 +176,7 @@ def _test_page(summary: TestSummary, rows: pd.DataFrame, latest: Session, artifa
                                                                ("../machine.html", "machine")])
 
 
-def nights_of(sessions: Sequence[Session]) -> list[Any]:
+def nights_of(sessions: Sequence[Session]) -> list[HistorySession]:
     """The site's sessions as ``history.reader.Session``s, the form history/chain.py reads (once per machine)."""
     from pytest_roofline.history.reader import Session as Night
 
@@ -181,7 +184,7 @@ def nights_of(sessions: Sequence[Session]) -> list[Any]:
                   source=str(s.path), tests=records_by_id(s.tests)) for s in sessions]
 
 
-def _chain_section(nodeid: str, nights: Sequence[Any]) -> str:
+def _chain_section(nodeid: str, nights: Sequence[HistorySession]) -> str:
     """The nightly A/B chain (history/chain.py), where the test has A/B nights: empty otherwise."""
     from pytest_roofline.history.chain import trajectory
 
@@ -347,8 +350,8 @@ def _trajectory_page(machine: str, function: str, variants: Sequence[TestSummary
             line["y"].append(charts.sig(perf))
             line["labels"].append(pages.esc(r.params.get(axis)))
             fraction = f"{r.fraction:.3f}" if number(r.fraction) is not None else "—"
-            line["text"].append(f"{pages.esc(params_label(r.params))}<br>fraction {fraction}, {charts.si(perf, 'FLOP/s')}, "
-                                f"AI {ai:.3g} at {level}")
+            line["text"].append(f"{pages.esc(params_label(r.params))}<br>fraction {fraction}, "
+                                f"{charts.si(perf, 'FLOP/s')}, AI {ai:.3g} at {level}")
             xs.append(ai)
         if sum(len(line["x"]) for line in lines.values()) >= 2:
             session = sessions[position]
@@ -408,9 +411,11 @@ def _machine_page(machine: str, sessions: Sequence[Session]) -> str:
                          pages.percent(change)])
     body.append(pages.table(["roof", "first session", "latest session", "change"], rows, numeric=(1, 2, 3)))
     body.append(pages.chart("peaks", charts.roofs_over_time_figure(
-        "Peak FLOP/s per precision", "FLOP/s", times, commits, {p: [r.peak_flops.get(p) for r in roofs] for p in peaks})))
+        "Peak FLOP/s per precision", "FLOP/s", times, commits,
+        {p: [r.peak_flops.get(p) for r in roofs] for p in peaks})))
     body.append(pages.chart("bandwidth", charts.roofs_over_time_figure(
-        "Bandwidth per memory level", "B/s", times, commits, {lv: [r.bandwidth.get(lv) for r in roofs] for lv in levels})))
+        "Bandwidth per memory level", "B/s", times, commits,
+        {lv: [r.bandwidth.get(lv) for r in roofs] for lv in levels})))
     return pages.page(machine, "../../", "\n".join(body), [("../../index.html", "index")])
 
 
@@ -496,7 +501,8 @@ def build_site(history: Path, out: Path, machine: str | None = None, since: date
     by_machine = read_history(history, machine, since)
     if not by_machine:
         raise SiteError(f"no readable history session in {history}"
-                        + (f" for machine {machine!r}" if machine else "") + (f" since {since:%Y-%m-%d}" if since else ""))
+                        + (f" for machine {machine!r}" if machine else "")
+                        + (f" since {since:%Y-%m-%d}" if since else ""))
     token = pages.PLOTLY.set(plotly_js or pages.PLOTLY_JS)
     try:
         with staged(out, history) as work:
@@ -547,7 +553,8 @@ def _write_site(history: Path, out: Path, by_machine: Mapping[str, list[Session]
         "Fraction: the latest session; last week and since baseline compare the median of the last 3 sessions; "
         "verdict: the baseline gate's in the latest session where it ran (time, work and fraction against the "
         "test's baseline sessions; its explanation below), else the <i>trend</i>: last 5 sessions against the 5 "
-        "before (Mann-Whitney U, a change of 5 % or more at p &lt; 0.05). Worst first.</p>" + pages.filters(bounds) + "".join(sections))))
+        "before (Mann-Whitney U, a change of 5 % or more at p &lt; 0.05). Worst first.</p>"
+        + pages.filters(bounds) + "".join(sections))))
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     return session_count, test_count, page_count, size
 

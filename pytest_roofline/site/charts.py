@@ -9,9 +9,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.output.kernel_view import is_tensor_precision as is_tensor
+
+if TYPE_CHECKING:
+    from pytest_roofline.history.chain import Night
 
 # Colour-blind-safe (Okabe-Ito) colours, one per memory level or precision.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
@@ -286,7 +289,7 @@ def sparkline(values: Sequence[float], threshold: float | None, colour: str, wid
     return "".join(parts)
 
 
-def chain_figure(nights: Sequence[Any], title: str) -> dict[str, Any]:
+def chain_figure(nights: Sequence[Night], title: str) -> dict[str, Any]:
     """A test's time night by night from its chained A/B ratios (``history.chain.Night``s), with the 95 %
     band the chain's errors grow, beside the raw times (the runner's drift included); nights whose own A/B
     verdict was regressed or improved are marked."""

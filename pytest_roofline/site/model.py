@@ -60,7 +60,7 @@ class GateVerdict:
         return cls(block["verdict"], explanation, statistic, session_id, commit)
 
 
-def number(value: Any) -> float | None:
+def number(value: object) -> float | None:
     """A finite number from a frame cell, else None: pandas turns a missing value into NaN in a float
     column, and a NaN must not reach a page as "nan"."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):

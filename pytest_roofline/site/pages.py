@@ -122,7 +122,8 @@ def index_table(rows: Iterable[tuple[TestSummary, str, str, str | None]]) -> str
             f'<td class="num">{fraction_text(summary.latest, summary.threshold)}</td>'
             f'<td class="num">{fraction_text(summary.threshold)}</td>'
             f'<td>{esc(summary.bound or "—")}</td><td>{spark}</td>'
-            f'<td class="num">{percent(summary.week_change)}</td><td class="num">{percent(summary.baseline_change)}</td>'
+            f'<td class="num">{percent(summary.week_change)}</td>'
+            f'<td class="num">{percent(summary.baseline_change)}</td>'
             f'<td>{verdict_badge(summary)}{why(summary)}</td><td>{traj}</td></tr>')
     return ('<div class="scroll"><table class="tests"><thead><tr><th>test</th><th class="num">fraction</th>'
             '<th class="num">threshold</th><th>bound</th><th>trend</th><th class="num">last week</th>'

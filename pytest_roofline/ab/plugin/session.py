@@ -8,12 +8,16 @@ import os
 import socket
 from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_roofline.fixture_types import RooflineFixture
 from pytest_roofline.session.state import RooflineState
+
+if TYPE_CHECKING:
+    from pytest_roofline.ab.pool import TwinPool
+    from pytest_roofline.ab.worktree import Checkout
 
 
 def twin_roofline_args(state: RooflineState, machine_file: Path, directory: Path) -> list[str]:
@@ -39,9 +43,9 @@ class CompareSession:
         self.state = state
         self.config = config
         self.wants_roofline = wants_roofline  # the plugin's own test selection: which tests are paired
-        self.twin: Any = None
+        self.twin: TwinPool | None = None
         self.started = False
-        self.checkout: Any = None
+        self.checkout: Checkout | None = None
         self.missing: dict[str, Any] = {}  # nodeid -> ab.parity.Missing: no twin test, and why
         self.stopped: dict[str, str] = {}  # nodeid -> why: the twin stopped during this test
 
@@ -111,7 +115,7 @@ class CompareSession:
         finally:
             self.state.compare_link = None
             entry = self.state.tests.get(item.nodeid)
-            if link is not None:
+            if link is not None and self.twin is not None:
                 done = self.twin.end_test(link)
                 if entry is not None and done is not None:
                     entry.extra.setdefault("compare", {})["ref_outcome"] = done.get("outcome")

@@ -35,7 +35,6 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pytest_roofline.counters.ncu.command import (
     DEFAULT_CACHE_CONTROL,
@@ -96,7 +95,7 @@ class NcuProfile:
         return self.report.samples()
 
 
-Runner = Callable[..., "subprocess.CompletedProcess[Any]"]
+Runner = Callable[..., "subprocess.CompletedProcess[bytes]"]  # its output goes to a log file
 ReportReader = Callable[..., NcuReport]
 
 

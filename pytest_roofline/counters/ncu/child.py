@@ -18,7 +18,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 from pytest_roofline.counters.ncu.command import NVTX_DOMAIN
 from pytest_roofline.errors import NvtxMissing
@@ -30,6 +30,7 @@ RANGE_PREFIX = "region-"
 # A batched child (one ncu run for many tests, counters/ncu/batch.py) names its ranges t<test>-region-<n> and
 # writes each test's start and outcome to this file, so that a crash names the test it happened in.
 PROGRESS_ENV = "PYTEST_ROOFLINE_NCU_PROGRESS"
+T = TypeVar("T")
 
 
 def test_range_prefix(index: int) -> str:
@@ -98,7 +99,7 @@ class ChildRecorder:
         self.ranges = 0
         self.prefix = prefix
 
-    def measure(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    def measure(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         """Warm ``fn`` up, then run it once inside an NVTX range; return that call's result."""
         nvtx = nvtx_module()  # before the warm-up: a missing package should fail fast
         for _ in range(WARMUP_CALLS):
@@ -137,5 +138,5 @@ class ChildRecorder:
 
 @dataclass(frozen=True)
 class ChildDeclaredRegion:
-    def measure(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    def measure(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         return fn(*args, **kwargs)

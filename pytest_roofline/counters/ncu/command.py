@@ -11,9 +11,10 @@ Choices, with the reason for each (research §6, §8):
 * ``--clock-control none`` (our default; ncu's own default is ``base``, ``NCU_DEFAULT_CLOCK_CONTROL``, checked
   against the official ncu 2022.3 CLI manual and Profiling Guide, and against recent ``ncu --help`` texts as users
   transcribed them, ``--clock-control arg (=base)``; the current manual itself could not be read here. We always
-  pass the option, so ncu's default never applies to our runs): ncu would otherwise lock the GPU to base clocks (sample 05 ran at 0.88–1.0 GHz on an
-  A100 whose boost clock is 1.41 GHz), while the roofs are measured at the clocks the GPU normally runs. With ``none`` the measured times are comparable to the roofs; the price is
-  some run-to-run clock variation. The policy is recorded in every result (``clock_control``).
+  pass the option, so ncu's default never applies to our runs): ncu would otherwise lock the GPU to base clocks
+  (sample 05 ran at 0.88–1.0 GHz on an A100 whose boost clock is 1.41 GHz), while the roofs are measured at the
+  clocks the GPU normally runs. With ``none`` the measured times are comparable to the roofs; the price is some
+  run-to-run clock variation. The policy is recorded in every result (``clock_control``).
 * ``--cache-control all`` (ncu's default): caches are flushed before each replay pass, so bytes are those of the
   kernel run in isolation and repeatable; times are cold-cache times.
 * ``--replay-mode kernel`` (default): one kernel is replayed pass after pass; ``application`` re-runs the child

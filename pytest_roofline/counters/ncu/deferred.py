@@ -33,7 +33,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from pytest_roofline.counters import CounterBase
 from pytest_roofline.counters.ncu import backend
@@ -42,6 +42,8 @@ from pytest_roofline.counters.ncu.command import DEFAULT_CACHE_CONTROL, DEFAULT_
 from pytest_roofline.counters.ncu.diagnostics import diagnostics_dict, format_diagnostics, format_seconds
 from pytest_roofline.errors import NcuUnavailable
 from pytest_roofline.model import KernelSample, Machine, MissingCeilingError
+
+T = TypeVar("T")
 
 
 class _Timed(Protocol):
@@ -97,8 +99,8 @@ class NcuDeferredCounter(CounterBase):
     deferred = True
 
     def count(
-        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
-    ) -> tuple[Any, list[KernelSample]]:
+        self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> tuple[T, list[KernelSample]]:
         return fn(*args, **kwargs), []
 
 

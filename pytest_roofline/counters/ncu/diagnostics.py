@@ -14,10 +14,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.counters.ncu.metrics import LEVEL_HBM, LEVEL_L1, LEVEL_L2, parse_cc
-from pytest_roofline.model import TENSOR_SUFFIX, Machine, MissingCeilingError, lower_bound
+from pytest_roofline.model import TENSOR_SUFFIX, KernelSample, Machine, MissingCeilingError, lower_bound
+
+if TYPE_CHECKING:
+    from pytest_roofline.counters.ncu.kernel_report import NcuKernel
+
+    Kernel = NcuKernel | KernelSample  # what the functions here read: ncu's kernels or plain samples
 
 # Without a machine, "high AI" means at least this many FLOPs per byte at every level measured: below the
 # CUDA-core fp32 ridge of every data-centre GPU since V100 (V100 ~17, A100 ~12.5, H100 ~20 FLOP/byte at HBM).
@@ -44,7 +49,7 @@ def short_name(name: str, width: int = 70) -> str:
     return text if len(text) <= width else text[: width - 1] + "\u2026"
 
 
-def tensor_flops_of(kernel: Any) -> float | None:
+def tensor_flops_of(kernel: Kernel) -> float | None:
     """Tensor Core FLOPs: the kernel's own record, else the ``*_tensor`` entries; ``None`` when unknown."""
     recorded = getattr(kernel, "tensor_flops", None)
     if recorded is not None:
@@ -74,7 +79,7 @@ def _lowest_ai(ai: Mapping[str, float]) -> tuple[str, float] | None:
     return min(ai.items(), key=lambda kv: kv[1]) if ai else None
 
 
-def _gpu_has_tensor_cores(kernels: Sequence[Any], machine: Machine | None) -> bool:
+def _gpu_has_tensor_cores(kernels: Sequence[Kernel], machine: Machine | None) -> bool:
     if machine is not None and any(p.endswith(TENSOR_SUFFIX) for p in machine.peak_flops):
         return True
     for kernel in kernels:
@@ -86,7 +91,7 @@ def _gpu_has_tensor_cores(kernels: Sequence[Any], machine: Machine | None) -> bo
 
 
 def untapped_tensor_cores(
-    kernels: Sequence[Any],
+    kernels: Sequence[Kernel],
     machine: Machine | None = None,
     *,
     min_ai: float = DEFAULT_MIN_AI,
@@ -140,18 +145,18 @@ class NoFlopTime:
     kernels: tuple[str, ...]
 
 
-def time_without_flops(kernels: Sequence[Any]) -> NoFlopTime | None:
+def time_without_flops(kernels: Sequence[Kernel]) -> NoFlopTime | None:
     """Share of the timed kernels' time spent in kernels whose FLOPs were measured and are zero.
 
     ``None`` when no kernel has both a time and measured FLOPs (a report without FLOP counters says nothing).
     """
-    timed = [k for k in kernels if k.time_s and k.flops]
+    timed = [(k, k.time_s) for k in kernels if k.time_s and k.flops]
     if not timed:
         return None
-    total = float(sum(k.time_s for k in timed))
-    idle = [k for k in timed if sum(k.flops.values()) == 0]
-    idle_time = float(sum(k.time_s for k in idle))
-    return NoFlopTime(idle_time / total if total > 0 else 0.0, idle_time, total, tuple(k.name for k in idle))
+    total = float(sum(t for _, t in timed))
+    idle = [(k, t) for k, t in timed if sum(k.flops.values()) == 0]
+    idle_time = float(sum(t for _, t in idle))
+    return NoFlopTime(idle_time / total if total > 0 else 0.0, idle_time, total, tuple(k.name for k, _ in idle))
 
 
 @dataclass(frozen=True)
@@ -162,11 +167,11 @@ class KernelTime:
     launches: int
 
 
-def top_kernels_by_time(kernels: Sequence[Any], n: int = 5) -> list[KernelTime]:
-    timed = [k for k in kernels if k.time_s]
-    total = float(sum(k.time_s for k in timed))
-    ranked = sorted(timed, key=lambda k: k.time_s, reverse=True)[:n]
-    return [KernelTime(k.name, float(k.time_s), k.time_s / total if total else 0.0, k.launches) for k in ranked]
+def top_kernels_by_time(kernels: Sequence[Kernel], n: int = 5) -> list[KernelTime]:
+    timed = [(k, k.time_s) for k in kernels if k.time_s]
+    total = float(sum(t for _, t in timed))
+    ranked = sorted(timed, key=lambda kt: kt[1], reverse=True)[:n]
+    return [KernelTime(k.name, float(t), t / total if total else 0.0, k.launches) for k, t in ranked]
 
 
 def reuse_factors(bytes_moved: Mapping[str, float]) -> dict[str, float]:
@@ -181,7 +186,7 @@ def reuse_factors(bytes_moved: Mapping[str, float]) -> dict[str, float]:
     return factors
 
 
-def total_bytes(kernels: Sequence[Any]) -> dict[str, float]:
+def total_bytes(kernels: Sequence[Kernel]) -> dict[str, float]:
     totals: dict[str, float] = {}
     for kernel in kernels:
         for level, moved in kernel.bytes.items():
@@ -189,7 +194,7 @@ def total_bytes(kernels: Sequence[Any]) -> dict[str, float]:
     return totals
 
 
-def diagnostics_dict(kernels: Sequence[Any], machine: Machine | None = None, top: int = 5) -> dict[str, Any]:
+def diagnostics_dict(kernels: Sequence[Kernel], machine: Machine | None = None, top: int = 5) -> dict[str, Any]:
     no_flops = time_without_flops(kernels)
     return {
         "top_kernels": [vars(k) for k in top_kernels_by_time(kernels, top)],
@@ -203,7 +208,7 @@ def diagnostics_dict(kernels: Sequence[Any], machine: Machine | None = None, top
     }
 
 
-def format_diagnostics(kernels: Sequence[Any], machine: Machine | None = None, top: int = 5) -> str:
+def format_diagnostics(kernels: Sequence[Kernel], machine: Machine | None = None, top: int = 5) -> str:
     """Lines for a failing test's message."""
     lines: list[str] = []
     ranked = top_kernels_by_time(kernels, top)

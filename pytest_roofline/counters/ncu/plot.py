@@ -11,17 +11,20 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_roofline.counters.ncu.diagnostics import short_name
 from pytest_roofline.model import Machine
 from pytest_roofline.output.chart import draw_ceilings, finish_axes, pyplot, save
 
+if TYPE_CHECKING:
+    from pytest_roofline.counters.ncu.diagnostics import Kernel
+
 LEVEL_MARKERS = {"L1": "o", "L2": "s", "HBM": "v", "DRAM": "v"}
 MAX_LABELLED = 10  # kernels beyond the ten slowest are drawn grey, unlabelled
 
 
-def _points(kernels: Sequence[Any]) -> list[tuple[Any, float, dict[str, float]]]:
+def _points(kernels: Sequence[Kernel]) -> list[tuple[Kernel, float, dict[str, float]]]:
     drawn = []
     for kernel in kernels:
         total = float(sum(kernel.flops.values()))
@@ -30,11 +33,11 @@ def _points(kernels: Sequence[Any]) -> list[tuple[Any, float, dict[str, float]]]
         ai = {level: total / moved for level, moved in kernel.bytes.items() if moved > 0}
         if ai:
             drawn.append((kernel, total / kernel.time_s, ai))
-    return sorted(drawn, key=lambda point: point[0].time_s, reverse=True)
+    return sorted(drawn, key=lambda point: point[0].time_s or 0.0, reverse=True)  # each drawn one has a time
 
 
 def draw_hierarchical_roofline(
-    path: str | os.PathLike[str], kernels: Sequence[Any], machine: Machine | None = None, title: str = ""
+    path: str | os.PathLike[str], kernels: Sequence[Kernel], machine: Machine | None = None, title: str = ""
 ) -> Path:
     plt = pyplot()
     points = _points(kernels)

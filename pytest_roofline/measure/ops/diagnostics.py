@@ -15,8 +15,8 @@ failure message (empty when there is nothing to say):
   inputs were cast back), so they run on the fp32 roof;
 - :func:`would_fit_faster_level`: memory-bound ops below half their roof that lose at least 2 % of the
   region's lost time (and are not too small), judged at a level whose own per-call bytes would fit a faster
-  one (the three that lose the most time): the region's working set is too large for it, the op's is not, so fusing it with its
-  neighbours (or tiling) would let it stream from the faster level.
+  one (the three that lose the most time): the region's working set is too large for it, the op's is not, so fusing
+  it with its neighbours (or tiling) would let it stream from the faster level.
 """
 
 from __future__ import annotations
