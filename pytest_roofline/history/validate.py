@@ -20,6 +20,7 @@ from typing import Any
 
 from pytest_roofline.errors import InvalidRecord as Invalid  # the name the readers catch
 from pytest_roofline.output.record import SCHEMA, TestRecord
+from pytest_roofline.output.record import finite_number as _finite
 
 MAX_FILE_BYTES = 32 * 2**20  # a 1000-test history file is about 8 MB
 MAX_DEPTH = 64  # the deepest record the plugin writes nests about 10 deep
@@ -79,17 +80,6 @@ def parse_json(data: bytes) -> Any:
 
 
 # --- values ------------------------------------------------------------------------------------------------
-
-def _finite(value: object) -> float | None:
-    """The value as a finite float, or None for a non-number (a bool, a string), NaN, ±Infinity or 1e400."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:  # an integer of 400 digits
-        return None
-    return number if math.isfinite(number) else None
-
 
 def _text(value: object) -> str:
     shown = repr(value)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 SCHEMA = 1  # the newest test-record schema this package writes and reads (results.json's and history's "schema")
@@ -28,11 +28,14 @@ MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
 JsonObject = Mapping[str, Any]  # a JSON object as read: its values are whatever the JSON held
 
 
-def _number(value: object) -> float | None:
-    """A finite number as a float; None for anything else (null, a bool, a string, NaN)."""
+def finite_number(value: object) -> float | None:
+    """The value as a finite float, or None for a non-number (null, a bool, a string), NaN, ±Infinity or 1e400."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer of 400 digits
+        return None
     return number if math.isfinite(number) else None
 
 
@@ -48,7 +51,7 @@ def _counts(value: object) -> dict[str, float]:
     """A ``{name: number}`` object (FLOPs per precision, bytes per level); entries that are not numbers left out."""
     if not isinstance(value, Mapping):
         return {}
-    return {str(k): n for k, v in value.items() if (n := _number(v)) is not None}
+    return {str(k): n for k, v in value.items() if (n := finite_number(v)) is not None}
 
 
 def _objects(value: object) -> tuple[JsonObject, ...]:
@@ -111,9 +114,9 @@ class TestRecord:
         flops_by, ai = record.get("flops_by_precision"), record.get("ai")
         return cls(
             nodeid=nodeid, outcome=_text(record.get("outcome")) or "not run",
-            min_fraction=_number(record.get("min_fraction")), fraction=_number(record.get("fraction")),
-            bound=_text(record.get("bound")), time_s=_number(record.get("time_s")),
-            t_min_s=_number(record.get("t_min_s")), flops=_number(record.get("flops")),
+            min_fraction=finite_number(record.get("min_fraction")), fraction=finite_number(record.get("fraction")),
+            bound=_text(record.get("bound")), time_s=finite_number(record.get("time_s")),
+            t_min_s=finite_number(record.get("t_min_s")), flops=finite_number(record.get("flops")),
             flops_by_precision=_counts(flops_by) if isinstance(flops_by, Mapping) else None,
             bytes=_counts(record.get("bytes")), ai=_counts(ai) if isinstance(ai, Mapping) else None,
             counter=_text(record.get("counter")),
@@ -155,11 +158,6 @@ class TestRecord:
         """The cores its calls ran on (the most of its call sites' ``cores.count``), where recorded."""
         return threads_of(self.regions)
 
-    def with_fields(self, **changes: Any) -> TestRecord:
-        """A copy with these fields changed; a name that is not a typed field goes to ``extra``."""
-        typed = {k: v for k, v in changes.items() if k in self.__dataclass_fields__}
-        loose = {k: v for k, v in changes.items() if k not in self.__dataclass_fields__}
-        return replace(self, **typed, extra={**self.extra, **loose}) if loose else replace(self, **typed)
 
 
 def threads_of(regions: Sequence[JsonObject]) -> int | None:

@@ -18,7 +18,6 @@ Definitions the index and test pages use (also in docs/site.md):
 from __future__ import annotations
 
 import json
-import math
 import re
 import statistics
 import zlib
@@ -29,7 +28,7 @@ from typing import Any
 
 import pandas as pd
 
-from pytest_roofline.output.record import TestRecord
+from pytest_roofline.output.record import TestRecord, finite_number
 
 from .history_reader import Session
 from .verdicts import WINDOW, Comparison, trend
@@ -63,9 +62,7 @@ class GateVerdict:
 def number(value: object) -> float | None:
     """A finite number from a frame cell, else None: pandas turns a missing value into NaN in a float
     column, and a NaN must not reach a page as "nan"."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)
+    return finite_number(value)
 
 
 def history_frame(sessions: Mapping[str, list[Session]]) -> pd.DataFrame:
