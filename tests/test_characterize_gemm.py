@@ -38,8 +38,10 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     return fake
 
 
-def _use(monkeypatch: pytest.MonkeyPatch, table: dict[str, list[blas_probe._Candidate]]) -> None:
+def _use(monkeypatch: pytest.MonkeyPatch, table: dict[str, list[blas_probe._Candidate]],
+         scouts: dict[str, blas_probe._Candidate] | None = None) -> None:
     monkeypatch.setattr(blas_probe, "_candidates", lambda precision, specs: table[precision])
+    monkeypatch.setattr(blas_probe, "_scout", lambda precision: (scouts or {}).get(precision))
 
 
 def test_the_roof_is_the_fastest_call_of_any_candidate(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -132,3 +134,55 @@ def test_the_candidates_cover_every_precision_with_a_known_backend() -> None:
     assert set(blas_probe.GEMM_CANDIDATES) == set(blas_probe.GEMM_PRECISIONS) == set(blas_probe.GEMM_SHARES)
     for specs in blas_probe.GEMM_CANDIDATES.values():
         assert specs and all(backend in ("torch", "numpy") and n >= 256 for backend, n in specs)
+
+
+def test_a_size_whose_one_call_would_outlast_its_share_is_not_tried(clock: FakeClock,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # An emulated bf16 at 1 GFLOP/s: 2 x 768^3 = 0.906 GFLOP takes 0.906 s a call, 1536^3 would take 7.25 s.
+    slow = [_fake_candidate(clock, "bf16", "torch", n, [2.0 * n**3 / 1e9]) for n in (1536, 768, 1280)]
+    fast = [_fake_candidate(clock, "fp16", "torch", n, [2.0 * n**3 / 1e12]) for n in (1024, 512)]
+    _use(monkeypatch, {"bf16": slow, "fp16": fast})
+    monkeypatch.setattr(blas_probe, "GEMM_SHARES", {"bf16": 1.5, "fp16": 0.5})
+    probe = blas_probe.GemmProbe(("bf16", "fp16"))
+    probe.run(2.0)  # bf16: 1.5 s, at most 0.375 s a call
+    big, small, middle = slow
+    assert (big.calls, middle.calls) == (0, 0) and small.calls >= 1
+    # Predicted from the 1 GFLOP/s the 768 reached: 2 x 1536^3 / 1e9 and 2 x 1280^3 / 1e9 seconds.
+    assert probe.skipped["bf16"] == {"torch n=1536": pytest.approx(7.2478, rel=1e-4),
+                                     "torch n=1280": pytest.approx(4.1943, rel=1e-4)}
+    assert all(c.calls >= 1 for c in fast) and "fp16" not in probe.skipped  # 1 TFLOP/s: every size is short
+    roof = probe.roofs(lambda m: None)["bf16"]
+    assert roof.value == pytest.approx(1e9) and roof.detail["n"] == 768
+    assert set(roof.detail["skipped_s"]) == {"torch n=1536", "torch n=1280"}
+
+
+def test_the_scout_judges_the_first_size_and_a_long_call_is_judged_by_a_second(
+        clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The scout's first call is mostly JIT (0.2 s for 2 x 256^3 = 33.6 MFLOP), its second runs at 1 TFLOP/s.
+    scout = _fake_candidate(clock, "bf16", "torch", 256, [0.2, 2.0 * 256**3 / 1e12])
+    sizes = [_fake_candidate(clock, "bf16", "torch", n, [2.0 * n**3 / 1e12]) for n in (768, 1536)]
+    _use(monkeypatch, {"bf16": sizes}, {"bf16": scout})
+    monkeypatch.setattr(blas_probe, "GEMM_SHARES", {"bf16": 1.0})
+    probe = blas_probe.GemmProbe(("bf16",))
+    probe.run(0.1)  # at most 0.025 s a call: the first call's 0.17 GFLOP/s would put 768^3 at 5.4 s
+    assert scout.calls >= 2 and all(c.calls >= 1 for c in sizes) and not probe.skipped
+    assert probe.pools == {"bf16": sizes}  # the scout set no roof: its time counts, its rate does not
+    assert probe.spent["bf16"] == pytest.approx(sum(c.seconds for c in [scout, *sizes]))
+
+
+def test_an_emulated_precision_is_retired_after_its_first_turns(clock: FakeClock,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    fp32 = [_fake_candidate(clock, "fp32", "torch", 1024, [2.0 * 1024**3 / 100e9])]  # 100 GFLOP/s
+    scout = _fake_candidate(clock, "bf16", "torch", 256, [2.0 * 256**3 / 1e9])  # 1 GFLOP/s: 33.6 ms a call
+    bf16 = [_fake_candidate(clock, "bf16", "torch", 768, [2.0 * 768**3 / 1e9])]  # would take 0.906 s a call
+    _use(monkeypatch, {"fp32": fp32, "bf16": bf16}, {"bf16": scout})
+    monkeypatch.setattr(blas_probe, "GEMM_SHARES", {"fp32": 1.0, "bf16": 1.5})
+    probe = blas_probe.GemmProbe(("fp32", "bf16"))
+    probe.run(2.5)  # bf16: 1.5 s, at most 0.375 s a call
+    assert bf16[0].calls == 0 and probe.retired == {"bf16"}
+    assert scout.calls == 2  # one turn (a 33.6 ms call, then a second within the 40 ms burst)
+    # fp32 got its own 1 s; bf16's unspent share was not spent on anything.
+    assert sum(c.seconds for c in fp32) == pytest.approx(1.0, abs=0.05)  # a turn may overshoot by a burst
+    assert clock.now == pytest.approx(sum(c.seconds for c in fp32) + scout.seconds)
+    roof = probe.roofs(lambda m: None)["bf16"]
+    assert roof.value == pytest.approx(1e9) and roof.detail["n"] == 256 and "retired" in roof.detail

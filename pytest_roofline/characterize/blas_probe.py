@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from pytest_roofline.characterize.best_of import best_seconds
+from pytest_roofline.characterize.validate import EMULATED_SHARE, EXACT_ON
 
 
 @dataclass
@@ -85,6 +86,12 @@ ERT_GEMM_SECONDS = {"fp64": 0.5, "fp32": 0.5, "bf16": 1.5, "fp16": 0.4}
 # ... and one mid-sized candidate each: a 3072^3 fp64 GEMM alone takes a second on one core.
 ERT_GEMM_CANDIDATES = {**GEMM_CANDIDATES, "fp64": (("torch", 1024),), "fp32": (("torch", 1024),)}
 BURST_S = 0.04             # a turn: calls of one candidate until this long (at least one call)
+# A candidate whose one call would take more than this share of its precision's time is not tried (four calls
+# of it must fit): on a CPU without bf16 or fp16 units torch emulates them at about 1 GFLOP/s (2-vCPU Zen 3 VM),
+# where a single 1536^3 bf16 call takes 6.5 s and the first turns alone took 15 of the 24 s of a cold
+# characterization.
+MAX_CALL_SHARE = 0.25
+SCOUT_N = 256          # a first, cheap GEMM of each precision: its rate says which candidates are worth a call
 LIBRARY_CALLS = 3          # after this many calls, a library below LIBRARY_MARGIN x the other's best is dropped
 LIBRARY_MARGIN = 0.9
 
@@ -135,7 +142,11 @@ class GemmProbe:
     The roof is the fastest call. Noise only ever slows a call down, so the fastest call needs no filtering
     for disturbed calls; a CPU-share filter would even drop good calls, because oneDNN runs small bf16 GEMMs on
     one thread. The first call of each candidate (oneDNN's JIT, page faults on the output) is timed too and simply
-    loses to the later ones.
+    loses to the later ones. A precision's sizes are tried smallest first, and a size whose one call the rate
+    reached so far puts above ``MAX_CALL_SHARE`` of the precision's time is left out (``skipped_s`` in the roof's
+    detail), judged first by a cheap ``SCOUT_N`` call: an emulated bf16 would otherwise spend the whole
+    characterization's budget on three calls. A precision already below half the GEMM of one that computes it
+    exactly (bf16 and fp16 on the fp32 units) gets no calls after its first turns, and its share is not spent.
     """
 
     def __init__(self, precisions: tuple[str, ...] = GEMM_PRECISIONS,
@@ -146,25 +157,33 @@ class GemmProbe:
         self.shares = shares or GEMM_SHARES
         self.pools: dict[str, list[_Candidate]] | None = None
         self.spent: dict[str, float] = {}
+        self.skipped: dict[str, dict[str, float]] = {}  # precision -> {candidate: predicted seconds of one call}
+        self.retired: set[str] = set()  # emulated precisions: no calls after their first turns
+        self.scouts: dict[str, _Candidate] = {}  # scouts left out of their pool (a candidate was tried)
 
     def run(self, budget_s: float) -> None:
-        """About ``budget_s`` seconds of timed calls, all precisions together."""
-        start = sum(self.spent.values())
+        """About ``budget_s`` seconds of timed calls, all precisions together, less the shares of the retired."""
+        spent_before = dict(self.spent)
         if self.pools is None:
+            weights = sum(self.shares.get(p, 1.0) for p in self.precisions) or 1.0
             self.pools = {}
             for precision in self.precisions:
-                for candidate in _candidates(precision, self.specs[precision]):
-                    try:
-                        candidate.turn(BURST_S)  # every candidate once: operands touched, JIT done
-                    except RuntimeError:  # a torch build without a CPU kernel for this dtype
-                        continue
-                    self.pools.setdefault(precision, []).append(candidate)
+                pool = self._first_turns(precision, MAX_CALL_SHARE * budget_s * self.shares.get(precision, 1.0)
+                                         / weights)
+                if pool:
+                    self.pools[precision] = pool
             self.spent = {precision: sum(c.seconds for c in pool) for precision, pool in self.pools.items()}
+            self.spent.update({p: self.spent.get(p, 0.0) + c.seconds for p, c in self.scouts.items()})
+            self.retired = self._emulated()
         pools, spent = self.pools, self.spent
-        while pools and sum(spent.values()) - start < budget_s:
+        active = [p for p in pools if p not in self.retired]
+        weights = sum(self.shares.get(p, 1.0) for p in pools) or 1.0
+        limit = budget_s * sum(self.shares.get(p, 1.0) for p in active) / weights
+        start = sum(spent_before.get(p, 0.0) for p in active)
+        while active and sum(spent[p] for p in active) - start < limit:
             # Fair shares in small turns: the precision furthest behind its share goes next, so each precision's
             # calls are spread over the whole run (cheap ones many times between two calls of an expensive one).
-            precision = min(spent, key=lambda p: spent[p] / self.shares.get(p, 1.0))
+            precision = min(active, key=lambda p: spent[p] / self.shares.get(p, 1.0))
             # Within a precision, every size gets the same time: which one is fastest changes with the state of
             # the host (bf16: one thread wins while only one CPU is fast), so no size is dropped after a few
             # calls. A library clearly behind the other one (OpenBLAS vs MKL here) is, once both had a few calls.
@@ -176,6 +195,52 @@ class GemmProbe:
             candidate.turn(BURST_S)
             spent[precision] += candidate.seconds - before
 
+    def _first_turns(self, precision: str, most_s: float) -> list[_Candidate]:
+        """Every candidate once (operands touched, JIT done), smallest first, each only when the fastest rate so
+        far (from a SCOUT_N scout first) puts its one call under ``most_s``; the scout stays in the pool only
+        when no candidate could be tried."""
+        scout = _scout(precision)
+        pool: list[_Candidate] = []
+        leaders = [scout] if scout is not None and _first_turn(scout) else []
+        for candidate in sorted(_candidates(precision, self.specs[precision]), key=lambda c: c.n):
+            leader = max(pool + leaders, key=lambda c: c.best, default=None)
+            if leader is not None and candidate.flops / leader.best > most_s:
+                if leader.calls == 1:
+                    leader.turn(BURST_S)  # its one call may have been mostly the JIT's: judge by a second
+                if candidate.flops / leader.best > most_s:
+                    self.skipped.setdefault(precision, {})[candidate.label] = candidate.flops / leader.best
+                    continue
+            if _first_turn(candidate):
+                pool.append(candidate)
+        if scout is not None and leaders and not pool:
+            return [scout]
+        if scout is not None and leaders:
+            self.scouts[precision] = scout  # its time was spent, on no candidate
+        return pool
+
+    def _emulated(self) -> set[str]:
+        """Precisions below ``EMULATED_SHARE`` x the GEMM of a precision that computes them exactly, in two calls
+        at least: their roof will be that precision's (validate.reconcile), so more calls could change neither
+        the roof nor the label."""
+        pools = self.pools or {}
+
+        def best(precision: str) -> float:
+            return max((c.best for c in pools.get(precision, [])), default=0.0)
+
+        def below(precision: str) -> bool:
+            return any(best(precision) < EMULATED_SHARE * best(exact) for exact in EXACT_ON.get(precision, ()))
+
+        found: set[str] = set()
+        for precision, pool in pools.items():
+            if below(precision) and sum(c.calls for c in pool) < 2:
+                leader = max(pool, key=lambda c: c.best)
+                before = leader.seconds
+                leader.turn(BURST_S)  # one call may have been mostly the JIT's
+                self.spent[precision] += leader.seconds - before
+            if below(precision):
+                found.add(precision)
+        return found
+
     def roofs(self, progress: Callable[[str], None]) -> dict[str, Roof]:
         found: dict[str, Roof] = {}
         for precision, pool in (self.pools or {}).items():
@@ -183,7 +248,11 @@ class GemmProbe:
             calls = sum(c.calls for c in pool)
             found[precision] = Roof(winner.best, f"{winner.backend}-gemm", {
                 "n": winner.n, "calls": calls, "seconds": round(sum(c.seconds for c in pool), 3),
-                "candidates": {c.label: c.best for c in pool}})
+                "candidates": {c.label: c.best for c in pool},
+                **({"skipped_s": {label: round(s, 3) for label, s in self.skipped[precision].items()}}
+                   if precision in self.skipped else {}),
+                **({"retired": "emulated: below half the GEMM of a precision computing it exactly"}
+                   if precision in self.retired else {})})
             progress(f"{precision} GEMM: {winner.best / 1e9:.1f} GFLOP/s ({winner.backend}-gemm, n={winner.n}, "
                      f"fastest of {calls} calls)")
         return found
@@ -203,6 +272,21 @@ def gemm(precision: str, progress: Callable[[str], None], sizes: tuple[int, ...]
     """One precision alone (``sizes``: torch sizes to try instead of the built-in candidates)."""
     candidates = {precision: tuple(("torch", n) for n in sizes)} if sizes else None
     return gemm_roofs(progress, (precision,), budget_s, candidates).get(precision)
+
+
+def _first_turn(candidate: _Candidate) -> bool:
+    """One turn of a candidate not tried yet; False for a torch build without a CPU kernel for its dtype."""
+    try:
+        candidate.turn(BURST_S)
+    except RuntimeError:
+        return False
+    return True
+
+
+def _scout(precision: str) -> _Candidate | None:
+    """A SCOUT_N GEMM of ``precision`` (torch, else numpy), or None where neither has one."""
+    found = _candidates(precision, (("torch", SCOUT_N),)) or _candidates(precision, (("numpy", SCOUT_N),))
+    return found[0] if found else None
 
 
 def _candidates(precision: str, specs: tuple[tuple[str, int], ...]) -> list[_Candidate]:
