@@ -70,6 +70,23 @@ def test_gpu_neighbours_mark_only_the_work_that_ran_on_the_gpu() -> None:
     assert [line for line in lines if line.startswith("[g]")] == ["[g] GPU shared: other processes ran on its GPU"]
 
 
+def test_a_fraction_above_one_names_the_roof_it_beat() -> None:
+    """A 1-core copy at 1.072 of a 45.8 GB/s DRAM roof: the line under the table names that roof and says the
+    roof is what is wrong."""
+    roofs = {"name": "m", "peak_flops": {"fp32": 200e9}, "bandwidth": {"L2": 260e9, "DRAM": 45.8e9}}
+    copy = replace(_record("tests/test_copy.py::test_copy", False), fraction=1.072, bound="memory:DRAM",
+                   judged_roofs=roofs)
+    gemm = replace(_record("tests/test_gemm.py::test_mm", False), fraction=1.2, bound="compute:fp32",
+                   judged_roofs=roofs)
+    fine = replace(_record("tests/test_add.py::test_add", False), fraction=1.05, bound="memory:DRAM",
+                   judged_roofs=roofs)
+    lines = marked_table([copy, gemm, fine], 120)
+    assert [line for line in lines if "test_" in line and line.rstrip().endswith("[!]")] == lines[1:3]
+    said = " ".join(line for line in lines[4:] if not line.startswith("fraction ="))
+    assert said.startswith("[!] above 1 (DRAM 45.8 GB/s x1.072; fp32 200 GFLOP/s x1.200): the call beat the roof")
+    assert "--roofline-recharacterize" in said
+
+
 def test_render_keeps_numbers_aligned() -> None:
     rows = [Row("a.py::t", 0.5, None, "memory:DRAM", 0.001, None, 8.0, "passed"),
             Row("b.py::t", None, 0.3, "-", None, None, None, "failed (not measured)")]

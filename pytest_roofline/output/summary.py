@@ -120,7 +120,18 @@ def marks_of(record: TestRecord) -> tuple[str, dict[str, list[str]]]:
         marks += "u"
     if record.fraction is not None and record.fraction > ABOVE_ONE:
         marks += "!"
+        details.setdefault("!", []).append(beaten_roof(record))
     return marks, details
+
+
+def beaten_roof(record: TestRecord) -> str:
+    """``DRAM 45.8 GB/s x1.070``: the roof a fraction above 1 beat, from the roofs it was judged on."""
+    kind, _, name = (record.bound or "").partition(":")
+    roofs = record.judged_roofs or {}
+    table, unit = (roofs.get("bandwidth"), "GB/s") if kind == "memory" else (roofs.get("peak_flops"), "GFLOP/s")
+    value = table.get(name) if isinstance(table, Mapping) else None
+    shown = f"{name} {value / 1e9:.4g} {unit}" if isinstance(value, (int, float)) else (record.bound or "?")
+    return f"{shown} x{record.fraction:.3f}" if record.fraction is not None else shown
 
 
 def compact_row(record: TestRecord) -> Row:

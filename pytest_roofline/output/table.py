@@ -19,7 +19,8 @@ MARKERS = {
     "c": "contended: no free core, measured again at the end of the session",
     "f": "page faults: its timed calls page-faulted; first touch of fresh memory is in their time",
     "u": "uncounted ops: FLOP-bearing ops without a counting rule ran; the fraction misses their FLOPs",
-    "!": "above 1: the fraction beat its roof; see its notes in results.json",
+    "!": ("above 1: the call beat the roof it was judged on, so that roof is below the machine's (re-measure it: "
+          "--roofline-recharacterize), or part of its data sat in a nearer level; its notes in results.json"),
     "g": "GPU shared: other processes ran on its GPU",
 }
 
