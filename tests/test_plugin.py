@@ -7,6 +7,7 @@ a pinned machine of 100 GFLOP/s fp32 and 10 GB/s DRAM turns 1e9 declared FLOPs i
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -316,3 +317,33 @@ def test_malloc_tuning_reports_glibc_thresholds() -> None:
         pytest.skip("glibc's mallopt exists on Linux only")
     assert tune_malloc() == (f"glibc mallopt: M_MMAP_THRESHOLD={MMAP_THRESHOLD}, M_TRIM_THRESHOLD={TRIM_THRESHOLD}, "
                              "M_MMAP_MAX=0")
+
+
+def test_an_error_keeps_its_cause_in_the_record_and_the_summary(pytester: pytest.Pytester, machine_file: Path,
+                                                                fast_args: tuple[str, ...]) -> None:
+    """A measured test whose own fixture fails at teardown: results.json says when, what and where, and the
+    roofline section says it under the table."""
+    pytester.makepyfile(test_err="""
+import time
+
+import pytest
+
+@pytest.fixture
+def broken_after():
+    yield
+    raise RuntimeError("the scratch folder was already gone")
+
+@pytest.mark.roofline
+def test_copy(roofline, broken_after):
+    roofline.declare(flops=1e6, bytes=1e3).measure(time.sleep, 0.001)
+""")
+    result = pytester.runpytest("--roofline", f"--roofline-machine={machine_file}", *fast_args)
+    result.assert_outcomes(passed=1, errors=1)
+    record = results(pytester)["tests"][0]
+    assert record["outcome"] == "error"
+    assert record["failure"]["when"] == "teardown"
+    assert record["failure"]["message"] == "RuntimeError: the scratch folder was already gone"
+    assert record["failure"]["where"].endswith("test_err.py:8")  # the raise
+    said = " ".join(" ".join(result.outlines).split())
+    assert re.search(r"error in test_err\.py::test_copy \(teardown, \S*test_err\.py:8\): RuntimeError: the scratch "
+                     r"folder was already gone", said)

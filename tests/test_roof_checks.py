@@ -391,3 +391,10 @@ def test_a_fraction_above_1_2_is_an_error_naming_the_roof(pytester: pytest.Pytes
     result.assert_outcomes(errors=1)  # counted once: as the error of its teardown, not also as a pass
     text = " ".join(" ".join(result.outlines).split())  # the message is wrapped to 120 columns
     assert re.search(r"is above 1\.2.*peak_flops\.fp32 = 0\.02 GFLOP/s.*pinned file.*machine\.json", text)
+    # The record keeps the cause, and the roofline section says it: no log needed to know why it errored.
+    record = json.loads((pytester.path / ".roofline" / "results.json").read_text())["tests"][0]
+    assert record["outcome"] == "error" and record["failure"]["when"] == "teardown"
+    assert record["failure"]["message"].startswith("roofline: attained fraction") and "is above 1.2" in record[
+        "failure"]["message"]
+    assert re.search(r"error in test_a_fraction_above_1_2_is_an_error_naming_the_roof\.py::test_fast \(teardown"
+                     r"(, [^)]*)?\): roofline: attained fraction", text)

@@ -41,6 +41,9 @@ class SummaryContext:
     verbose: bool = False  # full machine lines (every roof's source); else one short line each
 
 
+ERROR_CHARS = 400  # of an error's cause said under the table (results.json keeps more)
+
+
 def placements(record: TestRecord) -> list[Placement]:
     from pytest_roofline.host.cores import Placement
 
@@ -202,6 +205,12 @@ def summary_lines(records: Iterable[TestRecord], context: SummaryContext) -> lis
         if missing:
             tail.append(f"uncounted FLOPs in {record.nodeid}: {missing}: their FLOPs are missing from its "
                         "fraction")
+        failure = record.extra.get("failure")
+        if record.outcome == "error" and isinstance(failure, Mapping):
+            cause = " ".join(str(failure.get("message") or "no message").split())
+            cause = cause if len(cause) <= ERROR_CHARS else cause[:ERROR_CHARS] + " ..."
+            tail.append(f"error in {record.nodeid} ({failure.get('when', '?')}"
+                        f"{', ' + str(failure['where']) if failure.get('where') else ''}): {cause}")
         if record.no_work is not None:
             saw = str(record.no_work.get("message", "")).partition("\n")[2].strip()
             tail.append(f"no work counted in {record.nodeid}: declare it with roofline.declare(flops=..., "

@@ -242,6 +242,8 @@ class MeasuringSession:
             from pytest_roofline.plugin.rereport import ERROR_PENDING
 
             setattr(report, ERROR_PENDING, True)  # counted once, as the error its teardown reports
+        if entry is not None and report.failed and "failure" not in entry.extra:
+            entry.extra["failure"] = failure_of(report)  # the first one: a teardown error after it says less
         if entry is not None and (report.when == "call" or report.failed):
             if hasattr(report, "wasxfail"):
                 entry.outcome = "xfailed" if report.skipped else "xpassed"
@@ -305,6 +307,24 @@ class MeasuringSession:
         write_summary(terminalreporter, config, self.records, summary_context(
             state, config, terminalreporter, machines, state.machines_by_cores,
             state.counter_label, state.baseline.describe() if state.baseline is not None else None))
+
+
+FAILURE_CHARS = 2000  # of a failure's message kept in results.json: its cause, not a whole traceback
+
+
+def failure_of(report: pytest.TestReport) -> dict[str, Any]:
+    """``{"when", "message", "where"}`` of a failed report, for the test's record: the exception's own line (or
+    the failure's text) and the file and line it was raised at, so a run's log is not needed to know why."""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = str(getattr(crash, "message", "") or report.longreprtext or "").strip()
+    message = message.removeprefix("Failed: ")  # pytest.fail's own type: the text is the cause
+    path = str(getattr(crash, "path", "") or "")
+    # the plugin's own failures (a gate's, raised from its hooks) say their cause; their line in it would not
+    line = getattr(crash, "lineno", None)
+    where = f"{path}:{line}" if path and not path.startswith(str(Path(__file__).parents[1])) else None
+    if len(message) > FAILURE_CHARS:
+        message = message[:FAILURE_CHARS] + " ..."
+    return {"when": report.when, "message": message, "where": where}
 
 
 def fail_unsaved(state: RooflineState, session: pytest.Session) -> None:
