@@ -18,6 +18,10 @@ each running its own ``example_suite`` and importing its own plugin: before and 
 
 ``--cold`` gives every session an empty characterization cache (the compiled kernels are kept), as on a
 fresh CI runner: the spread of the roofs between characterizations lands in the fractions.
+
+Every session's test outcomes are counted and printed at the end (``outcomes quiet: 25 passed over 5
+sessions``), each test that neither passed nor skipped with the cause its record keeps (``failure``), and a
+session that wrote no results with the end of its output: an intermittent error is counted, not lost.
 """
 
 from __future__ import annotations
@@ -38,11 +42,19 @@ from common import measured_tests, require, roofline_session, start_neighbours, 
 
 
 def run_session(directory: Path, pytest_args: list[str], cache: Path | None = None,
-                checkout: Path | None = None) -> dict[str, dict]:
-    """One session; ``checkout``: another checkout of pytest-roofline, run in its folder and imported from it."""
+                checkout: Path | None = None) -> tuple[dict[str, dict], dict[str, str], list[str]]:
+    """One session: its measured tests, every test's outcome, and what went wrong (a test that did not pass,
+    with its recorded cause; a session that wrote no results, with the end of its output). ``checkout``:
+    another checkout of pytest-roofline, run in its folder and imported from it."""
     env = {"PYTEST_ROOFLINE_CACHE": str(cache)} if cache is not None else {}
-    document = roofline_session(directory, pytest_args, env=env, checkout=checkout).document
-    return measured_tests(document)
+    session = roofline_session(directory, pytest_args, env=env, checkout=checkout, output=True)
+    document = session.document
+    if document is None:
+        return {}, {}, [f"no results: {' | '.join(session.output.strip().splitlines()[-5:])}"]
+    outcomes = {t["nodeid"]: str(t.get("outcome")) for t in document.get("tests", [])}
+    wrong = [f"{t['nodeid']} {t.get('outcome')}: {(t.get('failure') or {}).get('message', 'no cause recorded')}"
+             for t in document.get("tests", []) if t.get("outcome") not in ("passed", "skipped", "xfailed")]
+    return measured_tests(document), outcomes, wrong
 
 
 def busy_core_seconds() -> float:
@@ -106,6 +118,8 @@ def main() -> None:
         kinds = [f"{c} {k}" for c in checkouts for k in kinds]
     fractions: dict[str, dict[str, list[float]]] = {kind: {} for kind in kinds}
     notes: dict[str, dict[str, set[str]]] = {kind: {} for kind in kinds}
+    tally: dict[str, dict[str, int]] = {kind: {} for kind in kinds}  # test outcomes over the sessions
+    problems: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         if args.cold:  # compile once: a fresh runner compiles too, but that is not what varies
             home = Path(os.environ.get("PYTEST_ROOFLINE_CACHE", Path.home() / ".cache" / "pytest-roofline"))
@@ -121,19 +135,29 @@ def main() -> None:
                     if args.cold:
                         cache = Path(tmp) / f"cache-{kind}{index}"
                         shutil.copytree(Path(tmp) / "kernels", cache / "build", dirs_exist_ok=True)
-                    tests = run_session(Path(tmp) / f"kind{kinds.index(kind)}-{index}",
-                                        [*pytest_args, *extra.get(kind, [])], cache, checkout)
+                    tests, outcomes, wrong = run_session(Path(tmp) / f"kind{kinds.index(kind)}-{index}",
+                                                         [*pytest_args, *extra.get(kind, [])], cache, checkout)
                 finally:
                     wall = time.perf_counter() - start
                     stop_neighbours(neighbours)
                     mine = children_cpu_seconds() - ours  # the session and the neighbours (reaped above)
                 other = max(0.0, busy_core_seconds() - busy - mine) / wall
+                for outcome in [*outcomes.values(), *(["no results"] if not outcomes else [])]:
+                    tally[kind][outcome] = tally[kind].get(outcome, 0) + 1
+                problems += [f"session {index + 1} {kind}: {text}" for text in wrong]
+                for text in wrong:
+                    print(f"  {text}", file=sys.stderr)
                 for nodeid, test in tests.items():
                     fractions[kind].setdefault(nodeid, []).append(test["fraction"])
                     notes[kind].setdefault(nodeid, set()).add(cores_note(test))
                 print(f"session {index + 1}/{args.sessions} {kind}: {wall:.1f} s, other processes kept "
                       f"{other:.2f} cores busy", file=sys.stderr)
     require(sum(len(f) for f in fractions.values()), "no session measured a fraction")
+    for kind in kinds:  # every session's outcomes, so an intermittent error is counted, not lost
+        counts = ", ".join(f"{n} {outcome}" for outcome, n in sorted(tally[kind].items()))
+        print(f"outcomes {kind}: {counts} over {args.sessions} {'cold ' if args.cold else ''}sessions")
+    for text in problems:
+        print(f"  {text}")
     if args.neighbours:
         for checkout in checkouts:
             prefix = "" if checkout is None else f"{checkout} "
