@@ -224,13 +224,18 @@ def test_a_disturbed_moment_leaves_out_all_its_dram_passes() -> None:
         def scale_rate(self, working_set_bytes: int) -> float | None:
             return 40 * GB
 
+        def copy_rate(self, working_set_bytes: int) -> float | None:
+            return 45 * GB
+
+        copy_source = "torch-copy"
+
     class Guard:
         def run(self, body: Any) -> tuple[Any, str | None]:
             return body(), "other processes used 40% of the cores measured on"
 
     sampler = dram_samples.DramSampler(Rates(), 1024, guard=Guard())  # type: ignore[arg-type]
     sampler.take()
-    assert sampler.update == sampler.triad == sampler.scale == [] and sampler.disturbed == 12
+    assert sampler.update == sampler.triad == sampler.scale == sampler.copy == [] and sampler.disturbed == 16
     assert sampler.to_info()["moments_disturbed"] == ["other processes used 40% of the cores measured on"]
 
 

@@ -126,6 +126,13 @@ def test_kernel_rates_are_single_clean_passes(library: cpu_ert.ErtLibrary, monke
     assert rate is None or rate > 0
     with pytest.raises(ValueError, match="triad working set"):
         rates.triad_rate(size + 8)
+    half = size // 2
+    library.buffer[:half].view("float64")[:] = 7.0
+    assert rates.copy_rate(size) > 0  # the library's copy: the first half into the second
+    assert (library.buffer[half:size].view("float64") == 7.0).all()
+    assert rates.copy_source in ("torch-copy", "numpy-copy")
+    library.fill("fp64")  # the buffer was overwritten from outside: the fill runs again
+    assert library.check_fixed_point("fp64", size)
 
 
 def test_sweep_point_counts_bytes_and_flops_by_hand() -> None:

@@ -162,6 +162,7 @@ def dram_sample_reasons(info: Mapping[str, Any]) -> list[str]:
     if samples is None:
         return ["DRAM: no single-pass samples, only the sweep's plateau"]
     kernel = str(entry.get("kernel") or "ert-update").removeprefix("ert-")
+    kernel = "copy" if kernel.endswith("-copy") else kernel  # torch-copy / numpy-copy: the copy_samples
     values = [float(v) for v in samples.get(f"{kernel}_samples") or ()]
     reasons = []
     if len(values) < MIN_DRAM_SAMPLES:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -191,6 +192,10 @@ class ErtLibrary:
         seconds = function(*pointers, array_bytes // 8, trials, self.threads, ctypes.byref(share))
         return float(seconds), float(share.value)
 
+    def overwritten(self) -> None:
+        """Code outside the library wrote into the buffer: fill it again before the update kernel next runs."""
+        self._filled_as = "overwritten"
+
     def check_fixed_point(self, precision: str, working_set_bytes: int) -> bool:
         """After any number of trials every element is still exactly 1: the kernel did its FLOPs honestly."""
         dtype = np.float64 if precision == "fp64" else np.float32
@@ -296,6 +301,46 @@ class KernelRates:
     def scale_rate(self, working_set_bytes: int) -> float | None:
         seconds, share = self.library.run_scale(self.vector_bytes, working_set_bytes, 1)
         return working_set_bytes / seconds if share >= CLEAN_SHARE else None
+
+    @property
+    def copy_source(self) -> str:
+        return "torch-copy" if _torch_module() is not None else "numpy-copy"
+
+    def copy_rate(self, working_set_bytes: int) -> float | None:
+        """One copy of the first half of the working set into the second, by torch's ``copy_`` on the library's
+        threads (numpy's ``copyto``, one thread, without torch): not this library's code but the library a
+        user's copy runs, memcpy and its store choice (non-temporal stores skip the write-allocate read the
+        analytic counter charges), so the roof bounds what a copy reaches. 2 words per element, as timed."""
+        half = working_set_bytes // 2 // 8 * 8
+        self.library.overwritten()  # the halves need not hold the same values (after a triad they do not)
+        source = self.library.buffer[:half].view(np.float64)
+        target = self.library.buffer[half:2 * half].view(np.float64)
+        torch = _torch_module()
+        if torch is None:
+            start = time.perf_counter()
+            np.copyto(target, source)
+            return 2.0 * half / (time.perf_counter() - start)
+        threads = torch.get_num_threads()
+        torch.set_num_threads(self.library.threads)
+        try:
+            a, b = torch.from_numpy(source), torch.from_numpy(target)
+            start = time.perf_counter()
+            b.copy_(a)
+            seconds = time.perf_counter() - start
+        finally:
+            torch.set_num_threads(threads)
+        return 2.0 * half / seconds
+
+
+def _torch_module() -> Any | None:
+    """torch where it is installed (imported on first use, as the GEMM probe imports it), else None."""
+    import importlib.util
+
+    if importlib.util.find_spec("torch") is None:
+        return None
+    import torch
+
+    return torch
 
 
 Point = TypeVar("Point", SweepPoint, TriadPoint)

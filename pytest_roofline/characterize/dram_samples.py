@@ -43,11 +43,16 @@ class SampledLibrary(Protocol):
 
     def scale_rate(self, working_set_bytes: int) -> float | None: ...
 
+    def copy_rate(self, working_set_bytes: int) -> float | None: ...  # a library's copy, not this code's
+
+    @property
+    def copy_source(self) -> str: ...  # "torch-copy": which library copied
+
 
 # Bytes the analytic counter charges per byte a kernel's pass times: the in-place update reads and writes each
 # line it touches; the triad (3 words) and the scale (2 words) store to lines they do not read, which costs a
 # write-allocate read beyond L1 (4/3 and 3/2).
-COUNTED = {"update": 1.0, "triad": WRITE_ALLOCATE_FACTOR, "scale": 1.5}
+COUNTED = {"update": 1.0, "triad": WRITE_ALLOCATE_FACTOR, "scale": 1.5, "copy": 1.5}
 
 
 def sample_size(sizes: Sequence[int], window: tuple[float, float] | None, last_cache: int,
@@ -74,6 +79,7 @@ class DramSampler:
     update: list[float] = field(default_factory=list)  # bytes/s, read + write of every element
     triad: list[float] = field(default_factory=list)  # bytes/s as timed (3 words per element)
     scale: list[float] = field(default_factory=list)  # bytes/s as timed (2 words per element)
+    copy: list[float] = field(default_factory=list)  # bytes/s as timed (2 words per element)
     disturbed: int = 0  # passes left out
     guard: PassGuard | None = None  # watches each moment's passes for other work on our cores
     moments_disturbed: list[str] = field(default_factory=list)
@@ -81,22 +87,20 @@ class DramSampler:
     def take(self, count: int = SAMPLES_PER_MOMENT) -> None:
         """``count`` passes of each kernel; passes a descheduled thread disturbed are left out, and every pass
         of a moment in which other work or the hypervisor took our cores (``guard``)."""
-        def passes() -> tuple[list[float | None], list[float | None], list[float | None]]:
-            return ([self.library.update_rate(self.working_set_bytes) for _ in range(count)],
-                    [self.library.triad_rate(self.working_set_bytes) for _ in range(count)],
-                    [self.library.scale_rate(self.working_set_bytes) for _ in range(count)])
+        def passes() -> list[list[float | None]]:
+            return [[getattr(self.library, f"{kernel}_rate")(self.working_set_bytes) for _ in range(count)]
+                    for kernel in COUNTED]
 
         if self.guard is None:
-            update, triad, scale = passes()
+            taken = passes()
         else:
-            (update, triad, scale), reason = self.guard.run(passes)
+            taken, reason = self.guard.run(passes)
             if reason is not None:
                 self.moments_disturbed.append(reason)
-                update, triad, scale = [None] * len(update), [None] * len(triad), [None] * len(scale)
-        self.update += [rate for rate in update if rate is not None]
-        self.triad += [rate for rate in triad if rate is not None]
-        self.scale += [rate for rate in scale if rate is not None]
-        self.disturbed += sum(rate is None for rate in update + triad + scale)
+                taken = [[None] * len(rates) for rates in taken]
+        for kernel, rates in zip(COUNTED, taken):
+            getattr(self, kernel).extend(rate for rate in rates if rate is not None)
+            self.disturbed += sum(rate is None for rate in rates)
 
     def kernel_roof(self, kernel: str) -> float | None:
         """A kernel's median, counted as the analytic counter counts its bytes (``COUNTED``)."""
@@ -116,12 +120,18 @@ class DramSampler:
     def roof(self) -> tuple[float, str] | None:
         """The fastest kernel's median, and that kernel's name: a roof is the best a streaming kernel reaches,
         and which one that is depends on the core (the scale beat the update by 4 % on a Zen 5 VM)."""
-        candidates = [(value, f"ert-{kernel}") for kernel in COUNTED if (value := self.kernel_roof(kernel))]
+        candidates = [(value, self.source(kernel)) for kernel in COUNTED if (value := self.kernel_roof(kernel))]
         return max(candidates) if candidates else None
+
+    def source(self, kernel: str) -> str:
+        """``ert-update``, ``ert-triad``, ``ert-scale``: this library's kernels; ``torch-copy``: the library's copy."""
+        return self.library.copy_source if kernel == "copy" else f"ert-{kernel}"
 
     def to_info(self) -> dict[str, Any]:
         return {"working_set_bytes": self.working_set_bytes, "statistic": "median",
                 "update_bytes_per_s": self.update_roof(), "triad_bytes_per_s": self.triad_roof(),
-                "scale_bytes_per_s": self.scale_roof(),
+                "scale_bytes_per_s": self.scale_roof(), "copy_bytes_per_s": self.kernel_roof("copy"),
+                "copy_source": self.library.copy_source,
                 "update_samples": self.update, "triad_samples": self.triad, "scale_samples": self.scale,
+                "copy_samples": self.copy,
                 "disturbed_samples": self.disturbed, "moments_disturbed": self.moments_disturbed}
