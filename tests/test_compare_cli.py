@@ -69,7 +69,7 @@ def _no_columns(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def compare(history: Path, *args: str) -> int:
-    return main(["compare", *args, "--history", str(history)])
+    return main(["history", "compare", *args, "--history", str(history)])
 
 
 def test_latest_against_the_one_before_finds_twice_the_work(tmp_path: Path,
@@ -166,8 +166,8 @@ def test_another_machine_is_left_out_and_named(tmp_path: Path, capsys: pytest.Ca
 def test_a_closed_pipe_is_no_traceback(tmp_path: Path) -> None:
     history = twice_history(tmp_path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    process = subprocess.Popen([sys.executable, "-m", "pytest_roofline", "compare", "main", "twice", "--history",
-                                str(history)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    process = subprocess.Popen([sys.executable, "-m", "pytest_roofline", "history", "compare", "main", "twice",
+                                "--history", str(history)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     assert process.stdout is not None and process.stderr is not None
     process.stdout.close()  # the reader is gone before the table is written, as `| head -0`
     err = process.stderr.read().decode()
@@ -201,8 +201,10 @@ def test_compare_gives_the_verdict_the_gate_gave(pytester: pytest.Pytester, mach
     gate: Mapping[str, Any] = json.loads(latest.read_text())["tests"][0]["baseline"]
     assert gate["verdict"] == "regressed" and "time" in gate["failed_on"]
     capsys.readouterr()
-    assert main(["compare", "latest~1", "latest", "--history", str(history), "--json"]) == 1
-    (mine,) = json.loads(capsys.readouterr().out)
+    assert main(["compare", "latest~1", "latest", "--history", str(history), "--json"]) == 1  # the old spelling
+    said = capsys.readouterr()
+    assert "compare is deprecated; use history compare" in said.err
+    (mine,) = json.loads(said.out)
     assert mine["verdict"] == gate["verdict"] and "time" in mine["failed_on"]
     assert mine["changes"]["work"]["ratio"] == gate["changes"]["work"]["ratio"] == 2.0
     assert mine["changes"]["time"]["ratio"] == pytest.approx(gate["changes"]["time"]["ratio"], rel=0.05)

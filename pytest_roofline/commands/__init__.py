@@ -35,9 +35,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "thresholds": ("pytest_roofline.commands.thresholds",
                    "the min_fraction each test's history supports, and the smallest slowdown it catches"),
     "history": ("pytest_roofline.commands.history",
-                "list a history store's machines and sessions; copy sessions between stores (create-only)"),
-    "compare": ("pytest_roofline.commands.compare",
-                "time, work and fraction of every test of session B against sessions A, as the baseline gate"),
+                ("a history store: list its sessions, copy them (create-only), chain nightly A/B ratios, compare "
+                 "session B against sessions A")),
+    "compare": ("pytest_roofline.commands.compare", "deprecated: history compare"),
 }
 
 

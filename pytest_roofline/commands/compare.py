@@ -1,5 +1,7 @@
-"""``python -m pytest_roofline compare A B``: the tests of session B against the sessions A names, with the
-baseline gate's statistic. Exit 1 when a test regressed, 2 on bad input."""
+"""``python -m pytest_roofline history compare A B``: the tests of session B against the sessions A names, with
+the baseline gate's statistic. Exit 1 when a test regressed, 2 on bad input. (``--roofline-compare`` is the A/B
+run against another commit; this compares sessions a history already holds.) ``compare A B`` is its old,
+deprecated spelling."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from pytest_roofline.errors import SettingError
 from pytest_roofline.session.settings import parse_fail_on, parse_max_drop, parse_max_slowdown
 
 T = TypeVar("T")
+HELP = "time, work and fraction of every test of session B against sessions A, as the baseline gate"
 
 
 def _checked(parse: Callable[[str, str], T], option: str) -> Callable[[str], T]:
@@ -57,26 +60,28 @@ def run(args: argparse.Namespace) -> int:
     from pytest_roofline.history.selectors import SelectorError
     from pytest_roofline.output.safe_text import printable
 
+    if getattr(args, "command", None) == "compare":
+        print("pytest-roofline: compare is deprecated; use history compare (the same arguments)", file=sys.stderr)
     try:
-        history = (open_store(args.history, where="compare: --history") if is_location_url(args.history)
+        history = (open_store(args.history, where="history compare: --history") if is_location_url(args.history)
                    else Path(args.history))
         if isinstance(history, Path) and not history.is_dir():
-            print(f"compare: --history {printable(args.history)}: not a directory (the history folder, default "
+            print(f"history compare: --history {printable(args.history)}: not a directory (the history folder, default "
                   ".roofline/history)", file=sys.stderr)
             return 2
         loaded = load(history)
     except (StoreError, StoreSettingError) as exc:
-        print(printable(f"compare: {exc}"), file=sys.stderr)
+        print(printable(f"history compare: {exc}"), file=sys.stderr)
         return 2
     for skipped in loaded.skipped:
-        print(f"compare: skipped {printable(skipped)}", file=sys.stderr)
+        print(f"history compare: skipped {printable(skipped)}", file=sys.stderr)
     from pytest_roofline.history.selectors import git_revision, resolve_revision
 
     a, b = (resolve_revision(x, loaded.sessions, git_revision) for x in (args.a, args.b))
     try:
         chosen = plan(loaded.sessions, a, b, args.machine_key)
     except SelectorError as exc:
-        print(printable(f"compare: {exc}"), file=sys.stderr)  # ids and branches from the history: untrusted
+        print(printable(f"history compare: {exc}"), file=sys.stderr)  # ids and branches from the history: untrusted
         return 2
     pooled = pooled_spreads(chosen.pool)
     rows = compare_plan(chosen, Tolerances(args.max_drop, args.max_slowdown, tuple(args.fail_on)), pooled)

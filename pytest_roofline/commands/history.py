@@ -1,7 +1,7 @@
-"""``python -m pytest_roofline history {list,copy,chain}``: look into a history store, copy sessions between
+"""``python -m pytest_roofline history {list,copy,chain,compare}``: look into a history store, copy sessions between
 stores (a CI artifact's folder into a bucket, entries a refused store left in ``history-unsent/``, a move from
 one store to another; create-only: what the target holds is never overwritten), and chain a machine's nightly
-A/B ratios into each test's trajectory (history/chain.py)."""
+A/B ratios into each test's trajectory (history/chain.py), and compare two of its sessions (commands/compare.py)."""
 
 from __future__ import annotations
 
@@ -27,6 +27,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                             "newest session)")
     chain.add_argument("-k", dest="match", metavar="TEXT", help="only tests whose node id contains TEXT")
     chain.add_argument("--json", action="store_true", help="print the trajectories as JSON")
+    from pytest_roofline.commands import compare
+
+    compare.add_arguments(sub.add_parser("compare", help=compare.HELP, description=compare.HELP[:1].upper()
+                                         + compare.HELP[1:] + "."))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,6 +42,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.action == "chain":
         return _chain(args)
+    if args.action == "compare":
+        from pytest_roofline.commands import compare
+
+        return compare.run(args)
     try:
         if args.action == "list":
             store = open_store(args.history, where="history list: HISTORY")
