@@ -174,7 +174,7 @@ class GemmProbe:
                     self.pools[precision] = pool
             self.spent = {precision: sum(c.seconds for c in pool) for precision, pool in self.pools.items()}
             self.spent.update({p: self.spent.get(p, 0.0) + c.seconds for p, c in self.scouts.items()})
-            self.retired = self._emulated()
+            self.retired = self._retire_emulated()
         pools, spent = self.pools, self.spent
         active = [p for p in pools if p not in self.retired]
         weights = sum(self.shares.get(p, 1.0) for p in pools) or 1.0
@@ -218,10 +218,10 @@ class GemmProbe:
             self.scouts[precision] = scout  # its time was spent, on no candidate
         return pool
 
-    def _emulated(self) -> set[str]:
-        """Precisions below ``EMULATED_SHARE`` x the GEMM of a precision that computes them exactly, in two calls
-        at least: their roof will be that precision's (validate.reconcile), so more calls could change neither
-        the roof nor the label."""
+    def _retire_emulated(self) -> set[str]:
+        """The precisions to call no more: below ``EMULATED_SHARE`` x the GEMM of a precision that computes them
+        exactly, in two calls at least (a second is made where there was one): their roof will be that
+        precision's (validate.reconcile), so more calls could change neither the roof nor the label."""
         pools = self.pools or {}
 
         def best(precision: str) -> float:
