@@ -26,7 +26,9 @@ class Roof:
     detail: dict[str, Any] = field(default_factory=dict)
 
 
-def _torch() -> Any | None:
+def optional_torch() -> Any | None:
+    """torch where it is installed (imported on first use: the characterization runs only under --roofline),
+    else None."""
     if importlib.util.find_spec("torch") is None:
         return None
     import torch
@@ -40,7 +42,7 @@ def dram_triad(last_level_cache_bytes: int, progress: Callable[[str], None]) -> 
     counter charges it)."""
     total = max(4 * last_level_cache_bytes, 192 * 1024**2)
     n = total // (3 * 8)
-    torch = _torch()
+    torch = optional_torch()
     if torch is not None:
         a = torch.zeros(n, dtype=torch.float64)
         b = torch.ones(n, dtype=torch.float64)
@@ -290,7 +292,7 @@ def _scout(precision: str) -> _Candidate | None:
 
 
 def _candidates(precision: str, specs: tuple[tuple[str, int], ...]) -> list[_Candidate]:
-    torch = _torch()
+    torch = optional_torch()
     found: list[_Candidate] = []
     for backend, n in specs:
         if backend == "numpy" and precision in ("fp64", "fp32"):

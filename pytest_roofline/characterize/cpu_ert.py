@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from pytest_roofline.characterize.blas_probe import optional_torch
 from pytest_roofline.characterize.build import build_shared_libraries
 from pytest_roofline.host.allocator import HUGE_PAGE_BYTES, advise_huge_pages
 
@@ -304,7 +305,7 @@ class KernelRates:
 
     @property
     def copy_source(self) -> str:
-        return "torch-copy" if _torch_module() is not None else "numpy-copy"
+        return "torch-copy" if optional_torch() is not None else "numpy-copy"
 
     def copy_rate(self, working_set_bytes: int) -> float | None:
         """One copy of the first half of the working set into the second, by torch's ``copy_`` on the library's
@@ -315,7 +316,7 @@ class KernelRates:
         self.library.overwritten()  # the halves need not hold the same values (after a triad they do not)
         source = self.library.buffer[:half].view(np.float64)
         target = self.library.buffer[half:2 * half].view(np.float64)
-        torch = _torch_module()
+        torch = optional_torch()
         if torch is None:
             start = time.perf_counter()
             np.copyto(target, source)
@@ -330,17 +331,6 @@ class KernelRates:
         finally:
             torch.set_num_threads(threads)
         return 2.0 * half / seconds
-
-
-def _torch_module() -> Any | None:
-    """torch where it is installed (imported on first use, as the GEMM probe imports it), else None."""
-    import importlib.util
-
-    if importlib.util.find_spec("torch") is None:
-        return None
-    import torch
-
-    return torch
 
 
 Point = TypeVar("Point", SweepPoint, TriadPoint)
