@@ -55,12 +55,14 @@ def session_document(key: str, index: int, tests: int) -> dict[str, Any]:
 def fill(url: str, sessions: int, machines: int, tests: int) -> list[str]:
     from concurrent.futures import ThreadPoolExecutor
 
+    from pytest_roofline.history.document import SessionRecord
     from pytest_roofline.history.location import open_store
     from pytest_roofline.history.writer import write_history
 
     store = open_store(url)
     keys = [f"runner-{m:02d}-{m:08x}" for m in range(machines)]
-    documents = [session_document(keys[i % machines], i // machines, tests) for i in range(sessions)]
+    documents = [SessionRecord.from_dict(session_document(keys[i % machines], i // machines, tests))
+                 for i in range(sessions)]
     with ThreadPoolExecutor(max_workers=16) as pool:
         written = list(pool.map(lambda d: write_history(store, d), documents))
     if len(set(map(str, written))) != sessions:

@@ -114,13 +114,15 @@ def test_counters_agree_command_reads_two_results_files(capsys: pytest.CaptureFi
 
 def test_the_history_site_shows_the_kernels_at_every_level(tmp_path: Path) -> None:
     pytest.importorskip("ruptures", reason="the site needs pytest-roofline[site]")
-    from pytest_roofline.history.writer import history_document, write_history
+    from pytest_roofline.history.document import GitState, SessionInfo, SessionRecord
+    from pytest_roofline.history.writer import write_history
     from pytest_roofline.site.build import build_site
 
     results = json.loads((FIXTURES / "conv2d_forward_fp32_ncu.results.json").read_text())
-    document = history_document(results, results["session"], git={"commit": "e11b275" + "0" * 33,
-                                                                   "branch": "main", "dirty": False},
-                                versions={}, pytest_args=["--roofline"], counter="ncu")
+    meta = SessionInfo.from_dict(results["session"])
+    document = SessionRecord.of_results(results, SessionInfo(
+        id=meta.id, start=meta.start, end=meta.end, exit_status=meta.exit_status,
+        git=GitState("e11b275" + "0" * 33, "main", False), pytest_args=("--roofline",), counter="ncu"))
     write_history(tmp_path / "history", document)
     build_site(tmp_path / "history", tmp_path / "site")
     (page,) = [p for p in (tmp_path / "site").rglob("*.html") if "/t/" in p.as_posix()]

@@ -14,6 +14,7 @@ import pytest
 from pytest_roofline.errors import StoreError
 from pytest_roofline.history import environment, writer
 from pytest_roofline.history.baseline import for_test, load_baseline, same_environment, select
+from pytest_roofline.history.document import GitState, SessionInfo, SessionRecord
 from pytest_roofline.history.machine_key import UNKNOWN_KEY, machine_key, readable_name
 from pytest_roofline.history.reader import Session, load
 from pytest_roofline.output.record import TestRecord
@@ -24,11 +25,11 @@ MACHINE = {"name": "AMD EPYC 9R14 (2 cores)", "peak_flops": {"fp32": 1e11}, "ban
 
 def document(start: str = "2026-11-25T06:39:23.916956+00:00", commit: str | None = "a" * 40,
              branch: str | None = "main", machine: dict[str, Any] | None = None,
-             session_id: str = "s1") -> dict[str, Any]:
+             session_id: str = "s1") -> SessionRecord:
     results = {"schema": 1, "machine": machine or MACHINE, "tests": [{"nodeid": "t.py::test_a", "fraction": 0.5}]}
-    return writer.history_document(results, {"id": session_id, "start": start, "end": start, "exit_status": 0},
-                                   git={"commit": commit, "branch": branch, "dirty": False},
-                                   versions={"python": "3.11.7"}, pytest_args=["--roofline"], counter="analytic")
+    return SessionRecord.of_results(results, SessionInfo(
+        id=session_id, start=start, end=start, exit_status=0, git=GitState(commit, branch, False),
+        versions={"python": "3.11.7"}, pytest_args=("--roofline",), counter="analytic"))
 
 
 def test_machine_key_is_readable_and_follows_the_fingerprint() -> None:
@@ -70,7 +71,7 @@ def test_corrupt_foreign_and_newer_files_are_skipped_and_named(tmp_path: Path) -
     folder = good.parent
     (folder / "corrupt.json").write_text("{not json")
     (folder / "foreign.json").write_text(json.dumps({"format": "something-else", "tests": []}))
-    (folder / "newer.json").write_text(json.dumps({**document(), "schema": 99}))
+    (folder / "newer.json").write_text(json.dumps({**document().to_dict(), "schema": 99}))
     (folder / "list.json").write_text("[1, 2]")
     loaded = load(tmp_path)
     assert [s.source for s in loaded.sessions] == [str(good)]
@@ -136,7 +137,7 @@ def test_a_file_copied_into_the_wrong_folder_is_read_by_its_key(tmp_path: Path) 
 
 
 def test_git_state_without_a_repository_is_all_none(tmp_path: Path) -> None:
-    assert environment.git_state(tmp_path) == {"commit": None, "branch": None, "dirty": None}
+    assert environment.git_state(tmp_path) == GitState(commit=None, branch=None, dirty=None)
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
@@ -150,9 +151,9 @@ def test_git_state_reads_commit_branch_and_dirty(tmp_path: Path) -> None:
     git("add", "f")
     git("commit", "-qm", "one")
     state = environment.git_state(tmp_path)
-    assert len(state["commit"]) == 40 and state["branch"] == "trunk" and state["dirty"] is False
+    assert state.commit is not None and len(state.commit) == 40 and state.branch == "trunk" and state.dirty is False
     (tmp_path / "f").write_text("2")
-    assert environment.git_state(tmp_path)["dirty"] is True
+    assert environment.git_state(tmp_path).dirty is True
 
 
 def test_versions_take_the_driver_from_the_fingerprint() -> None:
@@ -163,25 +164,26 @@ def test_versions_take_the_driver_from_the_fingerprint() -> None:
 
 def test_session_files_take_ready_made_records_and_report_errors_as_text(tmp_path: Path) -> None:
     """What the pytest-xdist controller calls with the workers' records; nothing raises."""
-    from types import SimpleNamespace
-
-    from pytest_roofline.history.session_files import write_session_files
+    from pytest_roofline.history.session_files import Targets, write_session_files
     from pytest_roofline.model import Machine
 
-    settings = SimpleNamespace(directory=tmp_path / "out", history=tmp_path / "hist", history_keep=None,
-                               baseline_sessions=5)
-    state = SimpleNamespace(settings=settings, session_id="20261125T063923.916Z-1", counter_label="analytic (auto)",
-                            loaded_machine=Machine.from_dict(MACHINE), history_file=None)
-    meta = {"id": state.session_id, "start": "2026-11-25T06:39:23.916956+00:00", "end": "x", "exit_status": 0}
+    targets = Targets(directory=tmp_path / "out", session_id="20261125T063923.916Z-1", history=tmp_path / "hist")
+    machine = Machine.from_dict(MACHINE)
+    meta = {"id": targets.session_id, "start": "2026-11-25T06:39:23.916956+00:00", "end": "x", "exit_status": 0}
     records = [TestRecord("t.py::test_a", fraction=0.5, params={}, function="t.py::test_a")]
-    assert write_session_files(state, records, meta, ["--roofline"], root=tmp_path) == []
+    done = write_session_files(targets, machine, records, meta, ["--roofline"], counter_label="analytic (auto)",
+                               root=tmp_path)
+    assert done.errors == [] and done.results_written and not done.history_unsent
     (history,) = (tmp_path / "hist").rglob("*.json")
+    assert done.history_file == str(history)
     doc = json.loads(history.read_text())
     written = [{"nodeid": "t.py::test_a", "outcome": "not run", "min_fraction": None, "artifacts": [],
                 "counter": None, "fraction": 0.5, "bound": None, "time_s": None, "flops": None, "bytes": {},
                 "kernels": [], "regions": [], "function": "t.py::test_a", "params": {}}]
     assert doc["tests"] == written and doc["session"]["counter"] == "analytic"
+    assert doc["session"]["id"] == targets.session_id and doc["session"]["pytest_args"] == ["--roofline"]
     assert json.loads((tmp_path / "out" / "results.json").read_text())["tests"] == written
-    settings.history = tmp_path / "out" / "results.json" / "under-a-file"
-    errors = write_session_files(state, records, meta, [], root=tmp_path)
+    blocked = Targets(directory=tmp_path / "out", session_id="s2",
+                      history=tmp_path / "out" / "results.json" / "under-a-file")
+    errors = write_session_files(blocked, machine, records, meta, [], root=tmp_path).errors
     assert len(errors) == 1 and errors[0].startswith("roofline: could not write the history under")

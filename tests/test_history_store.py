@@ -22,6 +22,7 @@ import pytest
 from pytest_roofline.errors import StoreError, StoreSettingError
 from pytest_roofline.history import writer
 from pytest_roofline.history.baseline import load_baseline
+from pytest_roofline.history.document import SessionRecord
 from pytest_roofline.history.location import open_store
 from pytest_roofline.history.machine_key import machine_key
 from pytest_roofline.history.reader import load
@@ -55,6 +56,10 @@ def document(index: int = 0, commit: str = "a" * 40, start: str = "2026-11-25T06
             "machine": {"key": KEY, **MACHINE},
             "tests": [{"nodeid": "t.py::test", "fraction": 0.5,
                        "regions": [{"t_min_s": 1e-3, "timing": {"samples_s": [2e-3] * 10}}]}]}
+
+
+def record(index: int = 0, **changes: Any) -> SessionRecord:
+    return SessionRecord.from_dict(document(index, **changes))
 
 
 # --- names, URLs, options ------------------------------------------------------------------------------------
@@ -155,11 +160,14 @@ def test_the_object_store_is_create_only_and_lists_one_machine(s3_url: str) -> N
 WRITER = """
 import json, sys
 from pytest_roofline.history.location import open_store
+from dataclasses import replace
+from pytest_roofline.history.document import SessionRecord
 from pytest_roofline.history.writer import write_history
-doc = json.loads(sys.argv[2])
+doc = SessionRecord.from_dict(json.loads(sys.argv[2]))
 for round in range(int(sys.argv[3])):
-    doc["session"]["id"] = f"writer{sys.argv[4]}-round{round}"  # one session each: the reader keys on id and start
-    print(write_history(open_store(sys.argv[1]), doc))
+    # one session each: the reader keys on id and start
+    session = replace(doc.session, id=f"writer{sys.argv[4]}-round{round}")
+    print(write_history(open_store(sys.argv[1]), replace(doc, session=session)))
 """
 
 
@@ -180,7 +188,7 @@ def test_eight_concurrent_writers_lose_no_session(s3_url: str) -> None:
 def test_the_gate_reads_only_this_machines_newest_sessions(s3_url: str) -> None:
     store = open_store(s3_url)
     for index in range(6):
-        writer.write_history(store, document(index, start=f"2026-11-25T06:0{index}:00+00:00"))
+        writer.write_history(store, record(index, start=f"2026-11-25T06:0{index}:00+00:00"))
     other = {**document(9), "machine": {"key": "other-machine-00000000", **MACHINE}}
     store.create("other-machine-00000000/x.json", json.dumps(other).encode())
     store.create(f"{KEY}/broken.json", b"{not json")
@@ -194,7 +202,7 @@ def test_the_gate_reads_only_this_machines_newest_sessions(s3_url: str) -> None:
 def test_retention_prunes_the_store(s3_url: str) -> None:
     store = open_store(s3_url)
     for index in range(8):
-        writer.write_history(store, document(index, start=f"2026-11-25T06:0{index}:00+00:00"))
+        writer.write_history(store, record(index, start=f"2026-11-25T06:0{index}:00+00:00"))
     removed = prune(store, Keep(sessions=3), protect=1, folders=[KEY])
     assert len(removed) == 5 and [s.id for s in load(store).sessions] == ["s5", "s6", "s7"]
 
@@ -202,7 +210,7 @@ def test_retention_prunes_the_store(s3_url: str) -> None:
 def test_copy_between_stores_is_create_only(s3_url: str, tmp_path: Path) -> None:
     local = DirectoryStore(tmp_path)
     for index in range(3):
-        writer.write_history(local, document(index))
+        writer.write_history(local, record(index))
     store = open_store(s3_url)
     assert [len(x) for x in copy_sessions(local, store, 2**20)] == [3, 0, 0]
     assert [len(x) for x in copy_sessions(local, store, 2**20)] == [0, 3, 0]
@@ -233,7 +241,7 @@ def test_the_site_builds_from_the_store(s3_url: str, tmp_path: Path, capsys: pyt
 
     store = open_store(s3_url)
     for index in range(4):
-        writer.write_history(store, document(index, start=f"2026-11-25T06:0{index}:00+00:00"))
+        writer.write_history(store, record(index, start=f"2026-11-25T06:0{index}:00+00:00"))
     assert main(["report", s3_url, "--out", str(tmp_path / "site")]) == 0
     assert "over 4 sessions" in capsys.readouterr().out
     assert (tmp_path / "site" / "index.html").is_file()
@@ -305,7 +313,7 @@ def test_four_concurrent_pushers_to_a_git_branch_lose_no_session(clones: Callabl
         try:
             store = open_store("git:roofline-history", root=root)
             for index in range(3):
-                writer.write_history(store, document(session_id=f"{root.name}-{index}"))
+                writer.write_history(store, record(session_id=f"{root.name}-{index}"))
         except BaseException as exc:  # noqa: BLE001 - collected and asserted below
             errors.append(exc)
 
@@ -379,7 +387,7 @@ def test_a_git_branch_is_untrusted_input(clones: Callable[[int], list[Path]]) ->
     and named, the valid session is read; the large blob's content is never read (its size is checked first)."""
     (runner,) = clones(1)
     store = open_store("git:roofline-history", root=runner)
-    writer.write_history(store, document())
+    writer.write_history(store, record())
     git(runner, "fetch", "--quiet", "origin", "roofline-history")
     git(runner, "checkout", "--quiet", "-b", "by-hand", "FETCH_HEAD")
     (runner / KEY / "big.json").write_text(" " * (2**20 + 10))
@@ -406,7 +414,7 @@ def test_a_git_store_opened_from_a_subfolder_writes_and_reads_at_the_top(clones:
     (reader_root / "deep" / "er").mkdir(parents=True)
     store = open_store("git:roofline-history", root=writer_root / "sub")
     for index in range(3):
-        writer.write_history(store, document(index, start=f"2026-11-25T06:0{index}:00+00:00"))
+        writer.write_history(store, record(index, start=f"2026-11-25T06:0{index}:00+00:00"))
     names = git(writer_root, "ls-tree", "-r", "--name-only", "refs/roofline-history/origin/roofline-history").split()
     assert len(names) == 3 and all(n.startswith(f"{KEY}/") for n in names)
     reader = open_store("git:roofline-history", root=reader_root / "deep" / "er")
@@ -421,14 +429,14 @@ def test_a_push_a_hook_declines_fails_at_once_with_gits_words(clones: Callable[[
     hook.write_text("#!/bin/sh\necho 'protected: no pushes here' >&2\nexit 1\n")
     hook.chmod(0o755)
     with pytest.raises(StoreError, match="failed: .*protected: no pushes here.*pre-receive hook declined"):
-        writer.write_history(open_store("git:roofline-history", root=runner), document())
+        writer.write_history(open_store("git:roofline-history", root=runner), record())
 
 
 def test_copy_places_nested_artifacts_under_their_machine_key(s3_url: str, tmp_path: Path) -> None:
     """A merged CI artifact nests the machine folders; in the store each session goes under its key, where the
     gate and retention read; a file outside any machine folder is named, not copied."""
     local = tmp_path / "merged"
-    path = writer.write_history(local / "artifact-gpu-1", document())
+    path = writer.write_history(local / "artifact-gpu-1", record())
     (local / "loose.json").write_text(json.dumps(document(1)))
     store = open_store(s3_url)
     copied, present, failed = copy_sessions(DirectoryStore(local), store, 2**20)

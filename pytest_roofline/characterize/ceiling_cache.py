@@ -102,7 +102,7 @@ def read_cached(path: Path, expected_fingerprint: dict[str, Any]) -> Machine | N
     try:
         data = read_json(path)  # bounded in size and depth, as every file read back
         problem = _problem_with(data, expected_fingerprint)
-        if problem is None:
+        if problem is None and isinstance(data, dict):
             check_machine(data["machine"])  # roofs positive and finite, before anything divides by them
             return Machine.from_dict(data["machine"])
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:

@@ -52,6 +52,8 @@ def _load_machine(path: str) -> Machine:
     from pytest_roofline.history.validate import check_machine, read_json
 
     data = read_json(Path(path))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: not a JSON object of roofs")  # noqa: TRY004 - the caller reports ValueErrors
     check_machine(data)
     return Machine.from_dict(data)
 

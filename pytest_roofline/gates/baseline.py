@@ -75,7 +75,8 @@ def pooled(state: RooflineState, quantity: str) -> Spread | None:
         by_test = baseline.pool_by_test()
         baseline.pooled[quantity] = pooled_over(([s.tests[n] for s in chosen] for n, chosen in by_test.items()),
                                                 quantity)
-    return baseline.pooled[quantity]
+    found = baseline.pooled[quantity]
+    return found if isinstance(found, Spread) else None
 
 
 def compare_entry(state: RooflineState, entry: TestEntry,

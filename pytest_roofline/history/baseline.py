@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pytest_roofline.history.reader import Loaded, Session, load
 from pytest_roofline.history.store import HistoryStore
@@ -30,9 +29,9 @@ class Baseline:
     notes: list[str] = field(default_factory=list)  # what the selection left out, for the summary
     count: int = 5
     branch: str | None = None
-    environment: Mapping[str, Any] = field(default_factory=dict)
+    environment: Mapping[str, object] = field(default_factory=dict)
     spread_pool: list[Session] = field(default_factory=list)  # sessions the pooled spread is measured over
-    pooled: dict[str, Any] = field(default_factory=dict)  # quantity -> baseline_stats.Spread, once computed
+    pooled: dict[str, object] = field(default_factory=dict)  # quantity -> gates' baseline_stats.Spread | None
 
     def describe(self) -> str:
         if not self.sessions:
@@ -41,7 +40,7 @@ class Baseline:
         return (f"baseline {self.reference}: per test, its last {self.count} session(s) of this machine "
                 f"({len(self.sessions)} session(s) to choose from{left})")
 
-    def sessions_for(self, nodeid: str, params: Any = None, threads: int | None = None) -> list[Session]:
+    def sessions_for(self, nodeid: str, params: object = None, threads: int | None = None) -> list[Session]:
         """The baseline sessions of one test (oldest first); ``threads``: the cores its calls ran on now."""
         environment = {**self.environment, "threads": threads}
         return for_test(self.sessions, nodeid, params, environment, self.branch, self.count)
@@ -68,13 +67,13 @@ def _measured(record: TestRecord) -> bool:
     return record.compare is None and record.measured
 
 
-def same_environment(recorded: Mapping[str, Any], current: Mapping[str, Any]) -> bool:
+def same_environment(recorded: Mapping[str, object], current: Mapping[str, object]) -> bool:
     """Equal on every :data:`ENVIRONMENT_KEYS` field both recorded (an older file lacking one still counts)."""
     return all(recorded.get(k) is None or current.get(k) is None or recorded.get(k) == current.get(k)
                for k in ENVIRONMENT_KEYS)
 
 
-def for_test(sessions: Sequence[Session], nodeid: str, params: Any, environment: Mapping[str, Any],
+def for_test(sessions: Sequence[Session], nodeid: str, params: object, environment: Mapping[str, object],
              branch: str | None, count: int) -> list[Session]:
     """The last ``count`` sessions that measured ``nodeid`` with these ``params`` in this environment."""
     found = []
@@ -109,7 +108,7 @@ RECENT = 200  # the newest sessions of this machine a baseline is chosen from (t
 
 
 def load_baseline(reference: Path | HistoryStore, *, key: str, branch: str | None, count: int, any_machine: bool,
-                  environment: Mapping[str, Any] | None = None, history: Path | HistoryStore | None = None,
+                  environment: Mapping[str, object] | None = None, history: Path | HistoryStore | None = None,
                   exclude_commit: str | None = None, recent: int = RECENT) -> Baseline:
     """The baseline, and the sessions the pooled spread is measured over: the baseline's own and, when the
     baseline is a single file, this machine's ``history`` too (a one-session baseline has no spread of its

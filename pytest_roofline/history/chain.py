@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 from pytest_roofline.history.reader import Session
 
@@ -56,7 +56,7 @@ class Night:
     verdict: str | None = None  # the night's own A/B verdict (a change point where regressed or improved)
     raw: float | None = None  # the night's measured time over the first night's, host drift included
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"commit": self.commit, "start": self.start, "level": self.level, "ci": [self.low, self.high],
                 "segment": self.segment, "ratio": self.ratio, "ref": self.ref, "verdict": self.verdict,
                 "raw": self.raw}
@@ -70,7 +70,7 @@ class Trajectory:
     misclosure: float | None = None  # chi-square of the residuals over its degrees of freedom (loops only)
     dof: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"nodeid": self.nodeid, "edges": self.edges, "misclosure": self.misclosure, "dof": self.dof,
                 "nights": [n.to_dict() for n in self.nights]}
 

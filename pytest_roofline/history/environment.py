@@ -5,9 +5,11 @@ from __future__ import annotations
 import platform
 import subprocess
 import sys
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+
+from pytest_roofline.history.document import GitState
 
 GIT_TIMEOUT_S = 3.0
 
@@ -22,16 +24,17 @@ def _git(args: list[str], cwd: Path) -> str | None:
     return done.stdout.strip() if done.returncode == 0 else None
 
 
-def git_state(cwd: Path | None = None) -> dict[str, Any]:
-    """``{"commit": 40 hex or None, "branch": name or None (detached: None), "dirty": bool or None}``."""
+def git_state(cwd: Path | None = None) -> GitState:
+    """The commit (40 hex or None), the branch (None when detached) and whether the tree is dirty (None:
+    unknown) of the repository at ``cwd``."""
     where = Path(cwd or Path.cwd())
     commit = _git(["rev-parse", "--verify", "HEAD"], where)
     if commit is None:
-        return {"commit": None, "branch": None, "dirty": None}
+        return GitState()
     branch = _git(["rev-parse", "--abbrev-ref", "HEAD"], where)
     status = _git(["status", "--porcelain", "--untracked-files=no"], where)
-    return {"commit": commit, "branch": None if branch in (None, "HEAD") else branch,
-            "dirty": None if status is None else bool(status)}
+    return GitState(commit=commit, branch=None if branch in (None, "HEAD") else branch,
+                    dirty=None if status is None else bool(status))
 
 
 def _version(distribution: str) -> str | None:
@@ -47,12 +50,13 @@ def _own_version() -> str:
     return __version__
 
 
-def versions(machine_info: dict[str, Any] | None = None) -> dict[str, Any]:
+def versions(machine_info: Mapping[str, object] | None = None) -> dict[str, str | None]:
     """Python, pytest, pytest-roofline, torch, CUDA and the driver. torch is never imported for this: its CUDA
     version is read only when the session loaded it; the driver comes from the GPU's fingerprint."""
     torch = sys.modules.get("torch")
     cuda = getattr(getattr(torch, "version", None), "cuda", None) if torch is not None else None
-    fingerprint = dict((machine_info or {}).get("fingerprint") or {})
+    found = (machine_info or {}).get("fingerprint")
+    fingerprint = found if isinstance(found, Mapping) else {}
     driver = fingerprint.get("driver_version") or fingerprint.get("driver")
     return {"python": platform.python_version(), "pytest": _version("pytest"),
             "pytest_roofline": _own_version(), "torch": _version("torch"),

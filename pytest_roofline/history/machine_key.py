@@ -10,16 +10,15 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
 
 UNKNOWN_KEY = "unknown-00000000"
 _UNSAFE = re.compile(r"[^a-z0-9]+")
 
 
-def fingerprint_of(machine: Mapping[str, Any]) -> str:
+def fingerprint_of(machine: Mapping[str, object]) -> str:
     """The full fingerprint hash of a machine dict (``Machine.to_dict()``)."""
-    info = dict(machine.get("info") or {})
-    found = info.get("fingerprint_hash")
+    info = machine.get("info")
+    found = info.get("fingerprint_hash") if isinstance(info, Mapping) else None
     if found:
         return str(found)
     roofs = {"name": machine.get("name"), "peak_flops": machine.get("peak_flops") or {},
@@ -33,7 +32,7 @@ def readable_name(name: str, limit: int = 40) -> str:
     return text or "machine"
 
 
-def machine_key(machine: Mapping[str, Any] | None) -> str:
+def machine_key(machine: Mapping[str, object] | None) -> str:
     if not machine:
         return UNKNOWN_KEY
     digest = hashlib.sha256(fingerprint_of(machine).encode()).hexdigest()[:8]

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pytest_roofline.errors import StoreError
+from pytest_roofline.history.document import SessionRecord
 from pytest_roofline.history.machine_key import machine_key
 from pytest_roofline.history.store import MACHINE_KEY, DirectoryStore, Entry, HistoryStore, read_all
 from pytest_roofline.history.validate import (
@@ -23,7 +23,6 @@ from pytest_roofline.history.validate import (
     read_json,
     valid_tests,
 )
-from pytest_roofline.history.writer import SCHEMA
 from pytest_roofline.output.record import SCHEMA as SCHEMA_OF_TESTS
 from pytest_roofline.output.record import TestRecord, records_by_id
 
@@ -39,8 +38,8 @@ class Session:
     branch: str | None
     source: str  # the file it was read from
     tests: Mapping[str, TestRecord]
-    machine: Mapping[str, Any] | None = None
-    environment: Mapping[str, Any] = field(default_factory=dict)  # {"torch": version} where recorded
+    machine: Mapping[str, object] | None = None
+    environment: Mapping[str, str] = field(default_factory=dict)  # {"torch": version} where recorded
 
 
 @dataclass
@@ -54,33 +53,33 @@ def session_from(document: object, source: str, skipped: list[str] | None = None
     """A :class:`Session` from a history document or a ``results.json`` document; ValueError (naming the
     field) when neither or when its header cannot be trusted. Test records that fail ``validate.check_test``
     are left out, one line for them all appended to ``skipped``."""
-    kind = check_header(document)
-    if not isinstance(document, dict):  # check_header refused it already; this tells the type checker
-        raise ValueError("not a JSON object")  # noqa: TRY004 - the readers catch ValueError
-    schema = document["schema"]
-    if kind == "history":
-        if schema > SCHEMA:
-            raise ValueError(f"schema {schema!r} is newer than this reader's {SCHEMA}")
-        session, machine = document.get("session") or {}, document.get("machine") or {}
-        git = session.get("git") or {}
-        key = str(machine.get("key") or machine_key(machine))
+    problems: list[str] = []
+    if check_header(document) == "history":
+        record = SessionRecord.from_dict(document, problems)
+        session = Session(id=record.session.id or Path(source).stem, start=record.session.start or "",
+                          machine_key=record.machine_key, commit=record.session.git.commit,
+                          branch=record.session.git.branch, source=source, tests=records_by_id(record.tests),
+                          machine={"key": record.machine_key, "fingerprint": record.fingerprint, **record.machine},
+                          environment=_environment(record.session.versions))
     else:  # a results.json
+        if not isinstance(document, dict):  # check_header refused it already; this tells the type checker
+            raise ValueError("not a JSON object")
+        schema = document["schema"]
         if schema > SCHEMA_OF_TESTS:
             raise ValueError(f"results schema {schema!r} is newer than this reader's {SCHEMA_OF_TESTS}")
-        session, machine, git = document.get("session") or {}, document.get("machine") or {}, {}
-        key = machine_key(machine)
-    tests, problems = valid_tests(document["tests"], schema if kind == "results" else SCHEMA_OF_TESTS)
+        meta, machine = document.get("session") or {}, document.get("machine") or {}
+        tests, problems = valid_tests(document["tests"], schema)
+        session = Session(id=str(meta.get("id") or Path(source).stem), start=str(meta.get("start") or ""),
+                          machine_key=machine_key(machine), commit=None, branch=None, source=source,
+                          tests=records_by_id(tests), machine=machine or None,
+                          environment=_environment(meta.get("versions")))
     if problems and skipped is not None:
         skipped.append(describe_skipped(source, problems))
-    return Session(id=str(session.get("id") or Path(source).stem), start=str(session.get("start") or ""),
-                   machine_key=key, commit=git.get("commit"), branch=git.get("branch"), source=source,
-                   tests=records_by_id(tests), machine=machine or None,
-                   environment=_environment(session))
+    return session
 
 
-def _environment(session: Any) -> dict[str, Any]:
-    versions = session.get("versions") if isinstance(session, dict) else None
-    torch = versions.get("torch") if isinstance(versions, dict) else None
+def _environment(versions: object) -> dict[str, str]:
+    torch = versions.get("torch") if isinstance(versions, Mapping) else None
     return {"torch": str(torch)} if torch else {}
 
 

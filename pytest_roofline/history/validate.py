@@ -16,7 +16,6 @@ import re
 import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from pytest_roofline.errors import InvalidRecord as Invalid  # the name the readers catch
 from pytest_roofline.output.record import SCHEMA, TestRecord
@@ -61,14 +60,14 @@ def read_bytes(path: Path, max_bytes: int = MAX_FILE_BYTES) -> bytes:
     return data
 
 
-def read_json(path: Path, max_bytes: int = MAX_FILE_BYTES) -> Any:
+def read_json(path: Path, max_bytes: int = MAX_FILE_BYTES) -> object:
     """A JSON document from a file, bounded in size and depth. Raises Invalid (a ValueError, as are
     UnicodeDecodeError and JSONDecodeError) or OSError. NaN and Infinity parse as floats, for
     :func:`check_test` to name the field that holds them."""
     return parse_json(read_bytes(path, max_bytes))
 
 
-def parse_json(data: bytes) -> Any:
+def parse_json(data: bytes) -> object:
     """A JSON document from bytes already bounded in size (a file's, or an object store's), bounded in
     depth; raises Invalid, UnicodeDecodeError or JSONDecodeError (all ValueErrors)."""
     if nesting_depth_exceeds(data):
@@ -116,7 +115,7 @@ def _string(value: object, field: str, *, optional: bool = True) -> None:
         raise Invalid(f"{field}: {_text(value)} is not a string")
 
 
-def _mapping(value: object, field: str) -> Mapping[str, Any]:
+def _mapping(value: object, field: str) -> Mapping[str, object]:
     """A JSON object (absent: empty)."""
     if value is None:
         return {}
@@ -125,7 +124,7 @@ def _mapping(value: object, field: str) -> Mapping[str, Any]:
     return value
 
 
-def _list(value: object, field: str) -> Sequence[Any]:
+def _list(value: object, field: str) -> Sequence[object]:
     if value is None:
         return []
     if not isinstance(value, list):
@@ -172,7 +171,7 @@ def _kernels(value: object, field: str) -> None:
         _number_map(kernel.get("bytes"), f"{where}.bytes")
 
 
-def _measured(record: Mapping[str, Any], field: str) -> None:
+def _measured(record: Mapping[str, object], field: str) -> None:
     """What a test record and each of its regions share: times, work, intensity, kernels."""
     _fraction(record.get("fraction"), f"{field}fraction")
     for key in ("time_s", "t_min_s"):
@@ -184,7 +183,7 @@ def _measured(record: Mapping[str, Any], field: str) -> None:
     _kernels(record.get("kernels"), f"{field}kernels")
 
 
-def check_test(record: object) -> None:
+def check_test(record: object) -> dict[str, object]:
     """Raise Invalid naming the first field of a ``results.json`` / history test record that cannot be
     trusted: fractions finite in (0, 1.2] (``min_fraction`` in (0, 1]), times positive and finite, work finite
     and not negative, names strings, ``params`` an object of plain values, ``artifacts`` a list of strings."""
@@ -216,6 +215,7 @@ def check_test(record: object) -> None:
             part = _mapping(part, f"{where}.parts[{j}]")
             _positive(part.get("t_min_s"), f"{where}.parts[{j}].t_min_s")
             _timing(part.get("timing"), f"{where}.parts[{j}].timing")
+    return record
 
 
 def check_machine(machine: object, field: str = "machine") -> None:
@@ -252,20 +252,20 @@ def check_header(document: object) -> str:
     return kind
 
 
-def valid_tests(tests: Sequence[Any], schema: int = SCHEMA) -> tuple[list[TestRecord], list[str]]:
+def valid_tests(tests: Sequence[object], schema: int = SCHEMA) -> tuple[list[TestRecord], list[str]]:
     """The test records that pass :func:`check_test`, typed, and one line per record skipped: ``tests[3]
     ('a.py::t'): fraction: nan is not a finite number in (0, 1.2]``."""
     kept: list[TestRecord] = []
     problems: list[str] = []
     for i, record in enumerate(tests):
         try:
-            check_test(record)
+            checked = check_test(record)
         except Invalid as exc:
             nodeid = record.get("nodeid") if isinstance(record, dict) else None
             name = f" ({_text(nodeid)})" if isinstance(nodeid, str) else ""
             problems.append(f"tests[{i}]{name}: {exc}")
         else:
-            kept.append(TestRecord.from_dict(record, schema))
+            kept.append(TestRecord.from_dict(checked, schema))
     return kept, problems
 
 

@@ -28,6 +28,7 @@ from pytest_roofline.plugin.markers import marker_options, wants_roofline
 from pytest_roofline.session.state import RooflineState, TestEntry
 
 if TYPE_CHECKING:
+    from pytest_roofline.history.session_files import Targets, Written
     from pytest_roofline.plugin.rereport import Rereports
 
 
@@ -293,8 +294,11 @@ class MeasuringSession:
         from pytest_roofline.history.session_files import write_session_files
 
         state = self.state
-        errors = write_session_files(state, self.records, session_meta(state, session, state.malloc),
-                                     list(session.config.invocation_params.args), root=session.config.rootpath)
+        written = write_session_files(file_targets(state), state.loaded_machine, self.records,
+                                      session_meta(state, session, state.malloc),
+                                      list(session.config.invocation_params.args), counter_label=state.counter_label,
+                                      root=session.config.rootpath)
+        errors = took_written(state, written)
         state.write_error = "\n".join([*([state.write_error] if state.write_error else []), *errors]) or None
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -343,6 +347,23 @@ def fail_unsaved(state: RooflineState, session: pytest.Session) -> None:
     if line is not None and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
         state.write_error = f"{state.write_error}\n{line}" if state.write_error else line
+
+
+def file_targets(state: RooflineState) -> Targets:
+    """Where this session's results.json and history entry go."""
+    from pytest_roofline.history.session_files import Targets
+
+    settings = state.settings
+    return Targets(directory=settings.directory, session_id=state.session_id, history=settings.history,
+                   history_keep=settings.history_keep, protect=settings.baseline_sessions)
+
+
+def took_written(state: RooflineState, written: Written) -> list[str]:
+    """What the summary needs of what was written; the lines to show."""
+    state.results_written = written.results_written
+    state.history_file = written.history_file
+    state.history_unsent = written.history_unsent
+    return written.errors
 
 
 def summary_context(state: RooflineState, config: pytest.Config, terminalreporter: Any, machines: list[Any],
@@ -441,11 +462,11 @@ def _load_baseline(state: RooflineState, config: pytest.Config, fallback: Any = 
     from pytest_roofline.errors import StoreError
 
     try:
-        state.baseline = load_baseline(reference, key=key, branch=git["branch"], count=settings.baseline_sessions,
+        state.baseline = load_baseline(reference, key=key, branch=git.branch, count=settings.baseline_sessions,
                                        any_machine=settings.baseline_any_machine,
                                        environment={"torch": versions().get("torch")}, history=settings.history,
                                        # an uncommitted change is compared with its commit's sessions
-                                       exclude_commit=git["commit"] if git["dirty"] is False else None)
+                                       exclude_commit=git.commit if git.dirty is False else None)
     except StoreError as exc:
         from pytest_roofline.history.baseline import Baseline
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_roofline.output.worker_records import OUTPUT_KEY, SESSION_KEY
-from pytest_roofline.plugin.modes import MeasuringSession, session_meta
+from pytest_roofline.plugin.modes import MeasuringSession, file_targets, session_meta, took_written
 from pytest_roofline.session.state import RooflineState
 
 GPU_ASSIGNED = pytest.StashKey[str | None]()
@@ -137,9 +137,10 @@ class XdistController:
         errors = [f"{p.get('worker')}: {p['error']}" for p in self.payloads if p.get("error")]
         if errors:
             meta["worker_errors"] = errors
-        machine = Machine.from_dict(merged["machine"]) if merged["machine"] else None
-        written = write_session_files(state, merged["tests"], meta, list(session.config.invocation_params.args),
-                                      root=session.config.rootpath, machine=machine)
+        machine = Machine.from_dict(merged["machine"]) if merged["machine"] else state.loaded_machine
+        written = took_written(state, write_session_files(
+            file_targets(state), machine, merged["tests"], meta, list(session.config.invocation_params.args),
+            counter_label=state.counter_label, root=session.config.rootpath))
         lines = [*([state.write_error] if state.write_error else []), *(f"roofline: worker {e}" for e in errors),
                  *written]
         state.write_error = "\n".join(lines) or None

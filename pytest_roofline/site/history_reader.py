@@ -12,16 +12,13 @@ import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from pytest_roofline.errors import HistoryFileWarning
-from pytest_roofline.history.validate import Invalid, check_header, describe_skipped, read_json, valid_tests
+from pytest_roofline.history.document import FORMAT, SCHEMA, SessionRecord
+from pytest_roofline.history.validate import Invalid, describe_skipped, read_json
 from pytest_roofline.output.record import TestRecord
 
 __all__ = ["FORMAT", "SCHEMA", "HistoryFileWarning", "Session", "parse_time", "read_history", "read_session"]
-
-FORMAT = "pytest-roofline-history"
-SCHEMA = 1
 
 
 @dataclass(frozen=True)
@@ -34,7 +31,7 @@ class Session:
     branch: str | None
     dirty: bool
     machine_key: str
-    machine: dict[str, Any]
+    machine: dict[str, object]
     tests: list[TestRecord] = field(repr=False)
 
     @property
@@ -52,35 +49,23 @@ def parse_time(text: str) -> datetime:
     return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
 
 
-def _session(path: Path, document: Any) -> Session:
+def _session(path: Path, document: object) -> Session:
+    problems: list[str] = []
     try:
-        kind = check_header(document)
-    except Invalid as exc:
+        record = SessionRecord.from_dict(document, problems)
+    except ValueError as exc:  # Invalid names the field; a results.json or a newer schema says what it is
         raise _Skip(str(exc)) from None
-    if kind != "history":
-        raise _Skip(f"not a {FORMAT} file")
-    schema = document["schema"]
-    if schema > SCHEMA:
-        raise _Skip(f"schema {schema} is newer than this reader's {SCHEMA}")
-    session, machine = document.get("session"), document.get("machine")
-    if not isinstance(session, dict) or not isinstance(machine, dict):
-        raise _Skip("'session' or 'machine' missing")
-    if not isinstance(machine.get("key"), str) or not machine["key"]:
-        raise _Skip("no 'machine.key'")
     try:
-        start = parse_time(session["start"])
-    except (KeyError, TypeError, ValueError):
+        start = parse_time(record.session.start or "")
+    except ValueError:
         raise _Skip("no valid 'session.start'") from None
-    raw_git = session.get("git")
-    git: dict[str, Any] = raw_git if isinstance(raw_git, dict) else {}
-    tests, problems = valid_tests(document["tests"])
     if problems:
         warnings.warn(describe_skipped(path, problems), HistoryFileWarning, stacklevel=3)
-    exit_status = session.get("exit_status")
-    return Session(path=path, id=str(session.get("id", path.stem)), start=start,
-                   exit_status=exit_status if isinstance(exit_status, int) else None, commit=git.get("commit"),
-                   branch=git.get("branch"), dirty=bool(git.get("dirty")), machine_key=machine["key"],
-                   machine=machine, tests=tests)
+    git = record.session.git
+    return Session(path=path, id=record.session.id or path.stem, start=start, exit_status=record.session.exit_status,
+                   commit=git.commit, branch=git.branch, dirty=bool(git.dirty), machine_key=record.machine_key,
+                   machine={"key": record.machine_key, "fingerprint": record.fingerprint, **record.machine},
+                   tests=list(record.tests))
 
 
 def read_session(path: Path) -> Session | None:

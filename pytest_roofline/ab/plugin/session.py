@@ -324,7 +324,7 @@ def resolve_last_night(state: RooflineState, config: pytest.Config) -> Any:
     except StoreError as exc:
         state.compare_skipped = f"--roofline-compare {s.compare}: no A/B: {exc}; {then}"
         return fallback
-    night = resolve_last(loaded.sessions, key=key, branch=git["branch"], head=git["commit"], back=back,
+    night = resolve_last(loaded.sessions, key=key, branch=git.branch, head=git.commit, back=back,
                          where=label)
     if night.commit is None:
         state.compare_skipped = f"--roofline-compare {s.compare}: no A/B: {night.why}; {then}"

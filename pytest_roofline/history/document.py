@@ -1,0 +1,160 @@
+"""One history file as a typed record (docs/history-format.md): what the writer builds, what the gate's reader
+and the site's reader load. :class:`SessionRecord` saves itself (``to_dict``, ``encode``, ``name``), loads a
+document that passed ``history.validate`` and brings an older schema to this package's (``MIGRATIONS``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from pytest_roofline.history.machine_key import fingerprint_of, machine_key
+from pytest_roofline.history.validate import HISTORY_FORMAT, check_header, valid_tests
+from pytest_roofline.output.record import SCHEMA as SCHEMA_OF_TESTS
+from pytest_roofline.output.record import TestRecord
+
+FORMAT = HISTORY_FORMAT
+SCHEMA = 1  # the newest history schema this package writes and reads
+
+# schema -> the step that turns a history document of that schema into one of the next; none yet
+MIGRATIONS: dict[int, Callable[[dict[str, object]], dict[str, object]]] = {}
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _plain(value: object) -> dict[str, object]:
+    return {str(k): v for k, v in value.items()} if isinstance(value, Mapping) else {}
+
+
+@dataclass(frozen=True)
+class GitState:
+    """The commit a session measured: 40 hex (None outside git), the branch (None when detached), dirty."""
+
+    commit: str | None = None
+    branch: str | None = None
+    dirty: bool | None = None
+
+    @classmethod
+    def from_dict(cls, data: object) -> GitState:
+        raw = _plain(data)
+        dirty = raw.get("dirty")
+        return cls(commit=_text(raw.get("commit")), branch=_text(raw.get("branch")),
+                   dirty=dirty if isinstance(dirty, bool) else None)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"commit": self.commit, "branch": self.branch, "dirty": self.dirty}
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """The ``session`` block: who ran, when, on which commit and versions, with which arguments and counter."""
+
+    id: str | None = None
+    start: str | None = None  # ISO time
+    end: str | None = None
+    exit_status: int | None = None
+    git: GitState = field(default_factory=GitState)
+    versions: Mapping[str, str | None] = field(default_factory=dict)  # python, pytest, torch, cuda, driver ...
+    pytest_args: tuple[str, ...] = ()
+    counter: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: object) -> SessionInfo:
+        raw = _plain(data)
+        status = raw.get("exit_status")
+        args = raw.get("pytest_args")
+        return cls(id=_text(raw.get("id")), start=_text(raw.get("start")), end=_text(raw.get("end")),
+                   exit_status=status if isinstance(status, int) and not isinstance(status, bool) else None,
+                   git=GitState.from_dict(raw.get("git")),
+                   versions={k: None if v is None else str(v) for k, v in _plain(raw.get("versions")).items()},
+                   pytest_args=tuple(str(a) for a in args) if isinstance(args, list) else (),
+                   counter=_text(raw.get("counter")))
+
+    def to_dict(self) -> dict[str, object]:
+        return {"id": self.id, "start": self.start, "end": self.end, "exit_status": self.exit_status,
+                "git": self.git.to_dict(), "versions": dict(self.versions), "pytest_args": list(self.pytest_args),
+                "counter": self.counter}
+
+
+def migrate(document: Mapping[str, object], schema: int) -> dict[str, object]:
+    """A history document of ``schema`` brought to :data:`SCHEMA`; ValueError for a newer one."""
+    if schema > SCHEMA:
+        raise ValueError(f"schema {schema!r} is newer than this reader's {SCHEMA}")
+    data = dict(document)
+    for step in range(schema, SCHEMA):
+        data = MIGRATIONS[step](data)
+    return data
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """One session's history file: its session block, the machine it was judged on and its test records."""
+
+    session: SessionInfo
+    machine_key: str
+    fingerprint: str | None
+    machine: Mapping[str, object]  # the results.json machine block: name, peak_flops, bandwidth, info
+    tests: tuple[TestRecord, ...] = ()
+
+    @classmethod
+    def of_session(cls, machine: Mapping[str, object] | None, tests: Sequence[TestRecord], session: SessionInfo,
+                   ) -> SessionRecord:
+        """The record a finished session writes: ``machine`` is ``Machine.to_dict()`` (None: not characterized)."""
+        if machine:
+            return cls(session=session, machine_key=machine_key(machine), fingerprint=fingerprint_of(machine),
+                       machine=dict(machine), tests=tuple(tests))
+        return cls(session=session, machine_key=machine_key(None), fingerprint=None,
+                   machine={"name": None, "peak_flops": {}, "bandwidth": {}, "info": {}}, tests=tuple(tests))
+
+    @classmethod
+    def of_results(cls, results: Mapping[str, object], session: SessionInfo) -> SessionRecord:
+        """The entry of a ``results.json`` document (its machine and test records) under ``session``."""
+        tests = results.get("tests")
+        records = [TestRecord.from_dict(t) for t in tests if isinstance(t, Mapping)] if isinstance(tests, list) else []
+        return cls.of_session(_plain(results.get("machine")) or None, records, session)
+
+    @classmethod
+    def from_dict(cls, document: object, problems: list[str] | None = None) -> SessionRecord:
+        """The record of a history document; Invalid or ValueError (naming the field) when it is not one that
+        can be trusted. Test records that fail ``validate.check_test`` are left out, each named in ``problems``."""
+        if check_header(document) != "history" or not isinstance(document, dict):
+            raise ValueError(f"not a {FORMAT} file")
+        data = migrate(document, document["schema"])
+        machine = _plain(data.get("machine"))
+        key = _text(machine.pop("key", None)) or machine_key(machine)
+        fingerprint = _text(machine.pop("fingerprint", None))
+        tests, skipped = valid_tests(data["tests"] if isinstance(data["tests"], list) else [], SCHEMA_OF_TESTS)
+        if problems is not None:
+            problems.extend(skipped)
+        return cls(session=SessionInfo.from_dict(data.get("session")), machine_key=key, fingerprint=fingerprint,
+                   machine=machine, tests=tuple(tests))
+
+    def to_dict(self) -> dict[str, object]:
+        return {"format": FORMAT, "schema": SCHEMA, "session": self.session.to_dict(),
+                "machine": {"key": self.machine_key, "fingerprint": self.fingerprint, **self.machine},
+                "tests": [t.to_dict() for t in self.tests]}
+
+    def encode(self) -> bytes:
+        return (json.dumps(self.to_dict(), indent=2, sort_keys=False, allow_nan=False) + "\n").encode("utf-8")
+
+    @property
+    def start(self) -> _dt.datetime:
+        """The session's start in UTC (a naive time is taken as UTC; none or unreadable: now)."""
+        try:
+            start = _dt.datetime.fromisoformat(str(self.session.start))
+        except ValueError:
+            start = _dt.datetime.now(_dt.timezone.utc)
+        return start if start.tzinfo else start.replace(tzinfo=_dt.timezone.utc)
+
+    def name(self) -> str:
+        """``<machine key>/<YYYYmmddTHHMMSSZ>-<commit 12 hex | nogit>-<4 random hex>.json``: a fresh random
+        part on every call, for the writer to draw again when a name is taken."""
+        commit = self.session.git.commit
+        tag = commit[:12] if commit else "nogit"
+        return (f"{self.machine_key}/{self.start.astimezone(_dt.timezone.utc):%Y%m%dT%H%M%SZ}"
+                f"-{tag}-{os.urandom(2).hex()}.json")
