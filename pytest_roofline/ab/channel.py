@@ -14,7 +14,7 @@ class Channel:
         self.sock = sock
         self._reader = sock.makefile("r", encoding="utf-8", newline="\n")
 
-    def send(self, **message: Any) -> None:
+    def send(self, **message: object) -> None:
         try:
             self.sock.sendall((json.dumps(message) + "\n").encode("utf-8"))
         except OSError as exc:

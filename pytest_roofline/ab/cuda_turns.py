@@ -22,10 +22,14 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
-Runner = Callable[[Any, int, bool], tuple[float, int]]
+if TYPE_CHECKING:
+    from pytest_roofline.ab.lockstep import TurnCalls
+
+Runner = Callable[["TurnCalls", int, bool], tuple[float, int]]
 
 BACKLOG_MARGIN = 2.0  # the spin covers twice the host's last time to queue a turn (host jitter, a slow launch)
 BACKLOG_FLOOR_S = 20e-6  # and at least this: a first turn, or a host that queued in no time
@@ -36,13 +40,13 @@ CALIBRATION_CYCLES = 20_000_000  # ~10 ms at 2 GHz: the spin's launch is noise a
 CUDA_MAX_BATCH = 100  # calls behind one spin: each queues two events and its kernels, and a stream holds about
 # a thousand pending launches before the host blocks (and the calls after are timed with their launches)
 
-_RATES: WeakKeyDictionary[Any, dict[int, float]] = WeakKeyDictionary()  # the spin's rate per device, per process
+_RATES: WeakKeyDictionary[ModuleType, dict[int, float]] = WeakKeyDictionary()  # the spin's rate per device, per process
 
 
 class Backlog:
     """A spin kernel (``torch.cuda._sleep``) queued ahead of a turn, sized on the host's own pace."""
 
-    def __init__(self, cuda: Any) -> None:
+    def __init__(self, cuda: ModuleType) -> None:  # torch.cuda
         self.cuda = cuda
         self.spin: Callable[[int], None] | None = getattr(cuda, "_sleep", None)
         device = getattr(cuda, "current_device", lambda: 0)
@@ -94,7 +98,7 @@ class Backlog:
         self.host_per_call = host_seconds / max(1, batch)
 
 
-def event_runner(cuda: Any = None) -> Runner | None:
+def event_runner(cuda: ModuleType | None = None) -> Runner | None:
     """A ``run_batch`` that times with CUDA events, when torch's CUDA is in use in this process; else None."""
     if cuda is None:
         torch = sys.modules.get("torch")
@@ -103,13 +107,13 @@ def event_runner(cuda: Any = None) -> Runner | None:
             return None
     backlog = Backlog(cuda)
 
-    def run(calls: Any, batch: int, rewarm: bool = False) -> tuple[float, int]:
+    def run(calls: TurnCalls, batch: int, rewarm: bool = False) -> tuple[float, int]:
         return run_batch_events(calls, batch, rewarm, cuda, backlog)
 
     return run
 
 
-def run_batch_events(calls: Any, batch: int, rewarm: bool, cuda: Any, backlog: Backlog | None = None,
+def run_batch_events(calls: TurnCalls, batch: int, rewarm: bool, cuda: ModuleType, backlog: Backlog | None = None,
                      clock: Callable[[], float] = time.perf_counter) -> tuple[float, int]:
     """``batch`` calls of ``calls`` (a ``timing._Calls``), each between two events; seconds per call (device
     time) and host page faults per call. ``rewarm``: one untimed call first, as on the CPU. ``backlog``: a spin

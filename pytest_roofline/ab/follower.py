@@ -5,7 +5,6 @@ the roofs the comparing side used)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from pytest_roofline.ab.channel import Channel
 from pytest_roofline.ab.lockstep import follow
@@ -24,8 +23,8 @@ class Follower:
         self.site = 0
         self.following = True
 
-    def measure_site(self, recorder: Recorder, counter: Counter, label: str, fn: Callable[..., Any],
-                     args: tuple[Any, ...], kwargs: Mapping[str, Any], setup: Setup | None) -> Any:
+    def measure_site(self, recorder: Recorder, counter: Counter, label: str, fn: Callable[..., object],
+                     args: tuple[object, ...], kwargs: Mapping[str, object], setup: Setup | None) -> object:
         """The twin's site timer (``Recorder.site_timer``): run the call, then answer the comparing side's turns."""
         from pytest_roofline.host.devices import synchronizer
         from pytest_roofline.model import Machine
@@ -37,7 +36,7 @@ class Follower:
         site = self.site
         self.site += 1
 
-        def judge(timing: TimingStats, roofs: dict[str, Any] | None) -> dict[str, Any]:
+        def judge(timing: TimingStats, roofs: Mapping[str, object] | None) -> dict[str, object]:
             _, kernels = counter.count(fn, *prepared_arguments(setup, args, kwargs))
             judged_on = Machine.from_dict(roofs) if roofs else None
             region = recorder.region(counter, label, kernels, timing, roofs=judged_on)

@@ -13,10 +13,10 @@ where the untimed call would only halve the turns a budget buys.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 from pytest_roofline.ab.channel import Channel
 from pytest_roofline.measure.timing import TimingStats, side_stats
@@ -35,7 +35,20 @@ class SideTimes:
     warmup: int = 0
 
 
-def run_batch(calls: Any, batch: int, rewarm: bool = False) -> tuple[float, int]:
+class TurnCalls(Protocol):
+    """What a turn uses of the single timed calls of a call site (``measure.timing.calls_for``)."""
+
+    @property
+    def fn(self) -> Callable[..., object]: ...
+
+    def run(self) -> tuple[float, int, int]: ...  # seconds, minor and major page faults of one call
+
+    def arguments(self) -> tuple[tuple[object, ...], Mapping[str, object]]: ...  # after the untimed setup
+
+    def faults(self) -> tuple[int, int]: ...
+
+
+def run_batch(calls: TurnCalls, batch: int, rewarm: bool = False) -> tuple[float, int]:
     """``batch`` calls back to back (each with its setup, untimed); seconds per call and faults per call.
     ``rewarm``: one untimed call first. The other side's turn has just run through the caches; without it the
     timed call would start on whatever of its data survived that, which depends on where each process's pages
@@ -64,9 +77,9 @@ def pinned_to(cores: list[int] | None) -> Iterator[None]:
         yield
 
 
-def follow(channel: Channel, calls: Any, site: int, label: str,
-           judge: Callable[[TimingStats, dict[str, Any] | None], dict[str, Any]],
-           runner: Callable[[Any, int, bool], tuple[float, int]] | None = None) -> bool:
+def follow(channel: Channel, calls: TurnCalls, site: int, label: str,
+           judge: Callable[[TimingStats, Mapping[str, object] | None], Mapping[str, object]],
+           runner: Callable[[TurnCalls, int, bool], tuple[float, int]] | None = None) -> bool:
     """The twin at one call site: say it is ready, then answer turns until this side ends the site (True) or
     the test (False: later call sites of this test are not compared). ``judge`` makes the twin's region record
     from its timed turns (its own fraction, time and work). ``runner``: how a turn runs (default

@@ -77,7 +77,7 @@ class PairTimes:
         times: list[float] = getattr(self, side).times
         return times if self.kept is None else [t for t, k in zip(times, self.kept, strict=True) if k]
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         return {"ratio": self.within.ratio, "ci": None if self.within.ci is None else list(self.within.ci),
                 "turns": self.within.pairs, "batch": self.batch, "this_first": self.first.count("this"),
                 "warm_first": self.warm_first, "alloc_first": self.alloc_first,
@@ -207,7 +207,7 @@ class SiteResult:
         ref.pop("timing", None)
         return ref
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> dict[str, object]:
         """The region's ``compare`` record: the top level first, then each pair for diagnosis."""
         this_time = statistics.median(self.pooled("this").times)
         ref_time = statistics.median(self.pooled("ref").times)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 LOG_LINES = 20
 
@@ -35,7 +34,7 @@ def covers(error_nodeid: str, nodeid: str) -> bool:
     return nodeid.startswith(error_nodeid.rstrip("/") + "/")
 
 
-def why_missing(nodeid: str, ref_nodeids: Iterable[str], errors: Iterable[Mapping[str, Any]], ref_rootdir: Path,
+def why_missing(nodeid: str, ref_nodeids: Iterable[str], errors: Iterable[Mapping[str, object]], ref_rootdir: Path,
                 ref_label: str) -> Missing:
     """Why REF's twin has no ``nodeid`` (it collected ``ref_nodeids``, with collection ``errors`` — each
     ``{"nodeid", "message"}`` — in ``ref_rootdir``)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 import time
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +41,7 @@ class SideLink:
         if self.ahead is None and self.link.active:
             self.ahead = self.twin.receive()
 
-    def open_site(self, index: int, cores: Sequence[int] | None, roofs: dict[str, Any] | None,
+    def open_site(self, index: int, cores: Sequence[int] | None, roofs: Mapping[str, object] | None,
                   rewarm: bool = True) -> bool:
         if not self.link.active:
             return False
@@ -150,7 +150,7 @@ class PoolLink:
             return pair
         return None
 
-    def measure_site(self, label: str, cores: Sequence[int] | None, roofs: dict[str, Any] | None,
+    def measure_site(self, label: str, cores: Sequence[int] | None, roofs: Mapping[str, object] | None,
                      policy: TimingPolicy, tolerance: float | None, rewarm: bool = True) -> SiteResult | None:
         """Time this test's next call site over process pairs; None when no pair has it on both sides.
         ``tolerance``: the band's half width (None: auto, :func:`.paired_stats.band_for`).
@@ -267,7 +267,7 @@ class TwinPool:
               roofline_args: Callable[[str], list[str]], folder: Path, python: str | None = None,
               count: int = MAX_PROCESS_PAIRS) -> TwinPool:
         """Start ``min(count, MIN_PROCESS_PAIRS)`` pairs now, the rest up to ``count`` when needed;
-        ``roofline_args(name)``: a twin's own roofline arguments (its own folder). Any twin that cannot start
+        ``roofline_args(name)``: a twin's own roofline arguments (its own folder). A twin that cannot start
         now stops them all, with that twin's error."""
 
         def start(job: tuple[str, Checkout, str | None]) -> Twin:

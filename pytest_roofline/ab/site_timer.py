@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import Any
 
 from pytest_roofline.ab.pool import PoolLink
 from pytest_roofline.counters import Counter
@@ -24,8 +23,8 @@ class PairedSites:
         self.link = link
         self.tolerance = tolerance
 
-    def measure_site(self, recorder: Recorder, counter: Counter, label: str, fn: Callable[..., Any],
-                     args: tuple[Any, ...], kwargs: Mapping[str, Any], setup: Setup | None) -> Any:
+    def measure_site(self, recorder: Recorder, counter: Counter, label: str, fn: Callable[..., object],
+                     args: tuple[object, ...], kwargs: Mapping[str, object], setup: Setup | None) -> object:
         """Count the call here, then time it in turns with REF's twins, both sides on the cores chosen here.
         No live probe: both sides see the same roofs, and the pairing cancels the host's drift. A deferred
         counter's call site (its counts come from another process) is timed here alone."""

@@ -129,7 +129,7 @@ class Twin:
         self.checkout = checkout
         self.log = log
         self.nodeids: set[str] = set()
-        self.collect_errors: list[dict[str, Any]] = []  # REF's collection errors: {"nodeid", "message"}
+        self.collect_errors: list[dict[str, object]] = []  # REF's collection errors: {"nodeid", "message"}
         self.rootdir: Path = checkout.cwd  # the twin's rootdir, as it reported it
         self.finished: dict[str, dict[str, Any]] = {}
         self.error: str | None = None  # why the twin stopped, once it did
@@ -188,7 +188,7 @@ class Twin:
                           f"{self.log} ends:\n{self.log_tail()}")
         return TwinStopped(self.error)
 
-    def send(self, **message: Any) -> None:
+    def send(self, **message: object) -> None:
         try:
             self.channel.send(**message)
         except ChannelClosed as exc:

@@ -4,17 +4,20 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.ab.paired_stats import AUTO_BANDS
 from pytest_roofline.ab.report import compare_regions, failure_message, process_record
 from pytest_roofline.gates.baseline import tolerances_of
-from pytest_roofline.gates.comparison import Tolerances
+from pytest_roofline.gates.comparison import TestComparison, Tolerances
 from pytest_roofline.gates.judgement import Judgement
 from pytest_roofline.model import sum_maps
 from pytest_roofline.model.roofline import arithmetic_intensity
 from pytest_roofline.session.settings import MarkerOptions
 from pytest_roofline.session.state import RooflineState, TestEntry
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def compare_band(state: RooflineState, options: MarkerOptions | None) -> float | None:
@@ -70,8 +73,8 @@ def judge_compare(state: RooflineState, entry: TestEntry, options: MarkerOptions
                      fields={"compare": compared}, artifacts=tuple(str(p) for p in paths))
 
 
-def compare_artifacts(state: RooflineState, entry: TestEntry, result: Any,
-                      regions: list[dict[str, Any]]) -> tuple[list[Any], list[str]]:
+def compare_artifacts(state: RooflineState, entry: TestEntry, result: TestComparison,
+                      regions: list[dict[str, Any]]) -> tuple[list[Path], list[str]]:
     """The roofline chart with REF's point joined to this one by an arrow, and the kernel table."""
     from pytest_roofline.output.session_output import all_kernels, test_artifacts
 

@@ -66,12 +66,12 @@ class DeprecatedAlias(argparse.Action):
     """An old spelling of an option: it still works, and says once on stderr which name to use instead."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, new: str, flag: bool = False,
-                 **kwargs: Any) -> None:
+                 **kwargs: Any) -> None:  # argparse's own keywords, each typed there, passed on as given
         self.new = new
         self.flag = flag
         super().__init__(option_strings, dest, nargs=0 if flag else None, help=argparse.SUPPRESS, **kwargs)
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object,
                  option_string: str | None = None) -> None:
         print(f"{PROG}: {option_string} is deprecated; use {self.new}", file=sys.stderr)
         setattr(namespace, self.dest, True if self.flag else values)

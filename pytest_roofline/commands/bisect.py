@@ -13,10 +13,9 @@ import json
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pytest_roofline.ab.twin import PACKAGE_DIR, TWIN_BOOT
 from pytest_roofline.ab.worktree import Checkout, git, prepare, resolve
@@ -41,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 class Step:
     commit: str
     slow: bool
-    regressed: list[tuple[str, float, Any]]  # (test, ratio, interval) of each test failed as slower
+    # (test, ratio, interval) of each test failed as slower
+    regressed: list[tuple[str, float, Sequence[float] | None]]
     exit_code: int
     skipped: str | None = None  # why this commit was not tested (then slow is meaningless)
 

@@ -6,7 +6,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from pytest_roofline.model import Machine
 
@@ -30,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "--json also its fields and the cache file")
 
 
-def summary(machine: Machine) -> dict[str, Any]:
+def summary(machine: Machine) -> dict[str, object]:
     """The --json document: SI units (bytes/s, FLOP/s)."""
     info = dict(machine.info)
     return {

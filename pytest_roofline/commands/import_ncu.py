@@ -58,7 +58,7 @@ def _load_machine(path: str) -> Machine:
     return Machine.from_dict(data)
 
 
-def _judge(kernel: NcuKernel, machine: Machine) -> dict[str, Any]:
+def _judge(kernel: NcuKernel, machine: Machine) -> dict[str, object]:
     try:
         if kernel.time_s:
             verdict = evaluate(kernel.to_sample(), machine)
@@ -79,7 +79,7 @@ def _kernel_entries(report: NcuReport, machine: Machine | None) -> list[dict[str
     return entries
 
 
-def _totals(report: NcuReport) -> dict[str, Any]:
+def _totals(report: NcuReport) -> dict[str, object]:
     return {"time_s": report.total_time_s, "flops": sum_maps(k.flops for k in report.kernels),
             "bytes": sum_maps(k.bytes for k in report.kernels)}
 

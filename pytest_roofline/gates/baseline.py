@@ -11,7 +11,7 @@ and docs/comparison.md.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.gates.baseline_stats import (
@@ -30,6 +30,8 @@ from pytest_roofline.session.settings import MarkerOptions
 from pytest_roofline.session.state import RooflineState, TestEntry
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from pytest_roofline.gates.judgement import Judgement
     from pytest_roofline.history.baseline import Baseline
 
@@ -52,7 +54,7 @@ def tolerances_from_record(record: dict[str, Any]) -> Tolerances:
     return Tolerances(float(record["max_drop"]), float(record["max_slowdown"]), tuple(record["fail_on"]))
 
 
-def current_measurement(entry: TestEntry, regions: list[dict[str, Any]]) -> Measurement | None:
+def current_measurement(entry: TestEntry, regions: Sequence[Mapping[str, object]]) -> Measurement | None:
     verdict = entry.recorder.verdict()
     if verdict is None:
         return None
@@ -136,12 +138,14 @@ def judge_baseline(state: RooflineState, entry: TestEntry, options: MarkerOption
             outcome = outcome.adding({"baseline": block, "confirmed": {"first": first, "second": result.fraction.now}})
             if result.verdict != "regressed":
                 return outcome
-    message, paths = regression_report(state, entry, result, block, outcome.fields.get("confirmed"))
+    confirmed = outcome.fields.get("confirmed")  # set above, as a mapping, when it was measured again
+    message, paths = regression_report(state, entry, result, block,
+                                       confirmed if isinstance(confirmed, Mapping) else None)
     return outcome.adding(artifacts=paths, failure=message)
 
 
 def regression_report(state: RooflineState, entry: TestEntry, result: TestComparison, record: Mapping[str, Any],
-                      confirmed: Mapping[str, Any] | None = None) -> tuple[str, list[str]]:
+                      confirmed: Mapping[str, object] | None = None) -> tuple[str, list[str]]:
     """One message: what got worse and why (the explanation), the figures now and in the baseline
     (``record``: the record's ``baseline`` block), the sessions, the statistic, the tolerances, and the chart's
     path; and the paths of the artifacts written."""
@@ -174,7 +178,8 @@ def regression_report(state: RooflineState, entry: TestEntry, result: TestCompar
     return "\n".join(lines), [str(p) for p in paths]
 
 
-def regression_artifacts(state: RooflineState, entry: TestEntry, result: TestComparison) -> tuple[list[Any], list[str]]:
+def regression_artifacts(state: RooflineState, entry: TestEntry,
+                         result: TestComparison) -> tuple[list[Path], list[str]]:
     """The roofline chart with the baseline's point beside the current one, and the kernel table."""
     from pytest_roofline.output.session_output import all_kernels, test_artifacts
 

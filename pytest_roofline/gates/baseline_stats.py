@@ -157,11 +157,12 @@ class Change:
     claim_ci: tuple[float, float] | None = None  # A/B: the 99 % interval "worse"/"better" must clear 1 with
     equivalence_ci: tuple[float, float] | None = None  # A/B: the 90 % interval "same" needed inside the band
 
-    def to_dict(self) -> dict[str, Any]:
-        out = {"now": self.now, "reference": self.reference, "ratio": self.ratio,
-               "ci": None if self.ci is None else list(self.ci), "verdict": self.verdict,
-               "spread": None if self.spread is None else {"sigma": self.spread.sigma, "df": self.spread.df,
-                                                            "source": self.spread.source}}
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "now": self.now, "reference": self.reference, "ratio": self.ratio,
+            "ci": None if self.ci is None else list(self.ci), "verdict": self.verdict,
+            "spread": None if self.spread is None else {"sigma": self.spread.sigma, "df": self.spread.df,
+                                                        "source": self.spread.source}}
         if self.claim_ci is not None:
             out["claim_ci"] = list(self.claim_ci)
         if self.equivalence_ci is not None:

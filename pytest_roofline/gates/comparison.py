@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pytest_roofline.gates.baseline_stats import Change, Measurement, Spread, compare_quantity
 from pytest_roofline.measure.work import WorkChange, usual_work, work_change
@@ -35,7 +34,7 @@ class TestComparison:
     failed_on: tuple[str, ...]  # the quantities that fail the test (empty: it passes this gate)
     explanation: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"verdict": self.verdict, "failed_on": list(self.failed_on), "fail_on": list(self.fail_on),
                 "explanation": self.explanation,
                 "changes": {"time": self.time.to_dict(), "fraction": self.fraction.to_dict(),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pytest_roofline.gates.baseline_stats import Measurement, Spread, pooled_over, seed_for
 from pytest_roofline.gates.comparison import TestComparison, Tolerances, compare_test
@@ -80,7 +79,7 @@ class Row:
     now: Measurement | None
     reference: Measurement | None  # a new test has none; else the latest reference measurement
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         compared = self.comparison.to_dict() if self.comparison is not None else {
             "verdict": self.verdict, "failed_on": [], "fail_on": [], "explanation": None, "changes": None}
         return {"nodeid": self.nodeid, **compared, "sessions": [s.id for s in self.sessions],

@@ -7,11 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_roofline.gates.judgement import Judgement
 from pytest_roofline.session.settings import MarkerOptions
 from pytest_roofline.session.state import RooflineState, TestEntry
+
+if TYPE_CHECKING:
+    from pytest_roofline.gates.comparison import TestComparison
+    from pytest_roofline.measure.regions import Recorder
+    from pytest_roofline.model import Verdict
 
 
 def keep(entry: TestEntry, judgement: Judgement) -> None:
@@ -134,14 +139,14 @@ def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptio
     return held.adding(artifacts=[str(p) for p in paths], failure=message)
 
 
-def roof_notes_of(entry: TestEntry, verdict: Any) -> list[str]:
+def roof_notes_of(entry: TestEntry, verdict: Verdict) -> list[str]:
     """Notes for emulated precisions (into results.json)."""
     from pytest_roofline.output.session_output import roof_notes
 
     return roof_notes(entry.recorder.judged_machine(), verdict.flops)
 
 
-def roof_check(state: RooflineState, entry: TestEntry, verdict: Any) -> str | None:
+def roof_check(state: RooflineState, entry: TestEntry, verdict: Verdict) -> str | None:
     """The error for a fraction no roof allows, else None."""
     from pytest_roofline.output.session_output import impossible_fraction_message
 
@@ -152,11 +157,11 @@ def roof_check(state: RooflineState, entry: TestEntry, verdict: Any) -> str | No
     return impossible_fraction_message(verdict, machine, origin)
 
 
-def has_work(verdict: Any) -> bool:
+def has_work(verdict: Verdict | None) -> bool:
     return verdict is not None and (verdict.total_flops > 0 or any(v > 0 for v in verdict.bytes.values()))
 
 
-def seen_ops(recorder: Any) -> list[str]:
+def seen_ops(recorder: Recorder) -> list[str]:
     """The ops the counter saw in the test's calls (the analytic counter's trace), in order of first call."""
     names: dict[str, None] = {}
     for counter, *_ in recorder.calls.values():
@@ -252,17 +257,21 @@ def remeasure_contended(state: RooflineState) -> list[Remeasured]:
     return done
 
 
-def _late_failure(state: RooflineState, entry: TestEntry, verdict: Any, regression: Any,
+def _late_failure(state: RooflineState, entry: TestEntry, verdict: Verdict | None, regression: TestComparison | None,
                   judged: str | None = None) -> str:
     """The failure message of a test failed after it was measured again, as the gate would have said it."""
     if regression is not None or entry.min_fraction is None:
         from pytest_roofline.gates.baseline import regression_report
+
+        assert regression is not None  # without a threshold only a regression fails a test late
 
         message, paths = regression_report(state, entry, regression, entry.extra["baseline"],
                                            entry.extra.get("confirmed"))
         entry.artifacts.extend(paths)
     else:
         from pytest_roofline.output.session_output import failure_report
+
+        assert verdict is not None  # below its threshold: it was measured
 
         message, written = failure_report(state.session_dir, entry.nodeid, entry.recorder.judged_machine(),
                                           entry.recorder.regions, verdict, entry.min_fraction, entry.details)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 
 class _Same:
@@ -23,11 +22,11 @@ class Judgement:
     failure: str | None = None  # the test fails with this message
     warning: str | None = None  # --roofline-warn-only: what would have failed it, as a warning
     error: str | None = None  # an error of the test (a fraction no roof allows), raised in its teardown
-    fields: Mapping[str, Any] = field(default_factory=dict)  # results.json fields of the test
+    fields: Mapping[str, object] = field(default_factory=dict)  # results.json fields of the test
     artifacts: tuple[str, ...] = ()  # charts and kernel tables written for it
     min_fraction: float | None = None  # the threshold it was held to (a per-device marker's, chosen here)
 
-    def adding(self, fields: Mapping[str, Any] | None = None, artifacts: Sequence[str] = (), *,
+    def adding(self, fields: Mapping[str, object] | None = None, artifacts: Sequence[str] = (), *,
                failure: str | None | _Same = SAME, warning: str | None | _Same = SAME,
                error: str | None | _Same = SAME) -> Judgement:
         """This judgement with more record fields and artifacts, and ``failure``/``warning``/``error`` changed

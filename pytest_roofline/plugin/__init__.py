@@ -19,7 +19,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -29,6 +29,11 @@ from pytest_roofline.plugin.options import add_options, first_history, implied_b
 from pytest_roofline.plugin.select import select_mode
 from pytest_roofline.session.settings import SettingError, parse_bool
 from pytest_roofline.session.state import RooflineState
+
+if TYPE_CHECKING:
+    from pytest_roofline.counters import Counter
+    from pytest_roofline.model import Machine
+    from pytest_roofline.session.state import Settings
 
 THP_NOTE = pytest.StashKey[str]()
 
@@ -47,7 +52,7 @@ class BuiltinCounters:
     """The built-in counters, made through ``pytest_roofline_make_counter`` like any plugin's."""
 
     @pytest.hookimpl(trylast=True)
-    def pytest_roofline_make_counter(self, name: str, config: pytest.Config) -> Any:
+    def pytest_roofline_make_counter(self, name: str, config: pytest.Config) -> Counter | None:
         from pytest_roofline.session.state import builtin_counter
 
         return builtin_counter(name)
@@ -100,7 +105,7 @@ def pytest_configure(config: pytest.Config) -> None:
         state.malloc = f"{tune_malloc() or 'default (not glibc)'}; {pages}"
 
 
-def check_history_paths(settings: Any) -> None:
+def check_history_paths(settings: Settings) -> None:
     """``--roofline-history`` must be writable and ``--roofline-baseline`` a history directory, a history file
     or a results.json (read bounded, as the gate reads it): usage errors before any test, as --roofline-dir."""
     from pytest_roofline.history import reader, writer
@@ -128,7 +133,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
     at its first allocation): only under --roofline with --roofline-malloc tuned."""
     from pytest_roofline.host.process_role import is_profiled_child
 
-    def early(name: str) -> Any:
+    def early(name: str) -> object:
         value = getattr(early_config.known_args_namespace, name, None)
         return early_config.getini(name) if value is None else value
 
@@ -152,7 +157,7 @@ def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Pa
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> Generator[None, Any, Any]:
+def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> Generator[None, object, object]:
     """Validate roofline marker arguments while collecting, so mistakes are collection errors."""
     result = yield
     items = result if isinstance(result, list) else [result]
@@ -163,7 +168,7 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: objec
 
 
 @pytest.fixture(scope="session")
-def roofline_machine(pytestconfig: pytest.Config) -> Any:
+def roofline_machine(pytestconfig: pytest.Config) -> Machine:
     """The machine's roofline ceilings (characterized once per session, cached by fingerprint)."""
     state = pytestconfig.stash[STATE]
     if state.settings.enabled or state.loaded_machine is not None:

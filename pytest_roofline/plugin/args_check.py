@@ -34,6 +34,7 @@ def rootdir_without(early_config: pytest.Config) -> Path | None:
     except ImportError:
         return None
     ns = early_config.known_args_namespace
+    # typed loosely: the keywords of a private pytest function whose parameters differ between its versions
     given: dict[str, Any] = {"inifile": getattr(ns, "inifilename", None),
              "override_ini": getattr(ns, "override_ini", None),
              "args": [str(a) for a in getattr(ns, "file_or_dir", None) or []],

@@ -5,7 +5,6 @@ GitHub Actions step summary (``$GITHUB_STEP_SUMMARY``). The contents come from p
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import pytest
 
@@ -34,7 +33,7 @@ def add_junit_properties(item: pytest.Item, entry: TestEntry) -> None:
     item.user_properties[:] = [*kept, *junit_properties(record)]  # a confirmation re-run replaces, never repeats
 
 
-def write_step_summary(state: RooflineState, tests: Sequence[TestRecord], machine: Mapping[str, Any] | None,
+def write_step_summary(state: RooflineState, tests: Sequence[TestRecord], machine: Mapping[str, object] | None,
                        exit_status: int) -> None:
     """Append the session's table to ``$GITHUB_STEP_SUMMARY`` when it is set; a failure is said in the terminal
     summary, never raised. Called once per session by the process that writes ``results.json`` (a serial

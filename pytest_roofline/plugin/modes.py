@@ -15,9 +15,9 @@ Each mode carries only the hooks it needs, so no hook asks which mode it is in.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -29,6 +29,9 @@ from pytest_roofline.session.state import RooflineState, TestEntry
 
 if TYPE_CHECKING:
     from pytest_roofline.history.session_files import Targets, Written
+    from pytest_roofline.history.store import HistoryStore
+    from pytest_roofline.model import Machine
+    from pytest_roofline.output.summary import SummaryContext
     from pytest_roofline.plugin.rereport import Rereports
 
 
@@ -57,7 +60,7 @@ class ProfiledChild:
 
         self.progress = BatchProgress.from_env()
 
-    def pytest_runtest_logstart(self, nodeid: str, location: Any) -> None:
+    def pytest_runtest_logstart(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
         if self.progress is not None:
             self.progress.start(nodeid)
 
@@ -65,7 +68,7 @@ class ProfiledChild:
         if self.progress is not None and report.failed:
             self.progress.failed = True
 
-    def pytest_runtest_logfinish(self, nodeid: str, location: Any) -> None:
+    def pytest_runtest_logfinish(self, nodeid: str, location: tuple[str, int | None, str]) -> None:
         if self.progress is not None:
             self.progress.finish(nodeid)
 
@@ -145,10 +148,12 @@ class MeasuringSession:
         recorder.probe_cache = state.probe_cache
         recorder.ops_mode = state.settings.ops
         if state.compare_link is not None:  # --roofline-compare: each call site takes turns with REF's twins
+            from pytest_roofline.ab.pool import PoolLink
             from pytest_roofline.ab.site_timer import PairedSites
             from pytest_roofline.ab.verdict import compare_band
 
-            recorder.site_timer = PairedSites(state.compare_link, compare_band(state, options))
+            if isinstance(state.compare_link, PoolLink):  # the only link ab.plugin.session keeps there
+                recorder.site_timer = PairedSites(state.compare_link, compare_band(state, options))
         entry = TestEntry(request.node.nodeid, options.min_fraction if options else None, recorder)
         entry.extra.update(_identity(request.node))
         request.node.stash[ENTRY] = entry
@@ -156,7 +161,7 @@ class MeasuringSession:
         return recorder
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
         entry = item.stash.get(ENTRY, None)
         try:
             result = yield  # a test that raised is not judged: its own failure says more
@@ -220,7 +225,7 @@ class MeasuringSession:
         return True
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
         result = yield
         entry = item.stash.get(ENTRY, None)
         if entry is not None and entry.recorder is not None:
@@ -232,7 +237,8 @@ class MeasuringSession:
         return result
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, Any]:
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
+                                  ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         entry = item.stash.get(ENTRY, None)
         if entry is not None and call.when == "call":
             from pytest_roofline.plugin.ci_report import add_junit_properties
@@ -301,7 +307,8 @@ class MeasuringSession:
         errors = took_written(state, written)
         state.write_error = "\n".join([*([state.write_error] if state.write_error else []), *errors]) or None
 
-    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter, exitstatus: int,
+                                config: pytest.Config) -> None:
         state = self.state
         if not self.records:
             if state.write_error:
@@ -316,7 +323,7 @@ class MeasuringSession:
 FAILURE_CHARS = 2000  # of a failure's message kept in results.json: its cause, not a whole traceback
 
 
-def failure_of(report: pytest.TestReport) -> dict[str, Any]:
+def failure_of(report: pytest.TestReport) -> dict[str, object]:
     """``{"when", "message", "where"}`` of a failed report, for the test's record: the exception's own line (or
     the failure's text) and the file and line it was raised at, so a run's log is not needed to know why."""
     crash = getattr(report.longrepr, "reprcrash", None)
@@ -366,8 +373,9 @@ def took_written(state: RooflineState, written: Written) -> list[str]:
     return written.errors
 
 
-def summary_context(state: RooflineState, config: pytest.Config, terminalreporter: Any, machines: list[Any],
-                    fewer_cores: Any, counter: str | None, baseline: str | None) -> Any:
+def summary_context(state: RooflineState, config: pytest.Config, terminalreporter: pytest.TerminalReporter,
+                    machines: Sequence[Machine], fewer_cores: Mapping[int, Machine] | None, counter: str | None,
+                    baseline: str | None) -> SummaryContext:
     from pytest_roofline.output.summary import SummaryContext
 
     directory = state.settings.directory if state.results_written else None  # never an earlier run's file
@@ -378,7 +386,7 @@ def summary_context(state: RooflineState, config: pytest.Config, terminalreporte
 LOG_WIDTH = 120  # a CI log has no terminal: pytest assumes 80 columns, a log viewer shows 120 and more
 
 
-def summary_width(terminalreporter: Any) -> int:
+def summary_width(terminalreporter: pytest.TerminalReporter) -> int:
     """The terminal's width; in a log (no terminal, no ``COLUMNS``) at least ``LOG_WIDTH``, so node ids are not
     cut to fit an 80-column terminal nobody looks at."""
     import os
@@ -389,8 +397,8 @@ def summary_width(terminalreporter: Any) -> int:
     return width
 
 
-def write_summary(terminalreporter: Any, config: pytest.Config, records: list[TestRecord], context: Any,
-                  extra: tuple[str, ...] = ()) -> None:
+def write_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config, records: list[TestRecord],
+                  context: SummaryContext, extra: tuple[str, ...] = ()) -> None:
     """The roofline section of the terminal summary, the same for a serial session and the xdist controller:
     rendered from the results.json records; never raises."""
     state = config.stash[STATE]
@@ -419,7 +427,7 @@ def rereport(rereports: Rereports, record: TestRecord) -> None:
         rereports.rereport(record, again.get("message"))
 
 
-def _identity(node: Any) -> dict[str, Any]:
+def _identity(node: pytest.Item) -> dict[str, object]:
     """``params`` (the parametrize arguments, JSON-safe) and ``function`` (the node id without ``[...]``), which
     join the variants of one parametrized test in the history."""
     callspec = getattr(node, "callspec", None)
@@ -428,7 +436,8 @@ def _identity(node: Any) -> dict[str, Any]:
     return {"params": params, "function": node.nodeid.split("[", 1)[0]}
 
 
-def _load_baseline(state: RooflineState, config: pytest.Config, fallback: Any = None) -> None:
+def _load_baseline(state: RooflineState, config: pytest.Config,
+                   fallback: Path | HistoryStore | None = None) -> None:
     """Read ``--roofline-baseline`` (or ``fallback``, the history a ``--roofline-compare last`` that found no
     REF judges against) before the first test: a missing path is a usage error; unreadable files are skipped
     with one warning, and so is a baseline with nothing of this machine."""
@@ -497,7 +506,8 @@ def _warn_unmatched(state: RooflineState, nodeids: list[str]) -> None:
         warnings.warn(RooflineWarning(note), stacklevel=1)
 
 
-def _core_roofs_progress(request: pytest.FixtureRequest, why: str = "roofs for the cores this test runs on") -> Any:
+def _core_roofs_progress(request: pytest.FixtureRequest,
+                         why: str = "roofs for the cores this test runs on") -> Callable[[str], None]:
     """Say when roofs for fewer cores (or the host's, ``why``) are characterized mid-session (it takes a while),
     in two lines."""
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
@@ -509,7 +519,7 @@ def _core_roofs_progress(request: pytest.FixtureRequest, why: str = "roofs for t
     return progress
 
 
-def session_meta(state: RooflineState, session: pytest.Session, malloc: str) -> dict[str, Any]:
+def session_meta(state: RooflineState, session: pytest.Session, malloc: str) -> dict[str, object]:
     """The ``session`` block of results.json and the history (the xdist controller adds its workers')."""
     status = int(session.exitstatus)
     return {"id": state.session_id, "directory": str(state.session_dir), "start": state.started.isoformat(),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -146,7 +146,7 @@ def add_options(parser: pytest.Parser) -> None:
                     help="measure the machine again instead of using the cached characterization")
 
 
-def setting(config: pytest.Config, name: str) -> Any:
+def setting(config: pytest.Config, name: str) -> object:
     value = config.getoption(name)
     return config.getini(name) if value is None else value
 

@@ -13,7 +13,6 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pytest_roofline.plugin.options import add_options
 
@@ -36,16 +35,16 @@ class _Recorder:
     """Records ``getgroup``/``addoption``/``addini`` calls the way pytest's parser receives them."""
 
     def __init__(self) -> None:
-        self.options: list[tuple[tuple[str, ...], dict[str, Any]]] = []
-        self.inis: dict[str, tuple[str, str | None, Any]] = {}
+        self.options: list[tuple[tuple[str, ...], dict[str, object]]] = []
+        self.inis: dict[str, tuple[str, str | None, object]] = {}
 
-    def getgroup(self, *args: Any, **kwargs: Any) -> _Recorder:
+    def getgroup(self, *args: object, **kwargs: object) -> _Recorder:
         return self
 
-    def addoption(self, *opts: str, **attrs: Any) -> None:
+    def addoption(self, *opts: str, **attrs: object) -> None:
         self.options.append((opts, attrs))
 
-    def addini(self, name: str, help: str, type: str | None = None, default: Any = None) -> None:
+    def addini(self, name: str, help: str, type: str | None = None, default: object = None) -> None:
         self.inis[name] = (help, type, default)
 
 
@@ -56,9 +55,9 @@ def registered_options() -> list[OptionDoc]:
     docs = []
     for opts, attrs in recorder.options:
         dest = attrs.get("dest")
-        ini = dest if dest in recorder.inis else None
+        ini = dest if isinstance(dest, str) and dest in recorder.inis else None  # every dest is a str
         ini_help, ini_type, ini_default = recorder.inis[ini] if ini else ("", None, None)
-        help_text = ini_help if ini and not attrs.get("action") else _INI_SUFFIX.sub("", attrs.get("help", ""))
+        help_text = ini_help if ini and not attrs.get("action") else _INI_SUFFIX.sub("", str(attrs.get("help", "")))
         if attrs.get("action") == "store_true":
             default = "on" if (ini_default if ini else attrs.get("default")) else "off"
         else:

@@ -16,7 +16,6 @@ of the terminal's counts and its first test case out of the JUnit report.
 from __future__ import annotations
 
 from collections.abc import Generator
-from typing import Any
 
 import pytest
 
@@ -35,7 +34,7 @@ class Rereports:
         self.calls: dict[str, pytest.TestReport] = {}
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, Any, Any]:
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
         again = getattr(report, REREPORT, False)
         if again and report.when == "call":
             self._forget_terminal(report.nodeid)
@@ -47,7 +46,7 @@ class Rereports:
         return result
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
+    def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
         """A re-sent report is counted under its outcome but prints no second letter on the progress line (its
         failure is listed with the others; the summary says the test was measured again)."""
         if getattr(report, REREPORT, False):  # under -v its word is printed again, which says it was re-reported

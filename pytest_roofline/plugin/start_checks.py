@@ -4,21 +4,26 @@ tests that declare their work. Called from ``pytest_configure``."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_roofline.session.settings import COUNTERS
 
+if TYPE_CHECKING:
+    from pytest_roofline.session.state import Settings
+
 _COUNTER_HELP = ("built-in: analytic, declared, ncu, auto; a plugin or conftest adds one with the "
                  "pytest_roofline_make_counter hook")
 
 
-def check_cores(settings: Any) -> None:
+def check_cores(settings: Settings) -> None:
     """``--roofline-cores``: a count no larger than, and a list within, the cores this process may run on."""
     from pytest_roofline.host.cores import base_affinity
 
     cores = settings.cores
+    if cores is None:  # measured wherever the OS runs the call: nothing to check
+        return
     allowed = base_affinity()
     shown = ",".join(map(str, allowed))
     if cores.mode == "count" and cores.count is not None and cores.count > len(allowed):
@@ -32,7 +37,7 @@ def check_cores(settings: Any) -> None:
                                 "count or a list of these cores")
 
 
-def check_compare_python(settings: Any) -> None:
+def check_compare_python(settings: Settings) -> None:
     """``--roofline-compare-python``: an interpreter that exists and runs (a path, or a name on PATH)."""
     import shutil
 
@@ -43,7 +48,7 @@ def check_compare_python(settings: Any) -> None:
                                 "bin/python, or leave it empty for this one)")
 
 
-def check_compare_counter(settings: Any) -> None:
+def check_compare_counter(settings: Settings) -> None:
     """``--roofline-compare`` with ``--roofline-counter ncu``: the pairs time each call site in twin processes
     while ncu counts in a child of its own, so nothing would be compared; ``auto`` counts analytically there."""
     if settings.compare and settings.counter == "ncu":
@@ -82,7 +87,7 @@ class CounterCheck:
                                     f"named {self.name!r} ({_COUNTER_HELP})")
 
 
-def check_at_start(settings: Any, config: pytest.Config, mode_name: str) -> None:
+def check_at_start(settings: Settings, config: pytest.Config, mode_name: str) -> None:
     """Every value that can be checked before the tests: usage errors now."""
     if not settings.enabled or mode_name not in ("roofline-session", "roofline-xdist-controller"):
         return

@@ -25,6 +25,9 @@ from pytest_roofline.session.state import RooflineState
 GPU_ASSIGNED = pytest.StashKey[str | None]()
 
 if TYPE_CHECKING:
+    from xdist.workermanage import WorkerController
+
+    from pytest_roofline.model import Machine
     from pytest_roofline.plugin.rereport import Rereports
 
 
@@ -86,16 +89,16 @@ class XdistController:
         self.rereports: Rereports | None = None  # set by pytest_configure
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_configure_node(self, node: Any) -> None:
+    def pytest_configure_node(self, node: WorkerController) -> None:
         node.workerinput[SESSION_KEY] = self.state.session_id
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_xdist_node_collection_finished(self, node: Any, ids: list[str]) -> None:
+    def pytest_xdist_node_collection_finished(self, node: WorkerController, ids: list[str]) -> None:
         if not self.collected:
             self.collected = list(ids)
 
     @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: object | None) -> None:
+    def pytest_testnodedown(self, node: WorkerController, error: object | None) -> None:
         # A crashed worker has no workeroutput: its tests are reported by xdist; what it measured is lost.
         payload = (getattr(node, "workeroutput", None) or {}).get(OUTPUT_KEY)
         if isinstance(payload, dict):
@@ -145,7 +148,8 @@ class XdistController:
                  *written]
         state.write_error = "\n".join(lines) or None
 
-    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter, exitstatus: int,
+                                config: pytest.Config) -> None:
         merged = self.merged
         if merged is None:
             return
@@ -155,7 +159,7 @@ class XdistController:
             from pytest_roofline.model import Machine
 
             machines = [Machine.from_dict(m) for m in merged["machines"]]
-            fewer: dict[int, Any] = {}
+            fewer: dict[int, Machine] = {}
             for payload in self.payloads:  # every worker's roofs of fewer cores (the same machine: the same roofs)
                 fewer.update({int(n): Machine.from_dict(m) for n, m in (payload.get("fewer_cores") or {}).items()})
             first = self.payloads[0]

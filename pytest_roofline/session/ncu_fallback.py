@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_roofline.errors import (
     CountersNotPermitted,
@@ -21,6 +21,9 @@ from pytest_roofline.errors import (
     NoKernelsInRange,
 )
 from pytest_roofline.session.state import RooflineState, TestEntry
+
+if TYPE_CHECKING:
+    from pytest_roofline.counters.ncu.deferred import NcuBatches
 
 # torch copies between device buffers (copy_, clone, .to) as cudaMemcpy, not a kernel: ncu profiles no launch
 NO_KERNEL_NOTE = ("ncu profiled no kernel in this test's ranges (a copy between GPU buffers runs as cudaMemcpy, which "
@@ -89,12 +92,13 @@ def settle_pending(state: RooflineState, entry: TestEntry, nodeid: str, child: C
     return Settled()
 
 
-def _batches(state: RooflineState) -> Any:
+def _batches(state: RooflineState) -> NcuBatches:
     from pytest_roofline.counters.ncu.deferred import NcuBatches
 
-    if getattr(state, "ncu_batches", None) is None:
-        state.ncu_batches = NcuBatches()
-    return state.ncu_batches
+    batches: NcuBatches | None = getattr(state, "ncu_batches", None)
+    if batches is None:
+        batches = state.ncu_batches = NcuBatches()
+    return batches
 
 
 def count_with_analytic(state: RooflineState, entry: TestEntry, note: str | None = None) -> Settled:

@@ -10,7 +10,6 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pytest_roofline.errors import SettingError
 from pytest_roofline.model import DEVICES as DEVICES_RUN
@@ -39,7 +38,7 @@ class MarkerOptions:
     fail_on: tuple[str, ...] | None = None  # the quantities a comparison fails it on (None: --roofline-fail-on)
 
     @classmethod
-    def from_marker(cls, args: Sequence[Any], kwargs: Mapping[str, Any]) -> MarkerOptions:
+    def from_marker(cls, args: Sequence[object], kwargs: Mapping[str, object]) -> MarkerOptions:
         accepted = ", ".join(MARKER_ARGUMENTS)
         if args:
             raise SettingError(
@@ -79,7 +78,7 @@ class MarkerOptions:
         return self.min_fraction_by_device.get(device or "cpu")
 
 
-def parse_fraction_by_device(value: Mapping[Any, Any]) -> dict[str, float]:
+def parse_fraction_by_device(value: Mapping[object, object]) -> dict[str, float]:
     """``min_fraction={"cpu": 0.2, "cuda": 0.5}``: a number in (0, 1] per device; keys cpu and cuda."""
     accepted = ", ".join(repr(d) for d in FRACTION_DEVICES)
     where = "@pytest.mark.roofline(min_fraction={...})"
@@ -182,7 +181,7 @@ def parse_counter(value: object) -> str:
                        f"plugin provides (pytest_roofline_make_counter); got {value!r}")
 
 
-def parse_choice(value: str, choices: Sequence[str], where: str) -> str:
+def parse_choice(value: object, choices: Sequence[str], where: str) -> str:
     text = str(value).strip().lower()
     if text not in choices:
         raise SettingError(f"{where} must be one of {', '.join(choices)}; got {value!r}")

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pytest_roofline.history.retention import Keep
     from pytest_roofline.history.store import HistoryStore
     from pytest_roofline.host.cores import CoresSetting, Planner
+    from pytest_roofline.measure.probes import DramProbe
     from pytest_roofline.measure.regions import Recorder
     from pytest_roofline.measure.timing import TimingPolicy
     from pytest_roofline.model import Machine
@@ -111,7 +112,8 @@ class RooflineState:
         self._host: Machine | None = None  # a CUDA session's CPU roofs, for host code (device_roofs)
         self._host_by_cores: dict[int, Machine] = {}
         self.planner: Planner | None = None  # of this session (or xdist worker), made on first need
-        self.probe_cache: dict[Any, Any] = {}  # live probes per (threads, working set): built once a session
+        # live probes per (threads, working set): built once a session
+        self.probe_cache: dict[tuple[int, int], DramProbe] = {}
         self.make_counter: Callable[[str], Counter | None] = builtin_counter  # the hook, once configured
         # an xdist worker's pinning to its share, held for the whole session
         self._worker_pin: AbstractContextManager[None] | None = None
@@ -119,8 +121,9 @@ class RooflineState:
         self.history_unsent = False  # a remote store refused this session's entry (kept locally): the run fails
         self.store_error: str | None = None  # the baseline's store could not be read: every gate would pass blind
         self.baseline: Baseline | None = None  # loaded before the first test (--roofline-baseline)
-        self.compare_link: Any = None  # ab.pool.PoolLink of the test running now (--roofline-compare)
-        self.compare_ref: dict[str, Any] | None = None  # {"ref", "commit", "worktree"} once the twin started
+        # ab.pool.PoolLink of the test running now (--roofline-compare); that layer sits above this one
+        self.compare_link: object = None
+        self.compare_ref: dict[str, str] | None = None  # {"ref", "commit", "worktree"} once the twin started
         self.compare_error: str | None = None  # why --roofline-compare could not run; said in the summary
         self.compare_commit: str | None = None  # REF's commit when --roofline-compare last resolved it
         self.compare_skipped: str | None = None  # why --roofline-compare last runs no A/B (the baseline judges)

@@ -8,7 +8,7 @@ import os
 import socket
 from collections.abc import Callable, Generator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -16,8 +16,10 @@ from pytest_roofline.fixture_types import RooflineFixture
 from pytest_roofline.session.state import RooflineState
 
 if TYPE_CHECKING:
+    from pytest_roofline.ab.parity import Missing
     from pytest_roofline.ab.pool import TwinPool
     from pytest_roofline.ab.worktree import Checkout
+    from pytest_roofline.history.store import HistoryStore
 
 
 def twin_roofline_args(state: RooflineState, machine_file: Path, directory: Path) -> list[str]:
@@ -46,7 +48,7 @@ class CompareSession:
         self.twin: TwinPool | None = None
         self.started = False
         self.checkout: Checkout | None = None
-        self.missing: dict[str, Any] = {}  # nodeid -> ab.parity.Missing: no twin test, and why
+        self.missing: dict[str, Missing] = {}  # nodeid -> no twin test, and why
         self.stopped: dict[str, str] = {}  # nodeid -> why: the twin stopped during this test
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -101,7 +103,8 @@ class CompareSession:
                                                                  "worktree": str(self.checkout.path)}
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, Any, Any]:
+    def pytest_runtest_protocol(self, item: pytest.Item,
+                                nextitem: pytest.Item | None) -> Generator[None, object, object]:
         if not self.wants_roofline(item):
             return (yield)
         if not self.started:
@@ -126,7 +129,7 @@ class CompareSession:
                 entry.extra["compare"] = {"verdict": why.verdict, "explanation": why.explanation}
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, Any]:
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
         """A test REF could not run beside this one fails, with the twin's own words: never a pass, and never
         a traceback from the plugin's pipe to the twin."""
         from pytest_roofline.errors import TwinStopped
@@ -155,7 +158,7 @@ class CompareSession:
         if self.checkout is not None:
             self.checkout.release()
 
-    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         from pytest_roofline.output.safe_text import printable
 
         try:
@@ -291,7 +294,7 @@ LAST_WINDOW = 1000  # the newest sessions of this machine searched for the branc
 # sessions on the same machine may come between)
 
 
-def resolve_last_night(state: RooflineState, config: pytest.Config) -> Any:
+def resolve_last_night(state: RooflineState, config: pytest.Config) -> Path | HistoryStore | None:
     """``--roofline-compare last`` (``last~N``): REF is the commit of this machine's and branch's newest
     session in ``--roofline-history`` (``state.compare_commit``). Without one (a first night, a history that
     cannot be read, a commit this clone has not fetched) the A/B gate does not run and says why
