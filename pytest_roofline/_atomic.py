@@ -7,7 +7,6 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
 
 def _synced_temp(target: Path, data: bytes) -> str:
@@ -83,5 +82,5 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     return write_bytes_atomic(path, text.encode("utf-8"))
 
 
-def write_json_atomic(path: str | os.PathLike[str], data: Any) -> Path:
+def write_json_atomic(path: str | os.PathLike[str], data: object) -> Path:
     return write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False, allow_nan=False) + "\n")

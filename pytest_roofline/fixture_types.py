@@ -7,16 +7,20 @@ child's recorder both satisfy them.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
-Setup = Callable[[], "tuple[tuple[Any, ...], dict[str, Any]] | None"]
+# A setup's fresh ``(args, kwargs)``: any values, passed on to the measured function as they are.
+Setup = Callable[[], "tuple[tuple[object, ...], Mapping[str, object]] | None"]
+Result = TypeVar("Result")  # what the measured function returns, and so what ``measure`` returns
+# ``measure``'s keywords stay untyped: they include ``setup``, which the recorders (a higher layer) type with
+# their own ``Setup``; ``object`` here would reject their signatures.
 
 
 @runtime_checkable
 class DeclaredMeasure(Protocol):
     """What ``roofline.declare(...)`` returns: ``.measure(fn, *args)`` times ``fn`` against the declared work."""
 
-    def measure(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any: ...
+    def measure(self, fn: Callable[..., Result], /, *args: object, **kwargs: Any) -> Result: ...
 
 
 @runtime_checkable
@@ -28,10 +32,12 @@ class RooflineFixture(Protocol):
     counter can see; ``regions`` are the call sites measured so far in this test.
     """
 
+    # read-only here, so a recorder's list satisfies it; untyped items: they are measure.regions.Region (a higher
+    # layer), whose attributes a test reads
     @property
-    def regions(self) -> Sequence[Any]: ...  # read-only here, so a recorder's list satisfies it
+    def regions(self) -> Sequence[Any]: ...
 
-    def measure(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+    def measure(self, fn: Callable[..., Result], /, *args: object, **kwargs: Any) -> Result:
         """Count and time one call site; return ``fn(*args, **kwargs)``.
 
         Args:

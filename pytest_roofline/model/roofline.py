@@ -62,6 +62,8 @@ class Machine:
     name: str
     peak_flops: Mapping[str, float]
     bandwidth: Mapping[str, float]
+    # where each roof came from (sources, fingerprint, capacities ...): free-form JSON, left untyped because
+    # characterize/, measure/ and commands/ read it by key
     info: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -90,7 +92,7 @@ class Machine:
             f"(it has: {', '.join(sorted(self.bandwidth)) or 'none'})"
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "name": self.name,
             "peak_flops": dict(self.peak_flops),
@@ -99,7 +101,7 @@ class Machine:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Machine:
+    def from_dict(cls, data: Mapping[str, Any]) -> Machine:  # JSON as read: dict() takes each block as it is
         return cls(
             name=str(data.get("name", "machine")),
             peak_flops={str(k): float(v) for k, v in dict(data.get("peak_flops", {})).items()},
@@ -130,7 +132,7 @@ class KernelSample:
     def total_flops(self) -> float:
         return float(sum(self.flops.values()))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "name": self.name,
             "launches": self.launches,
@@ -234,7 +236,7 @@ class Verdict:
         moved = {k: v for k, v in self.bytes.items() if v > 0}
         return max(moved, key=lambda k: moved[k]) if moved else None
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "time_s": self.time_s,
             "t_min_s": self.t_min,

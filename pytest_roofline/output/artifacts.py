@@ -12,12 +12,14 @@ import io
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from pytest_roofline._atomic import write_json_atomic, write_text_atomic
 from pytest_roofline.model import KernelSample, Machine, lower_bound
 from pytest_roofline.output.record import SCHEMA
 from pytest_roofline.output.safe_text import csv_row
+
+# One cell of the kernel table: a number (a bool for ``tensor_core``), a name, or "" where not known.
+KernelRow = dict[str, float | str]
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 _MAX_STEM = 80
@@ -39,7 +41,7 @@ def artifact_path(directory: Path, nodeid: str, suffix: str) -> Path:
     return path
 
 
-def kernel_rows(kernels: Sequence[KernelSample], machine: Machine) -> list[dict[str, Any]]:
+def kernel_rows(kernels: Sequence[KernelSample], machine: Machine) -> list[KernelRow]:
     """One row per kernel, the longest first: its share of the kernels' time, whether it ran on Tensor Cores,
     its FLOPs per precision, bytes and intensity per level, attained fraction and bound."""
     from pytest_roofline.output.kernel_view import by_time, is_tensor_kernel, kernel_seconds
@@ -47,10 +49,10 @@ def kernel_rows(kernels: Sequence[KernelSample], machine: Machine) -> list[dict[
     precisions = sorted({p for k in kernels for p in k.flops})
     levels = sorted({lv for k in kernels for lv in k.bytes})
     total = sum(kernel_seconds(k, machine) for k in kernels)
-    rows: list[dict[str, Any]] = []
+    rows: list[KernelRow] = []
     for kernel in by_time(kernels, machine):
         bound = lower_bound(kernel.flops, kernel.bytes, machine)
-        row: dict[str, Any] = {
+        row: KernelRow = {
             "name": kernel.name,
             "launches": kernel.launches,
             "time_share": kernel_seconds(kernel, machine) / total if total > 0 else "",
@@ -81,8 +83,8 @@ def write_kernels_csv(path: Path, kernels: Sequence[KernelSample], machine: Mach
     return write_text_atomic(path, buffer.getvalue())
 
 
-def results_document(machine: Machine | None, tests: Iterable[Mapping[str, Any]],
-                     extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def results_document(machine: Machine | None, tests: Iterable[Mapping[str, object]],
+                     extra: Mapping[str, object] | None = None) -> dict[str, object]:
     return {
         "schema": SCHEMA,
         "units": {"time": "s", "flops": "FLOP", "bytes": "byte", "ai": "FLOP/byte"},
@@ -92,5 +94,5 @@ def results_document(machine: Machine | None, tests: Iterable[Mapping[str, Any]]
     }
 
 
-def write_results(path: Path, document: Mapping[str, Any]) -> Path:
+def write_results(path: Path, document: Mapping[str, object]) -> Path:
     return write_json_atomic(path, document)

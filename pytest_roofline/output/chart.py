@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypedDict
 from weakref import WeakKeyDictionary
 
 from pytest_roofline._atomic import write_bytes_atomic
@@ -20,15 +20,33 @@ from pytest_roofline.model import KernelSample, Machine, Verdict, lower_bound
 from pytest_roofline.model.units import si
 from pytest_roofline.output.kernel_view import is_tensor_kernel, shares
 from pytest_roofline.output.kernel_view import is_tensor_precision as is_tensor
-from pytest_roofline.output.label_place import Candidate, Label, box_of, line_boxes, place_labels
+from pytest_roofline.output.label_place import Candidate, Label, box_of, line_boxes, place_labels, renderer_of
 from pytest_roofline.output.safe_text import printable
+
+if TYPE_CHECKING:  # matplotlib is imported only when a chart is drawn
+    from matplotlib import RcParams
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+    from matplotlib.text import Annotation
+    from typing_extensions import Unpack
 
 _LEVEL_MARKERS = {"L1": "s", "L2": "^", "L3": "D", "DRAM": "o", "HBM": "o"}
 # One colour per kernel (the longest first, Okabe-Ito, colour-blind safe); the rest share grey.
 KERNEL_COLOURS = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 
 
-def pyplot() -> Any:
+class Pyplot(Protocol):
+    """What this package uses of ``matplotlib.pyplot`` (the module satisfies it)."""
+
+    @property
+    def rcParams(self) -> RcParams: ...  # pyplot's name
+
+    def subplots(self, *, figsize: tuple[float, float], dpi: float) -> tuple[Figure, Axes]: ...
+
+    def close(self, fig: Figure) -> None: ...
+
+
+def pyplot() -> Pyplot:
     import matplotlib
 
     matplotlib.use("Agg", force=False)  # files only; never needs a display
@@ -95,10 +113,10 @@ def memory_ceilings(machine: Machine) -> list[Ceiling]:
 
 
 # Labels waiting for the figure's final layout: placed apart by :func:`save`, when pixel sizes are known.
-_PENDING: WeakKeyDictionary[Any, list[tuple[int, Label, float | None]]] = WeakKeyDictionary()
+_PENDING: WeakKeyDictionary[Axes, list[tuple[int, Label, float | None]]] = WeakKeyDictionary()
 
 
-def add_label(ax: Any, label: Label, priority: int = 0, line_y: float | None = None) -> None:
+def add_label(ax: Axes, label: Label, priority: int = 0, line_y: float | None = None) -> None:
     """Queue a label for placement (lower ``priority`` first); ``line_y``: the horizontal line it names."""
     _PENDING.setdefault(ax, []).append((priority, label, line_y))
 
@@ -113,7 +131,7 @@ def _roof_candidates(y: float, x0: float, x1: float, ha: str = "right") -> list[
     return [Candidate(x, y, ha, va, 0.0, dy) for x in xs for va, dy in (("bottom", 2.0), ("top", -2.0))]
 
 
-def draw_ceilings(ax: Any, machine: Machine, lo: float, hi: float) -> list[Ceiling]:
+def draw_ceilings(ax: Axes, machine: Machine, lo: float, hi: float) -> list[Ceiling]:
     """Every bandwidth diagonal (capped at the highest peak), every distinct compute roof from the fastest
     level's ridge to the right (CUDA-core/vector roofs solid, Tensor Core roofs dashed) and the ISA ceilings;
     their labels are queued and placed apart when the chart is saved."""
@@ -164,9 +182,11 @@ def draw_ceilings(ax: Any, machine: Machine, lo: float, hi: float) -> list[Ceili
     return roofs
 
 
-def place_pending(fig: Any) -> list[Any]:
+def place_pending(fig: Figure) -> list[Annotation]:
     """Place every queued label of ``fig``'s axes apart (after the layout is final); the text artists."""
-    placed = []
+    import numpy as np
+
+    placed: list[Annotation] = []
     for ax in fig.axes:
         pending = sorted(_PENDING.pop(ax, []), key=lambda item: item[0])
         if not pending:
@@ -180,10 +200,11 @@ def place_pending(fig: Any) -> list[Any]:
         # limits are final, and the renderer measures the legend's box and the markers' extents on its own;
         # a draw here rendered the whole figure once more than savefig does (a third of a chart's time).
         legend = ax.get_legend()
-        renderer = fig.canvas.get_renderer()
+        renderer = renderer_of(fig)
         obstacles = [box_of(legend, renderer, pad=2.0)] if legend is not None else []
-        covered = [box for line in lines if len(line.get_xdata())
-                   for box in line_boxes(ax, line.get_xdata(), line.get_ydata())]
+        # each line's data as given (a list or an array; typed ArrayLike), as arrays: they have a length
+        data = [(np.asarray(line.get_xdata()), np.asarray(line.get_ydata())) for line in lines]
+        covered = [box for xs, ys in data if len(xs) for box in line_boxes(ax, xs, ys)]
         for collection in ax.collections:  # markers: a label beside one must not cover another
             extent = collection.get_window_extent(renderer)
             if extent.width > 0 and extent.height > 0 and extent.width < 200 and extent.height < 200:
@@ -192,7 +213,7 @@ def place_pending(fig: Any) -> list[Any]:
     return placed
 
 
-def save(fig: Any, path: Path) -> Path:
+def save(fig: Figure, path: Path) -> Path:
     """Write the figure atomically, in the format the file name asks for (png, svg, pdf)."""
     place_pending(fig)
     buffer = io.BytesIO()
@@ -201,7 +222,7 @@ def save(fig: Any, path: Path) -> Path:
     return write_bytes_atomic(path, buffer.getvalue())
 
 
-def finish_axes(ax: Any, lo: float, hi: float, title: str) -> None:
+def finish_axes(ax: Axes, lo: float, hi: float, title: str) -> None:
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(lo, hi)
@@ -211,7 +232,7 @@ def finish_axes(ax: Any, lo: float, hi: float, title: str) -> None:
     ax.grid(True, which="both", alpha=0.25)
 
 
-def machine_figure(machine: Machine) -> Any:
+def machine_figure(machine: Machine) -> Figure:
     """The machine's hierarchical roofline alone: every level, every precision, the ISA ceilings (labels
     queued; :func:`save` places them)."""
     lo, hi = ai_range([], machine)
@@ -318,8 +339,18 @@ def _op_candidates(x: float, y: float, size: float) -> list[Candidate]:
     return out
 
 
+class ChartOptions(TypedDict, total=False):
+    """:func:`roofline_figure`'s keywords, for the functions that pass them on."""
+
+    title: str
+    min_fraction: float | None
+    baseline_fraction: float | None
+    reference: tuple[Mapping[str, float], float, str] | None
+    caption: Sequence[str]
+
+
 def draw_roofline(path: Path, machine: Machine, kernels: Sequence[KernelSample], verdict: Verdict | None = None,
-                  **options: Any) -> Path:
+                  **options: Unpack[ChartOptions]) -> Path:
     """Draw :func:`roofline_figure` into ``path``."""
     return save(roofline_figure(machine, kernels, verdict, **options), path)
 
@@ -334,7 +365,7 @@ def roofline_figure(
     baseline_fraction: float | None = None,
     reference: tuple[Mapping[str, float], float, str] | None = None,
     caption: Sequence[str] = (),
-) -> Any:
+) -> Figure:
     """Every ceiling of ``machine``, the kernels sized by time, the measured point and the threshold.
 
     ``baseline_fraction``: the baseline's point too, at the same arithmetic intensity (the same work), its

@@ -7,14 +7,13 @@ than written as an empty value, so a CI tool that reads ``roofline_drop`` finds 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from pytest_roofline.output.record import TestRecord
 
 PREFIX = "roofline_"
 
 
-def number(value: Any) -> str:
+def number(value: float) -> str:
     """Six significant digits: enough to tell a 1 % change apart, short enough to read in a CI table."""
     return f"{float(value):.6g}"
 

@@ -12,9 +12,16 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Protocol, TypedDict, runtime_checkable
+
+if TYPE_CHECKING:  # matplotlib is imported only when a chart is drawn
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.backend_bases import RendererBase
+    from matplotlib.figure import Figure, SubFigure
+    from matplotlib.text import Annotation, Text
 
 Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in display pixels
 GRAZE = 0.08  # a label may overlap lines by this share of its own area (an edge touching a line)
@@ -32,14 +39,36 @@ class Candidate:
     dy: float = 0.0
 
 
+class TextStyle(TypedDict, total=False):
+    """A label's text properties, passed to ``annotate``."""
+
+    fontsize: float
+    color: str
+
+
 @dataclass
 class Label:
     text: str
     candidates: Sequence[Candidate]
-    style: dict[str, Any] = field(default_factory=dict)  # fontsize, colour... passed to ``annotate``
+    style: TextStyle = field(default_factory=TextStyle)
 
 
-def box_of(artist: Any, renderer: Any, pad: float = 1.5) -> Box:
+@runtime_checkable
+class _PixelCanvas(Protocol):
+    """A canvas that renders to pixels (Agg's and its subclasses'): its renderer measures text extents."""
+
+    def get_renderer(self) -> RendererBase: ...
+
+
+def renderer_of(figure: Figure | SubFigure) -> RendererBase:
+    """The renderer of ``figure``'s canvas; AttributeError for a canvas without one (a vector backend's)."""
+    canvas = figure.canvas
+    if isinstance(canvas, _PixelCanvas):
+        return canvas.get_renderer()
+    raise AttributeError(f"{type(canvas).__name__!r} object has no attribute 'get_renderer'")  # as the call did
+
+
+def box_of(artist: Artist, renderer: RendererBase, pad: float = 1.5) -> Box:
     extent = artist.get_window_extent(renderer=renderer)
     return extent.x0 - pad, extent.y0 - pad, extent.x1 + pad, extent.y1 + pad
 
@@ -57,18 +86,18 @@ def _outside(box: Box, frame: Box) -> float:
     return area - overlap(box, frame)
 
 
-def place_labels(ax: Any, labels: Sequence[Label], obstacles: Sequence[Box] = (),
-                 lines: Sequence[Box] = ()) -> list[Any]:
+def place_labels(ax: Axes, labels: Sequence[Label], obstacles: Sequence[Box] = (),
+                 lines: Sequence[Box] = ()) -> list[Annotation]:
     """Annotate ``ax`` with every label at a free candidate; return the text artists in the order given.
 
     Call it after the axes' limits and the figure's layout are final: boxes are measured in pixels."""
-    renderer = ax.figure.canvas.get_renderer()
+    renderer = renderer_of(ax.figure)
     frame = ax.get_window_extent(renderer=renderer)
     inside: Box = (frame.x0, frame.y0, frame.x1, frame.y1)
     placed: list[Box] = []
-    artists = []
+    artists: list[Annotation] = []
     for label in labels:
-        best: tuple[tuple[float, float, float], Any, Box] | None = None
+        best: tuple[tuple[float, float, float], Annotation, Box] | None = None
         for candidate in label.candidates:
             text = ax.annotate(label.text, (candidate.x, candidate.y), xytext=(candidate.dx, candidate.dy),
                                textcoords="offset points", ha=candidate.ha, va=candidate.va,
@@ -96,7 +125,7 @@ def place_labels(ax: Any, labels: Sequence[Label], obstacles: Sequence[Box] = ()
     return artists
 
 
-def line_boxes(ax: Any, xs: Sequence[float], ys: Sequence[float], step_px: float = 8.0) -> list[Box]:
+def line_boxes(ax: Axes, xs: Iterable[float], ys: Iterable[float], step_px: float = 8.0) -> list[Box]:
     """Small pixel boxes that cover a drawn line (data coordinates), for labels to keep off it: one per
     ``step_px`` along each segment, so a diagonal is covered by its own path, not by its bounding box."""
     points = ax.transData.transform(list(zip(xs, ys)))
@@ -113,10 +142,10 @@ def line_boxes(ax: Any, xs: Sequence[float], ys: Sequence[float], step_px: float
     return boxes
 
 
-def overlapping_pairs(texts: Sequence[Any]) -> list[tuple[str, str]]:
+def overlapping_pairs(texts: Sequence[Text]) -> list[tuple[str, str]]:
     """The labels whose boxes overlap (for tests and checks): pairs of their texts."""
     if not texts:
         return []
-    renderer = texts[0].figure.canvas.get_renderer()
+    renderer = renderer_of(texts[0].figure)
     boxes = [(t.get_text(), box_of(t, renderer, pad=0.0)) for t in texts]
     return [(a[0], b[0]) for i, a in enumerate(boxes) for b in boxes[i + 1:] if overlap(a[1], b[1]) > 0]

@@ -9,7 +9,7 @@ again is the record that was read. Records read back from disk are checked first
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -23,9 +23,11 @@ _OPTIONAL = ("function", "params", "device", "t_min_s", "flops_by_precision", "a
              "baseline", "no_work", "not_gated", "contended")
 
 # schema -> the step that turns a record of that schema into one of the next; none yet (schema 1 is the first)
-MIGRATIONS: dict[int, Callable[[dict[str, Any]], dict[str, Any]]] = {}
+MIGRATIONS: dict[int, Callable[[dict[str, object]], dict[str, object]]] = {}
 
-JsonObject = Mapping[str, Any]  # a JSON object as read: its values are whatever the JSON held
+# A JSON object as read: its values are whatever the JSON held, left untyped rather than object because gates,
+# history and the plugin read these blocks (baseline, compare, regions ...) by key without narrowing each value.
+JsonObject = Mapping[str, Any]
 
 
 def finite_number(value: object) -> float | None:
@@ -58,7 +60,15 @@ def _objects(value: object) -> tuple[JsonObject, ...]:
     return tuple(v for v in value if isinstance(v, Mapping)) if isinstance(value, (list, tuple)) else ()
 
 
-def migrate(data: Mapping[str, Any], schema: int) -> dict[str, Any]:
+def _texts(value: object) -> tuple[str, ...]:
+    """The strings of a JSON list (an empty or missing one: none); a value that is not iterable is a TypeError."""
+    items = value or ()
+    if not isinstance(items, Iterable):
+        raise TypeError(f"{type(items).__name__!r} object is not iterable")
+    return tuple(a for a in items if isinstance(a, str))
+
+
+def migrate(data: Mapping[str, object], schema: int) -> dict[str, object]:
     """A record of ``schema`` brought to :data:`SCHEMA`; ValueError for a schema newer than this package's."""
     if isinstance(schema, bool) or not isinstance(schema, int) or schema < 1:
         raise ValueError(f"schema: {schema!r} is not a positive integer")
@@ -103,7 +113,7 @@ class TestRecord:
     extra: JsonObject = field(default_factory=dict)  # every other field, as written
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], schema: int = SCHEMA) -> TestRecord:
+    def from_dict(cls, data: Mapping[str, object], schema: int = SCHEMA) -> TestRecord:
         """The record of a ``results.json`` / history test object (migrated from ``schema``). A field of the
         wrong type reads as unset: records read from disk were checked by ``history.validate`` already."""
         record = migrate(data, schema)
@@ -122,7 +132,7 @@ class TestRecord:
             counter=_text(record.get("counter")),
             device=_text(record.get("device")), function=_text(record.get("function")),
             params=_object(record.get("params")),
-            artifacts=tuple(a for a in record.get("artifacts") or () if isinstance(a, str)),
+            artifacts=_texts(record.get("artifacts")),
             kernels=_objects(record.get("kernels")), regions=_objects(record.get("regions")),
             judged_roofs=_object(record.get("judged_roofs")), compare=_object(record.get("compare")),
             baseline=_object(record.get("baseline")), no_work=_object(record.get("no_work")),
@@ -130,9 +140,9 @@ class TestRecord:
             extra={k: v for k, v in record.items() if k not in known},
         )
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         """The JSON object written to ``results.json`` and the history (lists as lists)."""
-        out: dict[str, Any] = {}
+        out: dict[str, object] = {}
         for name in _ALWAYS:
             value = getattr(self, name)
             out[name] = list(value) if isinstance(value, tuple) else value

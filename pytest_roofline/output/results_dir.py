@@ -18,7 +18,6 @@ import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from pytest_roofline._atomic import write_json_atomic
 from pytest_roofline.errors import ResultsDirError
@@ -56,7 +55,7 @@ def check_writable(directory: Path) -> None:
         raise ResultsDirError(f"cannot write in {str(directory)!r}: {exc.strerror or exc}") from None
 
 
-def write_session(directory: Path, session_id: str, document: Mapping[str, Any]) -> Path:
+def write_session(directory: Path, session_id: str, document: Mapping[str, object]) -> Path:
     """Write the session's record in its own folder, then make it the latest; return the top-level path."""
     own = session_dir(directory, session_id)
     write_json_atomic(own / RESULTS_FILE, document)

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TypeVar
+
+Cell = TypeVar("Cell")  # a CSV cell's value: text comes back as text, anything else as it was
 
 # C0 and C1 controls but newline and tab (the text may be several lines), DEL, and the bidi controls that
 # reorder what a reader sees (Trojan Source).
@@ -28,7 +30,7 @@ def printable(text: object) -> str:
     return _CONTROL.sub(_escape, str(text))
 
 
-def csv_cell(value: Any) -> Any:
+def csv_cell(value: Cell) -> Cell | str:
     """A CSV cell that no spreadsheet runs as a formula: text starting with ``= + - @``, a tab or a carriage
     return is prefixed with ``'``; numbers and other text are returned as they are."""
     if isinstance(value, str) and value.startswith(_FORMULA_START):
@@ -36,5 +38,5 @@ def csv_cell(value: Any) -> Any:
     return value
 
 
-def csv_row(row: Mapping[str, Any]) -> dict[str, Any]:
+def csv_row(row: Mapping[str, object]) -> dict[str, object]:
     return {csv_cell(key): csv_cell(value) for key, value in row.items()}

@@ -7,18 +7,60 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pytest_roofline.model import KernelSample, Machine, Verdict
 from pytest_roofline.output.artifacts import artifact_path, results_document, write_kernels_csv, write_results
 from pytest_roofline.output.record import TestRecord
 from pytest_roofline.output.results_dir import RESULTS_FILE, write_session
-from pytest_roofline.output.text import failure_message, op_lines
+from pytest_roofline.output.text import OpRegion, failure_message, op_lines
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from pytest_roofline.host.cores import Placement
+    from pytest_roofline.output.chart import ChartOptions
 
 # measure.regions' Region and Recorder, read here by their attributes and never made: output sits below measure
-# in the layers (docs/architecture.md), so it names them without importing them.
-Region = Any
-Recorder = Any
+# in the layers (docs/architecture.md), so it names what it reads without importing them.
+
+
+class Timing(Protocol):
+    """A region's timing (measure.timing.TimingStats)."""
+
+    @property
+    def iqr_rel(self) -> float: ...
+    @property
+    def rounds(self) -> int: ...
+    @property
+    def stable(self) -> bool: ...
+
+
+class Region(OpRegion, Protocol):
+    """One measured call site (measure.regions.Region)."""
+
+    @property
+    def counter(self) -> str: ...
+    @property
+    def kernels(self) -> Sequence[KernelSample]: ...
+    @property
+    def notes(self) -> Sequence[str]: ...
+    @property
+    def timing(self) -> Timing: ...
+    @property
+    def device(self) -> str | None: ...
+    def kernel_dicts(self) -> Sequence[Mapping[str, object]]: ...
+    def to_dict(self) -> Mapping[str, object]: ...
+
+
+class Recorder(Protocol):
+    """A test's measured call sites and their combined verdict (measure.regions.Recorder)."""
+
+    @property
+    def regions(self) -> Sequence[Region]: ...
+    def verdict(self) -> Verdict | None: ...
+    def judged_machine(self) -> Machine: ...
+
 
 # How an unprofiled region's time was taken (results.json's clock_policy); the ncu counter sets its own.
 UNPROFILED_CLOCK_POLICY: dict[str, str] = {
@@ -31,9 +73,11 @@ class MeasuredTest(Protocol):
 
     nodeid: str
     min_fraction: float | None
-    recorder: Recorder
     outcome: str
     artifacts: list[str]
+
+    @property
+    def recorder(self) -> Recorder: ...
 
 
 def all_kernels(regions: Sequence[Region]) -> list[KernelSample]:
@@ -61,7 +105,7 @@ def failure_report(directory: Path, nodeid: str, machine: Machine, regions: Sequ
 
 
 def test_artifacts(directory: Path, nodeid: str, machine: Machine, kernels: Sequence[KernelSample],
-                   verdict: Verdict | None, **chart: Any) -> tuple[list[Path], list[str]]:
+                   verdict: Verdict | None, **chart: Unpack[ChartOptions]) -> tuple[list[Path], list[str]]:
     """A failing test's roofline chart (``chart``: ``draw_roofline``'s keywords) and kernel table; their paths,
     and a note for each that could not be written: a broken chart must not hide the verdict."""
     from pytest_roofline.output.chart import draw_roofline
@@ -102,13 +146,13 @@ def test_result(record: MeasuredTest | TestRecord) -> TestRecord:
     return TestRecord.from_dict(_result_fields(record))
 
 
-def _result_fields(record: MeasuredTest) -> dict[str, Any]:
+def _result_fields(record: MeasuredTest) -> dict[str, object]:
     regions = record.recorder.regions
     verdict = record.recorder.verdict()
     # Per-counter fields (clock_policy, definitions, ncu); optional so other runners' records still work.
     extra = dict(getattr(record, "extra", None) or {})
     clock_policy = extra.pop("clock_policy", dict(UNPROFILED_CLOCK_POLICY) if regions else None)
-    base: dict[str, Any] = {
+    base: dict[str, object] = {
         "nodeid": record.nodeid,
         "outcome": record.outcome,
         "min_fraction": record.min_fraction,
@@ -139,7 +183,7 @@ def _result_fields(record: MeasuredTest) -> dict[str, Any]:
 
 def write_session_results(directory: Path, machine: Machine | None,
                           records: Iterable[MeasuredTest | TestRecord],
-                          extra: Mapping[str, Any] | None = None, session_id: str | None = None) -> Path:
+                          extra: Mapping[str, object] | None = None, session_id: str | None = None) -> Path:
     """Write the session's results.json: in its own session folder and as the latest (see results_dir)."""
     document = results_document(machine, [test_result(r).to_dict() for r in records], extra)
     if session_id is None:
@@ -174,7 +218,7 @@ def baseline_lines(description: str, records: Iterable[TestRecord]) -> list[str]
     return lines
 
 
-def auto_cores_line(placements: Iterable[Any]) -> str:
+def auto_cores_line(placements: Iterable[Placement | None]) -> str:
     """Say once what ``--roofline-cores auto`` did when it took fewer than all cores (rows say it only when
     a neighbour was busy): ``cores: auto: each call site ran on 1 of 2 cores, judged against 1-core roofs``."""
     counts = sorted({(p.count, len(p.allowed)) for p in placements

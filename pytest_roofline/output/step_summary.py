@@ -11,16 +11,15 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
-from pytest_roofline.output.record import TestRecord
+from pytest_roofline.output.record import JsonObject, TestRecord
 
 ENV = "GITHUB_STEP_SUMMARY"
 MAX_ROWS = 300  # GitHub keeps at most 1 MiB of summary per step; a suite larger than this is cut with a note
 BAD_OUTCOMES = ("failed", "error")
 
 
-def _baseline(result: TestRecord) -> Mapping[str, Any]:
+def _baseline(result: TestRecord) -> JsonObject:
     return result.baseline or {}
 
 
@@ -49,7 +48,7 @@ def _code(text: object) -> str:
     return f"`{_cell(text).replace('`', chr(39))}`"
 
 
-def _num(value: Any, fmt: str = ".3f") -> str:
+def _num(value: float | None, fmt: str = ".3f") -> str:
     return "" if value is None else format(float(value), fmt)
 
 
@@ -75,10 +74,12 @@ def _row(result: TestRecord) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def machine_text(machine: Mapping[str, Any] | None) -> str:
+def machine_text(machine: Mapping[str, object] | None) -> str:
     if not machine:
         return "machine: not characterized"
-    info = machine.get("info") or {}
+    info = machine.get("info")
+    if not isinstance(info, Mapping):  # absent (Machine.to_dict always writes one)
+        info = {}
     device = info.get("device")
     fingerprint = info.get("fingerprint_hash")
     extras = [f"device {device}" if device else "", f"fingerprint `{fingerprint}`" if fingerprint else "",
@@ -87,7 +88,7 @@ def machine_text(machine: Mapping[str, Any] | None) -> str:
     return f"machine: **{_cell(machine.get('name', '?'))}**" + (f" ({extra})" if extra else "")
 
 
-def summary_markdown(tests: Sequence[TestRecord], machine: Mapping[str, Any] | None,
+def summary_markdown(tests: Sequence[TestRecord], machine: Mapping[str, object] | None,
                      results_path: str, session_dir: str | None = None, exit_status: int | None = None,
                      title: str = "pytest-roofline") -> str:
     """The markdown block: a headline with the counts, the machine, the table and where the files are."""
@@ -112,7 +113,7 @@ def summary_markdown(tests: Sequence[TestRecord], machine: Mapping[str, Any] | N
     return "\n".join(lines)
 
 
-def append_step_summary(tests: Sequence[TestRecord], machine: Mapping[str, Any] | None,
+def append_step_summary(tests: Sequence[TestRecord], machine: Mapping[str, object] | None,
                         results_path: str, session_dir: str | None = None, exit_status: int | None = None,
                         environ: Mapping[str, str] | None = None) -> str | None:
     """Append the table to ``$GITHUB_STEP_SUMMARY`` when it is set; return an error message instead of

@@ -5,10 +5,62 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
-from pytest_roofline.model import Machine, Verdict
+from pytest_roofline.model import KernelSample, Machine, Verdict
 from pytest_roofline.output.safe_text import printable
+
+# measure's regions and per-op reports, as read here: output sits below measure in the layers
+# (docs/architecture.md), so it names what it reads instead of importing them.
+
+
+class CountedRegion(Protocol):
+    """A measured call site's kernels (measure.regions.Region)."""
+
+    @property
+    def kernels(self) -> Sequence[KernelSample]: ...
+
+
+class LostOp(Protocol):
+    """One op's time against its roof (measure.ops.diagnostics.OpRow)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def time_s(self) -> float | None: ...
+    @property
+    def lost_s(self) -> float | None: ...
+    @property
+    def fraction(self) -> float | None: ...
+    @property
+    def bound(self) -> str: ...
+
+
+class OpTimes(Protocol):
+    """A region's per-op timing pass (measure.ops.times.OpReport)."""
+
+    @property
+    def coverage(self) -> float: ...
+    @property
+    def overhead(self) -> float: ...
+    @property
+    def calls(self) -> int: ...
+    @property
+    def total(self) -> int: ...
+    @property
+    def unmatched(self) -> Mapping[str, int]: ...
+    @property
+    def diagnostics(self) -> Sequence[str]: ...
+    def top_lost(self) -> Sequence[LostOp]: ...
+
+
+class OpRegion(Protocol):
+    """A measured call site with its per-op timing pass, where one ran (measure.regions.Region)."""
+
+    @property
+    def label(self) -> str: ...
+    @property
+    def ops(self) -> OpTimes | None: ...
 
 
 def format_ai(verdict: Verdict) -> str:
@@ -89,7 +141,7 @@ def faults_marker(faults_per_call: Sequence[float]) -> str:
     return f" [{worst:.0f} faults/call]" if worst > 0 else ""
 
 
-def uncounted_text(regions: Sequence[Any]) -> str:
+def uncounted_text(regions: Sequence[CountedRegion]) -> str:
     """``aten.foo, aten.bar (12% of the bytes)``: FLOP-bearing ops without a counting rule that the regions
     ran, with the share of the regions' counted bytes they moved; empty when every op was counted."""
     moved: dict[str, int] = {}
@@ -107,7 +159,7 @@ def uncounted_text(regions: Sequence[Any]) -> str:
 ABOVE_ONE = 1.05  # a fraction above this beat its roof: a modeling error to name, not a speed to celebrate
 
 
-def above_one_note(verdict: Verdict, machine: Any) -> str | None:
+def above_one_note(verdict: Verdict, machine: Machine) -> str | None:
     """Why a fraction above :data:`ABOVE_ONE` cannot be real, naming the roof it was judged against."""
     if verdict.fraction <= ABOVE_ONE:
         return None
@@ -132,10 +184,12 @@ def emulated_note(machine: Machine, precision: str) -> str | None:
             f"against the {entry.get('roof_from', 'fp32')} roof the hardware can compute it on")
 
 
-def op_lines(regions: Sequence[Any]) -> list[str]:
+def op_lines(regions: Sequence[OpRegion]) -> list[str]:
     """Lines for a failure message from the per-op timing pass (regions with ``ops``): coverage and
     overhead per region, the ops that lose the most time (time - t_min) with their fractions, findings."""
-    reports = [(region.label, region.ops) for region in regions if getattr(region, "ops", None) is not None]
+    # getattr: a region without an ``ops`` attribute has had no per-op pass
+    reports: list[tuple[str, OpTimes]] = [(region.label, ops) for region in regions
+                                          if (ops := getattr(region, "ops", None)) is not None]
     if not reports:
         return []
     lines = [f"gpu:        {row}" for _, report in reports for row in getattr(report, "gpu_rows", list)()]
@@ -147,7 +201,10 @@ def op_lines(regions: Sequence[Any]) -> list[str]:
                      + (f"; {label}" if len(reports) > 1 else "") + ")")
     rows = sorted((row for _, report in reports for row in report.top_lost()), key=lambda r: -(r.lost_s or 0.0))
     for i, row in enumerate(rows[:3]):
-        lines.append(f"{'lost most:' if i == 0 else '':<12}{printable(row.name)}: {row.lost_s * 1e3:.3g} ms lost of "
-                     f"{row.time_s * 1e3:.3g} ms (fraction {row.fraction:.3g}, {row.bound})")
+        lost, seconds = row.lost_s, row.time_s
+        if lost is None or seconds is None:  # top_lost() gives timed rows only, whose loss is known
+            continue
+        lines.append(f"{'lost most:' if i == 0 else '':<12}{printable(row.name)}: {lost * 1e3:.3g} ms lost of "
+                     f"{seconds * 1e3:.3g} ms (fraction {row.fraction:.3g}, {row.bound})")
     lines.extend(f"op note:    {line}" for _, report in reports for line in report.diagnostics)
     return lines

@@ -17,19 +17,23 @@ OUTPUT_KEY = "pytest_roofline"  # the worker's entry in config.workeroutput
 SESSION_KEY = "pytest_roofline_session_id"  # the controller's session id in each worker's workerinput
 
 
-def plain(value: Any) -> Any:
+def plain(value: object) -> object:
     """``value`` as JSON would read it back: the only kinds execnet is sure to carry."""
     return json.loads(json.dumps(value, allow_nan=False))
 
 
-def worker_payload(worker: str, tests: Sequence[Mapping[str, Any]], machine: Mapping[str, Any] | None,
-                   failed_late: bool, **extra: Any) -> dict[str, Any]:
+def worker_payload(worker: str, tests: Sequence[Mapping[str, object]], machine: Mapping[str, object] | None,
+                   failed_late: bool, **extra: object) -> dict[str, object]:
     """One worker's records: its test records (each tagged with the worker), its machine, and whether a test
     failed only when re-measured at the end of its session (pytest already reported it passed)."""
-    return plain({"worker": worker, "tests": [{**test, "worker": worker} for test in tests], "machine": machine,
-                  "failed_late": failed_late, **extra})
+    payload = plain({"worker": worker, "tests": [{**test, "worker": worker} for test in tests], "machine": machine,
+                     "failed_late": failed_late, **extra})
+    assert isinstance(payload, dict)  # a dict reads back as one
+    return payload
 
 
+# The payloads as execnet delivered them, and the merged session, stay untyped JSON (not object): the plugin's
+# xdist controller reads both by key.
 def merge_payloads(payloads: Iterable[Mapping[str, Any]], order: Sequence[str] = ()) -> dict[str, Any]:
     """The session from its workers' payloads: every test record (by node id; a test run twice, as xdist does
     when a worker crashed and its test was rescheduled, keeps its last record) in the collection ``order``
@@ -37,9 +41,9 @@ def merge_payloads(payloads: Iterable[Mapping[str, Any]], order: Sequence[str] =
     in id order, every distinct machine when workers saw different ones (GPUs of different models), each
     worker's summary, and whether any test failed late."""
     ordered = sorted(payloads, key=lambda p: _worker_order(str(p.get("worker", ""))))
-    tests: dict[str, dict[str, Any]] = {}
-    machines: dict[str, dict[str, Any]] = {}
-    workers: dict[str, dict[str, Any]] = {}
+    tests: dict[str, dict[str, object]] = {}
+    machines: dict[str, dict[str, object]] = {}
+    workers: dict[str, dict[str, object]] = {}
     for payload in ordered:
         machine = payload.get("machine")
         key = ""

@@ -60,9 +60,11 @@ def _time(session_start: datetime) -> str:
     return session_start.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _roofs(machine: Mapping[str, Any]) -> charts.Roofs:
-    def positive(values: Any) -> dict[str, float]:
-        return {str(k): float(v) for k, v in (values or {}).items() if isinstance(v, (int, float)) and v > 0}
+def _roofs(machine: Mapping[str, object]) -> charts.Roofs:
+    def positive(values: object) -> dict[str, float]:
+        if not isinstance(values, Mapping):  # absent (history.validate let only objects through)
+            return {}
+        return {str(k): float(v) for k, v in values.items() if isinstance(v, (int, float)) and v > 0}
     return charts.Roofs(positive(machine.get("peak_flops")), positive(machine.get("bandwidth")))
 
 
@@ -285,8 +287,8 @@ def _kernel_view(record: TestRecord, roofs: charts.Roofs) -> tuple[list[charts.K
                     kernel.total_flops / seconds, level, rank, is_tensor_kernel(kernel), seconds / total))
     rows = kernel_rows(ordered, machine)[:KERNELS_LISTED]
     body = [[pages.wrappable(r["name"]), f"{r['time_share']:.1%}" if r["time_share"] != "" else "—",
-             "yes" if r["tensor_core"] else "", charts.si(r["flops"], "FLOP"),
-             pages.esc(", ".join(f"{k[6:]} {charts.si(v, 'B')}" for k, v in r.items()
+             "yes" if r["tensor_core"] else "", charts.si(float(r["flops"]), "FLOP"),
+             pages.esc(", ".join(f"{k[6:]} {charts.si(float(v), 'B')}" for k, v in r.items()
                                  if k.startswith("bytes_") and v)),
              f"{r['fraction']:.2f}" if r["fraction"] != "" else "—", pages.esc(r["bound"])] for r in rows]
     found = shares(samples, machine)
@@ -320,6 +322,13 @@ def _failing_section(rows: pd.DataFrame, artifacts: _Artifacts, root: str) -> st
             pages.table(["session", "commit", "fraction", "outcome", "artifacts"], table_rows, numeric=(2,)))
 
 
+def _placed(value: float | None) -> float:
+    """A point's coordinate for placing labels; TypeError for a missing one, which no axis range holds."""
+    if value is None:
+        raise TypeError("a trajectory point has no finite coordinate")
+    return value
+
+
 def _trajectory_page(machine: str, function: str, variants: Sequence[TestSummary], frame: pd.DataFrame,
                      sessions: Sequence[Session]) -> str | None:
     roofs = _roofs(sessions[-1].machine)
@@ -329,14 +338,15 @@ def _trajectory_page(machine: str, function: str, variants: Sequence[TestSummary
     first = variants[0].params
     axis = next((k for k, v in first.items() if isinstance(v, (int, float)) and not isinstance(v, bool)),
                 next(iter(first)))
-    per_session: list[dict[str, Any]] = []
+    per_session: list[charts.TrajectorySession] = []
     xs: list[float] = []
-    # One pass over the rows (a groupby per session costs seconds at a thousand sessions).
+    # One pass over the rows (a groupby per session costs seconds at a thousand sessions). A row is a namedtuple
+    # whose class pandas makes per frame: it has no type to name.
     by_position: dict[int, list[Any]] = {}
     for r in rows.itertuples():
         by_position.setdefault(int(r.position), []).append(r)
     for position, group in sorted(by_position.items()):
-        lines: dict[str, dict[str, list[Any]]] = {}
+        lines: dict[str, charts.TrajectoryLine] = {}
         for r in sorted(group, key=lambda r: params_key(r.params)):
             placed, perf = _placed_ai(r.record, roofs.bandwidth), _flops_per_s(r.record)
             if placed is None or perf is None:
@@ -360,17 +370,18 @@ def _trajectory_page(machine: str, function: str, variants: Sequence[TestSummary
     if not per_session or not roofs.peak_flops:
         return None
     low, high = charts.x_range(roofs, xs)
-    layout = charts.roofline_layout(f"{function.split('::')[-1]} by {axis}", height=520)
     # fixed ranges, so that the label positions chosen here hold in the browser
-    layout["xaxis"]["range"] = [math.log10(low), math.log10(high)]
-    layout["yaxis"]["range"] = label_layout.log_range(
-        [y for s in per_session for line in s["lines"] for y in line["y"]] + list(roofs.peak_flops.values()),
+    x_axis = [math.log10(low), math.log10(high)]
+    y_axis = label_layout.log_range(
+        [_placed(y) for s in per_session for line in s["lines"] for y in line["y"]] + list(roofs.peak_flops.values()),
         below=3.0)
+    layout = charts.roofline_layout(f"{function.split('::')[-1]} by {axis}", height=520, x_range=x_axis,
+                                    y_range=y_axis)
     for session_spec in per_session:
-        drawn: list[dict[str, Any]] = session_spec["lines"]
-        flat = [(float(x), float(y), str(label)) for one in drawn
+        drawn = session_spec["lines"]
+        flat = [(_placed(x), _placed(y), str(label)) for one in drawn
                 for x, y, label in zip(one["x"], one["y"], one["labels"])]
-        positions = iter(label_layout.text_positions(flat, layout["xaxis"]["range"], layout["yaxis"]["range"]))
+        positions = iter(label_layout.text_positions(flat, x_axis, y_axis))
         for one in drawn:
             one["positions"] = [next(positions) for _ in one["x"]]
     spec = {"roofs": charts.roof_traces(roofs, (low, high)), "sessions": per_session,

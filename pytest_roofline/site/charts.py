@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from pytest_roofline.output.kernel_view import is_tensor_precision as is_tensor
 
@@ -41,14 +41,14 @@ def si(x: float | None, unit: str = "") -> str:
     return f"{x / 1000 ** exponent:.3g} {prefix}{unit}".strip()
 
 
-def _layout(title: str, **extra: Any) -> dict[str, Any]:
+def _layout(title: str, **extra: object) -> dict[str, object]:
     return {"title": {"text": title, "x": 0.01, "font": {"size": 14}}, "font": FONT, "height": 400,
             "margin": {"l": 60, "r": 20, "t": 40, "b": 50}, "hovermode": "closest",
             "plot_bgcolor": "white", "paper_bgcolor": "white",
             "legend": {"orientation": "h", "y": -0.18, "x": 0}, **extra}
 
 
-def _axis(title: str, **extra: Any) -> dict[str, Any]:
+def _axis(title: str, **extra: object) -> dict[str, object]:
     return {"title": {"text": title}, "gridcolor": "#e5e5e5", "linecolor": "#999", "zeroline": False, **extra}
 
 
@@ -76,14 +76,14 @@ class Marker:
 
 def fraction_figure(points: Sequence[FractionPoint], baseline: tuple[float, float, float] | None,
                     markers: Sequence[Marker], baseline_times: Sequence[str] = (),
-                    baseline_label: str = "baseline") -> dict[str, Any]:
+                    baseline_label: str = "baseline") -> dict[str, object]:
     """Fraction over time with hover details, the threshold, the baseline band and change points; the time per
     call on a second axis (at the same fraction, more work reads as more time only there).
 
     ``baseline_times``: the times of the sessions the band is drawn from: the band spans from the first of
     them to the last point, and those sessions' points are ringed."""
     failed = [p.outcome in ("failed", "error") for p in points]
-    data: list[dict[str, Any]] = [{
+    data: list[dict[str, object]] = [{
         "type": "scatter", "mode": "lines+markers", "name": "fraction",
         "x": [p.time for p in points], "y": [sig(p.fraction) for p in points],
         "customdata": [[p.commit, si(p.time_s, "s"), p.bound or "—", p.outcome, p.gate or "not run"]
@@ -101,12 +101,12 @@ def fraction_figure(points: Sequence[FractionPoint], baseline: tuple[float, floa
                      "x": [p.time for p in points], "y": thresholds, "line": {"color": FAIL, "dash": "dash",
                                                                               "shape": "hv", "width": 1.5},
                      "hovertemplate": "threshold %{y:.3f}<extra></extra>"})
-    shapes: list[dict[str, Any]] = []
-    annotations: list[dict[str, Any]] = []
+    shapes: list[dict[str, object]] = []
+    annotations: list[dict[str, object]] = []
     if baseline is not None:
         median, low, high = baseline
         # from the first baseline session on (the band says what those sessions measured, not what came before)
-        span: dict[str, Any] = ({"xref": "x", "x0": min(baseline_times), "x1": max(p.time for p in points)}
+        span: dict[str, object] = ({"xref": "x", "x0": min(baseline_times), "x1": max(p.time for p in points)}
                                 if baseline_times and points else {"xref": "paper", "x0": 0, "x1": 1})
         shapes.append({"type": "rect", **span, "y0": low, "y1": high,
                        "fillcolor": "rgba(0,158,115,0.15)", "line": {"width": 0}, "layer": "below"})
@@ -149,10 +149,10 @@ class Roofs:
     bandwidth: Mapping[str, float]
 
 
-def roof_traces(roofs: Roofs, x_range: tuple[float, float]) -> list[dict[str, Any]]:
+def roof_traces(roofs: Roofs, x_range: tuple[float, float]) -> list[dict[str, object]]:
     """One diagonal per memory level up to the highest compute roof, one flat line per precision."""
     low, high = x_range
-    traces: list[dict[str, Any]] = []
+    traces: list[dict[str, object]] = []
     top = max(roofs.peak_flops.values(), default=None)
     fastest = max(roofs.bandwidth.values(), default=None)
     for i, (level, bw) in enumerate(sorted(roofs.bandwidth.items(), key=lambda kv: -kv[1])):
@@ -184,9 +184,13 @@ def x_range(roofs: Roofs, xs: Sequence[float]) -> tuple[float, float]:
     return low, high
 
 
-def roofline_layout(title: str, height: int = 460) -> dict[str, Any]:
-    return _layout(title, height=height, xaxis=_axis("arithmetic intensity (FLOP/byte)", type="log"),
-                   yaxis=_axis("attained FLOP/s", type="log", exponentformat="SI"))
+def roofline_layout(title: str, height: int = 460, x_range: Sequence[float] | None = None,
+                    y_range: Sequence[float] | None = None) -> dict[str, object]:
+    """``x_range``, ``y_range``: fixed axis ranges (log10 units, as plotly takes them), for labels placed in them."""
+    x_fixed = {} if x_range is None else {"range": x_range}
+    y_fixed = {} if y_range is None else {"range": y_range}
+    return _layout(title, height=height, xaxis=_axis("arithmetic intensity (FLOP/byte)", type="log", **x_fixed),
+                   yaxis=_axis("attained FLOP/s", type="log", exponentformat="SI", **y_fixed))
 
 
 @dataclass(frozen=True)
@@ -212,9 +216,9 @@ class KernelPoint:
 LEVEL_SYMBOLS = {"L1": "square", "L2": "triangle-up", "L3": "diamond", "DRAM": "circle", "HBM": "circle"}
 
 
-def kernel_traces(kernels: Sequence[KernelPoint]) -> list[dict[str, Any]]:
+def kernel_traces(kernels: Sequence[KernelPoint]) -> list[dict[str, object]]:
     """One trace per level (its marker shape), each kernel in its colour, a Tensor Core kernel outlined black."""
-    traces = []
+    traces: list[dict[str, object]] = []
     for level in dict.fromkeys(k.level for k in kernels):
         mine = [k for k in kernels if k.level == level]
         traces.append({
@@ -230,7 +234,7 @@ def kernel_traces(kernels: Sequence[KernelPoint]) -> list[dict[str, Any]]:
 
 
 def roofline_figure(roofs: Roofs, history: Sequence[RooflinePoint], latest: Mapping[str, float],
-                    latest_flops_per_s: float, kernels: Sequence[KernelPoint]) -> dict[str, Any]:
+                    latest_flops_per_s: float, kernels: Sequence[KernelPoint]) -> dict[str, object]:
     """The hierarchical roofline: roofs, the test at the outer level through history (coloured by session),
     the latest session at every level, and the latest kernels."""
     xs = [p.ai for p in history] + list(latest.values()) + [k.ai for k in kernels]
@@ -252,7 +256,7 @@ def roofline_figure(roofs: Roofs, history: Sequence[RooflinePoint], latest: Mapp
 
 
 def roofs_over_time_figure(title: str, unit: str, times: Sequence[str], commits: Sequence[str],
-                           series: Mapping[str, Sequence[float | None]]) -> dict[str, Any]:
+                           series: Mapping[str, Sequence[float | None]]) -> dict[str, object]:
     """One line per roof (level or precision) over the sessions: the machine's characterization drift."""
     data = [{"type": "scatter", "mode": "lines+markers", "name": name, "x": list(times),
              "y": [sig(v) for v in values], "customdata": list(commits),
@@ -262,6 +266,24 @@ def roofs_over_time_figure(title: str, unit: str, times: Sequence[str], commits:
             for i, (name, values) in enumerate(series.items())]
     return {"data": data, "layout": _layout(title, height=340, xaxis=_axis("session start (UTC)", type="date"),
                                             yaxis=_axis(unit, type="log", exponentformat="SI"))}
+
+
+class TrajectoryLine(TypedDict, total=False):
+    """One line of a trajectory chart in one session: variants that differ only in the axis parameter."""
+
+    name: str
+    x: list[float | None]  # sig(): None for a number that is not finite
+    y: list[float | None]
+    labels: list[str]
+    text: list[str]
+    positions: list[str]  # where each point's label goes, chosen once the axes' ranges are known
+
+
+class TrajectorySession(TypedDict):
+    """One session's trajectory chart: its name in the session menu and its lines."""
+
+    label: str
+    lines: list[TrajectoryLine]
 
 
 def sparkline(values: Sequence[float], threshold: float | None, colour: str, width: int = 120,
@@ -289,7 +311,7 @@ def sparkline(values: Sequence[float], threshold: float | None, colour: str, wid
     return "".join(parts)
 
 
-def chain_figure(nights: Sequence[Night], title: str) -> dict[str, Any]:
+def chain_figure(nights: Sequence[Night], title: str) -> dict[str, object]:
     """A test's time night by night from its chained A/B ratios (``history.chain.Night``s), with the 95 %
     band the chain's errors grow, beside the raw times (the runner's drift included); nights whose own A/B
     verdict was regressed or improved are marked."""

@@ -24,7 +24,6 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 import pandas as pd
 
@@ -67,7 +66,7 @@ def number(value: object) -> float | None:
 
 def history_frame(sessions: Mapping[str, list[Session]]) -> pd.DataFrame:
     """One row per test per session, in session order per machine; ``record`` keeps the raw entry."""
-    rows: list[dict[str, Any]] = []
+    rows: list[dict[str, object]] = []
     for machine, items in sessions.items():
         for position, session in enumerate(items):
             for record in session.tests:
@@ -90,11 +89,11 @@ def slug(text: str) -> str:
     return f"{readable}-{zlib.crc32(text.encode()):08x}"
 
 
-def params_label(params: Mapping[str, Any]) -> str:
+def params_label(params: Mapping[str, object]) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items())
 
 
-def params_key(params: Mapping[str, Any]) -> tuple[tuple[int, float, str], ...]:
+def params_key(params: Mapping[str, object]) -> tuple[tuple[int, float, str], ...]:
     """Parameter order: numbers by value, other values by their text, key by key."""
     return tuple((0, float(v), "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0.0, str(v))
                  for v in params.values())
@@ -105,7 +104,7 @@ class TestSummary:
     machine: str
     nodeid: str
     function: str
-    params: dict[str, Any]
+    params: dict[str, object]
     fractions: list[float]
     latest: float | None
     threshold: float | None
@@ -208,5 +207,5 @@ def parametrized(summaries: list[TestSummary]) -> dict[str, list[TestSummary]]:
             for function, variants in sorted(groups.items()) if len(variants) > 1}
 
 
-def params_json(params: Mapping[str, Any]) -> str:
+def params_json(params: Mapping[str, object]) -> str:
     return json.dumps(params, sort_keys=False, default=repr)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import contextvars
 import html
 import json
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
 
 from .charts import FAIL
 from .model import TestSummary, params_label
@@ -30,13 +29,13 @@ def wrappable(value: object) -> str:
     return text
 
 
-def json_script(element_id: str, value: Any) -> str:
+def json_script(element_id: str, value: object) -> str:
     """Data for the page's script; ``</`` is escaped so no value can close the script element."""
     text = json.dumps(value, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
     return f'<script type="application/json" id="{esc(element_id)}">{text}</script>'
 
 
-def chart(element_id: str, figure: dict[str, Any], height: int | None = None) -> str:
+def chart(element_id: str, figure: Mapping[str, object], height: int | None = None) -> str:
     style = f' style="height:{height}px"' if height else ""
     return f'<div class="chart" id="{esc(element_id)}" data-figure="{esc(element_id)}-data"{style}></div>' + \
         json_script(f"{element_id}-data", figure)
