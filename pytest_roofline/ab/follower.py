@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from pytest_roofline.ab.channel import Channel
 from pytest_roofline.ab.lockstep import follow
 from pytest_roofline.counters import Counter
-from pytest_roofline.measure.regions import Recorder
+from pytest_roofline.measure.regions import R, Recorder
 from pytest_roofline.measure.timing import Setup, TimingStats, calls_for, prepared_arguments
 
 
@@ -23,8 +23,8 @@ class Follower:
         self.site = 0
         self.following = True
 
-    def measure_site(self, recorder: Recorder, counter: Counter, label: str, fn: Callable[..., object],
-                     args: tuple[object, ...], kwargs: Mapping[str, object], setup: Setup | None) -> object:
+    def measure_site(self, recorder: Recorder, counter: Counter, label: str, fn: Callable[..., R],
+                     args: tuple[object, ...], kwargs: Mapping[str, object], setup: Setup | None) -> R:
         """The twin's site timer (``Recorder.site_timer``): run the call, then answer the comparing side's turns."""
         from pytest_roofline.host.devices import synchronizer
         from pytest_roofline.model import Machine

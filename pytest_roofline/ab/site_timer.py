@@ -11,7 +11,7 @@ from pytest_roofline.counters import Counter
 from pytest_roofline.host.devices import synchronizer
 from pytest_roofline.measure.device_roofs import work_device
 from pytest_roofline.measure.probes import rewarm_pays, roofline_bound
-from pytest_roofline.measure.regions import Recorder, Region
+from pytest_roofline.measure.regions import R, Recorder, Region
 from pytest_roofline.measure.timing import Setup, side_stats, time_callable
 
 
@@ -23,8 +23,8 @@ class PairedSites:
         self.link = link
         self.tolerance = tolerance
 
-    def measure_site(self, recorder: Recorder, counter: Counter, label: str, fn: Callable[..., object],
-                     args: tuple[object, ...], kwargs: Mapping[str, object], setup: Setup | None) -> object:
+    def measure_site(self, recorder: Recorder, counter: Counter, label: str, fn: Callable[..., R],
+                     args: tuple[object, ...], kwargs: Mapping[str, object], setup: Setup | None) -> R:
         """Count the call here, then time it in turns with REF's twins, both sides on the cores chosen here.
         No live probe: both sides see the same roofs, and the pairing cancels the host's drift. A deferred
         counter's call site (its counts come from another process) is timed here alone."""

@@ -11,7 +11,7 @@ import importlib.util
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from types import ModuleType
 
 import numpy as np
 
@@ -23,10 +23,10 @@ from pytest_roofline.characterize.validate import EMULATED_SHARE, EXACT_ON
 class Roof:
     value: float
     source: str
-    detail: dict[str, Any] = field(default_factory=dict)
+    detail: dict[str, object] = field(default_factory=dict)
 
 
-def optional_torch() -> Any | None:
+def optional_torch() -> ModuleType | None:
     """torch where it is installed (imported on first use: the characterization runs only under --roofline),
     else None."""
     if importlib.util.find_spec("torch") is None:

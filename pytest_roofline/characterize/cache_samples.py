@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pytest_roofline.characterize.clean import PassGuard
@@ -68,7 +68,7 @@ class CacheSampler:
         """Every sample, to join the sweep's points of the same kernel."""
         return [point for level in self.samples for point in self.samples[level]]
 
-    def to_info(self, level: str) -> dict[str, Any] | None:
+    def to_info(self, level: str) -> dict[str, object] | None:
         taken = self.samples.get(level)
         if not taken:
             return None

@@ -10,9 +10,8 @@ import contextlib
 import json
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
 
 from pytest_roofline._atomic import write_json_atomic
 from pytest_roofline.errors import CacheWarning
@@ -94,7 +93,7 @@ def file_state(path: Path) -> tuple[int, int] | None:
     return stat.st_ino, stat.st_mtime_ns
 
 
-def read_cached(path: Path, expected_fingerprint: dict[str, Any]) -> Machine | None:
+def read_cached(path: Path, expected_fingerprint: Mapping[str, object]) -> Machine | None:
     """The cached machine if the file is ours and matches; None (with a warning if the file was bad)."""
     if not path.exists():
         return None
@@ -114,7 +113,7 @@ def read_cached(path: Path, expected_fingerprint: dict[str, Any]) -> Machine | N
     return None
 
 
-def _problem_with(data: Any, expected_fingerprint: dict[str, Any]) -> str | None:
+def _problem_with(data: object, expected_fingerprint: Mapping[str, object]) -> str | None:
     if not isinstance(data, dict):
         return "not a JSON object"
     if data.get("format") != CACHE_FORMAT:
@@ -131,7 +130,7 @@ def _problem_with(data: Any, expected_fingerprint: dict[str, Any]) -> str | None
     return None
 
 
-def write_cached(path: Path, fingerprint_fields: dict[str, Any], machine: Machine) -> None:
+def write_cached(path: Path, fingerprint_fields: Mapping[str, object], machine: Machine) -> None:
     write_json_atomic(path, {"format": CACHE_FORMAT, "fingerprint": fingerprint_fields,
                              "machine": machine.to_dict()})
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from pytest_roofline.characterize import (
 )
 from pytest_roofline.characterize.build import BuildError, find_compiler
 from pytest_roofline.characterize.cache_sizes import os_cache_sharing, os_cache_sizes
+from pytest_roofline.characterize.fingerprint import count_field, isa_flags
 from pytest_roofline.model import Machine
 
 SMALLEST_PER_THREAD = 4 * 1024      # well inside any L1
@@ -36,10 +37,11 @@ DISTURBED_SHARE = 0.2                # more disturbed sweep points than this: sa
 GEMM_FIRST_SHARE = 0.0
 
 
-def characterize_cpu(fingerprint_fields: dict[str, Any], progress: Callable[[str], None],
+def characterize_cpu(fingerprint_fields: Mapping[str, object], progress: Callable[[str], None],
                      build_dir: Path | None = None, *, largest_bytes: int | None = None) -> Machine:
     start = time.perf_counter()
-    threads = int(fingerprint_fields.get("threads") or 1)
+    threads = count_field(fingerprint_fields, "threads", 1)
+    # The record's info while it is built: its nested tables are read back here (Machine.info is as loose).
     info: dict[str, Any] = {"threads": threads, "torch_threads": fingerprint_fields.get("torch_threads"),
                             "cache_sizes": fingerprint_fields.get("cache_sizes")}
     sources: dict[str, str] = {}
@@ -109,19 +111,19 @@ def _gemm_half(probe: blas_probe.GemmProbe, budget_s: float, progress: Callable[
     return time.perf_counter() - start
 
 
-def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], build_dir: Path | None,
+def _ert(fields: Mapping[str, object], threads: int, progress: Callable[[str], None], build_dir: Path | None,
          largest_bytes: int | None, bandwidth: dict[str, float], peak_flops: dict[str, float],
          sources: dict[str, str], info: dict[str, Any], between: Callable[[], None] = lambda: None) -> None:
-    isa = fields.get("isa") or []
+    isa = isa_flags(fields)
     arch_flags = _arch_flags(fields)
     widths = list(arch_flags.widths)
     widest = max(widths)
     capacities = plateaus.aggregate_capacities(os_cache_sizes(), os_cache_sharing(), threads)
     last_cache = capacities[max(capacities)] if capacities else 32 * 1024**2
     largest = largest_bytes or max(MAIN_MEMORY_FACTOR * last_cache, MIN_LARGEST)
-    memory = fields.get("memory_bytes")
+    memory = count_field(fields, "memory_bytes")
     if memory:
-        largest = min(largest, int(memory) // 8)  # never crowd out the tests that run next
+        largest = min(largest, memory // 8)  # never crowd out the tests that run next
 
     phases: dict[str, float] = {}
     clock = time.perf_counter()
@@ -208,14 +210,14 @@ def _ert(fields: dict[str, Any], threads: int, progress: Callable[[str], None], 
 
     update_plateaus = _plateaus([*update_points, *caches.points()], windows)
     triad_plateaus = plateaus.with_write_allocate(_plateaus(triad_points, windows))
-    levels: dict[str, Any] = {}
+    levels: dict[str, dict[str, object]] = {}
     for level in windows:
         candidates = [(p, kernel) for p, kernel in ((update_plateaus.get(level), "ert-update"),
                                                     (triad_plateaus.get(level), "ert-triad")) if p is not None]
         if not candidates:
             continue
         best, kernel = max(candidates, key=lambda c: c[0].bytes_per_s)
-        extra: dict[str, Any] = {}
+        extra: dict[str, object] = {}
         where = f"{best.first_bytes / 1024:.0f}-{best.last_bytes / 1024:.0f} KiB"
         sampled = dram.roof() if dram is not None and level == "DRAM" else None
         if sampled is not None and dram is not None:  # the median of samples spread over the run, not a plateau
@@ -289,12 +291,12 @@ def _plateaus(points: Sequence[cpu_ert.SweepPoint] | Sequence[cpu_ert.TriadPoint
     return found
 
 
-def _arch_flags(fields: dict[str, Any]) -> arch.ArchFlags:
+def _arch_flags(fields: Mapping[str, object]) -> arch.ArchFlags:
     """Tuning flags and vector widths for this CPU and compiler (see characterize/arch.py)."""
     from pytest_roofline.characterize.build import accepts_flag
 
     compiler = find_compiler() or "cc"
-    return arch.select(str(fields.get("machine", "")), fields.get("isa") or [],
+    return arch.select(str(fields.get("machine", "")), isa_flags(fields),
                        lambda flag: accepts_flag(compiler, flag), arch.sve_vector_bytes())
 
 

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -59,7 +59,7 @@ class SweepPoint:
     def flop_rate(self) -> float:
         return self.flops / self.seconds
 
-    def to_row(self) -> dict[str, Any]:
+    def to_row(self) -> dict[str, object]:
         return {**asdict(self), "bytes_per_s": self.bandwidth, "flop_per_s": self.flop_rate}
 
 
@@ -272,7 +272,7 @@ class TriadPoint:
     def bandwidth(self) -> float:
         return self.working_set_bytes * self.trials / self.seconds
 
-    def to_row(self) -> dict[str, Any]:
+    def to_row(self) -> dict[str, object]:
         return {**asdict(self), "bytes_per_s": self.bandwidth}
 
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import Any
 
 from pytest_roofline.characterize import plateaus
@@ -27,7 +28,8 @@ SIZES_PER_OCTAVE = 6
 GEMM_SIZES = (4096, 8192)
 
 
-def characterize_cuda(index: int, fingerprint_fields: dict[str, Any], progress: Callable[[str], None]) -> Machine:
+def characterize_cuda(index: int, fingerprint_fields: Mapping[str, object], progress: Callable[[str], None],
+                      ) -> Machine:
     from pytest_roofline.characterize.cuda_ert import PRECISIONS, GpuErt, supported
 
     start = time.perf_counter()
@@ -99,12 +101,12 @@ L1_OVER_L2_MAX = 8.0
 
 def _roof_kernels(index: int, triad_bytes: int, swept: dict[str, float], bandwidth: dict[str, float],
                   peak_flops: dict[str, float], sources: dict[str, str], progress: Callable[[str], None]
-                  ) -> dict[str, Any]:
+                  ) -> dict[str, object]:
     """L1 from its read-only kernel, HBM as the better of the sweep's plateau and the triad, each CUDA-core peak
     as the better of the ERT sweep and the register-only kernel; updates the tables, returns the readings."""
     from pytest_roofline.characterize.cuda_roofs import GpuRoofs
 
-    rows: dict[str, Any] = {}
+    rows: dict[str, object] = {}
     try:
         roofs = GpuRoofs(index)
         l1 = roofs.l1()
@@ -118,11 +120,12 @@ def _roof_kernels(index: int, triad_bytes: int, swept: dict[str, float], bandwid
         return rows
     del roofs
     _release_pool()  # the triad's 3 GiB, before cuBLAS allocates
-    rows["L1"], rows["HBM"] = l1.to_row(), triad.to_row()
+    l1_row = l1.to_row()
+    rows["L1"], rows["HBM"] = l1_row, triad.to_row()
     l2 = bandwidth.get("L2") or swept.get("L2") or 0.0
     if l2 and l1.value > L1_OVER_L2_MAX * l2:
-        rows["L1"]["rejected"] = f"above {L1_OVER_L2_MAX:g}x L2 ({l2 / 1e12:.2f} TB/s): the loads never reached L1"
-        progress(f"L1: {l1.value / 1e12:.2f} TB/s from {l1.kernel} is not a cache read ({rows['L1']['rejected']}); "
+        l1_row["rejected"] = f"above {L1_OVER_L2_MAX:g}x L2 ({l2 / 1e12:.2f} TB/s): the loads never reached L1"
+        progress(f"L1: {l1.value / 1e12:.2f} TB/s from {l1.kernel} is not a cache read ({l1_row['rejected']}); "
                  "L1 from the sweep")
         if "L1" in swept:
             bandwidth["L1"], sources["bandwidth.L1"] = swept["L1"], "ert-update-fp64 (launch-bound)"
@@ -163,7 +166,7 @@ def _gemm_roofs(index: int, arch: int, progress: Callable[[str], None]) -> dict[
     return _cupy_gemm(progress)
 
 
-def _torch_gemm(torch: Any, index: int, arch: int, progress: Callable[[str], None]
+def _torch_gemm(torch: ModuleType, index: int, arch: int, progress: Callable[[str], None]
                 ) -> dict[str, tuple[float, str, int]]:
     device = torch.device("cuda", index)
     dtypes = {"fp64": torch.float64, "tf32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -198,7 +201,7 @@ def _torch_gemm(torch: Any, index: int, arch: int, progress: Callable[[str], Non
     return roofs
 
 
-def _time_cuda(torch: Any, run: Callable[[], Any]) -> tuple[float, int]:
+def _time_cuda(torch: ModuleType, run: Callable[[], object]) -> tuple[float, int]:
     """(fastest seconds, runs) of ``run`` timed with CUDA events until the best is stable."""
     from pytest_roofline.characterize.cuda_roofs import best_until_stable
 
@@ -228,7 +231,7 @@ def _cupy_gemm(progress: Callable[[str], None]) -> dict[str, tuple[float, str, i
             a = cupy.random.random((n, n)).astype(dtype)
             cupy.matmul(a, a)
 
-            def once(a: Any = a) -> float:
+            def once(a: Any = a) -> float:  # a cupy.ndarray (cupy is untyped)
                 start, stop = cupy.cuda.Event(), cupy.cuda.Event()
                 start.record()
                 cupy.matmul(a, a)

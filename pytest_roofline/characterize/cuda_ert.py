@@ -13,6 +13,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from pytest_roofline.errors import NvrtcUnavailable
@@ -64,7 +65,7 @@ def expected_instructions(precision: str, flops: int) -> dict[str, int]:
     return {"fma": flops // 2, "mul": flops & 1}
 
 
-def _nvrtc() -> Any:
+def _nvrtc() -> ModuleType:  # cupy.cuda.nvrtc
     try:
         from cupy.cuda import nvrtc
     except Exception as error:  # ImportError, or CUDA libraries that fail to load
@@ -163,7 +164,7 @@ class GpuPoint:
         elements = self.working_set_bytes / PRECISIONS[self.precision].element_bytes
         return self.flops_per_element * elements * self.trials / self.seconds
 
-    def to_row(self) -> dict[str, Any]:
+    def to_row(self) -> dict[str, object]:
         return {**asdict(self), "bytes_per_s": self.bandwidth, "flop_per_s": self.flop_rate}
 
 
@@ -184,10 +185,10 @@ class GpuErt:
         self.max_bytes = max_bytes
         self.buffer = cupy.zeros(max_bytes // 4, dtype=cupy.uint32)
         self.arch = int(self.device.compute_capability)  # "90" for sm_90, "100" for sm_100
-        self._modules: dict[str, Any] = {}
+        self._modules: dict[str, Any] = {}  # cupy.RawModule per precision (cupy is untyped)
         self._filled_as: str | None = None
 
-    def _function(self, precision: str, flops: int) -> Any:
+    def _function(self, precision: str, flops: int) -> Any:  # a cupy.RawKernel
         if precision not in self._modules:
             self._modules[precision] = self.cupy.RawModule(
                 code=KERNEL_SOURCE.read_text(), options=(f"-D{PRECISIONS[precision].define}", "-w"),
@@ -216,7 +217,7 @@ class GpuErt:
         n = working_set_bytes // spec.element_bytes
         if precision in _PAIR_CONSTANTS:
             half, one = _PAIR_CONSTANTS[precision]
-            scalars: tuple[Any, ...] = (np.uint32(half), np.uint32(half), np.uint32(one))
+            scalars: tuple[np.generic, ...] = (np.uint32(half), np.uint32(half), np.uint32(one))
         else:
             kind = np.float64 if precision == "fp64" else np.float32
             scalars = (kind(0.5), kind(0.5), kind(1.0))

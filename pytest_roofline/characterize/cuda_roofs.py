@@ -97,7 +97,7 @@ class RoofReading:
     seconds: float
     detail: str = ""
 
-    def to_row(self) -> dict[str, Any]:
+    def to_row(self) -> dict[str, object]:
         return {"kernel": self.kernel, "value": self.value, "blocks": self.blocks, "iterations": self.iterations,
                 "seconds": self.seconds, "detail": self.detail}
 
@@ -145,6 +145,7 @@ class GpuRoofs:
             for vectors in L1_VECTORS:
                 function = self.module.get_function(l1_kernel(vectors))
 
+                # cupy is untyped: f is a cupy.RawKernel, d and o cupy.ndarrays
                 def launch(it: int, f: Any = function, b: int = blocks, d: Any = data, o: Any = out) -> None:
                     f((b,), (THREADS,), (d, np.int32(it), o))
 
@@ -188,11 +189,11 @@ class GpuRoofs:
             name = kernel.removeprefix("peak_")
             function = self.module.get_function(kernel)
             if name in pair:
-                alpha: Any = np.uint32(pair[name])
+                alpha: np.generic = np.uint32(pair[name])
             else:
                 alpha = (np.float64 if name == "fp64" else np.float32)(0.5)
 
-            def launch(it: int, f: Any = function, a: Any = alpha) -> None:
+            def launch(it: int, f: Any = function, a: np.generic = alpha) -> None:  # f: a cupy.RawKernel
                 f((blocks,), (THREADS,), (out, np.int32(it), a, a))
 
             seconds, iterations = self._scaled(launch)

@@ -23,7 +23,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from pytest_roofline.characterize.plateaus import WRITE_ALLOCATE_FACTOR
 
@@ -127,7 +127,7 @@ class DramSampler:
         """``ert-update``, ``ert-triad``, ``ert-scale``: this library's kernels; ``torch-copy``: the library's copy."""
         return self.library.copy_source if kernel == "copy" else f"ert-{kernel}"
 
-    def to_info(self) -> dict[str, Any]:
+    def to_info(self) -> dict[str, object]:
         return {"working_set_bytes": self.working_set_bytes, "statistic": "median",
                 "update_bytes_per_s": self.update_roof(), "triad_bytes_per_s": self.triad_roof(),
                 "scale_bytes_per_s": self.scale_roof(), "copy_bytes_per_s": self.kernel_roof("copy"),

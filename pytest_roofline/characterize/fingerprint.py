@@ -15,8 +15,8 @@ import json
 import os
 import platform
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 from pytest_roofline.characterize import CHARACTERIZATION_VERSION
 
@@ -104,7 +104,7 @@ def cache_sizes() -> dict[str, int]:
     return {f"L{level}": size for level, size in sorted(os_cache_sizes().items())}
 
 
-def cpu_fingerprint() -> dict[str, Any]:
+def cpu_fingerprint() -> dict[str, object]:
     from pytest_roofline.characterize.build import compiler_identity
     from pytest_roofline.host.allocator import thp_mode
 
@@ -127,7 +127,7 @@ def cpu_fingerprint() -> dict[str, Any]:
     }
 
 
-def cuda_fingerprint(device_index: int = 0) -> dict[str, Any]:
+def cuda_fingerprint(device_index: int = 0) -> dict[str, object]:
     import cupy
 
     runtime = cupy.cuda.runtime
@@ -160,11 +160,27 @@ def parse_device(device: str) -> tuple[str, int]:
     raise ValueError(f"unknown device {device!r}: use 'cpu', 'cuda' or 'cuda:N'")
 
 
-def fingerprint(device: str = "cpu") -> dict[str, Any]:
+def fingerprint(device: str = "cpu") -> dict[str, object]:
     kind, index = parse_device(device)
     return cpu_fingerprint() if kind == "cpu" else cuda_fingerprint(index)
 
 
-def fingerprint_hash(fields: dict[str, Any]) -> str:
+def fingerprint_hash(fields: Mapping[str, object]) -> str:
     canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:20]
+
+
+def count_field(fields: Mapping[str, object], key: str, default: int = 0) -> int:
+    """A count of the fingerprint (``threads``, ``memory_bytes``): ``default`` where it is missing or empty."""
+    value = fields.get(key) or default
+    if not isinstance(value, (int, float, str)):
+        raise TypeError(f"fingerprint field {key!r} is not a number: {value!r}")
+    return int(value)
+
+
+def isa_flags(fields: Mapping[str, object]) -> list[str]:
+    """The fingerprint's ISA flags (``isa``; none where it has no such field)."""
+    value = fields.get("isa") or ()
+    if not isinstance(value, Iterable):
+        raise TypeError(f"fingerprint field 'isa' is not a list of flags: {value!r}")
+    return [str(flag) for flag in value]

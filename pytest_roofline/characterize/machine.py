@@ -36,13 +36,16 @@ import time
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
 from pytest_roofline.characterize import ceiling_cache as _cache
-from pytest_roofline.characterize.fingerprint import fingerprint, fingerprint_hash, parse_device
+from pytest_roofline.characterize.fingerprint import fingerprint, fingerprint_hash, isa_flags, parse_device
 from pytest_roofline.characterize.pinned import load_machine_file
 from pytest_roofline.errors import DisturbedCharacterizationWarning
 from pytest_roofline.model import Machine
+
+if TYPE_CHECKING:
+    from pytest_roofline.characterize.clean import Spot
 
 __all__ = ["cache_file_for", "characterize", "default_cache_dir", "fingerprint", "fingerprint_hash",
            "load_machine_file"]
@@ -207,7 +210,7 @@ def _wants_spot_check(machine: Machine, kind: str) -> bool:
 SPOT_CONFIRM_PAUSE = 0.5  # seconds before a disagreeing spot check is repeated
 
 
-def spot_summary(spots: Mapping[str, Any]) -> str:
+def spot_summary(spots: Mapping[str, Spot]) -> str:
     """``L1 359/413 DRAM 44.8/52.3 GB/s, fp64 101/102 GFLOP/s``: each check's spot and cached rate, three digits,
     a unit once per run of checks that share it, so the progress line fits 120 columns at ``-q``."""
     items = list(spots.items())
@@ -262,7 +265,7 @@ class Sibling(NamedTuple):
     path: Path
 
 
-def _sibling(fields: dict[str, Any], cores: int | None, cache_dir: Path | None) -> Sibling | None:
+def _sibling(fields: Mapping[str, object], cores: int | None, cache_dir: Path | None) -> Sibling | None:
     """The cached clean record of the other core count this record is checked against; None where there is
     none."""
     from pytest_roofline.host.cores import base_affinity, core_count_fingerprint
@@ -346,7 +349,23 @@ def _flag_of(machine: Machine) -> str:
     return "; ".join(str(p) for p in parts)
 
 
-def _checked_cached(path: Path, fields: dict[str, Any], report: Callable[[str], None],
+class _AttemptBase(TypedDict):
+    problems: list[str]
+    disturbed: object  # the record's ``disturbed`` reason, as its info holds it
+    degraded: str | None
+    not_kept: list[str]
+    against_other_core_count: list[str]
+    seconds: object
+
+
+class Attempt(_AttemptBase, total=False):
+    """One characterization attempt as ``info["attempts"]`` records it."""
+
+    used_alone: bool  # clean: its roofs stand alone, merged with no other attempt's
+    replaces_other_core_count: bool
+
+
+def _checked_cached(path: Path, fields: Mapping[str, object], report: Callable[[str], None],
                     quiet: bool = False) -> Machine | None:
     """The cached record if it reads and passes the roof checks; else None, with a warning naming file and key
     (``quiet``: a missing file is simply None)."""
@@ -366,7 +385,7 @@ def _checked_cached(path: Path, fields: dict[str, Any], report: Callable[[str], 
     return None
 
 
-def _measure_checked(kind: str, index: int, fields: dict[str, Any], digest: str,
+def _measure_checked(kind: str, index: int, fields: Mapping[str, object], digest: str,
                      report: Callable[[str], None], cache_dir: Path,
                      sibling: Sibling | None = None) -> Machine:
     """Measure, check, and measure once more when the result is disturbed or inconsistent.
@@ -379,8 +398,8 @@ def _measure_checked(kind: str, index: int, fields: dict[str, Any], digest: str,
     from pytest_roofline.characterize.precision import native_precisions
 
     bounds = validate.physical_bounds(fields)
-    native = native_precisions(fields.get("isa") or ()) if kind == "cpu" else {"bf16", "fp16"}
-    attempts: list[dict[str, Any]] = []
+    native = native_precisions(isa_flags(fields)) if kind == "cpu" else {"bf16", "fp16"}
+    attempts: list[Attempt] = []
     merged: Machine | None = None
     problems: list[validate.Problem] = []
     for attempt in range(1, MAX_ATTEMPTS + 1):
@@ -452,7 +471,7 @@ def _keep_reasons(machine: Machine, kind: str, sibling: Sibling | None) -> tuple
                                          sibling.cores)
 
 
-def _sibling_is_the_odd_one(attempts: list[dict[str, Any]]) -> bool:
+def _sibling_is_the_odd_one(attempts: list[Attempt]) -> bool:
     """Every attempt clean but for the rule against the other core count's cached record."""
     return bool(attempts) and all(
         a["against_other_core_count"] and a["not_kept"] == a["against_other_core_count"]
@@ -492,7 +511,7 @@ def _merge(first: Machine, second: Machine, attempt: int) -> Machine:
     return Machine(name=second.name, peak_flops=tables[0], bandwidth=tables[1], info=info)
 
 
-def _measure(kind: str, index: int, fields: dict[str, Any], digest: str, report: Callable[[str], None],
+def _measure(kind: str, index: int, fields: Mapping[str, object], digest: str, report: Callable[[str], None],
              cache_dir: Path) -> Machine:
     start = time.perf_counter()
     report(f"characterizing {kind}{'' if kind == 'cpu' else f':{index}'} (fingerprint {digest})")

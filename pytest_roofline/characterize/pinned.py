@@ -25,7 +25,6 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
 
 from pytest_roofline.characterize import validate
 from pytest_roofline.characterize.precision import cpuinfo_flags, native_precisions
@@ -59,7 +58,7 @@ def load_machine_file(path: str | Path) -> Machine:
         raise ValueError(f"machine file {file}: {problem}") from None
 
 
-def _parse(file: Path) -> Any:
+def _parse(file: Path) -> object:
     try:
         data = read_bytes(file)  # a regular file of bounded size, as every file read back
         text = data.decode("utf-8")
@@ -82,14 +81,14 @@ def _parse(file: Path) -> Any:
                 from None
 
 
-def _parse_json(text: str) -> Any:
+def _parse_json(text: str) -> object:
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
         raise _Problem(f"invalid JSON: {error}") from None
 
 
-def _parse_toml(text: str) -> Any:
+def _parse_toml(text: str) -> object:
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - exercised on 3.10 only
@@ -103,7 +102,7 @@ def _parse_toml(text: str) -> Any:
         raise _Problem(f"invalid TOML: {error}") from None
 
 
-def _machine_from(data: Any, default_name: str) -> Machine:
+def _machine_from(data: object, default_name: str) -> Machine:
     if isinstance(data, dict) and isinstance(data.get("machine"), dict) and "format" in data:
         data = data["machine"]  # a characterization cache file
     if not isinstance(data, dict):
@@ -135,7 +134,7 @@ def _machine_from(data: Any, default_name: str) -> Machine:
     return validate.reconcile(machine, native_precisions(cpuinfo_flags()))
 
 
-def _ceilings(table: Any, what: str, pattern: re.Pattern[str], unit: str, accepted: str) -> dict[str, float]:
+def _ceilings(table: object, what: str, pattern: re.Pattern[str], unit: str, accepted: str) -> dict[str, float]:
     if not isinstance(table, dict):
         raise _Problem(f"'{what}' must be a table/object mapping names to {unit} values")
     out: dict[str, float] = {}
@@ -154,7 +153,7 @@ def _normalise_name(key: str, pattern: re.Pattern[str]) -> str | None:
     return None
 
 
-def _value(raw: Any, where: str, unit: str) -> float:
+def _value(raw: object, where: str, unit: str) -> float:
     if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
         raise _Problem(f"{where}: expected a number in {unit} or a string like '31.5 G{unit}', got {raw!r}")
     if isinstance(raw, str):

@@ -22,9 +22,9 @@ from __future__ import annotations
 import math
 import os
 import statistics
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from pytest_roofline.characterize import clean
 
@@ -33,11 +33,34 @@ MIN_CLEAN_DRAM_PASSES = 4
 ENV = "PYTEST_ROOFLINE_SPOT_CHECK"
 
 
+class ComputeStep(TypedDict):
+    """The FMA point that set a record's fp64 peak: FLOPs per element, working set, that peak."""
+
+    flops: int
+    bytes: int
+    cached: float
+
+
+class SpotPlan(TypedDict):
+    """What :func:`run` runs for a record: its kernel library, the sizes, the cached rates to compare with."""
+
+    library: Path
+    width: int
+    chains: int
+    threads: int
+    l1_bytes: int
+    dram_bytes: int
+    l1_cached: float
+    dram_cached: float
+    dram_band: tuple[float, float] | None
+    compute: ComputeStep | None
+
+
 def enabled(environ: Mapping[str, str] = os.environ) -> bool:
     return str(environ.get(ENV, "1")).strip().lower() not in ("0", "no", "false", "off")
 
 
-def plan(info: dict[str, Any]) -> dict[str, Any] | None:
+def plan(info: dict[str, Any]) -> SpotPlan | None:  # info: Machine.info, as the model types it
     """What to run for a record (library, sizes, cached rates), or None when it cannot be spot-checked: not an
     ERT record, no DRAM samples or L1 update plateau, or its kernel library is gone."""
     if not str(info.get("method", "")).startswith("ert"):
@@ -70,7 +93,7 @@ def plan(info: dict[str, Any]) -> dict[str, Any] | None:
             "compute": compute}
 
 
-def _compute_step(info: dict[str, Any], width: int) -> dict[str, Any] | None:
+def _compute_step(info: dict[str, Any], width: int) -> ComputeStep | None:
     """The fp64 FMA point that set the record's peak at the widest vectors (its FLOPs per element and working
     set), with that peak; None where the record has no such point. A host can halve the compute roofs for
     minutes while the caches barely move (fp64 on 2 threads read 53.5 GFLOP/s, the 1-core value, between quiet
@@ -85,7 +108,7 @@ def _compute_step(info: dict[str, Any], width: int) -> dict[str, Any] | None:
     return {"flops": int(best["flops_per_element"]), "bytes": int(best["working_set_bytes"]), "cached": float(peak)}
 
 
-def _band(samples: Any) -> tuple[float, float] | None:
+def _band(samples: Iterable[float] | None) -> tuple[float, float] | None:
     """The interquartile range of a record's DRAM passes; None for fewer than 4."""
     values = [float(v) for v in samples or ()]
     if len(values) < 4:

@@ -23,11 +23,11 @@ from __future__ import annotations
 import itertools
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sized
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+from pytest_roofline.characterize.fingerprint import count_field, isa_flags
 from pytest_roofline.errors import RoofError  # noqa: F401 (re-exported under its old name)
 from pytest_roofline.model import TENSOR_SUFFIX, Machine
 
@@ -61,7 +61,7 @@ class Problem:
 
 # --- capacities --------------------------------------------------------------------------------------------
 
-def parse_capacities(raw: Any, key: str = "info.capacities") -> tuple[dict[str, float], list[Problem]]:
+def parse_capacities(raw: object, key: str = "info.capacities") -> tuple[dict[str, float], list[Problem]]:
     """``{level: bytes}`` from numbers or strings like ``"4 MiB"`` / ``"48K"``; problems name the key."""
     if raw is None:
         return {}, []
@@ -86,7 +86,7 @@ def parse_capacities(raw: Any, key: str = "info.capacities") -> tuple[dict[str, 
     return out, problems
 
 
-def _size(value: Any) -> float | None:
+def _size(value: object) -> float | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
@@ -163,14 +163,15 @@ def cpu_clock_hz(cpuinfo_text: str | None = None, cpufreq_max_khz: str | None = 
     return clock * CLOCK_MARGIN, f"{source} {clock / 1e9:.2f} GHz x {CLOCK_MARGIN:g}"
 
 
-def physical_bounds(fields: Mapping[str, Any], clock: tuple[float, str] | None = None) -> PhysicalBounds | None:
+def physical_bounds(fields: Mapping[str, object], clock: tuple[float, str] | None = None) -> PhysicalBounds | None:
     """Bounds for a CPU fingerprint (``cores``/``core_count``, ``isa``, ``machine``); None for GPUs."""
     if fields.get("device") not in (None, "cpu"):
         return None
-    cores = int(fields.get("core_count") or len(fields.get("cores") or ()) or 0)
+    listed = fields.get("cores") or ()
+    cores = count_field(fields, "core_count") or (len(listed) if isinstance(listed, Sized) else 0)
     if cores <= 0:
         return None
-    isa = set(fields.get("isa") or ())
+    isa = set(isa_flags(fields))
     machine = str(fields.get("machine") or "")
     if "avx512f" in isa:
         bits = 512

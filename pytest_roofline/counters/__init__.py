@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, Protocol, TypeVar, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
 from pytest_roofline.model import KernelSample
 
 T = TypeVar("T")
-
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 @runtime_checkable
@@ -63,7 +61,7 @@ class Counter(Protocol):
     def write_allocate_bytes(self) -> Mapping[str, float]: ...
 
     def count(
-        self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+        self, fn: Callable[..., T], args: tuple[object, ...], kwargs: Mapping[str, object]
     ) -> tuple[T, list[KernelSample]]: ...
 
 
@@ -74,6 +72,6 @@ class CounterBase:
     deferred: bool = False
     device: str | None = None
     footprint_bytes: float | None = None
-    uncounted_bytes: Mapping[str, int] = _EMPTY
-    errors: Mapping[str, str] = _EMPTY
-    write_allocate_bytes: Mapping[str, float] = _EMPTY
+    uncounted_bytes: Mapping[str, int] = MappingProxyType({})  # read-only: one empty map shared by every backend
+    errors: Mapping[str, str] = MappingProxyType({})
+    write_allocate_bytes: Mapping[str, float] = MappingProxyType({})

@@ -100,7 +100,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -197,8 +197,8 @@ def _flop_count(info: _OpInfo, call: _Call, read: Sequence[torch.Tensor]) -> int
     return 0
 
 
-def op_flops(func: OpOverload, args: Sequence[Any], kwargs: Mapping[str, Any] | None = None,
-             out: Any = None) -> dict[str, int]:
+def op_flops(func: OpOverload, args: Sequence[object], kwargs: Mapping[str, object] | None = None,
+             out: object = None) -> dict[str, int]:
     """FLOPs by precision of one aten op call, from shapes only (nothing runs).
 
     ``out`` is needed only by ops whose count depends on the output (conv forward, pooling, pointwise).
@@ -252,7 +252,8 @@ class _CountingMode(TorchDispatchMode):
         super().__init__()
         self.counter = counter
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+    def __torch_dispatch__(self, func: Callable[..., object], types: Sequence[type], args: Sequence[object] = (),
+                           kwargs: Mapping[str, object] | None = None) -> object:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         if not isinstance(func, torch._ops.OpOverload):  # higher-order ops carry no schema to count by
@@ -306,7 +307,7 @@ class AnalyticCounter(CounterBase):
         self.trace: list[TracedOp] = []  # every recorded op call in order (the per-op timing pass joins to it)
 
     def count(
-        self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+        self, fn: Callable[..., T], args: tuple[object, ...], kwargs: Mapping[str, object]
     ) -> tuple[T, list[KernelSample]]:
         """Run ``fn(*args, **kwargs)`` once under the counting mode; return its result and the kernels."""
         self.uncounted_ops, self.uncounted_bytes, self.op_calls, self.errors = {}, {}, {}, {}

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -27,6 +27,7 @@ from pytest_roofline.counters.analytic import _info
 
 if TYPE_CHECKING:
     from torch._ops import OpOverload
+    from torch.testing._internal.opinfo.core import OpInfo
 
 COUNTED_KINDS = ("formula", "pointwise", "reduction", "foreach")
 GROUPS = ("counted", "no FLOPs by nature", "without a rule")
@@ -45,7 +46,8 @@ class _Recorder(TorchDispatchMode):
         super().__init__()
         self.seen = seen
 
-    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+    def __torch_dispatch__(self, func: Callable[..., object], types: Sequence[type], args: Sequence[object] = (),
+                           kwargs: Mapping[str, object] | None = None) -> object:
         if isinstance(func, torch._ops.OpOverload):
             self.seen.add(func)
         return func(*args, **(kwargs or {}))
@@ -97,7 +99,8 @@ def _wrapped(words: list[str], width: int = 110) -> list[str]:
     return [*lines, line] if line else lines
 
 
-def _sample_calls(opinfo: Any, max_samples: int) -> Iterable[tuple[Any, tuple[Any, ...], dict[str, Any]]]:
+def _sample_calls(opinfo: OpInfo, max_samples: int,
+                  ) -> Iterable[tuple[Callable[..., object], tuple[object, ...], dict[str, object]]]:
     samples = opinfo.sample_inputs("cpu", torch.float32, requires_grad=False)
     for index, sample in enumerate(samples):
         if index >= max_samples:

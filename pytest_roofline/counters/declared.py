@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pytest_roofline.counters import CounterBase
 from pytest_roofline.model import DEVICES, MAIN_MEMORY, KernelSample  # MAIN_MEMORY: bytes' default level
@@ -71,7 +71,7 @@ class DeclaredCounter(CounterBase):
         return cls(flop_map, byte_map, name, device=device)
 
     def count(
-        self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+        self, fn: Callable[..., T], args: tuple[object, ...], kwargs: Mapping[str, object]
     ) -> tuple[T, list[KernelSample]]:
         result = fn(*args, **kwargs)
         return result, [KernelSample(self.kernel_name, dict(self.flops), dict(self.bytes))]

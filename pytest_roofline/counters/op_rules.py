@@ -51,7 +51,7 @@ class _OpInfo:
     math_arg: int | str
     arg_names: list[str]
     arg_index: dict[str, int]
-    arg_defaults: list[Any]
+    arg_defaults: list[object]
     tensor_args: list[tuple[int, str, int]]  # (position, name, role)
     fresh_returns: list[int]
     n_returns: int
@@ -63,9 +63,10 @@ class _Call:
 
     __slots__ = ("args", "info", "kwargs", "out")
 
-    def __init__(self, info: _OpInfo, args: Sequence[Any], kwargs: Mapping[str, Any], out: Any) -> None:
+    def __init__(self, info: _OpInfo, args: Sequence[object], kwargs: Mapping[str, object], out: object) -> None:
         self.info, self.args, self.kwargs, self.out = info, args, kwargs, out
 
+    # Loosely typed: a dispatched argument is what its schema says (Tensor, int, list, None); each rule reads it so.
     def __getitem__(self, key: int | str) -> Any:
         index = key if isinstance(key, int) else self.info.arg_index[key]
         if index < len(self.args):
@@ -78,7 +79,7 @@ class _Call:
     def has(self, name: str) -> bool:
         return name in self.info.arg_index
 
-    def output(self, index: int = 0) -> Any:
+    def output(self, index: int = 0) -> Any:  # as __getitem__: a Tensor, or a Tensor[] return's list
         """The ``index``-th return (a single ``Tensor[]`` return is the whole list)."""
         if self.info.n_returns == 1 or not isinstance(self.out, (tuple, list)):
             return self.out

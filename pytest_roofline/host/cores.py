@@ -33,13 +33,11 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pytest_roofline.errors import CoresSettingError
 
 if TYPE_CHECKING:
-    from threadpoolctl import threadpool_limits
-
     from pytest_roofline.model import Machine
 
 MODES = ("auto", "all")
@@ -215,7 +213,7 @@ class Placement:
     load: Mapping[int, float] = field(default_factory=dict)   # busy share per core just before measuring
     contended: bool = False
     setting: str = "auto"
-    gpu_processes: tuple[Mapping[str, Any], ...] = ()         # other processes on the same GPU (NVML)
+    gpu_processes: tuple[Mapping[str, object], ...] = ()      # other processes on the same GPU (NVML)
 
     @property
     def count(self) -> int:
@@ -233,17 +231,17 @@ class Placement:
         on = [self.load[c] for c in self.used if c in self.load]
         return max(on) if on else None
 
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"used": list(self.used), "of": list(self.allowed), "count": self.count,
-                               "setting": self.setting, "contended": self.contended,
-                               "load": {str(c): round(v, 3) for c, v in sorted(self.load.items())},
-                               "load_beside": self.load_beside, "load_on": self.load_on}
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"used": list(self.used), "of": list(self.allowed), "count": self.count,
+                                  "setting": self.setting, "contended": self.contended,
+                                  "load": {str(c): round(v, 3) for c, v in sorted(self.load.items())},
+                                  "load_beside": self.load_beside, "load_on": self.load_on}
         if self.gpu_processes:
             out["gpu_processes"] = [dict(p) for p in self.gpu_processes]
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Placement:
+    def from_dict(cls, data: Mapping[str, Any]) -> Placement:  # parsed JSON, read back as to_dict wrote it
         """A placement back from :meth:`to_dict` (a ``results.json`` region's ``cores``)."""
         return cls(tuple(int(c) for c in data.get("used") or ()), tuple(int(c) for c in data.get("of") or ()),
                    {int(c): float(v) for c, v in (data.get("load") or {}).items()},
@@ -332,13 +330,20 @@ SYSTEM_AFFINITY = Affinity(_process_threads, getattr(os, "sched_getaffinity", la
                            getattr(os, "sched_setaffinity", lambda _pid, _mask: None))
 
 
+class PoolLimits(Protocol):
+    """What undoes :attr:`ThreadPools.set` (threadpoolctl's ``threadpool_limits``)."""
+
+    def restore_original_limits(self) -> None: ...
+
+
 @dataclass
 class ThreadPools:
-    """Get and set the thread count of the pools that run the measured work; replaced by fakes in tests."""
+    """Get and set the thread count of the pools that run the measured work; replaced by fakes in tests.
+    ``restore`` gets the thread count ``get`` saw before, and what ``set`` returned (None if it did not run)."""
 
     get: Callable[[], int | None]
-    set: Callable[[int], Any]
-    restore: Callable[[Any], None]
+    set: Callable[[int], PoolLimits | None]
+    restore: Callable[[tuple[int | None, PoolLimits | None]], None]
 
 
 def _torch_threads_get() -> int | None:
@@ -346,7 +351,7 @@ def _torch_threads_get() -> int | None:
     return int(torch.get_num_threads()) if torch is not None else None
 
 
-def _pools_set(count: int) -> threadpool_limits | None:
+def _pools_set(count: int) -> PoolLimits | None:
     """Size torch's intra-op pool and every BLAS/OpenMP pool threadpoolctl finds; return what undoes it."""
     torch = sys.modules.get("torch")
     if torch is not None:
@@ -358,7 +363,7 @@ def _pools_set(count: int) -> threadpool_limits | None:
     return threadpool_limits(limits=count)
 
 
-def _pools_restore(state: tuple[int | None, threadpool_limits | None]) -> None:
+def _pools_restore(state: tuple[int | None, PoolLimits | None]) -> None:
     torch_threads, limits = state
     if limits is not None:
         limits.restore_original_limits()
@@ -380,7 +385,7 @@ def pinned(cores: Sequence[int], affinity: Affinity = SYSTEM_AFFINITY,
         with contextlib.suppress(OSError):  # a thread may end between listing and pinning
             previous[tid] = set(affinity.get(tid))
             affinity.set(tid, mask)
-    pool_state = (pools.get(), None)
+    pool_state: tuple[int | None, PoolLimits | None] = (pools.get(), None)
     try:
         pool_state = (pool_state[0], pools.set(len(mask)))
         yield
@@ -436,7 +441,8 @@ def interpolate(machines: Mapping[int, Machine], count: int) -> Machine:
                    info=info)
 
 
-def core_count_fingerprint(fields: Mapping[str, Any], count: int, machine_cores: Sequence[int]) -> dict[str, Any]:
+def core_count_fingerprint(fields: Mapping[str, object], count: int, machine_cores: Sequence[int],
+                           ) -> dict[str, object]:
     """A CPU fingerprint for roofs measured on ``count`` of ``machine_cores`` (whichever ones: their roofs are
     the same), so each core count has its own cache entry."""
     out = dict(fields)
@@ -453,7 +459,8 @@ def least_loaded(count: int, allowed: Sequence[int], load: Mapping[int, float] |
 
 # --- GPU neighbours ------------------------------------------------------------------------------------
 
-def gpu_processes(device_index: int, nvml: Any = None, own_pid: int | None = None) -> list[dict[str, Any]]:
+def gpu_processes(device_index: int, nvml: Any = None, own_pid: int | None = None,  # nvml: the pynvml module
+                  ) -> list[dict[str, object]]:
     """Other processes on GPU ``device_index`` according to NVML (pid, memory used); [] without NVML."""
     if nvml is None:
         try:
@@ -465,7 +472,7 @@ def gpu_processes(device_index: int, nvml: Any = None, own_pid: int | None = Non
         nvml.nvmlInit()
         try:
             handle = nvml.nvmlDeviceGetHandleByIndex(device_index)
-            seen: dict[int, dict[str, Any]] = {}
+            seen: dict[int, dict[str, object]] = {}
             for query, kind in ((nvml.nvmlDeviceGetComputeRunningProcesses, "compute"),
                                 (nvml.nvmlDeviceGetGraphicsRunningProcesses, "graphics")):
                 for process in query(handle):

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_roofline.measure.regions import Region
 
 CONTENDED_MODES = ("auto", "judge", "excuse")
 # The most a contended test's tolerance is widened: a 2x slowdown (+100 %) must fail on any runner.
@@ -63,12 +66,12 @@ def describe(spread_: float) -> str:
             f"two contended measurements, {spread_:.0%} (at most {MAX_SPREAD:.0%})")
 
 
-def region_times(regions: Sequence[Any]) -> list[float]:
+def region_times(regions: Sequence[Region]) -> list[float]:
     """Each region's time per call (its verdict's), for :func:`spread`."""
     return [float(r.verdict.time_s) for r in regions if getattr(r, "verdict", None) is not None]
 
 
-def region_iqr(regions: Sequence[Any]) -> list[float]:
+def region_iqr(regions: Sequence[Region]) -> list[float]:
     """Each contended region's relative interquartile range of its calls."""
     out = []
     for r in regions:

@@ -41,9 +41,12 @@ import sys
 import warnings
 from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.model import KernelSample, Machine
+
+if TYPE_CHECKING:
+    from pytest_roofline.measure.probes import ProbeSchedule, RateProbe
 
 PROBE_LEVEL = "HBM"
 MEMORY_LEVELS = ("HBM", "DRAM")  # a counter may put main-memory bytes at either name (model._LEVEL_ALIASES)
@@ -128,7 +131,7 @@ def wants_probe(footprint_bytes: float | None, machine: Machine, hbm_bytes: floa
     return l2 > 0 and footprint_bytes >= CACHE_MULTIPLE * l2
 
 
-def call_site_stream(cupy: Any, index: int) -> Any:
+def call_site_stream(cupy: Any, index: int) -> Any:  # the cupy module (untyped); a cupy.cuda.Stream
     """The stream the measured work runs on: torch's current stream where torch has initialized CUDA, else
     CuPy's current stream. The probe's events and launch go there, so the probe runs in the call site's order."""
     torch = sys.modules.get("torch")
@@ -154,7 +157,7 @@ class CudaDramProbe:
     run_once: Callable[[], float]  # seconds of one launch (``trials`` passes), by CUDA events
 
     @classmethod
-    def build(cls, spec: CudaProbeSpec, cupy: Any = None) -> CudaDramProbe:
+    def build(cls, spec: CudaProbeSpec, cupy: Any = None) -> CudaDramProbe:  # cupy: the module (untyped)
         """Compile the kernel (NVRTC, through CuPy), fill the buffer and launch once untimed (module load,
         first touch). ``cupy`` is the module to use: the tests pass a fake."""
         import importlib
@@ -207,7 +210,8 @@ class Unprobed:
 
 
 def schedule_for(machine: Machine, kernels: Sequence[KernelSample], footprint_bytes: float | None,
-                 cache: MutableMapping[int, Any], build: Callable[[CudaProbeSpec], Any] | None = None) -> Any:
+                 cache: MutableMapping[int, RateProbe], build: Callable[[CudaProbeSpec], RateProbe] | None = None,
+                 ) -> ProbeSchedule | Unprobed | None:
     """A ``probes.ProbeSchedule`` around the device's HBM probe for a region that wants one, an
     :class:`Unprobed` with a note where it wants one and cannot have it, else None."""
     from pytest_roofline.measure import probes
@@ -235,7 +239,7 @@ def live_machine(machine: Machine, spec: CudaProbeSpec, rate: float) -> Machine:
     return replace(machine, bandwidth={**machine.bandwidth, PROBE_LEVEL: live})
 
 
-def summary(spec: CudaProbeSpec, schedule: Any, fraction_cached: float) -> dict[str, Any]:
+def summary(spec: CudaProbeSpec, schedule: ProbeSchedule, fraction_cached: float) -> dict[str, object]:
     """What results.json records of a region probed on the GPU (the CPU record's keys, plus the launch)."""
     rates: list[float] = schedule.probes
     ratios = [r / spec.calibration_bytes_per_s for r in rates]

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
-from typing import Any
 
 from pytest_roofline.model import DEVICES, MAIN_MEMORY, Machine
 
@@ -28,7 +27,7 @@ def machine_device(machine: Machine) -> str:
     return "cuda" if is_cuda(machine) else "cpu"
 
 
-def work_device(counter: Any) -> str | None:
+def work_device(counter: object) -> str | None:
     """Where a counter's last call ran (``cpu``/``cuda``), None when it cannot say."""
     device = getattr(counter, "device", None)
     return device if device in DEVICES else None

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 from pytest_roofline.model import KernelSample, Machine, MissingCeilingError, evaluate_region
 
@@ -137,12 +137,22 @@ class DramProbe:
         return 2.0 * self.spec.working_set_bytes / self.run_once()
 
 
+class ProbedSpec(Protocol):
+    """What a schedule reads of a probe's spec (:class:`ProbeSpec`, or the GPU's ``cuda_probe.CudaProbeSpec``)."""
+
+    @property
+    def rewarm(self) -> bool: ...
+
+    @property
+    def working_set_bytes(self) -> int: ...
+
+
 class RateProbe(Protocol):
     """What a schedule needs of a probe: its spec and one measurement (:class:`DramProbe`, or the GPU's
     ``cuda_probe.CudaDramProbe``)."""
 
     @property
-    def spec(self) -> Any: ...
+    def spec(self) -> ProbedSpec: ...
 
     def rate(self) -> float: ...
 
@@ -251,7 +261,7 @@ def live_machine(machine: Machine, spec: ProbeSpec, rate: float) -> Machine:
     return replace(machine, bandwidth={**machine.bandwidth, spec.level: live})
 
 
-def summary(spec: ProbeSpec, schedule: ProbeSchedule, fraction_cached: float) -> dict[str, Any]:
+def summary(spec: ProbeSpec, schedule: ProbeSchedule, fraction_cached: float) -> dict[str, object]:
     """What results.json records of a probed region."""
     rates = schedule.probes
     ratios = [r / spec.calibration_bytes_per_s for r in rates]

@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pytest_roofline.counters import Counter
 from pytest_roofline.errors import CounterUnavailableError  # noqa: F401 (re-exported under its old name)
@@ -41,9 +41,13 @@ from pytest_roofline.output.text import above_one_note
 if TYPE_CHECKING:
     from pytest_roofline.host.cores import Placement, Planner
     from pytest_roofline.measure.ops.times import OpReport
+    from pytest_roofline.measure.probes import ProbeSchedule, RateProbe
+    from pytest_roofline.model.op_trace import TracedOp
+
+R = TypeVar("R")  # what the measured callable returns: handed back to the test as it is
 
 # A call the Recorder can time again (confirm, the contended re-measure): counter, fn, args, kwargs, setup.
-Call = tuple[Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any], "Setup | None"]
+Call = tuple[Counter, Callable[..., object], tuple[object, ...], dict[str, object], "Setup | None"]
 
 # A call site whose one call outlasts --roofline-max-time runs 1 + 1 + 3 calls (counted, warm-up, timed), once:
 # neither --roofline-confirm nor the contended re-measure times it again (docs/writing-tests.md).
@@ -57,8 +61,8 @@ class SiteTimer(Protocol):
     times through the Recorder's public steps (:meth:`Recorder.count`, :meth:`Recorder.region`,
     :meth:`Recorder.add_region`, :meth:`Recorder.measure_here`) and returns the call's result."""
 
-    def measure_site(self, recorder: Recorder, counter: Counter, label: str, fn: Callable[..., Any],
-                     args: tuple[Any, ...], kwargs: Mapping[str, Any], setup: Setup | None) -> Any: ...
+    def measure_site(self, recorder: Recorder, counter: Counter, label: str, fn: Callable[..., R],
+                     args: tuple[object, ...], kwargs: Mapping[str, object], setup: Setup | None) -> R: ...
 
 
 @dataclass(frozen=True)
@@ -74,26 +78,27 @@ class Region:
     parts: list[tuple[str, TimingStats]] = field(default_factory=list)  # call sites timed apart, then judged as one
     placement: Placement | None = None  # where it was measured (None: not placed)
     uncounted: dict[str, int] = field(default_factory=dict)  # FLOP-bearing ops without a rule -> their bytes
-    probe: dict[str, Any] | None = None  # the live DRAM probe beside its timed calls (probes.summary)
+    probe: dict[str, object] | None = None  # the live DRAM probe beside its timed calls (probes.summary)
     confirmed: tuple[float, float] | None = None  # fractions of a first and a confirming measurement
     ops: OpReport | None = None  # the per-op timing pass (--roofline-ops), None when not run
-    compare: dict[str, Any] | None = None  # --roofline-compare: the pairs with REF's twin and REF's region
+    compare: dict[str, object] | None = None  # --roofline-compare: the pairs with REF's twin and REF's region
     device: str | None = None  # cpu|cuda: where its work ran, whose roofs judged it (device_roofs)
 
-    def kernel_dicts(self) -> list[dict[str, Any]]:
+    def kernel_dicts(self) -> list[dict[str, object]]:
         """Each kernel's record; with per-op times, also its t_min, bound, own fraction and lost time."""
         if self.ops is None:
             return [k.to_dict() for k in self.kernels]
         from pytest_roofline.measure.ops.times import op_fields
 
-        out = []
+        out: list[dict[str, object]] = []
         for kernel in self.kernels:
             row = self.ops.row(kernel.name)
             out.append({**kernel.to_dict(), **(op_fields(row) if row is not None else {})})
         return out
 
+    # Loosely typed: the A/B gate (ab.verdict) reads this record's nested fields as parsed JSON, as it reads REF's.
     def to_dict(self) -> dict[str, Any]:
-        out = {
+        out: dict[str, Any] = {
             "label": self.label,
             "counter": self.counter,
             "timing": self.timing.to_dict(),
@@ -127,7 +132,7 @@ class PendingRegion:
     timing: TimingStats
     # The call, kept so that another counter can count it if profiling is unavailable; dropped once settled,
     # so a session does not hold every test's tensors.
-    call: tuple[Callable[..., Any], tuple[Any, ...], dict[str, Any]] | None
+    call: tuple[Callable[..., object], tuple[object, ...], dict[str, object]] | None
 
 
 def sum_timings(timings: Sequence[TimingStats]) -> TimingStats:
@@ -175,7 +180,7 @@ def counter_notes(counter: Counter) -> list[str]:
     return notes
 
 
-def _label_of(fn: Callable[..., Any]) -> str:
+def _label_of(fn: Callable[..., object]) -> str:
     return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__)
 
 
@@ -202,13 +207,13 @@ class Recorder:
         self.pending: list[PendingRegion] = []
         self.cores: Planner | None = None  # measure on cores of its own (None: wherever the OS runs it)
         self.machine_for_cores: Callable[[int], Machine] | None = None  # roofs for that many cores
-        self.contended: list[tuple[int, Counter, Callable[..., Any], tuple[Any, ...], dict[str, Any],
+        self.contended: list[tuple[int, Counter, Callable[..., object], tuple[object, ...], dict[str, object],
                                    Setup | None]] = []
         self.probe_mode = "off"  # "live": time DRAM-bound call sites beside a probe of the DRAM roof
         self.ops_mode = "off"  # always|failed|off: the per-op timing pass (op_times); "failed": see time_ops()
         # probes.DramProbe per (threads, working set) (cuda_probe.CudaDramProbe under a negative key), shared by
         # the session
-        self.probe_cache: dict[Any, Any] = {}
+        self.probe_cache: dict[tuple[int, int] | int, RateProbe] = {}
         # index of each region measured here -> (counter, fn, args, kwargs, setup): what confirm() times again
         self.calls: dict[int, Call] = {}
         self.site_timer: SiteTimer | None = None  # --roofline-compare: call sites timed in process pairs
@@ -216,7 +221,7 @@ class Recorder:
         # host code is judged on the CPU's (device_roofs); None: every call site on the session's roofs
         self.machine_for_device: Callable[[str, int | None], Machine] | None = None
 
-    def measure(self, fn: Callable[..., Any], /, *args: Any, setup: Setup | None = None, **kwargs: Any) -> Any:
+    def measure(self, fn: Callable[..., R], /, *args: object, setup: Setup | None = None, **kwargs: object) -> R:
         """Count and time ``fn(*args, **kwargs)``; return the result of its counted call.
 
         ``setup``, if given, runs before every call (the counted one too), untimed and uncounted: it resets
@@ -247,23 +252,23 @@ class Recorder:
         return DeclaredRegion(self, counter, name)
 
     def _measure(
-        self, counter: Counter, label: str, fn: Callable[..., Any], args: tuple[Any, ...],
-        kwargs: Mapping[str, Any], setup: Setup | None = None,
-    ) -> Any:
+        self, counter: Counter, label: str, fn: Callable[..., R], args: tuple[object, ...],
+        kwargs: Mapping[str, object], setup: Setup | None = None,
+    ) -> R:
         _refuse_lazy(fn, label)
         if self.site_timer is not None:
             return self.site_timer.measure_site(self, counter, label, fn, args, kwargs, setup)
         return self.measure_here(counter, label, fn, args, kwargs, setup)
 
-    def count(self, counter: Counter, label: str, fn: Callable[..., Any], args: tuple[Any, ...],
-              kwargs: Mapping[str, Any], setup: Setup | None) -> tuple[Any, list[KernelSample]]:
+    def count(self, counter: Counter, label: str, fn: Callable[..., R], args: tuple[object, ...],
+              kwargs: Mapping[str, object], setup: Setup | None) -> tuple[R, list[KernelSample]]:
         """The counted call: its result and the kernels the counter saw."""
         result, kernels = counter.count(fn, *prepared_arguments(setup, args, kwargs))
         _refuse_lazy(fn, label, result)
         return result, kernels
 
-    def measure_here(self, counter: Counter, label: str, fn: Callable[..., Any], args: tuple[Any, ...],
-                     kwargs: Mapping[str, Any], setup: Setup | None) -> Any:
+    def measure_here(self, counter: Counter, label: str, fn: Callable[..., R], args: tuple[object, ...],
+                     kwargs: Mapping[str, object], setup: Setup | None) -> R:
         """Count the call once, time it bare in this process (beside a live probe where one is wanted), judge it."""
         result, kernels = self.count(counter, label, fn, args, kwargs, setup)
         with self.placement() as placed:
@@ -338,9 +343,9 @@ class Recorder:
                 continue
             self.regions[index] = replace(region, kernels=kernels, ops=report)
 
-    def _op_pass(self, counter: Counter, region: Region, trace: Sequence[Any], fn: Callable[..., Any],
-                 args: tuple[Any, ...], kwargs: Mapping[str, Any], setup: Setup | None,
-                 ) -> tuple[list[KernelSample], Any]:
+    def _op_pass(self, counter: Counter, region: Region, trace: Sequence[TracedOp], fn: Callable[..., object],
+                 args: tuple[object, ...], kwargs: Mapping[str, object], setup: Setup | None,
+                 ) -> tuple[list[KernelSample], OpReport]:
         from pytest_roofline.measure.ops.times import time_ops
 
         wait = synchronizer()
@@ -353,7 +358,8 @@ class Recorder:
                             synchronize=wait or (lambda: None), budget_s=self.policy.max_time_s,
                             device="cpu" if wait is None else "cuda", before_call=probe)
 
-    def _probe_for(self, counter: Counter, kernels: list[KernelSample], placed: Placement | None) -> Any:
+    def _probe_for(self, counter: Counter, kernels: list[KernelSample], placed: Placement | None,
+                   ) -> ProbeSchedule | None:
         """A ``probes.ProbeSchedule`` under ``--roofline-probe live``, else None: for a call site whose bytes
         stream from DRAM (CPU roofs characterized by the ERT kernel), or a memory-bound one whose working set is
         in or at the edge of the last cache (a probe at its own size, ``probes.ProbeSpec.at_footprint``). Runs
@@ -395,7 +401,8 @@ class Recorder:
                                  write_allocate=counter.write_allocate_bytes)
 
     def region(self, counter: Counter, label: str, kernels: list[KernelSample], timing: TimingStats,
-               placement: Placement | None = None, probe: Any = None, roofs: Machine | None = None) -> Region:
+               placement: Placement | None = None, probe: ProbeSchedule | None = None,
+               roofs: Machine | None = None) -> Region:
         """One call site judged: against ``roofs`` where given (a twin judges on the comparing side's), else
         the roofs for the cores it ran on and the device its work ran on."""
         device = work_device(counter)
@@ -408,8 +415,8 @@ class Recorder:
         if probe is not None and probe.rates:
             verdict, probed, note = _judge_live(kernels, machine, timing, probe, verdict)
             notes.append(note)
-        elif getattr(probe, "note", None):  # wanted a live probe and could not have one (cuda_probe.Unprobed)
-            notes.append(probe.note)
+        elif unprobed := getattr(probe, "note", None):  # wanted a live probe, could not have one (cuda_probe.Unprobed)
+            notes.append(unprobed)
         notes.extend(note for note in [above_one_note(verdict, machine)] if note)
         uncounted = dict(counter.uncounted_bytes)
         return Region(label, counter.name, kernels, timing, verdict, notes, placement=placement,
@@ -515,20 +522,26 @@ class Recorder:
         return combine(r.verdict for r in self.regions) if self.regions else None
 
 
-def _judge_live(kernels: list[KernelSample], machine: Machine, timing: TimingStats, schedule: Any,
-                cached: Verdict) -> tuple[Verdict, dict[str, Any], str]:
+def _judge_live(kernels: list[KernelSample], machine: Machine, timing: TimingStats, schedule: ProbeSchedule,
+                cached: Verdict) -> tuple[Verdict, dict[str, object], str]:
     """The verdict of the median call judged against its probe's live DRAM roof, what to record, a note."""
     from pytest_roofline.measure import cuda_probe, probes
 
     spec = schedule.probe.spec
-    probing: Any = cuda_probe if isinstance(spec, cuda_probe.CudaProbeSpec) else probes  # GPU: HBM, else DRAM
-    pairs = list(zip(timing.samples_s, schedule.rates))
-    verdicts = sorted((evaluate_region(kernels, probing.live_machine(machine, spec, rate), seconds)
-                       for seconds, rate in pairs), key=lambda v: v.fraction)
+    rates = [rate for _, rate in zip(timing.samples_s, schedule.rates)]  # one per timed call
+    if isinstance(spec, cuda_probe.CudaProbeSpec):  # GPU: HBM
+        roofs = [cuda_probe.live_machine(machine, spec, rate) for rate in rates]
+        record = cuda_probe.summary(spec, schedule, cached.fraction)
+    elif isinstance(spec, probes.ProbeSpec):  # CPU: DRAM, or the last cache at the call site's working set
+        roofs = [probes.live_machine(machine, spec, rate) for rate in rates]
+        record = probes.summary(spec, schedule, cached.fraction)
+    else:
+        raise TypeError(f"no live roof for a probe of {type(spec).__name__}")
+    verdicts = sorted((evaluate_region(kernels, roof, seconds) for seconds, roof in zip(timing.samples_s, roofs)),
+                      key=lambda v: v.fraction)
     verdict = verdicts[(len(verdicts) - 1) // 2]  # the median call (the lower one of an even count)
-    record = probing.summary(spec, schedule, cached.fraction)
     record["fraction_live"] = verdict.fraction
-    memory = {"DRAM": "main memory", "HBM": "HBM"}.get(record["level"], "the memory system at this working set")
+    memory = {"DRAM": "main memory", "HBM": "HBM"}.get(str(record["level"]), "the memory system at this working set")
     note = (f"live {record['level']} probe: {memory} gave "
             f"{record['live_ratio_median']:.2f} of its characterized bandwidth "
             f"while this was timed ({record['probes']} probes of {spec.working_set_bytes / 2**20:.0f} MiB"
@@ -551,14 +564,14 @@ class DeclaredRegion:
     counter: Counter
     name: str | None
 
-    def measure(self, fn: Callable[..., Any], /, *args: Any, setup: Setup | None = None, **kwargs: Any) -> Any:
+    def measure(self, fn: Callable[..., R], /, *args: object, setup: Setup | None = None, **kwargs: object) -> R:
         if not self.recorder.enabled:
             call_args, call_kwargs = prepared_arguments(setup, args, kwargs)
             return fn(*call_args, **call_kwargs)
         return self.recorder._measure(self.counter, self.name or _label_of(fn), fn, args, kwargs, setup)
 
 
-def _refuse_lazy(fn: Callable[..., Any], label: str, result: Any = None) -> None:
+def _refuse_lazy(fn: Callable[..., object], label: str, result: object = None) -> None:
     """A generator or coroutine function returns at once without running its body: timing it would time
     nothing and read as an impossible fraction ("the roofs are wrong"). Said as what it is, before timing."""
     import inspect

@@ -19,7 +19,9 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol, TypeVar
+
+T = TypeVar("T")
 
 # Per-call samples kept in results.json; longer runs keep this many spread evenly over the run (the statistics
 # use them all).
@@ -100,7 +102,7 @@ class TimingStats:
             return 0.0
         return float(statistics.median(a + b for a, b in zip(self.minor_faults, self.major_faults, strict=True)))
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "median_s": self.median_s,
             "min_s": self.min_s,
@@ -123,7 +125,7 @@ class TimingStats:
         }
 
 
-def _spread(values: Sequence[Any], keep: int = MAX_EXPORTED_SAMPLES) -> list[Any]:
+def _spread(values: Sequence[T], keep: int = MAX_EXPORTED_SAMPLES) -> list[T]:
     """At most ``keep`` of ``values``, evenly spaced over them and in order (all of them when they fit): a
     long run's export then shows its whole span, not only its start."""
     if len(values) <= keep:
@@ -168,11 +170,12 @@ def page_faults() -> tuple[int, int]:
     return usage.ru_minflt, usage.ru_majflt
 
 
-Setup = Callable[[], "tuple[tuple[Any, ...], dict[str, Any]] | None"]
+# A setup step returns None (it reset state in place) or fresh (args, kwargs): the user's values, passed through.
+Setup = Callable[[], "tuple[tuple[object, ...], Mapping[str, object]] | None"]
 
 
-def prepared_arguments(setup: Setup | None, args: tuple[Any, ...],
-                       kwargs: Mapping[str, Any]) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def prepared_arguments(setup: Setup | None, args: tuple[object, ...],
+                       kwargs: Mapping[str, object]) -> tuple[tuple[object, ...], dict[str, object]]:
     """Run ``setup`` (untimed) and return the arguments of the next call: the ones ``setup`` returned as
     ``(args, kwargs)``, or the original ones when it returned None (it reset their state in place)."""
     if setup is None:
@@ -191,8 +194,8 @@ def prepared_arguments(setup: Setup | None, args: tuple[Any, ...],
 class _Calls:
     """Runs and times single calls, counting each one's page faults outside its timed interval."""
 
-    fn: Callable[..., Any]
-    arguments: Callable[[], tuple[tuple[Any, ...], dict[str, Any]]]  # untimed: the setup step, if any
+    fn: Callable[..., object]
+    arguments: Callable[[], tuple[tuple[object, ...], dict[str, object]]]  # untimed: the setup step, if any
     sync: Callable[[], None]
     clock: Callable[[], float]
     faults: Callable[[], tuple[int, int]]
@@ -223,7 +226,7 @@ class _Calls:
         return elapsed
 
 
-def calls_for(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any] | None, *,
+def calls_for(fn: Callable[..., object], args: tuple[object, ...], kwargs: Mapping[str, object] | None, *,
               setup: Setup | None = None, synchronize: Callable[[], None] | None = None,
               clock: Callable[[], float] = time.perf_counter) -> _Calls:
     """Single timed calls of ``fn`` (each after its untimed ``setup``), for loops other than
@@ -234,9 +237,9 @@ def calls_for(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str
 
 
 def time_callable(
-    fn: Callable[..., Any],
-    args: tuple[Any, ...] = (),
-    kwargs: Mapping[str, Any] | None = None,
+    fn: Callable[..., object],
+    args: tuple[object, ...] = (),
+    kwargs: Mapping[str, object] | None = None,
     *,
     policy: TimingPolicy = DEFAULT_POLICY,
     synchronize: Callable[[], None] | None = None,
@@ -303,7 +306,20 @@ def time_callable(
                      measure_s=elapsed(), budget_limited=limited and len(calls.times) <= policy.min_rounds)
 
 
-def side_stats(side: Any, stable: bool, measure_s: float) -> TimingStats:
+class SideTurns(Protocol):
+    """What :func:`side_stats` reads of ``ab.lockstep.SideTimes`` (a higher layer)."""
+
+    @property
+    def times(self) -> Sequence[float]: ...
+
+    @property
+    def warmup(self) -> int: ...
+
+    @property
+    def faults(self) -> Sequence[int]: ...
+
+
+def side_stats(side: SideTurns, stable: bool, measure_s: float) -> TimingStats:
     """One side's timed turns in an A/B comparison (``ab.lockstep.SideTimes``: ``times``, ``warmup``,
     ``faults``) as the usual timing record (its median is that side's time per call)."""
     return summarize(side.times, side.warmup, stable, minor_faults=side.faults, major_faults=[0] * len(side.faults),

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pytest_roofline.output.record import TestRecord
 
@@ -38,7 +37,7 @@ class Work:
     def total_flops(self) -> float:
         return sum(self.flops.values())
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"flops": dict(self.flops), "bytes": dict(self.bytes)}
 
 
@@ -66,7 +65,7 @@ class WorkChange:
     verdict: str  # "same", "more", "less", "changed" (some counts up, others down)
     ratio: float | None  # the scale of the change in the term that binds (FLOPs or the bound level's bytes)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {"now": self.now.to_dict(), "reference": self.reference.to_dict(), "verdict": self.verdict,
                 "ratio": self.ratio}
 

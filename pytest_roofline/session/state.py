@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from pytest_roofline.history.retention import Keep
     from pytest_roofline.history.store import HistoryStore
     from pytest_roofline.host.cores import CoresSetting, Planner
-    from pytest_roofline.measure.probes import DramProbe
+    from pytest_roofline.measure.probes import RateProbe
     from pytest_roofline.measure.regions import Recorder
     from pytest_roofline.measure.timing import TimingPolicy
     from pytest_roofline.model import Machine
@@ -113,7 +113,7 @@ class RooflineState:
         self._host_by_cores: dict[int, Machine] = {}
         self.planner: Planner | None = None  # of this session (or xdist worker), made on first need
         # live probes per (threads, working set): built once a session
-        self.probe_cache: dict[tuple[int, int], DramProbe] = {}
+        self.probe_cache: dict[tuple[int, int] | int, RateProbe] = {}  # the Recorder's, kept for the session
         self.make_counter: Callable[[str], Counter | None] = builtin_counter  # the hook, once configured
         # an xdist worker's pinning to its share, held for the whole session
         self._worker_pin: AbstractContextManager[None] | None = None

@@ -18,7 +18,7 @@ import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from pytest_roofline.counters.ncu.command import NVTX_DOMAIN
 from pytest_roofline.errors import NvtxMissing
@@ -94,12 +94,12 @@ class ChildRecorder:
     enabled = True
 
     def __init__(self, prefix: str = RANGE_PREFIX) -> None:
-        self.regions: list[Any] = []  # the child judges nothing
-        self.pending: list[Any] = []
+        self.regions: list[object] = []  # the child judges nothing: both stay empty
+        self.pending: list[object] = []
         self.ranges = 0
         self.prefix = prefix
 
-    def measure(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    def measure(self, fn: Callable[..., T], /, *args: object, **kwargs: object) -> T:
         """Warm ``fn`` up, then run it once inside an NVTX range; return that call's result."""
         nvtx = nvtx_module()  # before the warm-up: a missing package should fail fast
         for _ in range(WARMUP_CALLS):
@@ -138,5 +138,5 @@ class ChildRecorder:
 
 @dataclass(frozen=True)
 class ChildDeclaredRegion:
-    def measure(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
+    def measure(self, fn: Callable[..., T], /, *args: object, **kwargs: object) -> T:
         return fn(*args, **kwargs)

@@ -33,7 +33,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 from pytest_roofline.counters import CounterBase
 from pytest_roofline.counters.ncu import backend
@@ -99,7 +99,7 @@ class NcuDeferredCounter(CounterBase):
     deferred = True
 
     def count(
-        self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+        self, fn: Callable[..., T], args: tuple[object, ...], kwargs: Mapping[str, object]
     ) -> tuple[T, list[KernelSample]]:
         return fn(*args, **kwargs), []
 
@@ -217,7 +217,7 @@ class NcuOutcome:
     """What a profiled test adds to its entry: artifacts, results.json fields, lines for a failure message."""
 
     artifacts: list[str] = field(default_factory=list)
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
     details: list[str] = field(default_factory=list)
 
 
@@ -279,7 +279,7 @@ def profile_test(
     )
 
 
-def _ncu_section(profile: backend.NcuProfile, machine: Machine) -> dict[str, Any]:
+def _ncu_section(profile: backend.NcuProfile, machine: Machine) -> dict[str, object]:
     report = profile.report
     passes = [k.replay_passes for k in report.kernels if k.replay_passes is not None]
     return {
@@ -297,7 +297,7 @@ def _ncu_section(profile: backend.NcuProfile, machine: Machine) -> dict[str, Any
     }
 
 
-def error_section(exc: BaseException) -> dict[str, Any]:
+def error_section(exc: BaseException) -> dict[str, object]:
     """results.json's ``ncu`` entry of a test whose profiling failed."""
     logs = [str(path) for path in getattr(exc, "log_paths", ())]
     return {"error": str(exc), "logs": logs}

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_roofline.counters.ncu.metrics import LEVEL_HBM, LEVEL_L1, LEVEL_L2, parse_cc
 from pytest_roofline.model import TENSOR_SUFFIX, KernelSample, Machine, MissingCeilingError, lower_bound
@@ -194,7 +194,7 @@ def total_bytes(kernels: Sequence[Kernel]) -> dict[str, float]:
     return totals
 
 
-def diagnostics_dict(kernels: Sequence[Kernel], machine: Machine | None = None, top: int = 5) -> dict[str, Any]:
+def diagnostics_dict(kernels: Sequence[Kernel], machine: Machine | None = None, top: int = 5) -> dict[str, object]:
     no_flops = time_without_flops(kernels)
     return {
         "top_kernels": [vars(k) for k in top_kernels_by_time(kernels, top)],

@@ -10,7 +10,6 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pytest_roofline.counters.ncu.metrics import (
     HALF_LANES_PER_INST,
@@ -61,7 +60,7 @@ class NcuKernel:
         time_s = self.time_s if self.time_s is not None and self.time_s > 0 else None
         return KernelSample(self.name, dict(self.flops), dict(self.bytes), time_s, self.launches)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             **self.to_sample().to_dict(),
             "time_s": self.time_s,  # as ncu reported it (to_sample drops a zero)
@@ -113,7 +112,7 @@ class NcuReport:
                 f"{self.device_max_clock_hz / 1e9:.3f} GHz maximum: clocks were probably locked "
                 "(ncu's default --clock-control base), so times are longer than at normal clocks")
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "source": self.source,
             "format": self.format,
@@ -238,9 +237,10 @@ def build_report(
     )
 
 
-def parse_report_text(text: str, source: str = "<text>", **options: Any) -> NcuReport:
+def parse_report_text(text: str, source: str = "<text>", *, cc: str | float | tuple[int, int] | None = None,
+                      half_lanes: int = HALF_LANES_PER_INST, clock_control: str | None = None) -> NcuReport:
     """A report from ncu CSV text (details or raw page)."""
-    return build_report(parse_csv_text(text), source, **options)
+    return build_report(parse_csv_text(text), source, cc=cc, half_lanes=half_lanes, clock_control=clock_control)
 
 
 def load_report(
@@ -265,6 +265,15 @@ def load_report(
     return report
 
 
-def samples_from_report(path: str | os.PathLike[str], **options: Any) -> list[KernelSample]:
+def samples_from_report(
+    path: str | os.PathLike[str],
+    *,
+    cc: str | float | tuple[int, int] | None = None,
+    half_lanes: int = HALF_LANES_PER_INST,
+    clock_control: str | None = None,
+    ncu: str | None = None,
+    require_kernels: bool = False,
+) -> list[KernelSample]:
     """Per-kernel :class:`KernelSample` s (SI units, launches of one name summed) from an ncu report."""
-    return load_report(path, **options).samples()
+    return load_report(path, cc=cc, half_lanes=half_lanes, clock_control=clock_control, ncu=ncu,
+                       require_kernels=require_kernels).samples()

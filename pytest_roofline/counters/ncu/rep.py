@@ -57,7 +57,7 @@ def find_ncu_report_module(ncu: str | None = None) -> ModuleType | None:
     return None
 
 
-def _has_value(metric: Any) -> bool:
+def _has_value(metric: Any) -> bool:  # ncu_report.IMetric (untyped)
     """``IMetric.has_value()``; the 2020-era interface only has ``has_value(value_kind)`` (NvRules API 2020.1.2)."""
     check = getattr(metric, "has_value", None)
     if check is None:
@@ -69,7 +69,7 @@ def _has_value(metric: Any) -> bool:
         return kind is not None and bool(check(kind))
 
 
-def _raw_value(metric: Any) -> Any:
+def _raw_value(metric: Any) -> Any:  # ncu_report.IMetric; its value: a number or a string, untyped
     """``value()`` where it exists; the 2020-era interface has only the typed ``as_double``/``as_string``."""
     if hasattr(metric, "value"):
         return metric.value()
@@ -79,7 +79,7 @@ def _raw_value(metric: Any) -> Any:
         return metric.as_string()
 
 
-def _metric_value(metric: Any) -> tuple[float | None, str | None]:
+def _metric_value(metric: Any) -> tuple[float | None, str | None]:  # ncu_report.IMetric
     """(SI number, None) or (None, text) or (None, None) when the metric has no value."""
     if not _has_value(metric):
         return None, None
@@ -96,12 +96,12 @@ def _metric_value(metric: Any) -> tuple[float | None, str | None]:
     return number * factor, None
 
 
-def _base_unit(metric: Any) -> str:
+def _base_unit(metric: Any) -> str:  # ncu_report.IMetric
     """No ``unit()`` on the 2020-era interface: values are in ncu's base units, nanoseconds for durations."""
     return "nsecond" if str(metric.name()).startswith("gpu__time_duration") else ""
 
 
-def nvtx_ranges(action: Any, domain: str = NVTX_DOMAIN) -> tuple[str, ...]:
+def nvtx_ranges(action: Any, domain: str = NVTX_DOMAIN) -> tuple[str, ...]:  # ncu_report.IAction
     """The start/end ranges of ``domain`` an action (launch) ran in: ``IAction.nvtx_state()`` ->
     ``INvtxState.domains()`` -> ``domain_by_id(i).name()`` / ``.start_end_ranges()``. Checked with ncu_report
     2026.3.1 on the H100 report of ``../shared/gpu-h100`` (ncu 2025.3.1): its four launches hold ``region-0``."""

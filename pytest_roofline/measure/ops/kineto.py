@@ -30,7 +30,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 from pytest_roofline.model.op_trace import ProfiledEvent
 
@@ -38,12 +38,30 @@ DEVICE_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 CALL_RANGE = "roofline.call"
 
+# The Chrome-trace fields read here, as ``export_chrome_trace`` writes them (json.load gives them untyped).
+TraceArgs = TypedDict("TraceArgs", {"Input Dims": list[object], "External id": int, "correlation": int},
+                      total=False)
+
+
+class TraceEvent(TypedDict, total=False):
+    ph: str
+    cat: str
+    name: str
+    ts: float
+    dur: float
+    tid: int | str  # a thread id, or a name such as "stream 7" for device events
+    args: TraceArgs
+
+
+class Trace(TypedDict, total=False):
+    traceEvents: list[TraceEvent]
+
 
 @dataclass
 class _Op:
     name: str
     shapes: tuple[object, ...]
-    tid: Any
+    tid: int | str | None
     start: float
     end: float
     host_s: float
@@ -68,7 +86,7 @@ class KinetoCall:
         return max(0.0, 1.0 - self.busy_s / self.wall_s) if self.wall_s > 0 else 0.0
 
 
-def _complete(events: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+def _complete(events: Iterable[TraceEvent]) -> list[TraceEvent]:
     return [e for e in events if e.get("ph") == "X" and "ts" in e and "dur" in e]
 
 
@@ -112,25 +130,25 @@ def _convert(op: _Op) -> tuple[ProfiledEvent, bool]:
     return ProfiledEvent(op.name, op.shapes, time_s, tuple(event for event, _ in children)), has_device
 
 
-def calls_from_trace(trace: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> list[KinetoCall]:
+def calls_from_trace(trace: Trace | Sequence[TraceEvent]) -> list[KinetoCall]:
     """Every ``roofline.call`` range of a Chrome trace (the dict ``export_chrome_trace`` writes, or its
     ``traceEvents`` list), in start order, with its ops' device times joined by correlation id."""
     events = _complete(trace.get("traceEvents", []) if isinstance(trace, Mapping) else trace)
     ops = [_Op(str(e["name"]), tuple((e.get("args") or {}).get("Input Dims") or ()), e.get("tid"),
                float(e["ts"]), float(e["ts"]) + float(e["dur"]), float(e["dur"]) * 1e-6, [])
            for e in events if e.get("cat") == "cpu_op"]
-    by_tid: dict[Any, list[_Op]] = {}
+    by_tid: dict[int | str | None, list[_Op]] = {}
     for op in sorted(ops, key=lambda o: o.start):
         by_tid.setdefault(op.tid, []).append(op)
     starts = {tid: [o.start for o in ops_of] for tid, ops_of in by_tid.items()}
-    by_external: dict[Any, _Op] = {}
+    by_external: dict[int | None, _Op] = {}  # looked up with a kernel's id, which it may lack
     for e, op in zip((e for e in events if e.get("cat") == "cpu_op"), ops):
         external = (e.get("args") or {}).get("External id")
         if external is not None:
             by_external.setdefault(external, op)
     launches = {(e.get("args") or {}).get("correlation"): e for e in events if e.get("cat") in LAUNCH_CATS}
     device = [e for e in events if e.get("cat") in DEVICE_CATS]
-    keyed: list[tuple[float, Mapping[str, Any], Mapping[str, Any] | None]] = []  # (instant, event, launch)
+    keyed: list[tuple[float, TraceEvent, TraceEvent | None]] = []  # (instant, event, launch)
     for kernel in device:
         args = kernel.get("args") or {}
         launch = launches.get(args.get("correlation"))

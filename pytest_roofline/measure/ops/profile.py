@@ -20,11 +20,17 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_roofline.model.op_trace import ProfiledEvent
+
+if TYPE_CHECKING:
+    import torch.profiler
+    from torch.autograd.profiler_util import FunctionEvent
+
+    from pytest_roofline.measure.ops.kineto import KinetoCall
 
 CALL_RANGE = "roofline.call"
 MIN_CALLS = 3  # per-op medians over at least three calls: one disturbed call does not set an op's time
@@ -38,7 +44,7 @@ class ProfiledCalls:
     wall_s: list[float]  # wall time of each profiled call
     device: str  # "cpu" or "cuda": which clock the event times are
     bare_s: list[float] = field(default_factory=list)  # a bare call just before each profiled one
-    gpu: list[Any] = field(default_factory=list)  # kineto.KinetoCall per profiled call (CUDA only)
+    gpu: list[KinetoCall] = field(default_factory=list)  # per profiled call (CUDA only)
 
 
 def calls_for(median_s: float, budget_s: float) -> int:
@@ -51,7 +57,7 @@ def calls_for(median_s: float, budget_s: float) -> int:
     return max(MIN_CALLS, min(MAX_CALLS, int(0.5 * budget_s / (2 * median_s))))
 
 
-def _event_time_s(event: Any, device: str) -> float:
+def _event_time_s(event: FunctionEvent, device: str) -> float:
     if device == "cuda":
         total = getattr(event, "device_time_total", None)
         if total is None:  # older PyTorch
@@ -60,14 +66,14 @@ def _event_time_s(event: Any, device: str) -> float:
     return float(event.cpu_time_total) * 1e-6
 
 
-def convert(event: Any, device: str) -> ProfiledEvent:
+def convert(event: FunctionEvent, device: str) -> ProfiledEvent:
     """A ``torch.autograd.profiler_util.FunctionEvent`` (and its CPU children) as a plain event."""
     children = sorted(event.cpu_children, key=lambda e: e.time_range.start)
     return ProfiledEvent(str(event.name), tuple(event.input_shapes or ()), _event_time_s(event, device),
                          tuple(convert(child, device) for child in children))
 
 
-def call_trees(events: Any, device: str) -> list[list[ProfiledEvent]]:
+def call_trees(events: Iterable[FunctionEvent], device: str) -> list[list[ProfiledEvent]]:
     """The children of every ``roofline.call`` range, one list per call, in start order."""
     ranges = sorted((e for e in events if e.name == CALL_RANGE and e.cpu_parent is None),
                     key=lambda e: e.time_range.start)
@@ -76,9 +82,9 @@ def call_trees(events: Any, device: str) -> list[list[ProfiledEvent]]:
 
 
 def profile_calls(
-    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any], *, calls: int,
-    prepare: Callable[[], tuple[tuple[Any, ...], dict[str, Any]]], synchronize: Callable[[], None],
-    device: str = "cpu", before_call: Callable[[float], None] | None = None,
+    fn: Callable[..., object], args: tuple[object, ...], kwargs: Mapping[str, object], *, calls: int,
+    prepare: Callable[[], tuple[tuple[object, ...], dict[str, object]]], synchronize: Callable[[], None],
+    device: str = "cpu", before_call: Callable[[float], object] | None = None,
 ) -> ProfiledCalls:
     """Run ``fn`` ``calls`` times under the profiler, each right after one bare call (timed too): the pair
     sees the same moment of a busy host, so the profiler's overhead and the coverage are not a comparison
@@ -94,7 +100,7 @@ def profile_calls(
     walls: list[float] = []
     bares: list[float] = []
     trees: list[list[ProfiledEvent]] = []
-    gpu: list[Any] = []
+    gpu: list[KinetoCall] = []
     for _ in range(calls):
         if before_call is not None:
             before_call(walls[-1] if walls else 0.0)
@@ -123,7 +129,7 @@ def profile_calls(
     return ProfiledCalls(trees, walls, device, bares, gpu)
 
 
-def kineto_calls(prof: Any) -> list[Any]:
+def kineto_calls(prof: torch.profiler.profile) -> list[KinetoCall]:
     """The ``roofline.call`` ranges of a finished CUDA profile, joined by correlation id (op_kineto)."""
     import json
     import os

@@ -11,12 +11,15 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_roofline.measure.ops.diagnostics import OpRow, diagnose, gpu_idle
 from pytest_roofline.measure.ops.join import KernelTimes, kernel_times
 from pytest_roofline.model import KernelSample, Machine, lower_bound
 from pytest_roofline.model.op_trace import TracedOp
+
+if TYPE_CHECKING:
+    from pytest_roofline.measure.ops.kineto import KinetoCall
 
 TOP_LOST = 3
 
@@ -33,14 +36,14 @@ class GpuShare:
     launch_s: float
 
     @classmethod
-    def of(cls, calls: Sequence[Any]) -> GpuShare | None:
+    def of(cls, calls: Sequence[KinetoCall]) -> GpuShare | None:
         if not calls:
             return None
         return cls(statistics.median(c.kernel_s for c in calls), statistics.median(c.wall_s for c in calls),
                    statistics.median(c.idle_share for c in calls), statistics.median(c.launches for c in calls),
                    statistics.median(c.launch_s / c.launches if c.launches else 0.0 for c in calls))
 
-    def to_dict(self, reference_s: float) -> dict[str, Any]:
+    def to_dict(self, reference_s: float) -> dict[str, object]:
         return {"kernel_s": self.kernel_s, "call_wall_s": self.wall_s, "idle_share": self.idle_share,
                 "kernels_per_call": self.launches, "launch_s_per_kernel": self.launch_s,
                 "kernel_coverage": self.kernel_s / reference_s if reference_s > 0 else None}
@@ -92,7 +95,7 @@ class OpReport:
     def row(self, name: str) -> OpRow | None:
         return next((r for r in self.rows if r.name == name), None)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, object]:
         return {
             "device": self.device,
             "profiled_calls": self.calls,
@@ -117,14 +120,15 @@ class OpReport:
         }
 
 
-def op_fields(row: OpRow) -> dict[str, Any]:
+def op_fields(row: OpRow) -> dict[str, object]:
     """What results.json adds to each kernel entry."""
     return {"t_min_s": row.t_min_s, "bound": row.bound, "fraction": row.fraction, "lost_s": row.lost_s}
 
 
 def build_report(kernels: Sequence[KernelSample], joined: KernelTimes, machine: Machine, region_s: float,
                  walls: Sequence[float], device: str, dispatch_s: float,
-                 bare: Sequence[float] = (), gpu_calls: Sequence[Any] = ()) -> tuple[list[KernelSample], OpReport]:
+                 bare: Sequence[float] = (), gpu_calls: Sequence[KinetoCall] = (),
+                 ) -> tuple[list[KernelSample], OpReport]:
     """Kernels with their times set, and the region's report. Coverage and overhead are taken against the
     bare calls made beside the profiled ones (``bare``), else against the timed loop's median."""
     timed: list[KernelSample] = []
@@ -154,9 +158,9 @@ _DISPATCH: dict[str, float] = {}
 
 
 def time_ops(kernels: Sequence[KernelSample], trace: Sequence[TracedOp], machine: Machine, region_s: float,
-             fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any], *,
-             prepare: Callable[[], tuple[tuple[Any, ...], dict[str, Any]]], synchronize: Callable[[], None],
-             budget_s: float, device: str = "cpu", before_call: Callable[[float], None] | None = None,
+             fn: Callable[..., object], args: tuple[object, ...], kwargs: Mapping[str, object], *,
+             prepare: Callable[[], tuple[tuple[object, ...], dict[str, object]]], synchronize: Callable[[], None],
+             budget_s: float, device: str = "cpu", before_call: Callable[[float], object] | None = None,
              ) -> tuple[list[KernelSample], OpReport]:
     """Profile ``fn`` a few times and join its ops to ``trace``; torch is imported here. ``before_call``: the
     DRAM probe schedule when the bare loop had one (see ``op_profile.profile_calls``)."""
