@@ -103,7 +103,7 @@ def test_the_site_builds_strict(tmp_path: Path, record_property, capsys: pytest.
     text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", api)))
     packed = text.replace(" ", "")  # types are split into cross-reference tags: compare without spaces
     # measure's and declare's parameters, each a row of a parameters table: name, type, description
-    for row in ("fn Callable[..., Any] The function measured.",
+    for row in ("fn Callable[..., Result] The function measured.",
                 "flops float | Mapping[str, float] | None FLOPs per call",
                 "precision str The precision of a", "level str | None The memory level of a",
                 "name str | None The kernel's name"):
