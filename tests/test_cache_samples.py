@@ -53,3 +53,41 @@ def test_a_disturbed_moment_marks_its_samples_not_quiet() -> None:
     assert sampler.moments_disturbed == ["other processes used 40% of the cores measured on"]
     info = sampler.to_info("L2")
     assert info is not None and info["disturbed"] == 1 and info["bytes_per_s"] == pytest.approx([500e9])
+
+
+def test_a_library_copy_beyond_the_nearest_level_checks_the_roof_from_outside() -> None:
+    """A copy of N bytes is counted 3N beyond L1 (the write-allocate read), as the analytic counter counts it:
+    timed at 200 GB/s (2 words) it reads 300 GB/s; the best of COPY_CALLS per moment, the median of moments."""
+    timed = iter([150e9, 200e9, 190e9,  100e9, 180e9, 170e9,  210e9, 205e9, None])  # 3 moments x 3 calls
+    sizes: list[int] = []
+
+    def copy(size: int) -> float | None:
+        sizes.append(size)
+        return next(timed)
+
+    sampler = cache_samples.CacheSampler(lambda size: point(size, 500e9), {"L1": 16 * KiB, "L2": 512 * KiB},
+                                         copy=copy, copy_levels=("L2",), copy_source="torch-copy")
+    for _ in range(3):
+        sampler.take()
+    assert sizes == [512 * KiB] * 9  # never at L1: stores hit there, so a copy is not counted 3 words
+    assert sampler.copies["L2"] == pytest.approx([300e9, 270e9, 315e9])  # 1.5 x the best of each moment
+    assert sampler.copy_roof("L2") == pytest.approx(300e9)
+    assert sampler.beats("L2", 280e9) == pytest.approx(300e9)  # 7 % above: that roof is low
+    assert sampler.beats("L2", 290e9) is None  # 3.4 % above: within BEAT_MARGIN, timing noise
+    assert sampler.beats("L1", 1.0) is None  # no copy there
+    info = sampler.to_info("L2")
+    assert info is not None and info["copy_source"] == "torch-copy"
+    assert info["copy_median_bytes_per_s"] == pytest.approx(300e9)
+    assert "copy_source" not in (sampler.to_info("L1") or {})
+
+
+def test_a_disturbed_moment_keeps_no_copy() -> None:
+    class Guard:
+        def run(self, body: Any) -> tuple[Any, str | None]:
+            return body(), "other processes used 40% of the cores measured on"
+
+    sampler = cache_samples.CacheSampler(lambda size: point(size, 500e9), {"L2": 512 * KiB},
+                                         guard=Guard(), copy=lambda size: 900e9,  # type: ignore[arg-type]
+                                         copy_levels=("L2",))
+    sampler.take()
+    assert sampler.copies == {} and sampler.copy_roof("L2") is None and sampler.beats("L2", 1e9) is None

@@ -265,3 +265,23 @@ def test_disturbed_characterization_is_reused_only_by_its_own_test_run(
     assert len(calls) == 2 * machine_api.MAX_ATTEMPTS
     monkeypatch.delenv("PYTEST_XDIST_TESTRUNUID")
     assert not machine_api._still_usable(_disturbed(10), lambda m: None)  # no xdist: never reused
+
+
+def test_a_cache_roof_that_the_library_copy_beats_is_raised_and_said(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """A roof bounds every call: a copy counted 3 words at 1 PB/s as timed (1.5 PB/s counted) beats any cache
+    roof, so every level copied at (all but L1, where stores hit and a copy is not 3 words) takes its value."""
+    monkeypatch.setattr(blas_probe, "GemmProbe", _FakeGemm)
+    monkeypatch.setattr(cpu_ert.KernelRates, "copy_rate", lambda self, working_set_bytes: 1e15)
+    messages: list[str] = []
+    result = cpu.characterize_cpu(cpu_fingerprint(), messages.append, tmp_path, largest_bytes=6 * 2**20)
+    levels = result.info["levels"]
+    copied = [level for level, entry in levels.items() if "copy_source" in (entry.get("cache_samples") or {})]
+    assert copied and "L1" not in copied
+    for level in copied:
+        entry = levels[level]
+        assert result.bandwidth[level] == pytest.approx(1.5e15)
+        assert result.info["sources"][f"bandwidth.{level}"] == entry["cache_samples"]["copy_source"]
+        assert entry["beaten"]["kernel"].startswith("ert-") and entry["beaten"]["bytes_per_s"] < 1e14
+        assert any(m.startswith(f"warning: {level}: ") and "the roof is raised to it" in m for m in messages)
+    assert result.bandwidth["L1"] < 1e14

@@ -10,14 +10,23 @@ each of the moments the DRAM samples are taken, every cache level is timed again
 middle of its window (best of a few short calls, as a sweep point is), and those samples join the window's
 sweep points before the plateau is chosen. The plateau rule (the highest value three points corroborate,
 ``plateaus.top_cluster``) then finds a level's fast mode whenever three moments of the run saw it.
+
+A roof is an upper bound, so each moment also times an independent kernel at the levels beyond the nearest:
+the library's own copy (torch ``copy_``, numpy ``copyto`` without torch), counted as the analytic counter
+counts a copy there (with the write-allocate read). Its call overhead only ever makes it read slower, so a
+level whose copy median beats the roof by more than ``BEAT_MARGIN`` has a roof that is low, whatever the
+cause: the characterization raises it to the copy's and says so.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
+
+from pytest_roofline.characterize.dram_samples import COUNTED
 
 if TYPE_CHECKING:
     from pytest_roofline.characterize.clean import PassGuard
@@ -38,31 +47,65 @@ def sample_sizes(sizes: Sequence[int], windows: Mapping[str, tuple[float, float]
     return chosen
 
 
+BEAT_MARGIN = 0.05  # a copy this far above a level's roof: the roof is low (not timing noise of a few %)
+COPY_CALLS = 3  # copies per level and moment, the fastest kept (a sweep point is the best of a few calls too)
+
+
 @dataclass
 class CacheSampler:
-    """One sample per cache level and moment; ``measure(size)`` is a sweep point of the update kernel."""
+    """One sample per cache level and moment; ``measure(size)`` is a sweep point of the update kernel.
+    ``copy(size)``: a library's copy at that working set, bytes/s as timed (``cpu_ert.KernelRates.copy_rate``;
+    None: disturbed), taken at ``copy_levels``, after the update samples (it overwrites the buffer)."""
 
     measure: Callable[[int], SweepPoint]
     sizes: dict[str, int]
     guard: PassGuard | None = None
     samples: dict[str, list[SweepPoint]] = field(default_factory=dict)
     moments_disturbed: list[str] = field(default_factory=list)
+    copy: Callable[[int], float | None] | None = None
+    copy_levels: tuple[str, ...] = ()
+    copy_source: str | None = None  # "torch-copy", "numpy-copy"
+    copies: dict[str, list[float]] = field(default_factory=dict)  # counted bytes/s, one per quiet moment
 
     def take(self) -> None:
         """Every level once; under a ``guard``, a moment in which other work ran beside us marks its samples
         not quiet (they then count only where a window has too few quiet points, as sweep points do)."""
-        def one_each() -> list[tuple[str, SweepPoint]]:
-            return [(level, self.measure(size)) for level, size in self.sizes.items()]
+        def one_each() -> tuple[list[tuple[str, SweepPoint]], list[tuple[str, float]]]:
+            updates = [(level, self.measure(size)) for level, size in self.sizes.items()]
+            return updates, self._copies()
 
         if self.guard is None:
-            taken, reason = one_each(), None
+            (taken, copied), reason = one_each(), None
         else:
-            taken, reason = self.guard.run(one_each)
+            (taken, copied), reason = self.guard.run(one_each)
         if reason is not None:
             self.moments_disturbed.append(reason)
             taken = [(level, replace(point, quiet=False)) for level, point in taken]
+            copied = []  # only a quiet moment's copy may raise a roof
         for level, point in taken:
             self.samples.setdefault(level, []).append(point)
+        for level, rate in copied:
+            self.copies.setdefault(level, []).append(rate)
+
+    def _copies(self) -> list[tuple[str, float]]:
+        if self.copy is None:
+            return []
+        found = []
+        for level in self.copy_levels:
+            rates = [r for _ in range(COPY_CALLS) if (r := self.copy(self.sizes[level])) is not None]
+            if rates:
+                found.append((level, max(rates) * COUNTED["copy"]))
+        return found
+
+    def copy_roof(self, level: str) -> float | None:
+        """The median of a level's copies, counted as the analytic counter counts a copy's bytes."""
+        rates = self.copies.get(level)
+        return statistics.median(rates) if rates else None
+
+    def beats(self, level: str, roof: float) -> float | None:
+        """The copy's median where it is more than ``BEAT_MARGIN`` above ``roof``: that roof is low."""
+        copied = self.copy_roof(level)
+        return copied if copied is not None and copied > roof * (1.0 + BEAT_MARGIN) else None
 
     def points(self) -> list[SweepPoint]:
         """Every sample, to join the sweep's points of the same kernel."""
@@ -72,5 +115,9 @@ class CacheSampler:
         taken = self.samples.get(level)
         if not taken:
             return None
-        return {"working_set_bytes": self.sizes[level], "bytes_per_s": [p.bandwidth for p in taken],
-                "disturbed": sum(not (p.clean and p.quiet) for p in taken)}
+        info: dict[str, object] = {"working_set_bytes": self.sizes[level], "bytes_per_s": [p.bandwidth for p in taken],
+                                   "disturbed": sum(not (p.clean and p.quiet) for p in taken)}
+        if level in self.copy_levels:
+            info.update(copy_source=self.copy_source, copy_bytes_per_s=self.copies.get(level, []),
+                        copy_median_bytes_per_s=self.copy_roof(level))
+        return info
