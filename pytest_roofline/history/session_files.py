@@ -7,7 +7,7 @@ happened (:class:`Written`).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -90,10 +90,8 @@ def history_record(machine: Machine | None, tests: Sequence[TestRecord], meta: M
     from pytest_roofline.history.environment import git_state, versions
 
     info = dict(machine.info) if machine is not None else {}
-    session = SessionInfo.from_dict(meta)
-    session = SessionInfo(id=session.id, start=session.start, end=session.end, exit_status=session.exit_status,
-                          git=git_state(root), versions=versions(info),
-                          pytest_args=tuple(str(a) for a in pytest_args), counter=counter)
+    session = replace(SessionInfo.from_dict(meta), git=git_state(root), versions=versions(info),
+                      pytest_args=tuple(str(a) for a in pytest_args), counter=counter)
     return SessionRecord.of_session(machine.to_dict() if machine is not None else None, tests, session)
 
 
