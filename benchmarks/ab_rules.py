@@ -40,9 +40,9 @@ from pytest_roofline.ab.paired_stats import (
     band_for,
     between_pairs,
     decided,
-    verdict,
 )
 from pytest_roofline.ab.pairs import MAX_PROCESS_PAIRS, MIN_PROCESS_PAIRS
+from pytest_roofline.ab.verdict import verdict
 
 
 def one_comparison(draw: random.Random, log_change: float, cv: float, outliers: float, tolerance: float | None,

@@ -233,3 +233,21 @@ def test_no_line_is_longer_than_the_configured_length() -> None:
                 if length > limit and "# noqa: E501" not in line:
                     offenders.append(f"{path.relative_to(root)}:{number}: {length}")
     assert offenders == [], f"{len(offenders)} line(s) over {limit} columns:\n" + "\n".join(offenders[:20])
+
+
+def test_benchmarks_import_only_names_the_package_has() -> None:
+    """The benchmarks run rarely; a name they import from the package that moved breaks them silently."""
+    import importlib
+
+    missing: list[str] = []
+    scripts = sorted((PACKAGE.parent / "benchmarks").glob("*.py"))
+    for script in scripts:
+        for node in ast.walk(ast.parse(script.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module
+                    and node.module.startswith("pytest_roofline")):
+                continue
+            module = importlib.import_module(node.module)
+            missing += [f"{script.name}: {node.module}.{a.name}" for a in node.names if not hasattr(module, a.name)
+                        and not (hasattr(module, "__path__")  # a package's submodule, imported by name
+                                 and importlib.util.find_spec(f"{node.module}.{a.name}"))]
+    assert len(scripts) >= 10 and missing == []

@@ -29,25 +29,16 @@ from pytest_roofline.ab.paired_stats import (
     between_pairs,
     decided,
     far_pair,
+    over_process_pairs,
     signed_rank_critical,
     t95,
     t975,
     t995,
-    verdict,
     yuen_interval,
 )
 from pytest_roofline.ab.pairs import MAX_SET_ASIDE, MIN_TURNS, SiteResult, measure_site, one_pair
-from pytest_roofline.ab.report import (
-    compare_regions,
-    failure_message,
-    inside_band_move,
-    over_process_pairs,
-    process_effects,
-    process_record,
-    said_move,
-    summary_lines,
-    time_verdict,
-)
+from pytest_roofline.ab.report import failure_message, inside_band_move, process_effects, said_move, summary_lines
+from pytest_roofline.ab.verdict import compare_regions, process_record, time_verdict, verdict
 from pytest_roofline.gates.comparison import Tolerances
 from pytest_roofline.history.baseline import _measured
 from pytest_roofline.measure.timing import TimingPolicy

@@ -1,4 +1,4 @@
-"""The A/B statistic (ab/paired_stats.py) and the per-test record (ab/report.py) on hand-made pairs."""
+"""The A/B statistic (ab/paired_stats.py) and the per-test verdict (ab/verdict.py) on hand-made pairs."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ import pytest
 from pytest_roofline.ab.paired_stats import (
     MIN_PAIRS,
     PairedRatio,
+    combined_ratio,
     paired_ratio,
-    verdict,
     walsh_averages,
 )
-from pytest_roofline.ab.report import combined_ratio, compare_regions
 from pytest_roofline.ab.twin import twin_arguments
+from pytest_roofline.ab.verdict import compare_regions, verdict
 from pytest_roofline.gates.comparison import Tolerances
 
 

@@ -8,7 +8,7 @@
 - :mod:`.pool`, :mod:`.pairs`, :mod:`.room`: process pairs (twins of this checkout and of REF) and when a call
   site has enough of them.
 - :mod:`.paired_stats`: the paired ratio time(this) / time(REF) with its intervals.
-- :mod:`.verdict`, :mod:`.report`: the A/B verdict of a test, its record, table and message.
+- :mod:`.verdict`: the A/B verdict of a test, decided in one place; :mod:`.report`: its message and the A/B table.
 - :mod:`.plugin`: the pytest glue (the comparing session, the twin's session, the twin's boot).
 - ``python -m pytest_roofline bisect`` (:mod:`pytest_roofline.commands.bisect`) runs these between commits.
 """

@@ -84,22 +84,6 @@ def inside_band(ratio: float, tolerance: float) -> bool:
     return 1 / (1 + tolerance) <= ratio <= 1 + tolerance
 
 
-def verdict(result: PairedRatio, tolerance: float) -> str:
-    """``slower``: the ratio is above ``1 + tolerance`` and its claim interval (:attr:`PairedRatio.claim_interval`)
-    above 1; ``faster``: the mirror image; ``unchanged``: the ratio lies inside the tolerance band;
-    ``inconclusive``: no interval (too few pairs), or a ratio beyond the band whose claim interval still
-    reaches 1 (more pairs would say)."""
-    claim = result.claim_interval
-    if claim is None:
-        return "inconclusive"
-    lo, hi = claim
-    if result.ratio > 1 + tolerance:
-        return "slower" if lo > 1 else "inconclusive"
-    if result.ratio < 1 / (1 + tolerance):
-        return "faster" if hi < 1 else "inconclusive"
-    return "unchanged"
-
-
 # --- the top level: process pairs (docs/ab-compare.md, "Process pairs") -------------------------------------------
 # Calls inside one pair of processes share that pair's state (where its buffers landed, huge pages, the library's
 # algorithm choice), so the calls' interval above is blind to it. The unit that varies is the process pair: each
@@ -180,7 +164,7 @@ class BetweenPairs:
         return len(self.ratios)
 
     def as_paired(self) -> PairedRatio:
-        """The same numbers as a :class:`PairedRatio` (``pairs``: process pairs), for :func:`verdict`."""
+        """The same numbers as a :class:`PairedRatio` (``pairs``: process pairs), for :func:`.verdict.verdict`."""
         return PairedRatio(self.ratio, self.ci, self.pairs, self.claim_ci, self.equivalence_ci)
 
 
@@ -379,3 +363,69 @@ def settled(result: BetweenPairs, tolerance: float, wide: float | None) -> bool:
     lo, hi = result.equivalence_ci
     near_one = abs(math.log(result.ratio)) <= SETTLED_SHARE * math.log1p(tolerance)
     return near_one and 1 / (1 + wide) < lo and hi < 1 + wide
+
+
+# --- a test of several call sites, and what its intervals say against a band ---------------------------------
+
+def combined_ratio(sites: Sequence[tuple[float, PairedRatio]]) -> PairedRatio:
+    """The test's ratio from its call sites' (REF's time, paired ratio): each weighted by its share of REF's
+    time, on the log scale; the interval's ends combine the same way (as wide as the widest share allows)."""
+    if len(sites) == 1:
+        return sites[0][1]
+    total = sum(t for t, _ in sites)
+    if total <= 0 or any(r.ci is None for _, r in sites):
+        return PairedRatio(math.exp(sum(math.log(r.ratio) * t for t, r in sites) / total) if total > 0 else
+                           math.nan, None, sum(r.pairs for _, r in sites))
+    log_ratio = sum(math.log(r.ratio) * t for t, r in sites) / total
+
+    def combined(ends: Sequence[tuple[float, tuple[float, float]]]) -> tuple[float, float]:
+        return (math.exp(sum(math.log(lo) * t for t, (lo, _) in ends) / total),
+                math.exp(sum(math.log(hi) * t for t, (_, hi) in ends) / total))
+
+    ci = combined([(t, r.ci) for t, r in sites if r.ci is not None])
+    claim = combined([(t, r.claim_interval) for t, r in sites if r.claim_interval is not None])
+    # the 90 % interval only where every site has one (a site of three pairs, or an older record, has its 95 % one)
+    equivalence = (combined([(t, r.equivalence_ci) for t, r in sites if r.equivalence_ci is not None])
+                   if all(r.equivalence_ci is not None for _, r in sites) else None)
+    return PairedRatio(math.exp(log_ratio), ci, sum(r.pairs for _, r in sites), claim, equivalence)
+
+
+def over_process_pairs(sites: Sequence[tuple[float, Sequence[float]]],
+                       tolerance: float | None = None) -> BetweenPairs | None:
+    """The test's per-pair ratios from its call sites' (REF's time, per-pair ratios), each pair's log ratio
+    weighted by the sites' shares of REF's time, and the interval over them (:func:`between_pairs`:
+    t, or a robust one where that one claims a change beyond ``tolerance``); None unless every site was
+    measured over the same number (at least two) of process pairs."""
+    counts = {len(r) for _, r in sites}
+    total = sum(t for t, _ in sites)
+    if len(counts) != 1 or min(counts) < 2 or total <= 0:
+        return None
+    k = counts.pop()
+    logs = [sum(t * math.log(r[j]) for t, r in sites) / total for j in range(k)]
+    return between_pairs([math.exp(v) for v in logs], tolerance=tolerance)
+
+
+NOTICE_SHARE = 1 / 3  # a move not failed on is said when its 99 % interval lies beyond this share of the band
+
+
+def notice_edge(tolerance: float) -> float:
+    """The ratio a third of the band above 1 (its mirror below 1 is ``1 / notice_edge``)."""
+    return 1 + NOTICE_SHARE * tolerance
+
+
+def sure_move(claim: tuple[float, float], tolerance: float) -> str | None:
+    """``slower`` / ``faster`` where the claim interval (99 %) lies wholly beyond a third of the band from 1
+    (on the log scale), else None: a move too sure to be noise, said where the test is not failed on it."""
+    edge = notice_edge(tolerance)
+    if claim[0] > edge:
+        return "slower"
+    if claim[1] < 1 / edge:
+        return "faster"
+    return None
+
+
+def interval_of(value: object) -> tuple[float, float] | None:
+    """A record's interval (a JSON list of two numbers) as a pair of floats; None for anything else."""
+    if isinstance(value, (list, tuple)) and len(value) == 2:
+        return float(value[0]), float(value[1])
+    return None

@@ -1,16 +1,36 @@
-"""The A/B gate (``--roofline-compare``): a measured test's paired comparison with REF, recorded in
-``entry.extra["compare"]``, and its failure message and artifacts. Called from :func:`gates.judge.judge`."""
+"""The A/B gate (``--roofline-compare``): a test's verdict against REF, decided in one place. Its call sites'
+records are read once into a :class:`ComparedTest` (the paired ratios and intervals from :mod:`.paired_stats`),
+:func:`decide` turns those numbers into the shared comparison record (``gates.comparison.TestComparison``), and
+:func:`judge_compare` returns it with the failure message (:mod:`.report`) and artifacts. Called from
+:func:`gates.judge.judge`."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from pytest_roofline.ab.paired_stats import AUTO_BANDS
-from pytest_roofline.ab.report import compare_regions, failure_message, process_record
+from pytest_roofline.ab.paired_stats import (
+    AUTO_BANDS,
+    CLAIM_CONFIDENCE,
+    EQUIVALENCE_CONFIDENCE,
+    BetweenPairs,
+    PairedRatio,
+    between_pairs,
+    combined_ratio,
+    inside_band,
+    interval_of,
+    notice_edge,
+    over_process_pairs,
+    sure_move,
+)
+from pytest_roofline.ab.report import failure_message
 from pytest_roofline.gates.baseline import tolerances_of
-from pytest_roofline.gates.comparison import TestComparison, Tolerances
+from pytest_roofline.gates.baseline_stats import Change
+from pytest_roofline.gates.comparison import TestComparison, Tolerances, combine
 from pytest_roofline.gates.judgement import Judgement
+from pytest_roofline.measure.work import Work, work_change
 from pytest_roofline.model import sum_maps
 from pytest_roofline.model.roofline import arithmetic_intensity
 from pytest_roofline.session.settings import MarkerOptions
@@ -18,6 +38,202 @@ from pytest_roofline.session.state import RooflineState, TestEntry
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+
+def verdict(result: PairedRatio, tolerance: float) -> str:
+    """``slower``: the ratio is above ``1 + tolerance`` and its claim interval (:attr:`PairedRatio.claim_interval`)
+    above 1; ``faster``: the mirror image; ``unchanged``: the ratio lies inside the tolerance band;
+    ``inconclusive``: no interval (too few pairs), or a ratio beyond the band whose claim interval still
+    reaches 1 (more pairs would say)."""
+    claim = result.claim_interval
+    if claim is None:
+        return "inconclusive"
+    lo, hi = claim
+    if result.ratio > 1 + tolerance:
+        return "slower" if lo > 1 else "inconclusive"
+    if result.ratio < 1 / (1 + tolerance):
+        return "faster" if hi < 1 else "inconclusive"
+    return "unchanged"
+
+
+_TIME_VERDICT = {"slower": "worse", "faster": "better", "unchanged": "same", "inconclusive": "inconclusive"}
+
+
+def undecided(paired: PairedRatio, tolerance: float) -> bool:
+    """A ratio inside the band whose equivalence interval (90 %; :attr:`.PairedRatio.equivalence_interval`) still
+    reaches past it: the pairs cannot tell "unchanged" from a change of the size asked about (``inconclusive``,
+    not ``steady``)."""
+    interval = paired.equivalence_interval
+    # the band written as verdict() writes it, so that the whole decision reads in this module
+    return interval is None or not (1 / (1 + tolerance) <= interval[0] and interval[1] <= 1 + tolerance)
+
+
+def time_verdict(paired: PairedRatio, tolerance: float) -> str:
+    """``worse`` / ``better`` (beyond the band, the claim interval excluding 1), ``same`` (the equivalence
+    interval inside the band), else ``inconclusive``."""
+    said = verdict(paired, tolerance)
+    if said == "unchanged" and undecided(paired, tolerance):
+        said = "inconclusive"
+    return _TIME_VERDICT[said]
+
+
+PAIRS_DOMINATE = 4.0  # the pairs' spread past this many times what their turns explain: turns <= 1/4 of it
+
+
+def what_narrows(spread: BetweenPairs | None, within: Sequence[Mapping[str, Any]] | None) -> str:
+    """Which level to sample more. The pairs' spread beyond what their own turns explain (a pair's state: where
+    its buffers landed) is narrowed only by more pairs; the turns' part also by a longer budget per pair, and only
+    where the pairs ran out of budget (not where their turns reached their own target). From the pairs' spread
+    (``spread.cv``) and their own 95 % intervals; the general advice where they do not say."""
+    pairs = "more process pairs (--roofline-compare-pairs)"
+    either = f"{pairs} or a longer --roofline-max-time narrow it"
+    records = list(within or ())
+    if records and all("budget_limited" in w for w in records) and not any(w["budget_limited"] for w in records):
+        return f"{pairs} narrow it (each pair's turns reached their own target)"
+    own = [(math.log(w["ci"][1]) - math.log(w["ci"][0])) / (2 * 1.96) for w in records
+           if w.get("ci") and w["ci"][0] > 0 and w["ci"][1] > w["ci"][0]]
+    if spread is None or spread.pairs < 3 or len(own) != spread.pairs:
+        return either
+    turns = sum(se * se for se in own) / len(own)  # what the turns alone would spread the pairs by
+    if spread.cv ** 2 > PAIRS_DOMINATE * turns:
+        return (f"the pairs differ by more than their own turns explain: {pairs} narrow it most, a longer "
+                f"--roofline-max-time hardly")
+    return either
+
+
+def inconclusive_note(paired: PairedRatio, record_ratios: Sequence[float] | None, tolerance: float,
+                      within: Sequence[Mapping[str, Any]] | None = None) -> str:
+    """Why no verdict: the interval against the band, what the process pairs said, and what would narrow it."""
+    if paired.ci is None:
+        return (f"; inconclusive: too few process pairs for an interval ({paired.pairs}); more process pairs "
+                f"(--roofline-compare-pairs) give one")
+    spread = between_pairs(record_ratios, robust=False) if record_ratios else None
+    listed = " ".join(f"{r:.3f}" for r in record_ratios or ())
+    pairs = "" if spread is None else f"; process pairs {listed} (CV {spread.cv:.1%})"
+    beyond = not inside_band(paired.ratio, tolerance)
+    claim = paired.claim_ci
+    if beyond and claim is not None:  # a change too uncertain to claim
+        where = f"the {CLAIM_CONFIDENCE:.0%} interval [{claim[0]:.3f}, {claim[1]:.3f}] reaches 1"
+    else:
+        low, high = paired.equivalence_interval or paired.ci
+        level = f"{EQUIVALENCE_CONFIDENCE:.0%} " if paired.equivalence_ci is not None else ""
+        where = f"the {level}interval [{low:.3f}, {high:.3f}] reaches past the ±{tolerance:.0%} band"
+        if claim is not None and (way := sure_move(claim, tolerance)) is not None:
+            # a change about the band's size: not failed, and not to be read as "no change" either
+            edge = notice_edge(tolerance)
+            side = f"above ×{edge:.3f}" if way == "slower" else f"below ×{1 / edge:.3f}"
+            where += (f"; {way} all the same: the {CLAIM_CONFIDENCE:.0%} interval [{claim[0]:.3f}, "
+                      f"{claim[1]:.3f}] lies {side}")
+    return f"; inconclusive: {where}{pairs}; {what_narrows(spread, within)}"
+
+
+@dataclass(frozen=True)
+class ComparedTest:
+    """A test's compared call sites, read once from their records (results.json dicts): every number its A/B
+    verdict is decided on. :func:`compared_test` reads it; :func:`decide` and :func:`pairs_record` judge it."""
+
+    sites: tuple[Mapping[str, Any], ...]  # the compared regions' records
+    paired: PairedRatio  # the time's ratio: the one site's, the sites' combined, or over their process pairs
+    top: BetweenPairs | None  # over every site's process pairs; None unless every site has per-pair ratios
+    this_time: float  # paired numbers only: the turns of the pairs, never a solo re-measure of this side
+    ref_time: float
+    this_tmin: float
+    ref_tmin: float
+    now: Work | None
+    reference: Work | None
+
+
+def compared_test(regions: Sequence[Mapping[str, Any]], tolerance: float | None) -> ComparedTest | None:
+    """The numbers of a test's compared call sites; None when no call site was compared. ``tolerance``: the
+    band's half width the robust interval over process pairs is tried against (:func:`.between_pairs`)."""
+    compared = tuple(r for r in regions if (r.get("compare") or {}).get("compared") and r["compare"].get("ref"))
+    if not compared:
+        return None
+    pairs = [r["compare"] for r in compared]
+    sites = [(float(p["ref"]["time_s"]),
+              PairedRatio(float(p["ratio"]), interval_of(p.get("ci")), int(p["pairs"]), interval_of(p.get("claim_ci")),
+                          interval_of(p.get("equivalence_ci"))))
+             for p in pairs]
+    per_pair = [(t, p["pair_ratios"]) for (t, _), p in zip(sites, pairs) if p.get("pair_ratios")]
+    top = over_process_pairs(per_pair, tolerance) if per_pair and len(per_pair) == len(compared) else None
+    paired = top.as_paired() if top is not None and len(compared) > 1 else combined_ratio(sites)
+    return ComparedTest(
+        compared, paired, top,
+        this_time=sum(float(r["compare"].get("this_time_s") or r["time_s"]) for r in compared),
+        ref_time=sum(float(r["compare"].get("ref_time_s") or r["compare"]["ref"]["time_s"]) for r in compared),
+        this_tmin=sum(float(r["t_min_s"]) for r in compared),
+        ref_tmin=sum(float(r["compare"]["ref"]["t_min_s"]) for r in compared),
+        now=Work.of(sum_maps(r.get("flops_by_precision") or {} for r in compared),
+                    sum_maps(r.get("bytes") or {} for r in compared)),
+        reference=Work.of(sum_maps((r["compare"]["ref"].get("flops_by_precision") or {}) for r in compared),
+                          sum_maps((r["compare"]["ref"].get("bytes") or {}) for r in compared)))
+
+
+def decide(test: ComparedTest, tolerances: Tolerances, against: str, bound: str | None) -> TestComparison:
+    """The test's A/B record (time, fraction, work and the one verdict) from its numbers."""
+    paired = test.paired
+    time = Change("time", test.this_time, test.ref_time, paired.ratio, paired.ci, None,
+                  time_verdict(paired, tolerances.max_slowdown), paired.claim_ci, paired.equivalence_ci)
+    # fraction = t_min / time on both sides (the same roofs): its ratio is the t_min ratio over the time ratio
+    scale = test.this_tmin / test.ref_tmin if test.ref_tmin > 0 else 1.0
+
+    def fraction_ci(ci: tuple[float, float] | None) -> tuple[float, float] | None:
+        return None if ci is None else (scale / ci[1], scale / ci[0])
+
+    def over_scale(ci: tuple[float, float] | None) -> tuple[float, float] | None:
+        return None if ci is None else (ci[0] / scale, ci[1] / scale)
+
+    f_ci, f_claim = fraction_ci(paired.ci), fraction_ci(paired.claim_ci)
+    f_ratio = scale / paired.ratio
+    this_f, ref_f = test.this_tmin / test.this_time, test.ref_tmin / test.ref_time
+    # the fraction's drop judged as a slowdown: the time ratio over the t_min ratio, with its intervals
+    f_paired = PairedRatio(paired.ratio / scale, over_scale(paired.ci), paired.pairs, over_scale(paired.claim_ci))
+    f_verdict = _TIME_VERDICT[verdict(f_paired, 1 / (1 - tolerances.max_drop) - 1)]
+    fraction = Change("fraction", this_f, ref_f, f_ratio, f_ci, None, f_verdict, f_claim)
+    work = (None if test.now is None or test.reference is None else
+            work_change(test.now, test.reference, bound))
+    result = combine(against, time, fraction, work, tolerances.fail_on)
+    if result.verdict != "inconclusive" or time.verdict != "inconclusive":
+        return result
+    ratios: Sequence[float] | None = None  # the pairs' ratios, where one set stands for the whole test
+    within: Sequence[Mapping[str, Any]] | None = None  # and their own intervals, where the test has one site
+    if len(test.sites) > 1 and test.top is not None:
+        ratios = test.top.ratios
+    elif len(test.sites) == 1:
+        ratios = test.sites[0]["compare"].get("pair_ratios")
+        within = test.sites[0]["compare"].get("within")
+    note = inconclusive_note(paired, ratios, tolerances.max_slowdown, within)
+    return replace(result, explanation=result.explanation + note)
+
+
+def compare_regions(regions: Sequence[Mapping[str, Any]], tolerances: Tolerances, against: str,
+                    bound: str | None) -> TestComparison | None:
+    """The test's A/B record from its regions (results.json dicts); None when no call site was compared."""
+    test = compared_test(regions, tolerances.max_slowdown)
+    return None if test is None else decide(test, tolerances, against, bound)
+
+
+def pairs_record(test: ComparedTest) -> dict[str, Any]:
+    """What varies between process pairs, for the test's record: per-pair ratios, their CV, and each call
+    site's pairs (their own ratios and intervals, for diagnosis)."""
+    if not any(r["compare"].get("pair_ratios") for r in test.sites):
+        return {}
+    top = test.top
+    overall = {} if top is None else {"process_pairs": top.pairs, "pair_ratios": list(top.ratios),
+                                      "between_cv": top.cv}
+    interval = (f"{top.interval} over process pairs" if top is not None else
+                str(test.sites[0]["compare"].get("interval") or "t over process pairs") if len(test.sites) == 1
+                else "over process pairs, site by site")
+    return {**overall, "interval": interval,
+            "sites": [{"label": r.get("label"), "pair_ratios": r["compare"]["pair_ratios"],
+                       "within": [{"ratio": w["ratio"], "ci": w["ci"], "turns": w["turns"]}
+                                  for w in r["compare"].get("within") or []]} for r in test.sites]}
+
+
+def process_record(regions: Sequence[Mapping[str, Any]], tolerance: float | None = None) -> dict[str, Any]:
+    """:func:`pairs_record` of the test these regions make; {} when none was compared."""
+    test = compared_test(regions, tolerance)
+    return {} if test is None else pairs_record(test)
 
 
 def compare_band(state: RooflineState, options: MarkerOptions | None) -> float | None:
@@ -54,21 +270,22 @@ def judge_compare(state: RooflineState, entry: TestEntry, options: MarkerOptions
     ``compare`` field, and the failure message and charts when it regressed. Writes nothing to ``entry``."""
     regions = [r.to_dict() for r in entry.recorder.regions]
     tolerances = compare_tolerances(state, options, regions)
-    verdict = entry.recorder.verdict()
-    ref = state.compare_ref or {}
-    result = compare_regions(regions, tolerances, f"{ref.get('ref')} ({str(ref.get('commit'))[:12]})",
-                             None if verdict is None else verdict.bound)
-    if result is None:
+    test = compared_test(regions, tolerances.max_slowdown)
+    if test is None:
         return Judgement()
+    bound = entry.recorder.verdict()
+    ref = state.compare_ref or {}
+    result = decide(test, tolerances, f"{ref.get('ref')} ({str(ref.get('commit'))[:12]})",
+                    None if bound is None else bound.bound)
     pairs = sum(int((r.get("compare") or {}).get("pairs") or 0) for r in regions)
     compared = {**entry.extra.get("compare", {}), **result.to_dict(), "ref": ref.get("ref"),
                 "commit": ref.get("commit"), "pairs": pairs, "max_drop": tolerances.max_drop,
                 "max_slowdown": tolerances.max_slowdown, "auto_band": compare_band(state, options) is None,
-                **process_record(regions, tolerances.max_slowdown)}
+                **pairs_record(test)}
     if result.verdict != "regressed":
         return Judgement(fields={"compare": compared})
-    message = failure_message(entry.nodeid, result, compared)
     paths, notes = compare_artifacts(state, entry, result, regions)
+    message = failure_message(entry.nodeid, result, compared)
     return Judgement(failure="\n".join([message, *(f"  {p}" for p in paths), *(f"  note: {n}" for n in notes)]),
                      fields={"compare": compared}, artifacts=tuple(str(p) for p in paths))
 
