@@ -342,14 +342,19 @@ def likwid_main(args: argparse.Namespace) -> int:
                 rows += likwid_round(kernels, threads, machine_cores, Path(scratch) / "cache", args.likwid_repeats)
             rounds.append(rows)
     print(f"\nlikwid-bench kernels: {kernels}; CPU: {cpu_name()}; threads {counts}")
+    # CVs over rounds: the roof's beside likwid-bench's own, measured minutes apart in the same rounds; where
+    # they match, the roofs move with the host, and the ratio's CV is what the method adds
     print(f"{'level kernel threads':<22} {'roof GB/s':>9} {'likwid GB/s':>11}  {'ratio per round':<22} {'median':>6}  "
-          "likwid kernel, working set")
+          f"{'CV % roof':>9} {'likwid':>6} {'ratio':>6}  likwid kernel, working set")
     for index, (name, *_rest) in enumerate(rounds[0]):
         per_round = [r[index] for r in rounds if len(r) > index and r[index][0] == name]
         ratios = [roof / ref for _, roof, ref, _ in per_round]
+        spreads = [100 * cv(v) if len(v) > 1 else math.nan
+                   for v in ([r[1] for r in per_round], [r[2] for r in per_round], ratios)]
         print(f"{name:<22} {statistics.median(r[1] for r in per_round) / 1e9:>9.1f} "
               f"{statistics.median(r[2] for r in per_round) / 1e9:>11.1f}  {' '.join(f'{x:.3f}' for x in ratios):<22} "
-              f"{statistics.median(ratios):>6.3f}  {per_round[0][3]}")
+              f"{statistics.median(ratios):>6.3f}  {spreads[0]:>9.1f} {spreads[1]:>6.1f} {spreads[2]:>6.1f}  "
+              f"{per_round[0][3]}")
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
