@@ -49,6 +49,7 @@ sys.path.insert(0, str(HERE))
 from common import git, require, roofline_session, start_neighbours, stop_neighbours
 
 from pytest_roofline.ab.report import said_move  # reads any checkout's records
+from pytest_roofline.output.ab_record import ABRecord
 
 WORKLOADS = '''
 import functools, math, time
@@ -297,7 +298,7 @@ class Tally:
                 continue
             key = (workload.removeprefix("test_"), percent)
             self.flagged.setdefault(key, []).append(record["verdict"] == "regressed")
-            move = said_move(record)
+            move = said_move(ABRecord.from_dict(record))
             said = move is not None if percent == "0" else (record["verdict"] == "regressed" or move == "slower")
             self.said.setdefault(key, []).append(said)
             self.ratios.setdefault(key, []).append(record["changes"]["time"]["ratio"])

@@ -4,6 +4,7 @@ CUDA turn with a fake ``torch.cuda``. No timing: the sides are fakes that return
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 import zlib
@@ -42,7 +43,10 @@ from pytest_roofline.ab.verdict import compare_regions, process_record, time_ver
 from pytest_roofline.gates.comparison import Tolerances
 from pytest_roofline.history.baseline import _measured
 from pytest_roofline.measure.timing import TimingPolicy
+from pytest_roofline.output.ab_record import ABRecord
 from pytest_roofline.output.record import TestRecord
+
+ab = ABRecord.from_dict  # a block as results.json holds it
 
 
 def test_the_t_interval_over_three_pairs_by_hand() -> None:
@@ -122,7 +126,7 @@ def test_one_pair_far_from_the_others_leaves_the_claim_to_the_signed_rank_interv
     assert record["interval"] == "signed-rank over process pairs"
     said = compare_regions([region(robust.ratio, pairs)], Tolerances(0.1, 0.03, ("time",)), "REF", "memory:DRAM")
     assert said is not None and said.verdict == "regressed"
-    assert "signed-rank interval over the pairs' Hodges-Lehmann ratios 1.207" in failure_message("t", said, record)
+    assert "signed-rank interval over the pairs' Hodges-Lehmann ratios 1.207" in failure_message("t", said, ab(record))
     # seven of them: no 99 % signed-rank interval exists, the t one decides (and reaches 1)
     seven = between_pairs(pairs[:7])
     assert seven.interval == "t" and seven.claim_ci is not None and seven.claim_ci[0] < 1
@@ -165,7 +169,7 @@ def test_a_far_pair_on_the_other_side_of_1_leaves_the_claim_to_the_trimmed_mean(
     said = compare_regions([region(robust.ratio, pairs)], Tolerances(0.1, 0.03, ("time",)), "REF", "memory:DRAM")
     assert said is not None and said.verdict == "regressed"
     assert "trimmed-mean interval (Yuen) over the pairs' Hodges-Lehmann ratios 1.051 0.779" in failure_message(
-        "t", said, record)
+        "t", said, ab(record))
     # no pair far from the others: the same twelve with the far one at 0.00 (3.4 robust sds from the median)
     assert between_pairs([math.exp(v) for v in [*logs[:1], 0.0, *logs[2:]]]).interval != "trimmed-mean"
     # seven pairs: too few to trim (as for the signed-rank interval)
@@ -606,10 +610,10 @@ def test_an_inconclusive_change_the_pairs_place_past_a_third_of_the_band_is_said
     assert "all the same" not in explained([0.97, 1.0, 1.03])
     time = {"ratio": math.exp(mean), "claim_ci": [low, high], "verdict": "inconclusive"}
     record = {"verdict": "inconclusive", "max_slowdown": 0.03, "changes": {"time": time}}
-    assert said_move(record) == "slower" and inside_band_move(record) is None  # said in the note, not twice
-    assert said_move({**record, "verdict": "regressed"}) is None
+    assert said_move(ab(record)) == "slower" and inside_band_move(ab(record)) is None  # said in the note, not twice
+    assert said_move(ab({**record, "verdict": "regressed"})) is None
     # inconclusive on the fraction alone, the time decided: no note on the time, nothing said
-    assert said_move({**record, "changes": {"time": {**time, "verdict": "same"}}}) is None
+    assert said_move(ab({**record, "changes": {"time": {**time, "verdict": "same"}}})) is None
 
 
 def test_paired_numbers_only_and_call_sites_combined_pair_by_pair() -> None:
@@ -630,7 +634,7 @@ def test_paired_numbers_only_and_call_sites_combined_pair_by_pair() -> None:
 
 
 def test_one_line_says_when_process_pairs_disagree() -> None:
-    records = [("t::a", {"pair_ratios": [1.0, 1.01, 0.99]}), ("t::b", {"pair_ratios": [0.96, 1.04, 1.0]}),
+    records = [("t::a", ab({"pair_ratios": [1.0, 1.01, 0.99]})), ("t::b", ab({"pair_ratios": [0.96, 1.04, 1.0]})),
                ("t::new", None)]
     line = process_effects(records, 0.03)
     assert line is not None and line.startswith("process effects of ±4.2 %") and "t::b" in line
@@ -647,26 +651,54 @@ def test_a_steady_test_the_pairs_place_past_a_third_of_the_band_is_said_not_fail
     # a third of a 3 % band is 1.01: a 99 % interval from 1.012 is past it, one from 1.008 is not
     slower, unsure = steady(1.024, [1.012, 1.037]), steady(1.02, [1.008, 1.033])
     faster = steady(0.975, [0.962, 0.988])  # 0.988 < 1 / 1.01 = 0.9901
-    assert inside_band_move(slower) == ("slower, inside the ±3% band (max_slowdown): time ×1.024, "
+    assert inside_band_move(ab(slower)) == ("slower, inside the ±3% band (max_slowdown): time ×1.024, "
                                         "99% interval [1.012, 1.037]")
-    assert inside_band_move(unsure) is None
-    assert (inside_band_move(faster) or "").startswith("faster, inside the ±3% band (max_slowdown): time ×0.975")
+    assert inside_band_move(ab(unsure)) is None
+    assert (inside_band_move(ab(faster)) or "").startswith("faster, inside the ±3% band (max_slowdown): time ×0.975")
     # the faster side mirrors on the log scale: below 1 / 1.01 = 0.990099, not below 1 - 0.01 = 0.99
-    assert (inside_band_move(steady(0.98, [0.97, 0.99005])) or "").startswith("faster")
-    assert inside_band_move(steady(1.02, [1.009, 1.03])) is None  # short of a third of the band
-    assert inside_band_move(steady(1.024, [1.012, 1.037], tolerance=0.06)) is None  # a third of 6 %: 1.02
-    assert (inside_band_move(steady(1.024, [1.012, 1.037], tolerance=0.025)) or "").startswith(
+    assert (inside_band_move(ab(steady(0.98, [0.97, 0.99005]))) or "").startswith("faster")
+    assert inside_band_move(ab(steady(1.02, [1.009, 1.03]))) is None  # short of a third of the band
+    assert inside_band_move(ab(steady(1.024, [1.012, 1.037], tolerance=0.06))) is None  # a third of 6 %: 1.02
+    assert (inside_band_move(ab(steady(1.024, [1.012, 1.037], tolerance=0.025))) or "").startswith(
         "slower, inside the ±2.5% band")
-    assert inside_band_move({**slower, "changes": {"time": {"ratio": 1.024, "claim_ci": None}}}) is None
-    assert inside_band_move({**slower, "verdict": "worse"}) is None  # a failed test says more already
-    lines = summary_lines("HEAD~1", "0" * 40, [("t::slower", slower), ("t::unsure", unsure), ("t::new", None)])
+    assert inside_band_move(ab({**slower, "changes": {"time": {"ratio": 1.024, "claim_ci": None}}})) is None
+    assert inside_band_move(ab({**slower, "verdict": "worse"})) is None  # a failed test says more already
+    lines = summary_lines("HEAD~1", "0" * 40, [("t::slower", ab(slower)), ("t::unsure", ab(unsure)),
+                                                ("t::new", None)])
     assert "  steady: t::slower: slower, inside the ±3% band (max_slowdown): time ×1.024" in "\n".join(lines)
     assert not any("t::unsure:" in line for line in lines)
 
 
+def test_an_a_b_block_reads_typed_and_writes_back_unchanged() -> None:
+    # the block as judge_compare writes it: the comparison, REF, the band and the process pairs' record
+    pairs = [1.07, 1.08, 1.09]
+    result = compare_regions([region(1.08, pairs)], Tolerances(0.1, 0.03, ("time", "fraction")), "REF", None)
+    assert result is not None
+    written = json.loads(json.dumps({**result.to_dict(), "ref": "HEAD~1", "commit": "c" * 40, "pairs": 30,
+                                     "max_drop": 0.1, "max_slowdown": 0.03, "auto_band": True,
+                                     "ref_outcome": "passed", **process_record([region(1.08, pairs)])}))
+    block = ab(written)
+    assert block.to_dict() == written  # every key kept, typed or in extra
+    assert block.verdict == "regressed" and block.compared and block.failed_on == ("time",)
+    # the pairs' geometric mean (three pairs: the t-interval's)
+    assert block.time is not None and block.time.ratio == pytest.approx((1.07 * 1.08 * 1.09) ** (1 / 3))
+    assert block.time.now == pytest.approx(1.08e-3) and block.time.reference == pytest.approx(1e-3)
+    assert block.pair_ratios == (1.07, 1.08, 1.09) and block.process_pairs == 3 and block.auto_band
+    assert block.extra["ref_outcome"] == "passed" and block.extra["sites"][0]["label"] == "step"
+    # through the test's record too
+    record = TestRecord.from_dict({"nodeid": "t", "compare": written})
+    assert record.compare == block and record.to_dict()["compare"] == written
+    # a test that was not compared, and values of the wrong type
+    error = ab({"verdict": "error", "explanation": "the REF twin crashed"})
+    assert not error.compared and error.to_dict() == {"verdict": "error", "explanation": "the REF twin crashed"}
+    odd = ab({"verdict": 3, "pairs": True, "pair_ratios": [1.0, "x"], "changes": {"time": {"ratio": "1.1"}}})
+    assert (odd.verdict, odd.pairs, odd.pair_ratios) == (None, None, (1.0,))
+    assert odd.time is not None and odd.time.ratio is None and not odd.compared
+
+
 def test_a_b_records_stay_out_of_baselines() -> None:
     assert _measured(TestRecord("t", fraction=0.5))
-    assert not _measured(TestRecord("t", fraction=0.5, compare={"verdict": "steady"}))
+    assert not _measured(TestRecord("t", fraction=0.5, compare=ab({"verdict": "steady"})))
 
 
 class FakeEvent:
@@ -1118,7 +1150,7 @@ def test_a_failure_says_why_the_auto_band_is_that_wide() -> None:
     record = {"max_slowdown": 0.02, "max_drop": 0.1, "ref": "REF", "pairs": 40, "auto_band": True,
               **process_record([region(1.025, pairs)])}
     assert ("fails on: time rose more than max_slowdown 2% (auto: its process pairs agreed within 2.5%)"
-            in failure_message("t", said, record))
+            in failure_message("t", said, ab(record)))
     wide = {**record, "max_slowdown": 0.03}
-    assert "max_slowdown 3% (auto: its process pairs spread more than 2.5%)" in failure_message("t", said, wide)
-    assert "max_slowdown 2%\n" in failure_message("t", said, {**record, "auto_band": False}) + "\n"
+    assert "max_slowdown 3% (auto: its process pairs spread more than 2.5%)" in failure_message("t", said, ab(wide))
+    assert "max_slowdown 2%\n" in failure_message("t", said, ab({**record, "auto_band": False})) + "\n"

@@ -33,6 +33,7 @@ from pytest_roofline.gates.judgement import Judgement
 from pytest_roofline.measure.work import Work, work_change
 from pytest_roofline.model import sum_maps
 from pytest_roofline.model.roofline import arithmetic_intensity
+from pytest_roofline.output.ab_record import ABRecord
 from pytest_roofline.session.settings import MarkerOptions
 from pytest_roofline.session.state import RooflineState, TestEntry
 
@@ -285,7 +286,7 @@ def judge_compare(state: RooflineState, entry: TestEntry, options: MarkerOptions
     if result.verdict != "regressed":
         return Judgement(fields={"compare": compared})
     paths, notes = compare_artifacts(state, entry, result, regions)
-    message = failure_message(entry.nodeid, result, compared)
+    message = failure_message(entry.nodeid, result, ABRecord.from_dict(compared))
     return Judgement(failure="\n".join([message, *(f"  {p}" for p in paths), *(f"  note: {n}" for n in notes)]),
                      fields={"compare": compared}, artifacts=tuple(str(p) for p in paths))
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from pytest_roofline.ab.twin import PACKAGE_DIR, TWIN_BOOT
 from pytest_roofline.ab.worktree import Checkout, git, prepare, resolve
 from pytest_roofline.errors import CompareError, StepCannotRun
+from pytest_roofline.output.ab_record import ABRecord
 from pytest_roofline.output.safe_text import printable
 
 
@@ -77,12 +78,11 @@ def _run_in(checkout: Checkout, commit: str, good: str, pytest_args: list[str], 
             said = [*done.stdout.splitlines()[-15:], *done.stderr.splitlines()[-10:]]
             raise StepCannotRun(f"the step at {commit[:12]} wrote no results (pytest exit {done.returncode}); "
                                 "pytest said:\n" + "\n".join(f"    {printable(line)}" for line in said)) from None
-    regressed = []
+    regressed: list[tuple[str, float, Sequence[float] | None]] = []
     for test in tests:
-        record = test.get("compare") or {}
-        if record.get("verdict") == "regressed":
-            time = record["changes"]["time"]
-            regressed.append((test["nodeid"], float(time["ratio"]), time.get("ci")))
+        record = ABRecord.from_dict(test.get("compare") or {})
+        if record.verdict == "regressed" and record.time is not None and record.time.ratio is not None:
+            regressed.append((test["nodeid"], record.time.ratio, record.time.ci))
     return Step(commit, bool(regressed), regressed, done.returncode)
 
 

@@ -81,17 +81,15 @@ def edge_of(session: Session, nodeid: str) -> Edge | None:
     compare = None if record is None else record.compare
     if compare is None or not session.commit:
         return None
-    ref = compare.get("commit")
-    time = (compare.get("changes") or {}).get("time") if isinstance(compare.get("changes"), Mapping) else None
-    if not isinstance(ref, str) or not ref or not isinstance(time, Mapping) or ref == session.commit:
+    ref, time = compare.commit, compare.time
+    if not ref or time is None or ref == session.commit:
         return None
-    ratio, ci = time.get("ratio"), time.get("ci")
-    if not _positive(ratio) or not isinstance(ci, (list, tuple)) or len(ci) != 2 or not all(map(_positive, ci)):
+    ratio, ci = time.ratio, time.ci
+    if not _positive(ratio) or ci is None or not all(map(_positive, ci)):
         return None
-    low, high = float(ci[0]), float(ci[1])
+    low, high = ci
     se = max((math.log(high) - math.log(low)) / (2 * Z95), 1e-6)
-    return Edge(ref, str(session.commit), math.log(float(ratio)), se, session.id, session.start,
-                str(compare.get("verdict")) if compare.get("verdict") else None)
+    return Edge(ref, str(session.commit), math.log(ratio), se, session.id, session.start, compare.verdict or None)
 
 
 def _positive(value: object) -> TypeGuard[float]:

@@ -6,8 +6,6 @@ than written as an empty value, so a CI tool that reads ``roofline_drop`` finds 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from pytest_roofline.output.record import TestRecord
 
 PREFIX = "roofline_"
@@ -49,14 +47,14 @@ def junit_properties(result: TestRecord) -> list[tuple[str, str]]:
         if time.get("ratio") is not None:
             pairs.append((f"{PREFIX}time_ratio", number(time["ratio"])))
     compare = result.compare
-    if compare is not None and isinstance(compare.get("changes"), Mapping):
-        time = compare["changes"].get("time") or {}
-        pairs.append((f"{PREFIX}compare_ref", str(compare.get("commit") or compare.get("ref"))))
-        pairs.append((f"{PREFIX}compare_ratio", number(time["ratio"])))
-        if time.get("ci"):
-            pairs.append((f"{PREFIX}compare_ci_low", number(time["ci"][0])))
-            pairs.append((f"{PREFIX}compare_ci_high", number(time["ci"][1])))
-        pairs.append((f"{PREFIX}compare_verdict", str(compare.get("verdict"))))
-    elif compare is not None and compare.get("verdict"):  # not compared: new, or an error
-        pairs.append((f"{PREFIX}compare_verdict", str(compare["verdict"])))
+    if compare is not None and compare.time is not None and (ratio := compare.time.ratio) is not None:
+        ci = compare.time.ci
+        pairs.append((f"{PREFIX}compare_ref", str(compare.commit or compare.ref)))
+        pairs.append((f"{PREFIX}compare_ratio", number(ratio)))
+        if ci:
+            pairs.append((f"{PREFIX}compare_ci_low", number(ci[0])))
+            pairs.append((f"{PREFIX}compare_ci_high", number(ci[1])))
+        pairs.append((f"{PREFIX}compare_verdict", str(compare.verdict)))
+    elif compare is not None and compare.verdict:  # not compared: new, or an error
+        pairs.append((f"{PREFIX}compare_verdict", compare.verdict))
     return pairs

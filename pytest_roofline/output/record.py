@@ -8,10 +8,12 @@ again is the record that was read. Records read back from disk are checked first
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar
+
+from pytest_roofline.output.ab_record import ABRecord
+from pytest_roofline.output.json_values import JsonObject, finite_number, text_of
 
 SCHEMA = 1  # the newest test-record schema this package writes and reads (results.json's and history's "schema")
 
@@ -25,28 +27,12 @@ _OPTIONAL = ("function", "params", "device", "t_min_s", "flops_by_precision", "a
 # schema -> the step that turns a record of that schema into one of the next; none yet (schema 1 is the first)
 MIGRATIONS: dict[int, Callable[[dict[str, object]], dict[str, object]]] = {}
 
-# A JSON object as read: its values are whatever the JSON held, left untyped rather than object because gates,
-# history and the plugin read these blocks (baseline, compare, regions ...) by key without narrowing each value.
-JsonObject = Mapping[str, Any]
-
-
-def finite_number(value: object) -> float | None:
-    """The value as a finite float, or None for a non-number (null, a bool, a string), NaN, ±Infinity or 1e400."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    try:
-        number = float(value)
-    except OverflowError:  # an integer of 400 digits
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
 def _object(value: object) -> JsonObject | None:
     return value if isinstance(value, Mapping) else None
+
+
+def _ab(value: object) -> ABRecord | None:
+    return ABRecord.from_dict(value) if isinstance(value, Mapping) else None
 
 
 def _counts(value: object) -> dict[str, float]:
@@ -105,7 +91,7 @@ class TestRecord:
     kernels: tuple[JsonObject, ...] = ()
     regions: tuple[JsonObject, ...] = ()  # per call site: its counts, timing, cores (Region.to_dict)
     judged_roofs: JsonObject | None = None  # the roofs the fraction was judged on
-    compare: JsonObject | None = None  # the A/B verdict (--roofline-compare)
+    compare: ABRecord | None = None  # the A/B verdict (--roofline-compare)
     baseline: JsonObject | None = None  # the baseline gate's verdict (--roofline-baseline)
     no_work: JsonObject | None = None  # nothing was counted: the ops seen and the message
     not_gated: str | None = None  # why a failing fraction did not fail it: "contended", "warn-only"
@@ -123,20 +109,20 @@ class TestRecord:
         known = set(_ALWAYS) | set(_OPTIONAL)
         flops_by, ai = record.get("flops_by_precision"), record.get("ai")
         return cls(
-            nodeid=nodeid, outcome=_text(record.get("outcome")) or "not run",
+            nodeid=nodeid, outcome=text_of(record.get("outcome")) or "not run",
             min_fraction=finite_number(record.get("min_fraction")), fraction=finite_number(record.get("fraction")),
-            bound=_text(record.get("bound")), time_s=finite_number(record.get("time_s")),
+            bound=text_of(record.get("bound")), time_s=finite_number(record.get("time_s")),
             t_min_s=finite_number(record.get("t_min_s")), flops=finite_number(record.get("flops")),
             flops_by_precision=_counts(flops_by) if isinstance(flops_by, Mapping) else None,
             bytes=_counts(record.get("bytes")), ai=_counts(ai) if isinstance(ai, Mapping) else None,
-            counter=_text(record.get("counter")),
-            device=_text(record.get("device")), function=_text(record.get("function")),
+            counter=text_of(record.get("counter")),
+            device=text_of(record.get("device")), function=text_of(record.get("function")),
             params=_object(record.get("params")),
             artifacts=_texts(record.get("artifacts")),
             kernels=_objects(record.get("kernels")), regions=_objects(record.get("regions")),
-            judged_roofs=_object(record.get("judged_roofs")), compare=_object(record.get("compare")),
+            judged_roofs=_object(record.get("judged_roofs")), compare=_ab(record.get("compare")),
             baseline=_object(record.get("baseline")), no_work=_object(record.get("no_work")),
-            not_gated=_text(record.get("not_gated")), contended=_object(record.get("contended")),
+            not_gated=text_of(record.get("not_gated")), contended=_object(record.get("contended")),
             extra={k: v for k, v in record.items() if k not in known},
         )
 
@@ -149,7 +135,9 @@ class TestRecord:
         out["bytes"] = dict(self.bytes)
         for name in _OPTIONAL:
             value = getattr(self, name)
-            if value is not None:
+            if isinstance(value, ABRecord):
+                out[name] = value.to_dict()
+            elif value is not None:
                 out[name] = dict(value) if name in ("flops_by_precision", "ai") else value
         return {**out, **self.extra}
 

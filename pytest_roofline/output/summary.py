@@ -78,8 +78,8 @@ def verdict_text(record: TestRecord) -> str:
         detail = "below min"
     elif baseline:
         detail = str(baseline.get("verdict"))
-    elif compared and compared.get("verdict"):
-        detail = f"A/B {compared.get('verdict')}"
+    elif compared is not None and compared.verdict:
+        detail = f"A/B {compared.verdict}"
     elif minimum is None:
         return f"{outcome} (no gate)"
     else:

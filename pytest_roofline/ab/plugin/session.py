@@ -170,10 +170,11 @@ class CompareSession:
             if state.compare_ref is None:
                 return
             from pytest_roofline.ab.report import process_effects, summary_lines
+            from pytest_roofline.output.ab_record import ABRecord
 
-            records = [(e.nodeid, e.extra.get("compare")) for e in state.tests.values() if e.recorder is not None]
-            records = [(n, r if r and ("changes" in r or r.get("verdict") in ("error", "new")) else None)
-                       for n, r in records]
+            blocks = [(e.nodeid, ABRecord.from_dict(e.extra.get("compare") or {})) for e in state.tests.values()
+                      if e.recorder is not None]
+            records = [(n, r if r.compared or r.verdict in ("error", "new") else None) for n, r in blocks]
             for line in summary_lines(state.compare_ref["ref"], state.compare_ref["commit"], records):
                 terminalreporter.write_line(printable(line))
             from pytest_roofline.ab.paired_stats import AUTO_BANDS
