@@ -77,6 +77,34 @@ def test_every_relative_link_of_the_readme_resolves() -> None:
             "ab-compare.md"} <= linked
 
 
+def overlong_prose(text: str, limit: int) -> list[str]:
+    """The lines of a markdown page over ``limit`` characters, leaving out what cannot be wrapped without
+    changing what it shows: fenced and indented code blocks and table rows."""
+    long: list[str] = []
+    fenced = indented = False
+    previous = ""
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("```"):
+            fenced = not fenced
+        indented = not fenced and line.startswith("    ") and (indented or not previous.strip())
+        previous = line
+        if not (fenced or indented or line.startswith("```") or line.lstrip().startswith("|")) and len(line) > limit:
+            long.append(f"{number}: {line[:60]}…")
+    return long
+
+
+def test_overlong_prose_finds_a_long_line_and_spares_code_and_tables() -> None:
+    text = "\n".join(["short", "x " * 70, "", "    " + "y" * 130, "| " + "z" * 130, "```", "w" * 130, "```"])
+    assert overlong_prose(text, 120) == [f"2: {('x ' * 30)}…"]
+
+
+def test_the_docs_are_wrapped_to_the_configured_line_length() -> None:
+    limit = int(re.search(r"^line-length = (\d+)$", (ROOT / "pyproject.toml").read_text(), re.MULTILINE).group(1))
+    pages = [README, ROOT / "CHANGELOG.md", *sorted(DOCS.glob("*.md"))]
+    long = {page.name: found for page in pages if (found := overlong_prose(page.read_text(), limit))}
+    assert long == {}, f"wrap these lines to {limit} columns: {long}"
+
+
 def test_the_site_builds_strict(tmp_path: Path, record_property, capsys: pytest.CaptureFixture[str]) -> None:
     missing = [m for m in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python")
                if importlib.util.find_spec(m.split(".")[0]) is None

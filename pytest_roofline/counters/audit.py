@@ -14,6 +14,7 @@ It needs the ``audit`` extra (``expecttest``, ``hypothesis``), which PyTorch's t
 
 from __future__ import annotations
 
+import textwrap
 import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -71,9 +72,13 @@ class Audit:
         lines = [
             f"# Analytic counter op coverage (torch {self.torch_version}, CPU, fp32)",
             "",
-            ("Made by `python -m pytest_roofline audit-ops --markdown docs/op-coverage.md`: the sample inputs of "
-            f"{self.opinfos} OpInfos of PyTorch's `op_db` ({self.samples} samples run, {self.failed_samples} "
-            f"raised) dispatched {len(self.ops)} distinct aten overloads."),
+            *textwrap.wrap(
+                "Made by `python -m pytest_roofline audit-ops --markdown docs/op-coverage.md`: the sample inputs of "
+                f"{self.opinfos} OpInfos of PyTorch's `op_db` ({self.samples} samples run, {self.failed_samples} "
+                f"raised) dispatched {len(self.ops)} distinct aten overloads.",
+                width=120,
+                break_on_hyphens=False,
+            ),
             "",
             "| group | overloads | share |",
             "|---|---|---|",
