@@ -379,8 +379,12 @@ def spread_main(args: argparse.Namespace) -> int:
             if args.cores:
                 command += ["--cores", args.cores]
             began = time.perf_counter()
-            document = json.loads(subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout)
+            output = subprocess.run(command, check=True, stdout=subprocess.PIPE, text=True).stdout
             times.append(time.perf_counter() - began)
+            document = json.loads(output)
+            if args.keep:
+                args.keep.mkdir(parents=True, exist_ok=True)
+                (args.keep / f"round-{index + 1}.json").write_text(output)
             roofs = {f"{k} GFLOP/s": v / 1e9 for k, v in document.get("compute", {}).items()}
             roofs.update({f"{k} GB/s": v / 1e9 for k, v in document.get("bandwidth", {}).items()})
             for name, value in roofs.items():
@@ -415,6 +419,8 @@ def main() -> int:
     parser.add_argument("--spread", action="store_true",
                         help="no reference: every roof's spread over --rounds cold characterizations, each in a "
                              "fresh process (with --cores N: the roofs of N cores), and the time each took")
+    parser.add_argument("--keep", type=Path, default=None,
+                        help="with --spread: write each round's record (characterize --json) to DIR/round-N.json")
     args = parser.parse_args()
     if args.spread:
         return spread_main(args)
