@@ -172,15 +172,22 @@ def main() -> None:
         print_stability_table(fractions[kind], args)
 
 
+def shown(nodeid: str) -> str:
+    """A test's id without its folders (``test_file.py::test_name[param]``): the test's own name is never cut."""
+    path, _, name = nodeid.partition("::")
+    return f"{path.rsplit('/', 1)[-1]}::{name}" if name else nodeid
+
+
 def print_stability_table(fractions: dict[str, list[float]], args: argparse.Namespace) -> None:
-    print(f"{'test':60s} {'mean':>7s} {'min':>7s} {'max':>7s} {'CV':>7s} {'worst/med':>9s}")
+    width = max([len(shown(n)) for n in fractions] + [4])
+    print(f"{'test':{width}s} {'mean':>7s} {'min':>7s} {'max':>7s} {'CV':>7s} {'worst/med':>9s}")
     cvs, worst = [], []
     for nodeid, values in fractions.items():
         mean, median = statistics.fmean(values), statistics.median(values)
         cv = statistics.stdev(values) / mean if len(values) > 1 and mean > 0 else 0.0
         cvs.append(cv)
         worst.append(min(values) / median if median > 0 else 0.0)
-        print(f"{nodeid[-60:]:60s} {mean:7.3f} {min(values):7.3f} {max(values):7.3f} {cv:7.1%} {worst[-1]:9.3f}")
+        print(f"{shown(nodeid):{width}s} {mean:7.3f} {min(values):7.3f} {max(values):7.3f} {cv:7.1%} {worst[-1]:9.3f}")
     if cvs:
         print(f"median CV {statistics.median(cvs):.1%}, max CV {max(cvs):.1%}, lowest worst/median "
               f"{min(worst):.3f} over {len(cvs)} tests and {args.sessions} {'cold ' if args.cold else ''}sessions "
@@ -189,7 +196,8 @@ def print_stability_table(fractions: dict[str, list[float]], args: argparse.Name
 
 def print_loaded_table(fractions: dict[str, dict[str, list[float]]], notes: dict[str, dict[str, set[str]]],
                        args: argparse.Namespace) -> None:
-    print(f"{'test':50s} {'quiet':>7s} {'loaded':>7s} {'ratio':>7s}  cores (quiet / loaded)")
+    width = max([len(shown(n)) for n in fractions["quiet"]] + [4])
+    print(f"{'test':{width}s} {'quiet':>7s} {'loaded':>7s} {'ratio':>7s} {'max':>7s}  cores (quiet / loaded)")
     ratios = []
     for nodeid, quiet in fractions["quiet"].items():
         loaded = fractions["loaded"].get(nodeid)
@@ -198,8 +206,8 @@ def print_loaded_table(fractions: dict[str, dict[str, list[float]]], notes: dict
         ratio = statistics.median(loaded) / statistics.median(quiet)
         ratios.append(ratio)
         where = " / ".join(";".join(sorted(n for n in notes[k][nodeid] if n)) or "all" for k in ("quiet", "loaded"))
-        print(f"{nodeid[-50:]:50s} {statistics.median(quiet):7.3f} {statistics.median(loaded):7.3f} "
-              f"{ratio:7.3f}  {where}")
+        print(f"{shown(nodeid):{width}s} {statistics.median(quiet):7.3f} {statistics.median(loaded):7.3f} "
+              f"{ratio:7.3f} {max(quiet + loaded):7.3f}  {where}")
     if ratios:
         worst = max(ratios, key=lambda r: abs(r - 1))
         print(f"loaded / quiet (median fraction over {args.sessions} + {args.sessions} sessions, "
