@@ -359,7 +359,7 @@ def test_agreeing_pairs_stop_at_three_and_disagreeing_ones_use_the_pool() -> Non
     assert result.top.pairs == 3 and result.top.ci is not None and result.top.ci[0] > 1.03  # beyond the band
 
 
-def test_the_lead_goes_first_in_every_turn_pair_after_one_settling_pair() -> None:
+def test_the_lead_goes_first_in_every_turn_pair_after_one_discarded_pair() -> None:
     for lead, other in (("this", "ref"), ("ref", "this")):
         clock = [0.0]
         pair = FakePair(0.01, 0.01, clock)
@@ -370,7 +370,7 @@ def test_the_lead_goes_first_in_every_turn_pair_after_one_settling_pair() -> Non
         times = one_pair(pair.this_turn, pair.ref_turn, TimingPolicy(max_time_s=1.0), 1.0, lead, clock=now)
         assert times.warm_first == lead and len(times.first) >= MIN_TURNS
         assert times.first == [lead] * len(times.first)
-        # every timed call follows the other side's: lead other lead other ... (the settling pair is not a "call")
+        # every timed call follows the other side's: lead other lead other ... (the discarded pair is not a "call")
         assert pair.turns == [lead, other] * len(times.first)
         assert len(times.this.times) == len(times.ref.times) == len(times.first)
     with pytest.raises(ValueError, match="lead 'this' or 'ref'"):
@@ -378,14 +378,14 @@ def test_the_lead_goes_first_in_every_turn_pair_after_one_settling_pair() -> Non
 
 
 @pytest.mark.parametrize("lead", ["this", "ref"])
-def test_the_settling_turn_pair_is_not_in_the_ratio(lead: str) -> None:
+def test_the_discarded_turn_pair_is_not_in_the_ratio(lead: str) -> None:
     class SlowFirstCall(FakePair):  # the lead's first call after the warm-up 20 % slow, as a GEMM's read
         def __init__(self, *args: Any) -> None:
             super().__init__(*args)
             self.settled: list[str] = []
 
         def _turn(self, side: str, seconds: float, op: str, batch: int) -> tuple[float, int]:
-            if op == "settle":
+            if op == "discard":
                 self.settled.append(side)
                 return seconds * 1.2 if side == lead else seconds, 0
             return super()._turn(side, seconds, op, batch)
@@ -394,7 +394,7 @@ def test_the_settling_turn_pair_is_not_in_the_ratio(lead: str) -> None:
     pair = SlowFirstCall(0.01, 0.01, clock)
     times = one_pair(pair.this_turn, pair.ref_turn, TimingPolicy(max_time_s=1.0), 1.0, lead,
                      clock=lambda: clock[0])
-    assert pair.settled == [lead, "ref" if lead == "this" else "this"]  # one settling turn pair, lead first
+    assert pair.settled == [lead, "ref" if lead == "this" else "this"]  # one discarded turn pair, lead first
     assert max(times.this.times + times.ref.times) == pytest.approx(0.01)  # its slow call is in no side's times
 
 
@@ -456,7 +456,7 @@ def test_a_relapse_into_page_faults_on_one_side_is_set_aside() -> None:
     assert times.within.pairs == len(times.first) > MAX_SET_ASIDE
 
 
-def test_a_twin_keeps_no_time_of_the_settling_turn() -> None:
+def test_a_twin_keeps_no_time_of_the_discarded_turn() -> None:
     from pytest_roofline.ab.lockstep import follow
 
     class Calls:
@@ -473,7 +473,7 @@ def test_a_twin_keeps_no_time_of_the_settling_turn() -> None:
         return {}
 
     channel = ScriptedChannel([{"op": "begin", "rewarm": False}, {"op": "warm", "batch": 1},
-                               {"op": "settle", "batch": 1}, {"op": "call", "batch": 1},
+                               {"op": "discard", "batch": 1}, {"op": "call", "batch": 1},
                                {"op": "call", "batch": 1}, {"op": "site_end", "region": True}])
     calls = Calls()
     assert follow(channel, calls, 0, "f", judge)  # type: ignore[arg-type]
@@ -939,7 +939,7 @@ class ScriptedTwin:
 
     def send(self, **message: Any) -> None:
         op = message["op"]
-        if op in ("warm", "settle", "call"):
+        if op in ("warm", "discard", "call"):
             self.replies.append({"op": "t", "s": self.seconds, "faults": 0})
         elif op == "site_end":
             self.asked.append(bool(message.get("region")))

@@ -240,7 +240,7 @@ CHILD = ncu_fallback.ChildRun(Path("."), None, False)
 def test_auto_falls_back_to_analytic_for_this_and_later_tests(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     state, entry = pending_state(tmp_path, monkeypatch, "auto", NcuNotFound("ncu not found"))
     warnings: list[Warning] = []
-    assert ncu_fallback.settle_pending(state, entry, "test_gpu", CHILD, warnings.append) == ncu_fallback.Settled()
+    assert ncu_fallback.judge_pending(state, entry, "test_gpu", CHILD, warnings.append) == ncu_fallback.PendingOutcome()
     assert entry.recorder.counted_with == ["<analytic counter>"]
     assert state.choose_counter().name == "analytic"
     assert len(warnings) == 1 and "ncu not found" in str(warnings[0])
@@ -270,10 +270,10 @@ def test_a_twin_gets_the_counter_this_side_resolved(tmp_path: Path) -> None:
 def test_explicit_ncu_without_counter_access_skips_this_and_later_tests(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     state, entry = pending_state(tmp_path, monkeypatch, "ncu", CountersNotPermitted("ERR_NVGPUCTRPERM"))
-    first = ncu_fallback.settle_pending(state, entry, "test_gpu", CHILD, lambda w: None)
+    first = ncu_fallback.judge_pending(state, entry, "test_gpu", CHILD, lambda w: None)
     assert first.skip == "roofline: ERR_NVGPUCTRPERM" and entry.recorder.counted_with == []
     later = TestEntry("test_gpu2", 0.5, PendingRecorder())
-    assert ncu_fallback.settle_pending(state, later, "test_gpu2", CHILD, lambda w: None).skip == first.skip
+    assert ncu_fallback.judge_pending(state, later, "test_gpu2", CHILD, lambda w: None).skip == first.skip
     assert later.extra["ncu"] == {"error": first.skip, "logs": []}
 
 
@@ -282,7 +282,7 @@ def test_a_test_of_copies_only_is_counted_analytically_with_the_reason(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, counter: str) -> None:
     # the H100: dst.copy_(src) of 1 GiB ran as cudaMemcpy, ncu profiled no kernel, and the test was an error
     state, entry = pending_state(tmp_path, monkeypatch, counter, NoKernelsInRange("no kernel ran inside ..."))
-    assert ncu_fallback.settle_pending(state, entry, "test_copy", CHILD, lambda w: None) == ncu_fallback.Settled()
+    assert ncu_fallback.judge_pending(state, entry, "test_copy", CHILD, lambda w: None) == ncu_fallback.PendingOutcome()
     assert entry.recorder.counted_with == ["<analytic counter>"]
     assert entry.recorder.notes == [ncu_fallback.NO_KERNEL_NOTE] and "cudaMemcpy" in ncu_fallback.NO_KERNEL_NOTE
     assert entry.extra["ncu"]["error"].startswith("no kernel ran inside")
@@ -291,14 +291,14 @@ def test_a_test_of_copies_only_is_counted_analytically_with_the_reason(
 
 def test_explicit_ncu_that_is_missing_is_an_error_of_the_test(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     state, entry = pending_state(tmp_path, monkeypatch, "ncu", NcuNotFound("ncu not found"))
-    outcome = ncu_fallback.settle_pending(state, entry, "test_gpu", CHILD, lambda w: None)
+    outcome = ncu_fallback.judge_pending(state, entry, "test_gpu", CHILD, lambda w: None)
     assert outcome.error == "roofline: --roofline-counter=ncu: ncu not found"
     assert outcome.skip is None and outcome.fail is None
 
 
 def test_an_unreadable_profile_is_an_error_not_a_crash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     state, entry = pending_state(tmp_path, monkeypatch, "ncu", KeyError("gpu__time_duration.sum"))
-    outcome = ncu_fallback.settle_pending(state, entry, "test_gpu", CHILD, lambda w: None)
+    outcome = ncu_fallback.judge_pending(state, entry, "test_gpu", CHILD, lambda w: None)
     assert outcome.error is not None and "could not use the ncu profile of test_gpu" in outcome.error
     assert "gpu__time_duration.sum" in entry.extra["ncu"]["error"]
 

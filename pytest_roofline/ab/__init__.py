@@ -4,7 +4,7 @@
 - :mod:`.twin`, :mod:`.channel`: the twin pytest processes in that worktree (fresh interpreters) and the pipe
   both sides talk over.
 - :mod:`.lockstep`, :mod:`.follower`, :mod:`.cuda_turns`: the two sides take turns, one call (or one short
-  batch) each, the pair's lead first in each turn pair, after one settling turn pair.
+  batch) each, the pair's lead first in each turn pair, after one discarded turn pair.
 - :mod:`.pool`, :mod:`.pairs`, :mod:`.room`: process pairs (twins of this checkout and of REF) and when a call
   site has enough of them.
 - :mod:`.paired_stats`: the paired ratio time(this) / time(REF) with its intervals.

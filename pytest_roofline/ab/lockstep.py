@@ -3,7 +3,7 @@ pair's lead first in each turn pair, until the paired ratio's interval is narrow
 
 A process pair's driver (:func:`.pairs.measure_site`) drives; each twin (:func:`follow`) answers. Each side times
 its own calls with its own clock; only whole seconds cross the pipe, outside every timed interval. Warm-up runs on
-both sides first, alternating, until neither side's calls fault on fresh pages any more, then one settling turn
+both sides first, alternating, until neither side's calls fault on fresh pages any more, then one discarded turn
 pair that neither side keeps (the first call after the warm-up reads slower); before each timed turn a side makes one
 untimed call, so its timed call starts on its own warm data (:func:`run_batch`), except at a call site where
 that warms nothing that matters (the driver says so when it opens the site: ``measure.probes.rewarm_pays``),
@@ -97,7 +97,7 @@ def follow(channel: Channel, calls: TurnCalls, site: int, label: str,
         while True:
             message = channel.receive()
             op = message["op"]
-            if op in ("warm", "settle", "call"):  # "settle": a turn the driver keeps no time of, nor does the twin
+            if op in ("warm", "discard", "call"):  # "discard": a turn the driver keeps no time of, nor does the twin
                 seconds, faults = run(calls, int(message.get("batch", 1)), op != "warm" and rewarm)
                 if op == "call":
                     side.times.append(seconds)

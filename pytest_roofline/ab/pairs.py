@@ -51,7 +51,7 @@ CHECK_EVERY = 5
 FAULTS_NOISE = 16  # a few pages a call: a small block's first touch, no relapse
 MAX_SET_ASIDE = MIN_TURNS  # past this many set aside in one pair, faults are the call's own: every turn counts
 
-# (op "warm", "settle" or "call", batch) -> (seconds per call, faults); a twin keeps only its "call" turns
+# (op "warm", "discard" or "call", batch) -> (seconds per call, faults); a twin keeps only its "call" turns
 Turn = Callable[[str, int], tuple[float, int]]
 
 
@@ -95,7 +95,7 @@ def other_side(side: str) -> str:
 def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead: str, *,
              alloc_first: str = "this", rewarm: bool = True,
              clock: Callable[[], float] = time.perf_counter) -> PairTimes:
-    """Warm both sides up, alternating (``lead`` first), until neither faults; one settling turn pair, timed by
+    """Warm both sides up, alternating (``lead`` first), until neither faults; one discarded turn pair, timed by
     no one; then turn pairs, ``lead`` first in each, until the pair's own interval is settled, ``budget_s`` is
     spent (after ``MIN_TURNS``) or ``MAX_TURNS``. Both sides are driven the same way: neither is this process.
 
@@ -104,7 +104,7 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead:
     (or alternated: lead, other | other, lead) about half the calls followed their own side and every turn's
     ratio carried that difference one way or the other; with the lead first in every turn pair, every timed call
     follows the other side's, as the warm-up's do. The first timed call after the warm-up read slower still
-    (the lead's GEMM by about 6 % in the median): the settling turn pair takes it. Which side leads alternates
+    (the lead's GEMM by about 6 % in the median): the discarded turn pair takes it. Which side leads alternates
     from pair to pair (:func:`measure_site`). ``rewarm``: whether the twins make an untimed call before each
     timed batch (they were told when the site opened); it sets what a turn pair costs.
 
@@ -137,8 +137,8 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead:
         if times["this"].warmup >= policy.min_warmup and min(quiet.values()) >= policy.quiet_warmup:
             break
     batch = max(1, min(MAX_BATCH, math.ceil(BATCH_TARGET_S / last))) if last > 0 else 1
-    for side in warm_order:  # the settling turn pair: run as a turn, kept by no one (nor by the twins' records)
-        sides[side]("settle", batch)
+    for side in warm_order:  # the discarded turn pair: run as a turn, kept by no one (nor by the twins' records)
+        sides[side]("discard", batch)
     relapses = True  # False once more turn pairs were set aside than a relapse accounts for
     first: list[str] = []
     kept: list[bool] = []

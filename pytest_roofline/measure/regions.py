@@ -5,7 +5,7 @@ Plain Python; the pytest fixture in :mod:`pytest_roofline.plugin` is a thin wrap
 
 A *deferred* counter (``deferred = True``, the ncu counter) cannot count in this process: its regions are
 timed here and kept as :class:`PendingRegion` s until the counts arrive from a profiled re-run of the test
-(:meth:`Recorder.settle_pending`), or until another counter counts them after all (:meth:`Recorder.count_pending`).
+(:meth:`Recorder.judge_pending`), or until another counter counts them after all (:meth:`Recorder.count_pending`).
 """
 
 from __future__ import annotations
@@ -130,7 +130,7 @@ class PendingRegion:
 
     label: str
     timing: TimingStats
-    # The call, kept so that another counter can count it if profiling is unavailable; dropped once settled,
+    # The call, kept so that another counter can count it if profiling is unavailable; dropped once judged,
     # so a session does not hold every test's tensors.
     call: tuple[Callable[..., object], tuple[object, ...], dict[str, object]] | None
 
@@ -422,7 +422,7 @@ class Recorder:
         return Region(label, counter.name, kernels, timing, verdict, notes, placement=placement,
                       uncounted=uncounted, probe=probed, device=device or machine_device(machine))
 
-    def settle_pending(self, counter_name: str, kernels: Sequence[KernelSample], notes: Sequence[str] = ()) -> Region:
+    def judge_pending(self, counter_name: str, kernels: Sequence[KernelSample], notes: Sequence[str] = ()) -> Region:
         """Judge every pending region as one: ``kernels`` (from all of them) against the sum of their times.
 
         A profiler that scopes its kernels to all measured call sites at once (ncu's NVTX filter) cannot tell
@@ -430,7 +430,7 @@ class Recorder:
         ``parts``.
         """
         if not self.pending:
-            raise ValueError("no pending region to settle")
+            raise ValueError("no pending region to judge")
         parts = [(p.label, p.timing) for p in self.pending]
         timing = sum_timings([t for _, t in parts])
         label = parts[0][0] if len(parts) == 1 else " + ".join(label for label, _ in parts)

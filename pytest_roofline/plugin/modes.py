@@ -171,7 +171,7 @@ class MeasuringSession:
             raise
         if entry is not None and entry.recorder.pending:
             try:
-                if not self._settle_pending(item, entry):
+                if not self._judge_pending(item, entry):
                     return result
             finally:
                 entry.recorder.release_pending()
@@ -205,22 +205,22 @@ class MeasuringSession:
             pytest.fail(fit_message(outcome.failure), pytrace=False)
         return result
 
-    def _settle_pending(self, item: pytest.Item, entry: TestEntry) -> bool:
+    def _judge_pending(self, item: pytest.Item, entry: TestEntry) -> bool:
         """Count the test's ncu-pending regions; False when the test is not to be judged (an error waits)."""
-        from pytest_roofline.session.ncu_fallback import ChildRun, settle_pending
+        from pytest_roofline.session.ncu_fallback import ChildRun, judge_pending
 
         config = item.config
         from pytest_roofline.plugin.ncu_batch import batch_candidates, ncu_full
 
         child = ChildRun(config.rootpath, config.inipath, config.pluginmanager.has_plugin("xdist"),
                          batch_candidates(item), ncu_full(config))
-        settled = settle_pending(self.state, entry, item.nodeid, child, item.warn)
-        if settled.skip is not None:
-            pytest.skip(settled.skip)
-        if settled.fail is not None:
-            pytest.fail(settled.fail, pytrace=False)
-        if settled.error is not None:
-            item.stash[TEARDOWN_ERROR] = settled.error
+        outcome = judge_pending(self.state, entry, item.nodeid, child, item.warn)
+        if outcome.skip is not None:
+            pytest.skip(outcome.skip)
+        if outcome.fail is not None:
+            pytest.fail(outcome.fail, pytrace=False)
+        if outcome.error is not None:
+            item.stash[TEARDOWN_ERROR] = outcome.error
             return False
         return True
 

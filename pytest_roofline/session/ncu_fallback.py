@@ -32,7 +32,7 @@ NO_KERNEL_NOTE = ("ncu profiled no kernel in this test's ranges (a copy between 
 
 
 @dataclass(frozen=True)
-class Settled:
+class PendingOutcome:
     """What became of a test's pending regions: counted (all None), or one of skip / fail / error."""
 
     skip: str | None = None  # the test is skipped with this reason
@@ -51,14 +51,14 @@ class ChildRun:
     full: bool = False  # --roofline-ncu-full: keep the full .ncu-rep (SASS, every metric ncu adds)
 
 
-def settle_pending(state: RooflineState, entry: TestEntry, nodeid: str, child: ChildRun,
-                   warn: Callable[[Warning], None]) -> Settled:
+def judge_pending(state: RooflineState, entry: TestEntry, nodeid: str, child: ChildRun,
+                  warn: Callable[[Warning], None]) -> PendingOutcome:
     """Profile the test under ncu and judge its pending regions."""
     from pytest_roofline.counters.ncu import deferred as ncu_gate
 
     if state.ncu_denied is not None:
         entry.extra["ncu"] = {"error": state.ncu_denied, "logs": []}
-        return Settled(skip=state.ncu_denied)
+        return PendingOutcome(skip=state.ncu_denied)
     setup = state.choose_counter().setup
     if setup is None:  # defensive: regions are pending only while the session's counter is ncu
         return count_with_analytic(state, entry)
@@ -75,21 +75,21 @@ def settle_pending(state: RooflineState, entry: TestEntry, nodeid: str, child: C
         entry.extra["ncu"] = ncu_gate.error_section(exc)
         if isinstance(exc, CountersNotPermitted):
             state.ncu_denied = f"roofline: {exc}"
-            return Settled(skip=state.ncu_denied)
-        return Settled(error=f"roofline: --roofline-counter=ncu: {exc}")
+            return PendingOutcome(skip=state.ncu_denied)
+        return PendingOutcome(error=f"roofline: --roofline-counter=ncu: {exc}")
     except NoKernelsInRange as exc:  # a test of copies only: its work is real, the analytic counter counts it
         entry.extra["ncu"] = ncu_gate.error_section(exc)
         return count_with_analytic(state, entry, NO_KERNEL_NOTE)
     except NcuBackendError as exc:  # the child failed or timed out
         entry.extra["ncu"] = ncu_gate.error_section(exc)
-        return Settled(error=f"roofline: {exc}")
+        return PendingOutcome(error=f"roofline: {exc}")
     except Exception as exc:  # noqa: BLE001 - e.g. an unreadable report: the test's error, not pytest's crash
         entry.extra["ncu"] = ncu_gate.error_section(exc)
-        return Settled(error=f"roofline: could not use the ncu profile of {nodeid}: {exc!r}")
+        return PendingOutcome(error=f"roofline: could not use the ncu profile of {nodeid}: {exc!r}")
     entry.artifacts.extend(outcome.artifacts)
     entry.extra.update(outcome.extra)
     entry.details = outcome.details
-    return Settled()
+    return PendingOutcome()
 
 
 def _batches(state: RooflineState) -> NcuBatches:
@@ -101,12 +101,12 @@ def _batches(state: RooflineState) -> NcuBatches:
     return batches
 
 
-def count_with_analytic(state: RooflineState, entry: TestEntry, note: str | None = None) -> Settled:
+def count_with_analytic(state: RooflineState, entry: TestEntry, note: str | None = None) -> PendingOutcome:
     try:
         analytic = state.make_counter("analytic")
         if analytic is None:
             raise CounterUnavailableError("no plugin provides the analytic counter (pytest_roofline_make_counter)")
         entry.recorder.count_pending(analytic, note)
     except CounterUnavailableError as exc:
-        return Settled(fail=f"roofline: {exc}")
-    return Settled()
+        return PendingOutcome(fail=f"roofline: {exc}")
+    return PendingOutcome()

@@ -57,13 +57,13 @@ class _PendingRegion(Protocol):
 
 
 class PendingRegions(Protocol):
-    """What a profile settles of ``measure``'s Recorder: the regions timed bare that wait for their counts."""
+    """What a profile completes of ``measure``'s Recorder: the regions timed bare that wait for their counts."""
 
     @property
     def pending(self) -> Sequence[_PendingRegion]: ...
 
-    def settle_pending(self, counter_name: str, kernels: Sequence[KernelSample],
-                       notes: Sequence[str] = ()) -> object: ...
+    def judge_pending(self, counter_name: str, kernels: Sequence[KernelSample],
+                      notes: Sequence[str] = ()) -> object: ...
 
 
 # The NVIDIA driver's switch for non-admin counter access (see backend.PERMISSION_FIX).
@@ -266,7 +266,7 @@ def profile_test(
         timed_here = sum(pending.timing.median_s for pending in recorder.pending)
         notes.append(f"ncu kernel time {format_seconds(report.total_time_s)} (cold caches) vs "
                      f"{format_seconds(timed_here)} timed unprofiled here; the fraction uses the time measured here")
-    recorder.settle_pending("ncu", kernels, notes)
+    recorder.judge_pending("ncu", kernels, notes)
     section = _ncu_section(profile, machine)
     if batch_note is not None or profile.ncu_log.name.startswith("ncu-batch-"):
         section["batch"] = {"batched": batch_note is None, "note": batch_note}
