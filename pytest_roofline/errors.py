@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from pytest_roofline._redact import redact
+
 
 class RooflineWarning(UserWarning):
     """Something about a roofline measurement deserves attention but does not fail the test."""
@@ -149,12 +151,19 @@ class InvalidRecord(ValueError):
 # --- raised by pytest_roofline.history.store (and its object-store and git-branch backends)
 
 class StoreError(RuntimeError):
-    """A history store could not be reached, read or written; the message names the store (never a secret)."""
+    """A history store could not be reached, read or written; the message names the store (never a secret:
+    git's and the object store's words pass through the one redaction, ``_redact.redact``)."""
+
+    def __init__(self, message: object = "") -> None:
+        super().__init__(redact(str(message)))
 
 
 class StoreSettingError(ValueError):
     """A history location (``--roofline-history``, ``--roofline-baseline``, a CLI's HISTORY) is not one of the
-    accepted forms; the message says which are."""
+    accepted forms; the message says which are (redacted: the text may quote a URL with a credential)."""
+
+    def __init__(self, message: object = "") -> None:
+        super().__init__(redact(str(message)))
 
 
 # --- raised by pytest_roofline.history.selectors

@@ -84,7 +84,8 @@ def test_corrupt_foreign_and_newer_files_are_skipped_and_named(tmp_path: Path) -
 
 def test_a_results_json_is_one_session_keyed_by_its_machine(tmp_path: Path) -> None:
     path = tmp_path / "results.json"
-    path.write_text(json.dumps({"schema": 1, "machine": MACHINE, "session": {"id": "r1", "start": "x"},
+    path.write_text(json.dumps({"schema": 1, "machine": MACHINE,
+                                "session": {"id": "r1", "start": "2026-11-25T06:39:23+00:00"},
                                 "tests": [{"nodeid": "t.py::test_a", "fraction": 0.4}]}))
     (session,) = load(path).sessions
     assert (session.id, session.machine_key, session.commit) == ("r1", machine_key(MACHINE), None)

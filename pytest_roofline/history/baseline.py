@@ -32,6 +32,7 @@ class Baseline:
     environment: Mapping[str, object] = field(default_factory=dict)
     spread_pool: list[Session] = field(default_factory=list)  # sessions the pooled spread is measured over
     pooled: dict[str, object] = field(default_factory=dict)  # quantity -> gates' baseline_stats.Spread | None
+    blind: str | None = None  # why the history could not be read well enough to judge (reader.Loaded.blind)
 
     def describe(self) -> str:
         if not self.sessions:
@@ -131,7 +132,8 @@ def load_baseline(reference: Path | HistoryStore, *, key: str, branch: str | Non
         seen = {(s.id, s.start) for s in pool}
         pool += [s for s in select(extra.sessions, key=key, any_machine=any_machine)[0]
                  if (s.id, s.start) not in seen]
-    return Baseline(_label(reference), chosen, loaded.skipped, notes, count, branch, dict(environment or {}), pool)
+    return Baseline(_label(reference), chosen, loaded.skipped, notes, count, branch, dict(environment or {}), pool,
+                    blind=loaded.blind())
 
 
 def _label(reference: Path | HistoryStore) -> str:

@@ -92,6 +92,15 @@ def edge_of(session: Session, nodeid: str) -> Edge | None:
     return Edge(ref, str(session.commit), math.log(ratio), se, session.id, session.start, compare.verdict or None)
 
 
+MAX_LOG_LEVEL = 700.0  # exp(709) is the largest float: a chain of many forged ratios must not overflow
+
+
+def _exp(log_level: float) -> float:
+    """A level on the chain from its logarithm, bounded so that no chain of recorded ratios overflows a float
+    (a level beyond 1e304 says the chain is broken, and reads as such)."""
+    return math.exp(max(-MAX_LOG_LEVEL, min(MAX_LOG_LEVEL, log_level)))
+
+
 def _positive(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
@@ -128,8 +137,8 @@ def trajectory(sessions: Sequence[Session], nodeid: str) -> Trajectory:
         base = first_raw.get(segments[commit])
         raw = raw_time.get(commit)
         result.nights.append(Night(
-            commit, starts.get(commit), math.exp(levels[commit]), math.exp(levels[commit] - spread),
-            math.exp(levels[commit] + spread), segments[commit], None if own is None else math.exp(own.log_ratio),
+            commit, starts.get(commit), _exp(levels[commit]), _exp(levels[commit] - spread),
+            _exp(levels[commit] + spread), segments[commit], None if own is None else _exp(own.log_ratio),
             None if own is None else own.ref, None if own is None else own.verdict,
             raw / base if raw is not None and base else None))
     return result

@@ -12,12 +12,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pytest_roofline.history.machine_key import fingerprint_of, machine_key
-from pytest_roofline.history.validate import HISTORY_FORMAT, check_header, valid_tests
+from pytest_roofline.history.validate import HISTORY_FORMAT, HISTORY_SCHEMA, check_header, valid_tests
 from pytest_roofline.output.record import SCHEMA as SCHEMA_OF_TESTS
 from pytest_roofline.output.record import TestRecord
 
 FORMAT = HISTORY_FORMAT
-SCHEMA = 1  # the newest history schema this package writes and reads
+SCHEMA = HISTORY_SCHEMA  # the newest history schema this package writes and reads
 
 # schema -> the step that turns a history document of that schema into one of the next; none yet
 MIGRATIONS: dict[int, Callable[[dict[str, object]], dict[str, object]]] = {}

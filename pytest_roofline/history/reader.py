@@ -17,9 +17,11 @@ from pytest_roofline.history.machine_key import machine_key
 from pytest_roofline.history.store import MACHINE_KEY, DirectoryStore, Entry, HistoryStore, read_all
 from pytest_roofline.history.validate import (
     MAX_FILE_BYTES,
+    Invalid,
     check_header,
     describe_skipped,
     parse_json,
+    parse_start,
     read_json,
     valid_tests,
 )
@@ -47,6 +49,21 @@ class Loaded:
     sessions: list[Session] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # "<path>: <why>"
     notes: list[str] = field(default_factory=list)  # what a machine's read left unread (other machines)
+    listed: int = 0  # objects listed for this read
+    unreadable: list[str] = field(default_factory=list)  # listed, but the store would not give their bytes
+    refused: list[str] = field(default_factory=list)  # read, but not a record that can be trusted
+
+    def blind(self) -> str | None:
+        """Why a gate reading this cannot judge (None: it can): an object was listed but could not be read (it
+        may hold the very sessions a test is judged against), or every object listed was refused. A few refused
+        among readable ones are warned about, not fatal: one forged object must not switch a gate off."""
+        if self.unreadable:
+            return (f"{len(self.unreadable)} of {self.listed} history object(s) listed could not be read: "
+                    + "; ".join(self.unreadable[:3]) + ("; ..." if len(self.unreadable) > 3 else ""))
+        if self.listed and not self.sessions and self.refused:
+            return (f"all {self.listed} history object(s) listed were refused: "
+                    + "; ".join(self.refused[:3]) + ("; ..." if len(self.refused) > 3 else ""))
+        return None
 
 
 def session_from(document: object, source: str, skipped: list[str] | None = None) -> Session:
@@ -56,7 +73,7 @@ def session_from(document: object, source: str, skipped: list[str] | None = None
     problems: list[str] = []
     if check_header(document) == "history":
         record = SessionRecord.from_dict(document, problems)
-        session = Session(id=record.session.id or Path(source).stem, start=record.session.start or "",
+        session = Session(id=record.session.id or Path(source).stem, start=canonical_start(record.session.start),
                           machine_key=record.machine_key, commit=record.session.git.commit,
                           branch=record.session.git.branch, source=source, tests=records_by_id(record.tests),
                           machine={"key": record.machine_key, "fingerprint": record.fingerprint, **record.machine},
@@ -69,7 +86,7 @@ def session_from(document: object, source: str, skipped: list[str] | None = None
             raise ValueError(f"results schema {schema!r} is newer than this reader's {SCHEMA_OF_TESTS}")
         meta, machine = document.get("session") or {}, document.get("machine") or {}
         tests, problems = valid_tests(document["tests"], schema)
-        session = Session(id=str(meta.get("id") or Path(source).stem), start=str(meta.get("start") or ""),
+        session = Session(id=str(meta.get("id") or Path(source).stem), start=canonical_start(meta.get("start")),
                           machine_key=machine_key(machine), commit=None, branch=None, source=source,
                           tests=records_by_id(tests), machine=machine or None,
                           environment=_environment(meta.get("versions")))
@@ -78,16 +95,40 @@ def session_from(document: object, source: str, skipped: list[str] | None = None
     return session
 
 
+def canonical_start(start: object) -> str:
+    """A start that passed ``validate.parse_start`` written one way (UTC, microseconds, ``+00:00``), so that
+    ordering by the text is ordering by the time; "" where a results.json has none (it sorts first)."""
+    if start is None:
+        return ""
+    return f"{parse_start(start):%Y-%m-%dT%H:%M:%S.%f+00:00}"
+
+
+def check_placement(name: str, session: Session) -> None:
+    """Invalid when an object in a machine's folder holds another machine's session: the folder names the
+    machine key of the record it holds, so a record moved or written under another key cannot join that
+    machine's baseline. Order and retention go by the record's parsed start, never by the file's name."""
+    parts = name.rsplit("/", 2)
+    if len(parts) < 2 or not MACHINE_KEY.fullmatch(parts[-2]):
+        return  # a results.json or a file outside the store's layout: its content alone decides
+    if parts[-2] != session.machine_key:
+        raise Invalid(f"machine.key {session.machine_key!r} is not the folder {parts[-2]!r} it sits in")
+
+
 def _environment(versions: object) -> dict[str, str]:
     torch = versions.get("torch") if isinstance(versions, Mapping) else None
     return {"torch": str(torch)} if torch else {}
 
 
 def read_file(path: Path, loaded: Loaded) -> None:
+    loaded.listed += 1
     try:
         loaded.sessions.append(session_from(read_json(path), str(path), loaded.skipped))
-    except (OSError, ValueError) as exc:  # Invalid, JSONDecodeError and UnicodeDecodeError are ValueErrors
+    except OSError as exc:
         loaded.skipped.append(f"{path}: {exc}")
+        loaded.unreadable.append(f"{path}: {exc}")
+    except ValueError as exc:  # Invalid, JSONDecodeError and UnicodeDecodeError are ValueErrors
+        loaded.skipped.append(f"{path}: {exc}")
+        loaded.refused.append(f"{path}: {exc}")
 
 
 def check_reference(reference: Path | HistoryStore) -> None:
@@ -139,17 +180,24 @@ def load(reference: Path | HistoryStore, *, key: str | None = None, recent: int 
         else:
             entries, loaded.notes = machine_entries(store, key, recent)
         names = [e.name for e in entries]
+        loaded.listed = len(names)
         for name, data in zip(names, read_all(store, names, MAX_FILE_BYTES)):
             source = f"{store.url}/{name}"
             if isinstance(data, StoreError):
                 loaded.skipped.append(f"{source}: {data}")
+                loaded.unreadable.append(f"{source}: {data}")
                 continue
             try:
-                loaded.sessions.append(session_from(parse_json(data), source, loaded.skipped))
+                session = session_from(parse_json(data), source, loaded.skipped)
+                check_placement(name, session)
             except ValueError as exc:  # Invalid, JSONDecodeError and UnicodeDecodeError are ValueErrors
                 loaded.skipped.append(f"{source}: {exc}")
+                loaded.refused.append(f"{source}: {exc}")
+                continue
+            loaded.sessions.append(session)
     unique: dict[tuple[str, str], Session] = {}
     for session in loaded.sessions:  # one session copied twice (a results.json beside its history file)
         unique.setdefault((session.id, session.start), session)
-    loaded.sessions = sorted(unique.values(), key=lambda s: s.start)
+    # the canonical start orders as time does; the source breaks ties the same way on every reader
+    loaded.sessions = sorted(unique.values(), key=lambda s: (s.start, s.source))
     return loaded

@@ -10,17 +10,18 @@ option is parsed at configure time).
 
 from __future__ import annotations
 
-import datetime as _dt
-import json
 import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pytest_roofline.errors import SettingError
+from pytest_roofline.errors import SettingError, StoreError
 from pytest_roofline.history.store import DirectoryStore, Entry, HistoryStore, read_all
-from pytest_roofline.history.validate import MAX_FILE_BYTES
+
+if TYPE_CHECKING:
+    from pytest_roofline.history.reader import Session
 
 DEFAULT_KEEP = "200"
 SLACK = 1.10  # prune once a folder holds this many times what it keeps
@@ -47,63 +48,86 @@ def parse_keep(value: object, where: str) -> Keep | None:
     return Keep(days=float(number)) if match.group(2) else Keep(sessions=number)
 
 
-def _nodeids(data: bytes | Exception) -> set[str]:
-    if isinstance(data, Exception):
-        return set()
-    try:
-        document = json.loads(data.decode("utf-8"))
-        return {str(t["nodeid"]) for t in document.get("tests") or [] if isinstance(t, dict) and "nodeid" in t
-                and isinstance(t.get("fraction"), (int, float))}
-    except (ValueError, AttributeError, TypeError, RecursionError):
-        return set()
+@dataclass(frozen=True)
+class _Held:
+    """One object of a machine's folder that parsed: the session it holds, when, and its measured tests."""
+
+    name: str
+    identity: tuple[str, str]  # (session id, start): copies of one session share it
+    when: float
+    nodeids: frozenset[str]
 
 
-_STAMP = re.compile(r"(\d{8}T\d{6}Z)-")
+def _when(session: Session, entry: Entry, now: float) -> float:
+    """The time retention orders a session by: its parsed start, or the store's own write time where that is
+    later (a runner whose clock is behind is not pruned first). A write time beyond the clock's skew (a touched
+    file) counts as now plus the skew, never as the far future."""
+    from pytest_roofline.history.validate import MAX_CLOCK_SKEW_S, parse_start
+
+    start = parse_start(session.start).timestamp() if session.start else 0.0
+    if entry.modified is None:
+        return start
+    return max(start, min(entry.modified, now + MAX_CLOCK_SKEW_S))
 
 
-def _written(entry: Entry) -> float:
-    """When the session was written: the store's time, else the UTC start its name begins with."""
-    if entry.modified is not None:
-        return entry.modified
-    match = _STAMP.match(entry.name.rsplit("/", 1)[-1])
-    if match is None:
-        return time.time()  # a name of another form is never taken for old
-    return _dt.datetime.strptime(match.group(1), "%Y%m%dT%H%M%SZ").replace(tzinfo=_dt.timezone.utc).timestamp()
+def _parse(entries: Sequence[Entry], store: HistoryStore, folder: str, now: float) -> tuple[list[_Held], int]:
+    """The objects that parse as sessions of this folder's machine, and how many did not (those are never
+    removed: retention cannot tell what they hold, nor whether they are someone's baseline)."""
+    from pytest_roofline.history.reader import check_placement, session_from
+    from pytest_roofline.history.validate import MAX_FILE_BYTES, parse_json
+
+    held: list[_Held] = []
+    unparsed = 0
+    by_name = {e.name: e for e in entries}
+    for name, data in zip(list(by_name), read_all(store, list(by_name), MAX_FILE_BYTES)):
+        try:
+            if isinstance(data, Exception):
+                raise data
+            session = session_from(parse_json(data), name)
+            check_placement(name, session)
+        except (ValueError, StoreError):
+            unparsed += 1
+            continue
+        measured = frozenset(n for n, record in session.tests.items() if record.fraction is not None)
+        held.append(_Held(name, (session.id, session.start), _when(session, by_name[name], now), measured))
+    return held, unparsed
 
 
 def prune_folder(store: HistoryStore, folder: str, keep: Keep, protect: int, *,
                  now: float | None = None) -> list[str]:
     """Remove the sessions of one machine's folder beyond ``keep``, except each test's newest ``protect``
-    sessions. Returns the names removed. Names start with the session's UTC start, so name order is time
-    order."""
+    sessions. Returns the names removed. Sessions are ordered by their parsed start (``_when``), never by an
+    object's name; copies of one session count once; an object that does not parse is never removed."""
+    clock = time.time() if now is None else now
     entries = store.entries(folder=folder)
+    if keep.sessions is not None and len(entries) <= keep.sessions * SLACK:
+        return []
+    held, _ = _parse(entries, store, folder, clock)
+    newest: dict[tuple[str, str], float] = {}
+    for item in held:
+        newest[item.identity] = max(newest.get(item.identity, item.when), item.when)
+    order = sorted(newest, key=lambda identity: (newest[identity], identity))  # oldest first
     if keep.sessions is not None:
-        if len(entries) <= keep.sessions * SLACK:
-            return []
-        candidates = entries[:-keep.sessions]
+        beyond = set(order[:-keep.sessions]) if len(order) > keep.sessions else set()
     else:
-        cutoff = (time.time() if now is None else now) - float(keep.days or 0) * 86400
-        candidates = [e for e in entries if _written(e) < cutoff]
-        if not candidates:
-            return []
-    gone = {e.name for e in candidates}
-    kept = [e for e in entries if e.name not in gone]
-    contents = dict(zip([e.name for e in entries], read_all(store, [e.name for e in entries], MAX_FILE_BYTES)))
-    ids = {name: _nodeids(data) for name, data in contents.items()}
+        cutoff = clock - float(keep.days or 0) * 86400
+        beyond = {identity for identity in order if newest[identity] < cutoff}
+    if not beyond:
+        return []
     seen: dict[str, int] = {}
-    for entry in kept:
-        for nodeid in ids[entry.name]:
-            seen[nodeid] = seen.get(nodeid, 0) + 1
-    doomed = []
-    for entry in reversed(candidates):  # newest first: they are the ones a test still short of baseline keeps
-        if isinstance(contents[entry.name], Exception):
-            continue  # not read (a network error): it may be a test's protected baseline, so it stays
-        needed = [n for n in ids[entry.name] if seen.get(n, 0) < protect]
-        if needed:
-            for nodeid in ids[entry.name]:
+    for identity in order:
+        if identity not in beyond:
+            for nodeid in frozenset().union(*(h.nodeids for h in held if h.identity == identity)):
+                seen[nodeid] = seen.get(nodeid, 0) + 1
+    doomed: list[str] = []
+    for identity in reversed([i for i in order if i in beyond]):  # newest first: a test short of baseline keeps them
+        copies = [h for h in held if h.identity == identity]
+        nodeids = frozenset().union(*(h.nodeids for h in copies))
+        if any(seen.get(n, 0) < protect for n in nodeids):
+            for nodeid in nodeids:
                 seen[nodeid] = seen.get(nodeid, 0) + 1
             continue
-        doomed.append(entry.name)
+        doomed += [h.name for h in copies]
     return store.delete(doomed)
 
 

@@ -9,11 +9,13 @@ header fails is skipped; a test record that fails is skipped alone. Plain Python
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 import math
 import os
 import re
 import stat
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -25,6 +27,22 @@ MAX_FILE_BYTES = 32 * 2**20  # a 1000-test history file is about 8 MB
 MAX_DEPTH = 64  # the deepest record the plugin writes nests about 10 deep
 MAX_FRACTION = 1.2  # output.session_output.IMPOSSIBLE_FRACTION: above it the roof was wrong, not the code fast
 HISTORY_FORMAT = "pytest-roofline-history"
+HISTORY_SCHEMA = 1  # the newest history schema this package writes and reads (history.document.SCHEMA)
+# Physical ranges: a measured call takes less than a day, counts less than 1e24 FLOPs or bytes (a zettascale
+# machine busy for a day), an A/B ratio lies within 1000x either way. Beyond them a record is forged or broken,
+# and a number that large overflows the arithmetic of the chain and the site.
+MAX_SECONDS = 86_400.0
+MAX_WORK = 1e24
+MAX_RATIO = 1e3
+# A session's start: after this plugin could have written it, and no later than the reader's clock allows for
+# skew between runners; a start beyond it would stay the newest session for as long as the skew lasts.
+EARLIEST_START = _dt.datetime(2020, 1, 1, tzinfo=_dt.timezone.utc)
+MAX_CLOCK_SKEW_S = 3600.0
+COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a full SHA-1 or SHA-256 object id, as git prints it
+# a session id as the plugin makes them (``20261125T082801.379Z-28663``) or a user's own: printable, short
+SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:+-]{0,99}")
+KEY_TEXT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,79}")
+BRANCH = re.compile(r"[A-Za-z0-9._/+-]{1,255}")
 
 _STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 _NOT_BRACKET = bytes(sorted(set(range(256)) - set(b"[]{}")))
@@ -96,12 +114,47 @@ def _check_number(value: object, field: str, low: float, high: float, *, low_ope
         raise Invalid(f"{field}: {_text(value)} is not a finite number in {bounds}")
 
 
-def _positive(value: object, field: str) -> None:
-    _check_number(value, field, 0.0, math.inf)
+def _positive(value: object, field: str, high: float = MAX_SECONDS) -> None:
+    _check_number(value, field, 0.0, high)
 
 
-def _non_negative(value: object, field: str) -> None:
-    _check_number(value, field, 0.0, math.inf, low_open=False)
+def _non_negative(value: object, field: str, high: float = MAX_WORK) -> None:
+    _check_number(value, field, 0.0, high, low_open=False)
+
+
+def parse_start(value: object, field: str = "session.start", *, now: float | None = None) -> _dt.datetime:
+    """A session's start as an aware UTC time: an ISO 8601 string (a naive one is UTC) from
+    :data:`EARLIEST_START` to the clock's ``now`` plus :data:`MAX_CLOCK_SKEW_S`; Invalid naming the field
+    otherwise. Sessions are ordered by this time, never by the text."""
+    if not isinstance(value, str) or len(value) > 64:
+        raise Invalid(f"{field}: {_text(value)} is not an ISO 8601 time")
+    try:
+        start = _dt.datetime.fromisoformat(value)
+        if start.tzinfo is None:
+            start = start.replace(tzinfo=_dt.timezone.utc)
+        start = start.astimezone(_dt.timezone.utc)
+    except (ValueError, OverflowError):
+        raise Invalid(f"{field}: {_text(value)} is not an ISO 8601 time") from None
+    latest = (time.time() if now is None else now) + MAX_CLOCK_SKEW_S
+    if start < EARLIEST_START or start.timestamp() > latest:
+        raise Invalid(f"{field}: {_text(value)} is outside {EARLIEST_START:%Y-%m-%d} .. the reader's clock + "
+                      f"{MAX_CLOCK_SKEW_S / 3600:g} h")
+    return start
+
+
+def parse_commit(value: object, field: str = "session.git.commit") -> str | None:
+    """A commit as a full lower-case hexadecimal object id (None: outside git); Invalid for anything else: a
+    ref name (``HEAD``, ``main``), a short or upper-case hash would be resolved by git to some other commit."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not COMMIT.fullmatch(value):
+        raise Invalid(f"{field}: {_text(value)} is not a full hexadecimal commit id")
+    return value
+
+
+def _matching(value: object, field: str, pattern: re.Pattern[str], what: str) -> None:
+    if value is not None and (not isinstance(value, str) or not pattern.fullmatch(value)):
+        raise Invalid(f"{field}: {_text(value)} is not {what}")
 
 
 def _fraction(value: object, field: str, high: float = MAX_FRACTION) -> None:
@@ -132,11 +185,16 @@ def _list(value: object, field: str) -> Sequence[object]:
     return value
 
 
+MAX_ROOF = 1e19  # FLOP/s or bytes/s: ten exaFLOP/s, beyond any one machine a test runs on
+
+
 def _number_map(value: object, field: str, *, positive: bool = False) -> None:
     """``{name: number}`` (FLOPs, bytes, intensities, roofs): numbers finite, not negative (roofs positive)."""
     for key, number in _mapping(value, field).items():
-        if number is not None or positive:
-            (_positive if positive else _non_negative)(number, f"{field}.{key}")
+        if positive:
+            _positive(number, f"{field}.{key}", MAX_ROOF)
+        elif number is not None:
+            _non_negative(number, f"{field}.{key}")
 
 
 def _roofs(value: object, field: str) -> None:
@@ -148,7 +206,34 @@ def _roofs(value: object, field: str) -> None:
 
 def _samples(value: object, field: str) -> None:
     for i, sample in enumerate(_list(value, field)):
-        _check_number(sample, f"{field}[{i}]", 0.0, math.inf, optional=False)
+        _check_number(sample, f"{field}[{i}]", 0.0, MAX_SECONDS, optional=False)
+
+
+def _ratio(value: object, field: str) -> None:
+    _check_number(value, field, 1.0 / MAX_RATIO, MAX_RATIO, low_open=False)
+
+
+def _compare(value: object, field: str) -> None:
+    """An A/B block (``tests[].compare``): its ratios and intervals within :data:`MAX_RATIO` either way, its
+    times and fractions as a test's, its commit a full object id."""
+    if value is None:
+        return
+    block = _mapping(value, field)
+    changes = _mapping(block.get("changes"), f"{field}.changes")
+    for quantity in ("time", "fraction"):
+        moved = _mapping(changes.get(quantity), f"{field}.changes.{quantity}")
+        where = f"{field}.changes.{quantity}"
+        for key in ("now", "reference"):
+            (_positive if quantity == "time" else _fraction)(moved.get(key), f"{where}.{key}")
+        _ratio(moved.get("ratio"), f"{where}.ratio")
+        for key in ("ci", "claim_ci"):
+            for i, bound in enumerate(_list(moved.get(key), f"{where}.{key}")):
+                _ratio(bound, f"{where}.{key}[{i}]")
+    for i, ratio in enumerate(_list(block.get("pair_ratios"), f"{field}.pair_ratios")):
+        _ratio(ratio, f"{field}.pair_ratios[{i}]")
+    for key in ("max_drop", "max_slowdown", "between_cv"):
+        _check_number(block.get(key), f"{field}.{key}", 0.0, MAX_RATIO, low_open=False)
+    parse_commit(block.get("commit"), f"{field}.commit")
 
 
 def _timing(value: object, field: str) -> None:
@@ -206,6 +291,7 @@ def check_test(record: object) -> dict[str, object]:
     baseline = _mapping(record.get("baseline"), "baseline")
     _fraction(baseline.get("fraction"), "baseline.fraction")
     _string(baseline.get("verdict"), "baseline.verdict")
+    _compare(record.get("compare"), "compare")
     for i, region in enumerate(_list(record.get("regions"), "regions")):
         where = f"regions[{i}]"
         region = _mapping(region, where)
@@ -226,9 +312,11 @@ def check_machine(machine: object, field: str = "machine") -> None:
     _string(_mapping(machine, field).get("key"), f"{field}.key")
 
 
-def check_header(document: object) -> str:
-    """``"history"`` or ``"results"``: which record the document is, its session and machine blocks checked;
-    Invalid naming the field otherwise (newer schemas are refused by the readers, which know theirs)."""
+def check_header(document: object, *, now: float | None = None) -> str:
+    """``"history"`` or ``"results"``: which record the document is, its session and machine blocks parsed (a
+    history's start is a time in range, :func:`parse_start`; a commit a full object id, :func:`parse_commit`;
+    ids, branches and machine keys of their forms); Invalid naming the field otherwise (newer schemas are
+    refused by the readers, which know theirs)."""
     if not isinstance(document, dict):
         raise Invalid("not a JSON object")
     if document.get("format") == HISTORY_FORMAT:
@@ -240,13 +328,21 @@ def check_header(document: object) -> str:
     schema = document.get("schema")
     if isinstance(schema, bool) or not isinstance(schema, int):
         raise Invalid(f"schema: {_text(schema)} is not an integer")
+    newest = HISTORY_SCHEMA if kind == "history" else SCHEMA
+    if schema > newest:  # its fields may mean something else: not checked by this reader's rules
+        raise Invalid(f"schema {schema!r} is newer than this reader's {newest}")
     session = _mapping(document.get("session"), "session")
-    for key in ("id", "start"):
-        _string(session.get(key), f"session.{key}")
+    _matching(session.get("id"), "session.id", SESSION_ID, "a session id ([A-Za-z0-9._:+-], at most 100)")
+    if kind == "history" or session.get("start") is not None:  # a results.json of an old plugin may lack it
+        parse_start(session.get("start"), now=now)
     git = _mapping(session.get("git"), "session.git")
-    for key in ("commit", "branch"):
-        _string(git.get(key), f"session.git.{key}")
+    parse_commit(git.get("commit"))
+    _matching(git.get("branch"), "session.git.branch", BRANCH, "a branch name")
     check_machine(document.get("machine"))
+    key = _mapping(document.get("machine"), "machine").get("key")
+    # the writer's keys are <name>-<8 hex>; a key names a folder, so it is at least a plain file name
+    if key is not None and (not isinstance(key, str) or not KEY_TEXT.fullmatch(key)):
+        raise Invalid(f"machine.key: {_text(key)} is not a machine key ([a-z0-9-], at most 80)")
     if not isinstance(document.get("tests"), list):
         raise Invalid(f"tests: {_text(document.get('tests'))} is not a list")
     return kind

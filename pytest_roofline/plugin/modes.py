@@ -486,6 +486,12 @@ def _load_baseline(state: RooflineState, config: pytest.Config,
         warnings.warn(RooflineWarning(f"roofline baseline: {state.store_error}; no test is compared with it "
                                       "and the session will fail"), stacklevel=1)
         return
+    if state.baseline.blind is not None:
+        # a gate that cannot read its history must not rate every test new and pass
+        state.store_error = f"the baseline could not be read: {state.baseline.blind}"
+        warnings.warn(RooflineWarning(f"roofline baseline: {state.store_error}; the session will fail"),
+                      stacklevel=1)
+        return
     skipped = state.baseline.skipped
     if skipped:
         warnings.warn(RooflineWarning(f"roofline baseline: skipped {len(skipped)} unreadable file(s) or test "

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from pytest_roofline.ab.parity import Missing
     from pytest_roofline.ab.pool import TwinPool
     from pytest_roofline.ab.worktree import Checkout
+    from pytest_roofline.history.nightly import LastNight
     from pytest_roofline.history.store import HistoryStore
 
 
@@ -327,18 +328,43 @@ def resolve_last_night(state: RooflineState, config: pytest.Config) -> Path | Hi
         loaded = load(history, key=key, recent=LAST_WINDOW)
     except StoreError as exc:
         state.compare_skipped = f"--roofline-compare {s.compare}: no A/B: {exc}; {then}"
+        state.store_error = f"the history {label} could not be read for --roofline-compare {s.compare}: {exc}"
+        return fallback
+    blind = loaded.blind()
+    if blind is not None:  # the last night may be among what could not be read: never guess an older one
+        state.compare_skipped = f"--roofline-compare {s.compare}: no A/B: {blind}; {then}"
+        state.store_error = f"the history {label} could not be read for --roofline-compare {s.compare}: {blind}"
         return fallback
     night = resolve_last(loaded.sessions, key=key, branch=git.branch, head=git.commit, back=back,
                          where=label)
     if night.commit is None:
         state.compare_skipped = f"--roofline-compare {s.compare}: no A/B: {night.why}; {then}"
         return fallback
+    where = Path(str(config.invocation_params.dir))
     try:
-        resolve(night.commit, Path(str(config.invocation_params.dir)))
+        _, commit = resolve(night.commit, where)
+        head = resolve("HEAD", where)[1] if git.commit else None
     except CompareError:
         state.compare_skipped = (f"--roofline-compare {s.compare}: no A/B: the last night's commit "
                                  f"{night.commit[:12]} is not in this clone (fetch the branch's history: "
                                  f"actions/checkout with fetch-depth: 0); {then}")
         return fallback
-    state.compare_commit = night.commit
+    refused = refuse_ref(night, commit, head)
+    if refused is not None:
+        state.compare_skipped = f"--roofline-compare {s.compare}: no A/B: {refused}; {then}"
+        state.store_error = refused
+        return fallback
+    state.compare_commit = commit
+    return None
+
+
+def refuse_ref(night: LastNight, resolved: str, head: str | None) -> str | None:
+    """Why the session ``last`` chose cannot be REF (None: it can): git must resolve its commit to that very
+    object id, and it must not be the commit under test (the gate would compare the code with itself)."""
+    source = night.session.source if night.session is not None else "the history"
+    if resolved != night.commit:
+        return (f"refused {source}: its commit {str(night.commit)[:40]!r} resolves to {resolved[:12]}, "
+                "another object")
+    if head is not None and resolved == head:
+        return f"refused {source}: its commit {resolved[:12]} is the commit under test (HEAD)"
     return None
