@@ -247,6 +247,7 @@ FINGERPRINT = {"device": "cpu", "cpu_model": "test", "core_count": 2}
 def _ert_machine(dram: float, samples: list[float], rows: list[dict[str, Any]] = THREE_CLEAN) -> Machine:
     info = _info(rows, samples)
     info["kernel"] = {"libraries": {"256": "/nonexistent/ert.so"}, "chains": 8}
+    info["levels"]["DRAM"]["samples"]["update_bytes_per_s"] = dram  # the roof is the record's own median
     info["date"] = dt.datetime.now(dt.timezone.utc).isoformat()  # as _measure stamps it
     return Machine("fake", {"fp64": 50 * GB}, {"L1": 500 * GB, "DRAM": dram}, info)
 
@@ -383,8 +384,8 @@ def test_a_cached_record_failing_the_spot_check_is_measured_again(
         tmp_path: Path, measurements: list[Machine], monkeypatch: pytest.MonkeyPatch) -> None:
     _cached_ert(tmp_path, _ert_machine(39 * GB, [39 * GB] * 16))  # the issue's too-low DRAM roof
     monkeypatch.setattr(spot_check, "plan", lambda info: {"planned": True})
-    monkeypatch.setattr(spot_check, "run", lambda info: ({"DRAM": (56 * GB, 39 * GB), "L1": (500 * GB, 500 * GB)},
-                                                         "checked"))
+    monkeypatch.setattr(spot_check, "run", lambda info, **_: (
+        {"DRAM": (56 * GB, 39 * GB), "L1": (500 * GB, 500 * GB)}, "checked", []))
     measurements.append(_ert_machine(56 * GB, [56 * GB + i * 1e8 for i in range(16)]))
     messages: list[str] = []
     machine = machine_api.characterize(cache_dir=tmp_path, progress=messages.append)
@@ -404,8 +405,8 @@ def test_a_spot_check_that_disagrees_is_confirmed_before_measuring_again(
         second: dict[str, tuple[float, float]], measured: bool) -> None:
     _cached_ert(tmp_path, _ert_machine(39 * GB, [39 * GB] * 16))
     monkeypatch.setattr(spot_check, "plan", lambda info: {"planned": True})
-    checks = [({"DRAM": (56 * GB, 39 * GB)}, "checked"), (second, "checked")]
-    monkeypatch.setattr(spot_check, "run", lambda info: checks.pop(0))
+    checks = [({"DRAM": (56 * GB, 39 * GB)}, "checked", []), (second, "checked", [])]
+    monkeypatch.setattr(spot_check, "run", lambda info, **_: checks.pop(0))
     measurements.append(_ert_machine(56 * GB, [56 * GB + i * 1e8 for i in range(16)]))
     messages: list[str] = []
     machine = machine_api.characterize(cache_dir=tmp_path, progress=messages.append)
@@ -414,12 +415,12 @@ def test_a_spot_check_that_disagrees_is_confirmed_before_measuring_again(
     assert any("spot check unconfirmed" in m for m in messages) is not measured
 
 
-@pytest.mark.parametrize("spots", [({"DRAM": (40 * GB, 39 * GB)}, "checked"), (None, "not judged: busy")])
+@pytest.mark.parametrize("spots", [({"DRAM": (40 * GB, 39 * GB)}, "checked", []), (None, "not judged: busy", [])])
 def test_a_cached_record_is_used_when_the_spot_check_agrees_or_cannot_judge(
         tmp_path: Path, measurements: list[Machine], monkeypatch: pytest.MonkeyPatch, spots: Any) -> None:
     _cached_ert(tmp_path, _ert_machine(39 * GB, [39 * GB] * 16))
     monkeypatch.setattr(spot_check, "plan", lambda info: {"planned": True})
-    monkeypatch.setattr(spot_check, "run", lambda info: spots)
+    monkeypatch.setattr(spot_check, "run", lambda info, **_: spots)
     assert machine_api.characterize(cache_dir=tmp_path).bandwidth["DRAM"] == 39 * GB  # nothing measured
 
 
@@ -427,7 +428,7 @@ def test_the_spot_check_can_be_switched_off(tmp_path: Path, measurements: list[M
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     _cached_ert(tmp_path, _ert_machine(39 * GB, [39 * GB] * 16))
     monkeypatch.setattr(spot_check, "plan", lambda info: {"planned": True})
-    monkeypatch.setattr(spot_check, "run", lambda info: pytest.fail("must not run"))
+    monkeypatch.setattr(spot_check, "run", lambda info, **_: pytest.fail("must not run"))
     monkeypatch.setenv(spot_check.ENV, "0")
     assert machine_api.characterize(cache_dir=tmp_path).bandwidth["DRAM"] == 39 * GB
 
@@ -442,7 +443,7 @@ def test_spot_check_plan_needs_the_records_kernel_library(tmp_path: Path) -> Non
     # L1 at the sweep size nearest the window's geometric middle (10 .. 100: 31.6), not its fastest point (20)
     assert steps is not None and steps["l1_bytes"] == 40 and steps["dram_bytes"] == 1500 and steps["width"] == 32
     assert steps["dram_band"] == pytest.approx((40.65 * GB, 42.35 * GB))  # quartiles of 40.0 .. 43.0 in 0.2 steps
-    assert steps["compute"] is None  # no FMA sweep in this record: L1 and DRAM only
+    assert steps["compute"] == {}  # no FMA sweep nor FLOP roof handed in: L1 and DRAM only
     assert spot_check.plan({"method": "fake"}) is None
 
 
@@ -456,10 +457,130 @@ def test_spot_check_plan_takes_the_fma_point_that_set_the_fp64_peak(tmp_path: Pa
     machine.info["sweep"]["flops"] = [*fma, {**fma[1], "vector_bits": 128, "flop_per_s": 120 * GB}]  # not 256-bit
     machine.info["isa_peaks"] = {"fp64": {"256": 99.8 * GB, "128": 40.2 * GB}}
     steps = spot_check.plan(dict(machine.info))
-    assert steps is not None and steps["compute"] == {"flops": 512, "bytes": 16384, "cached": 99.8 * GB}
+    assert steps is not None and steps["compute"] == {"fp64": {"flops": 512, "bytes": 16384, "cached": 99.8 * GB}}
     halved = clean.Spot.of(53.5 * GB, 99.8 * GB, unit="GFLOP/s")  # two vCPUs on one core's SMT siblings
     assert clean.spot_reasons({"fp64": halved}) == [
         "fp64: a spot pass read 53.5 GFLOP/s, the cache says 99.8 (0.54x; at most 20% outside)"]
+
+
+def _fp32_tenth(tmp_path: Path) -> Machine:
+    """A cached ERT record whose fp32 roof (and the FMA sweep behind it) was edited to a tenth of a machine that
+    does 100 GFLOP/s fp64 and 200 fp32 at 256 bits."""
+    machine = _ert_machine(40 * GB, QUIET_SAMPLES)
+    library = tmp_path / "ert.so"
+    library.write_bytes(b"")
+    machine.info["kernel"]["libraries"] = {"256": str(library)}
+    machine.info["sweep"]["flops"] = [
+        {"precision": p, "vector_bits": 256, "flops_per_element": 512, "working_set_bytes": 16384,
+         "flop_per_s": rate * GB} for p, rate in (("fp64", 100.0), ("fp32", 20.0))]
+    machine.info["isa_peaks"] = {"fp64": {"256": 100 * GB}, "fp32": {"256": 20 * GB}}
+    return Machine("fake", {"fp64": 100 * GB, "fp32": 20 * GB}, machine.bandwidth, machine.info)
+
+
+class _Watch:
+    """What the load watch saw beside the probes: ``others`` busy ticks of other processes in 10 on 2 cores."""
+
+    def __init__(self, others: int) -> None:
+        self.others = others
+
+    def stop(self) -> Disturbance:
+        return Disturbance(self.others, 0, 10, 2)
+
+
+def _rates(slowdown: float, clean_: bool) -> spot_check.Rates:
+    """The probes' rates on the machine ``_fp32_tenth`` describes, ``slowdown`` x slower (other work)."""
+    def one(rate: float) -> list[spot_check.Reading]:
+        return [spot_check.Reading(rate / slowdown, clean_)]
+
+    return {"DRAM": [spot_check.Reading(41 * GB / slowdown, clean_)] * spot_check.DRAM_PASSES,
+            "L1": one(500 * GB), "fp64": one(100 * GB), "fp32": one(200 * GB)}
+
+
+@pytest.mark.parametrize(("others", "slowdown", "clean_"), [
+    (0, 1.0, True),   # a quiet host
+    (9, 1.0, True),   # the guard saw other work beside the probes (90 % of the cores): not judged before
+    (9, 2.5, False),  # and it took 60 % of the probes' time, every call disturbed
+])
+def test_a_record_with_a_tenth_of_the_fp32_roof_is_refused_busy_or_quiet(
+        tmp_path: Path, others: int, slowdown: float, clean_: bool) -> None:
+    machine = _fp32_tenth(tmp_path)
+    guard = clean.PassGuard(lambda: _Watch(others), [])
+    spots, done, low_roofs = spot_check.run(dict(machine.info), guard, peak_flops=machine.peak_flops,
+                                            bandwidth=machine.bandwidth, measure=lambda steps: _rates(slowdown, clean_))
+    assert [reason.split(":")[0] for reason in low_roofs] == ["fp32"]
+    assert low_roofs[0].startswith(f"fp32: a probe read {200 / slowdown:.4g} GFLOP/s now, the cached roof is 20 ")
+    assert (spots is None) is (others > 0) and done == ("checked" if others == 0 else f"not judged: {guard.reasons[0]}")
+
+
+@pytest.mark.parametrize("roof", ["fp64", "DRAM", "L1"])
+def test_a_tenth_of_any_probed_roof_is_refused_on_a_busy_host(tmp_path: Path, roof: str) -> None:
+    machine = _fp32_tenth(tmp_path)
+    peak_flops = {"fp64": 100 * GB, "fp32": 200 * GB}
+    bandwidth = dict(machine.bandwidth)
+    if roof == "fp64":
+        peak_flops["fp64"] = 10 * GB
+    else:
+        bandwidth[roof] /= 10
+    machine.info["isa_peaks"] = {"fp64": {"256": 100 * GB}, "fp32": {"256": 200 * GB}}
+    guard = clean.PassGuard(lambda: _Watch(9), [])
+    verdict = spot_check.run(dict(machine.info), guard, peak_flops=peak_flops, bandwidth=bandwidth,
+                             measure=lambda steps: _rates(2.5, False))
+    assert verdict.spots is None and [reason.split(":")[0] for reason in verdict.low_roofs] == [roof]
+
+
+def test_a_record_the_probes_read_within_the_factor_is_not_refuted() -> None:
+    probes = {"fp64": clean.Probe(1.8 * 100 * GB, 100 * GB, "GFLOP/s"),  # the Zen 3 VM's shared FMA units
+              "DRAM": clean.Probe(2.1 * 53 * GB, 53 * GB)}              # the EPYC VM's DRAM beside other work
+    assert clean.low_roof_reasons(probes) == []
+    assert clean.low_roof_reasons({"fp32": clean.Probe(3.1 * GB, 1 * GB, "GFLOP/s")}) != []
+
+
+def test_the_rules_that_need_no_probe_name_themselves(tmp_path: Path) -> None:
+    machine = _fp32_tenth(tmp_path)
+    reasons = clean.structure_reasons(machine.peak_flops, machine.bandwidth, machine.info)
+    assert any("rule: fp32 at least fp64," in r for r in reasons)
+    assert any("rule: fp32 at least fp64 at the same vector width" in r for r in reasons)
+    edited_roof_only = {"fp64": 100 * GB, "fp32": 150 * GB, "bf16": 15 * GB}
+    info = {**machine.info, "isa_peaks": {"fp64": {"256": 100 * GB}, "fp32": {"256": 200 * GB}}}
+    bandwidth = {**machine.bandwidth, "L1": 50 * GB}
+    reasons = clean.structure_reasons(edited_roof_only, bandwidth, info)
+    assert [r.split(" ")[0] for r in reasons] == ["fp32", "L1", "bf16"]
+    assert "rule: a roof at least its own measurement" in reasons[0] and "own update kernel rate" in reasons[1]
+    assert "rule: a reduced precision at least the roof that computes it exactly" in reasons[2]
+    honest = {"fp64": 100 * GB, "fp32": 200 * GB, "bf16": 200 * GB}
+    assert clean.structure_reasons(honest, machine.bandwidth, info) == []
+    assert clean.structure_reasons(honest, machine.bandwidth, {"isa_peaks": "junk", "levels": [1]}) == []
+
+
+def test_a_cached_record_with_a_tenth_of_the_fp32_roof_is_measured_again_with_a_warning(
+        tmp_path: Path, measurements: list[Machine], monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_roofline.characterize import ceiling_cache
+
+    cached = _fp32_tenth(tmp_path)  # fp32 below fp64: the rule alone refuses it, no probe needed
+    _cached_ert(tmp_path, cached)
+    monkeypatch.setattr(spot_check, "run", lambda info, **_: pytest.fail("refused before any probe"))
+    measurements.append(_ert_machine(41 * GB, QUIET_SAMPLES))
+    with pytest.warns(ceiling_cache.CacheWarning, match="rule: fp32 at least fp64"):
+        machine = machine_api.characterize(cache_dir=tmp_path)
+    assert measurements == [] and "fp32" not in machine.peak_flops
+
+
+def test_a_cached_record_a_busy_probe_refutes_is_measured_again_with_a_warning(
+        tmp_path: Path, measurements: list[Machine], monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_roofline.characterize import ceiling_cache
+
+    tenth = _fp32_tenth(tmp_path)  # every FLOP roof a tenth: consistent, only a probe can tell
+    info = {**tenth.info, "isa_peaks": {"fp64": {"256": 10 * GB}, "fp32": {"256": 20 * GB}}}
+    _cached_ert(tmp_path, Machine("fake", {"fp64": 10 * GB, "fp32": 20 * GB}, tenth.bandwidth, info))
+    monkeypatch.setattr(spot_check, "probe", lambda steps: _rates(2.5, False))
+    monkeypatch.setattr(clean.PassGuard, "for_cores", classmethod(lambda cls, cores=None: cls(lambda: _Watch(9), [])))
+    measurements.append(_ert_machine(41 * GB, QUIET_SAMPLES))
+    messages: list[str] = []
+    with pytest.warns(ceiling_cache.CacheWarning, match="far below what this machine does now"):
+        machine = machine_api.characterize(cache_dir=tmp_path, progress=messages.append)
+    assert measurements == [] and "fp32" not in machine.peak_flops
+    assert any(m.startswith("spot check: the cached roofs are far below") and "fp64" in m and "fp32" in m
+               for m in messages)
 
 
 # --- the plugin: a session beside a neighbour uses its record, says it is not kept, caches nothing -----------

@@ -285,3 +285,39 @@ def test_a_cache_roof_that_the_library_copy_beats_is_raised_and_said(monkeypatch
         assert entry["beaten"]["kernel"].startswith("ert-") and entry["beaten"]["bytes_per_s"] < 1e14
         assert any(m.startswith(f"warning: {level}: ") and "the roof is raised to it" in m for m in messages)
     assert result.bandwidth["L1"] < 1e14
+
+
+# --- the spot check with the real kernel library ---------------------------------------------------------------
+
+@needs_compiler
+def test_the_spot_check_refuses_roofs_far_below_this_machine_busy_or_quiet(
+        library: cpu_ert.ErtLibrary, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Roofs of 0.05 GFLOP/s and 0.1 GB/s are far more than 10x below any CPU's vector units and caches, and stay
+    more than ``clean.LOW_ROOF_FACTOR`` x below a probe slowed down by other work on a busy 2-core host: the
+    assertion holds whatever this host's speed and load (the quiet comparison is not asserted)."""
+    from pytest_roofline.characterize import ceiling_cache, clean, spot_check
+
+    width = max(library.widths)
+    size = 16 * library.granularity_bytes()
+    rows = [{"working_set_bytes": size * k, "bytes_per_s": 1e8} for k in (1, 2, 4)]
+    flops = [{"precision": p, "vector_bits": width * 8, "flops_per_element": cpu.PEAK_FLOPS,
+              "working_set_bytes": size, "flop_per_s": 5e7} for p in ("fp64", "fp32")]
+    info: dict[str, Any] = {
+        "method": "ert", "threads": library.threads,
+        "kernel": {"libraries": {str(width * 8): str(library.paths[width])}, "chains": library.chains},
+        "levels": {"L1": {"kernel": "ert-update", "window_bytes": [size, 4 * size], "update_bytes_per_s": 1e8},
+                   "DRAM": {"kernel": "ert-update", "window_bytes": [16 * size, 64 * size],
+                            "samples": {"working_set_bytes": 16 * size, "update_bytes_per_s": 1e8,
+                                        "update_samples": [1e8] * 16}}},
+        "sweep": {"update": rows, "triad": [], "flops": flops},
+        "isa_peaks": {"fp64": {str(width * 8): 5e7}, "fp32": {str(width * 8): 5e7}}}
+    machine = Machine("far below", {"fp64": 5e7, "fp32": 5e7}, {"L1": 1e8, "DRAM": 1e8}, info)
+    verdict = spot_check.run(dict(info), peak_flops=machine.peak_flops, bandwidth=machine.bandwidth)
+    assert {reason.split(":")[0] for reason in verdict.low_roofs} == {"L1", "DRAM", "fp64", "fp32"}, verdict
+    # Through the loader's check: refused on its first try, with the warning a refused record gets.
+    monkeypatch.setattr(clean.PassGuard, "for_cores", classmethod(
+        lambda cls, cores=None: cls(lambda: None, [])))  # as if the load watch saw nothing either way
+    messages: list[str] = []
+    with pytest.warns(ceiling_cache.CacheWarning, match="far below what this machine does now"):
+        assert machine_api._spot_check_holds(machine, messages.append) is False
+    assert len(messages) == 1 and "measuring again" in messages[0]

@@ -222,17 +222,29 @@ def spot_summary(spots: Mapping[str, Spot]) -> str:
 
 
 def _spot_check_holds(machine: Machine, report: Callable[[str], None]) -> bool:
-    """False when quiet spot passes disagree with the record by more than clean.SPOT_MARGIN twice, on the same
-    side, ``SPOT_CONFIRM_PAUSE`` apart: one disagreeing check may be a moment of the host (DRAM swings by a
-    third from one second to the next on a shared VM), and measuring again costs half a minute."""
+    """False when a probe reads far above a cached roof (``clean.LOW_ROOF_FACTOR``), on any try, busy host or
+    quiet: other work only slows a probe down, so that roof is wrong (edited, or measured broken) and is
+    replaced, with a warning. Also False when quiet spot passes disagree with the record by more than
+    clean.SPOT_MARGIN twice, on the same side, ``SPOT_CONFIRM_PAUSE`` apart: one disagreeing check may be a
+    moment of the host (DRAM swings by a third from one second to the next on a shared VM), and measuring again
+    costs half a minute."""
     from pytest_roofline.characterize import clean, spot_check
 
     directions: dict[str, int] | None = None
     for turn in (1, 2):
         try:
-            spots, done = spot_check.run(dict(machine.info))
-        except (OSError, ValueError, AttributeError) as error:  # a library that no longer loads: measure again
+            spots, done, low_roofs = spot_check.run(dict(machine.info), peak_flops=machine.peak_flops,
+                                                    bandwidth=machine.bandwidth)
+        except (OSError, ValueError, AttributeError, ArithmeticError) as error:  # a library that no longer
+            # loads, or sizes it cannot run: measure again
             report(f"spot check of the cached roofs failed ({type(error).__name__}: {error}); measuring again")
+            return False
+        if low_roofs:
+            report(f"spot check: the cached roofs are far below this machine now ({'; '.join(low_roofs)}); "
+                   "measuring again")
+            warnings.warn(f"pytest-roofline: the cached roofs are far below what this machine does now "
+                          f"({'; '.join(low_roofs)}); re-characterizing and replacing them",
+                          _cache.CacheWarning, stacklevel=3)
             return False
         if spots is None:
             report(f"spot check of the cached roofs {done}; using them")
@@ -367,8 +379,9 @@ class Attempt(_AttemptBase, total=False):
 
 def _checked_cached(path: Path, fields: Mapping[str, object], report: Callable[[str], None],
                     quiet: bool = False) -> Machine | None:
-    """The cached record if it reads and passes the roof checks; else None, with a warning naming file and key
-    (``quiet``: a missing file is simply None)."""
+    """The cached record if it reads and passes the roof checks (a CPU record also the rules that need no probe,
+    ``clean.structure_reasons``); else None, with a warning naming file and key (``quiet``: a missing file is
+    simply None)."""
     from pytest_roofline.characterize import validate
 
     if quiet and not path.exists():
@@ -376,7 +389,11 @@ def _checked_cached(path: Path, fields: Mapping[str, object], report: Callable[[
     cached = _cache.read_cached(path, fields)
     if cached is None or _flag_of(cached):
         return cached  # a flagged record is reused by its own test run only (_still_usable), never checked clean
-    problems = validate.check_machine(cached, validate.physical_bounds(fields))
+    problems: list[object] = list(validate.check_machine(cached, validate.physical_bounds(fields)))
+    if str(fields.get("device") or "cpu") == "cpu" and not validate.is_gpu_record(cached):
+        from pytest_roofline.characterize import clean
+
+        problems += clean.structure_reasons(cached.peak_flops, cached.bandwidth, cached.info)
     if not problems:
         return cached
     warnings.warn(f"pytest-roofline: ignoring cache file {path}: {'; '.join(map(str, problems))}; "
