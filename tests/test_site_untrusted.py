@@ -1,17 +1,26 @@
 """Issue 26: ``report`` publishes nothing from outside the history, and writes its site into a fresh folder
-moved into place (no write through a symlink in --out; a bad --out is exit 2 naming it)."""
+moved into place (no write through a symlink in --out; a bad --out is exit 2 naming it). Issue 69: the site is
+built past any one forged record, names it on the index, escapes every string it shows and names pages by a
+digest no forged node id can share."""
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
+import re
+import warnings
+import zlib
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_roofline.commands import main
+from pytest_roofline.errors import HistoryFileWarning
+from pytest_roofline.site.history_reader import parse_time
 
 pytest.importorskip("plotly")
 pytest.importorskip("ruptures")
@@ -125,3 +134,308 @@ def test_a_full_disk_leaves_the_old_site_whole(root: Path, monkeypatch: pytest.M
     after = {p.relative_to(root / "site"): p.read_bytes() for p in (root / "site").rglob("*") if p.is_file()}
     assert after == before
     assert [p.name for p in root.iterdir() if p.name.startswith(".site")] == []
+
+
+# --- Issue 69: one forged record next to a good one. The site is built past it, names it on the index, and
+# shows no string from it as markup (plotly reads its labels as HTML).
+
+INJECTED = "<img src=x onerror=alert(1)>"
+SCRIPT_JSON = re.compile(r'<script type="application/json" id="[^"]*">(.*?)</script>', re.DOTALL)
+
+
+def record_document(index: int, tests: list[dict[str, Any]], **session: Any) -> dict[str, Any]:
+    """A history document of one session on machine "m" (roofs: fp32 100 GFLOP/s, DRAM 10 GB/s)."""
+    return {"format": "pytest-roofline-history", "schema": 1,
+            "session": {"id": f"s{index}", "start": f"2026-01-{index + 1:02d}T02:00:00+00:00",
+                        "git": {"commit": f"{index:040x}"}, **session},
+            "machine": {"key": "m", "peak_flops": {"fp32": 1e11}, "bandwidth": {"DRAM": 1e10}}, "tests": tests}
+
+
+def measured(nodeid: str = "t.py::test_a", **fields: Any) -> dict[str, Any]:
+    """A test record with a roofline point: 1 GFLOP in 20 ms at 10 FLOP/byte."""
+    return {"nodeid": nodeid, "function": nodeid.split("[")[0], "fraction": 0.5, "min_fraction": 0.3,
+            "outcome": "passed", "bound": "memory:DRAM", "time_s": 0.02, "flops": 1e9,
+            "flops_by_precision": {"fp32": 1e9}, "bytes": {"DRAM": 1e8}, "ai": {"DRAM": 10.0}, **fields}
+
+
+def write_json(folder: Path, name: str, document: object) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_text(json.dumps(document))
+
+
+def build(history: Path, out: Path) -> str:
+    """``report HISTORY --out OUT`` (exit 0 asserted); the index page's text."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", HistoryFileWarning)
+        assert main(["report", str(history), "--out", str(out)]) == 0
+    return (out / "index.html").read_text(encoding="utf-8")
+
+
+def skipped_items(index: str) -> list[str]:
+    """The items of the index's list of skipped files, as HTML."""
+    section = re.search(r'<section class="skipped">(.*?)</section>', index, re.DOTALL)
+    return re.findall(r"<li>(.*?)</li>", section.group(1)) if section else []
+
+
+@pytest.mark.parametrize(("start", "why"), [
+    ("9999-12-31T23:59:59-01:00",
+     "&#x27;9999-12-31T23:59:59-01:00&#x27; lies outside the dates UTC holds (years 1 to 9999)"),
+    ("z", "&#x27;z&#x27; is not an ISO time"),
+    ("", "&#x27;&#x27; is not an ISO time"),
+])
+def test_a_start_that_is_no_time_skips_its_file_and_the_index_names_it(tmp_path: Path, start: str,
+                                                                       why: str) -> None:
+    history = tmp_path / "history"
+    write_json(history, "good.json", record_document(0, [measured()]))
+    write_json(history, "forged.json", record_document(1, [measured()], start=start))
+    index = build(history, tmp_path / "site")
+    assert skipped_items(index) == [f"<code>forged.json</code>: session.start: {why}"]
+    assert "1 sessions on 1 machine" in index
+    assert len(list((tmp_path / "site").glob("m/*/t/test_a-*.html"))) == 1
+
+
+def test_a_start_past_the_clock_skips_its_file(tmp_path: Path) -> None:
+    history = tmp_path / "history"
+    write_json(history, "good.json", record_document(0, [measured()]))
+    write_json(history, "future.json", record_document(1, [measured()], start="3000-01-01T00:00:00+00:00"))
+    (item,) = skipped_items(build(history, tmp_path / "site"))
+    assert item.startswith("<code>future.json</code>: session.start: &#x27;3000-01-01T00:00:00+00:00&#x27; is not "
+                           "between 2000-01-01 and a day past the clock (")
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("2026-06-01T12:00:00+02:00", datetime(2026, 6, 1, 10, tzinfo=timezone.utc)),
+    ("2026-06-01T12:00:00", datetime(2026, 6, 1, 12, tzinfo=timezone.utc)),  # naive: UTC
+    ("2026-06-02T11:59:59+00:00", datetime(2026, 6, 2, 11, 59, 59, tzinfo=timezone.utc)),  # within a day of now
+    ("2000-01-01T00:00:00+00:00", datetime(2000, 1, 1, tzinfo=timezone.utc)),
+])
+def test_parse_time_gives_utc_within_the_sane_range(text: str, expected: datetime) -> None:
+    now = datetime(2026, 6, 1, 12, tzinfo=timezone.utc)
+    value = parse_time(text, now)
+    assert value == expected and value.utcoffset() == timedelta(0)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("2026-06-02T12:00:01+00:00", ("'2026-06-02T12:00:01+00:00' is not between 2000-01-01 and a day past the clock "
+                                   "(2026-06-02 12:00 UTC)")),
+    ("1999-12-31T23:59:59+00:00", ("'1999-12-31T23:59:59+00:00' is not between 2000-01-01 and a day past the clock "
+                                   "(2026-06-02 12:00 UTC)")),
+    ("0001-01-01T00:30:00+01:00", "'0001-01-01T00:30:00+01:00' lies outside the dates UTC holds (years 1 to 9999)"),
+    ("9999-12-31T23:59:59-01:00", "'9999-12-31T23:59:59-01:00' lies outside the dates UTC holds (years 1 to 9999)"),
+    ("x" * 100, "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... is not an ISO time"),
+])
+def test_parse_time_refuses_what_is_no_sane_start(text: str, message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        parse_time(text, datetime(2026, 6, 1, 12, tzinfo=timezone.utc))
+    assert str(caught.value) == message
+
+
+def test_a_compare_ratio_of_1e300_is_left_out_and_named(tmp_path: Path) -> None:
+    # Without the judge, the A/B chain of the test page overflows on exp(log(1e300) + its interval).
+    history = tmp_path / "history"
+    write_json(history, "good.json", record_document(0, [measured()]))
+    forged = measured(compare={"commit": f"{0:040x}", "verdict": "regressed",
+                               "changes": {"time": {"ratio": 1e300, "ci": [1e-300, 1e301]}}})
+    write_json(history, "forged.json", record_document(1, [forged, measured("t.py::test_b")]))
+    index = build(history, tmp_path / "site")
+    assert skipped_items(index) == [
+        ("<code>forged.json</code>: skipped 1 test record(s) that cannot be trusted: test &#x27;t.py::test_a&#x27;: "
+         "compare.changes.time.ratio: 1e+300 is not within [1e-06, 1e+06]")]
+    assert "2 sessions on 1 machine" in index  # the file's other test is kept
+    assert len(list((tmp_path / "site").glob("m/*/t/test_b-*.html"))) == 1
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    ({"time_s": 1e-300, "flops": 1e300}, "test &#x27;t.py::test_a&#x27;: time_s: 1e-300 is not within [1e-12, 1e+07]"),
+    ({"ai": {"DRAM": 1e300}}, "test &#x27;t.py::test_a&#x27;: ai.DRAM: 1e+300 is not 0 nor within [1e-12, 1e+12]"),
+    ({"ai": {"DRAM": 5e-324}}, "test &#x27;t.py::test_a&#x27;: ai.DRAM: 5e-324 is not 0 nor within [1e-12, 1e+12]"),
+    ({"kernels": [{"name": "k", "flops": {"fp32": 1e300}, "bytes": {"DRAM": 1.0}, "time_s": 1e-3}]},
+     "test &#x27;t.py::test_a&#x27;: kernels[0].flops.fp32: 1e+300 is not within [0, 1e+24]"),
+    ({"judged_roofs": {"peak_flops": {"fp32": 1e300}, "bandwidth": {"DRAM": 1e10}}},
+     "test &#x27;t.py::test_a&#x27;: judged_roofs.peak_flops.fp32: 1e+300 is not within [1000, 1e+20]"),
+])
+def test_numbers_past_physical_ranges_are_left_out_and_named(tmp_path: Path, change: dict[str, Any],
+                                                            why: str) -> None:
+    history = tmp_path / "history"
+    write_json(history, "good.json", record_document(0, [measured()]))
+    write_json(history, "forged.json", record_document(1, [measured(**change)]))
+    index = build(history, tmp_path / "site")
+    assert skipped_items(index) == [
+        f"<code>forged.json</code>: skipped 1 test record(s) that cannot be trusted: {why}"]
+    page = next((tmp_path / "site").glob("m/*/t/test_a-*.html")).read_text(encoding="utf-8")
+    assert "1 sessions, 1 measured" in page
+
+
+def test_machine_roofs_past_physical_ranges_skip_the_file(tmp_path: Path) -> None:
+    history = tmp_path / "history"
+    write_json(history, "good.json", record_document(0, [measured()]))
+    forged = record_document(1, [measured()])
+    forged["machine"]["bandwidth"] = {"DRAM": 1e-300}
+    write_json(history, "forged.json", forged)
+    assert skipped_items(build(history, tmp_path / "site")) == [
+        "<code>forged.json</code>: machine.bandwidth.DRAM: 1e-300 is not within [1000, 1e+20]"]
+
+
+def test_a_chain_past_what_a_float_holds_is_not_drawn_and_the_page_stands(tmp_path: Path) -> None:
+    # 60 nights each x1e6 (every ratio within its range): the chained level reaches e^829, past a float's e^709.
+    history = tmp_path / "history"
+    for night in range(60):
+        compare = {"commit": f"{night - 1:040x}", "verdict": "regressed",
+                   "changes": {"time": {"ratio": 1e6, "ci": [9e5, 1e6]}}} if night else None
+        document = record_document(night, [measured(**({"compare": compare} if compare else {}))],
+                                   start=(datetime(2026, 1, 1, 2, tzinfo=timezone.utc)
+                                          + timedelta(days=night)).isoformat())
+        write_json(history, f"{night:02d}.json", document)
+    index = build(history, tmp_path / "site")
+    assert skipped_items(index) == []
+    page = next((tmp_path / "site").glob("m/*/t/test_a-*.html")).read_text(encoding="utf-8")
+    assert ('<h2>Nightly A/B chain</h2><p class="muted">Not drawn: OverflowError: math range error.</p>'
+            in page)
+    assert "<h2>Roofline</h2>" in page and '<div class="chart" id="fraction"' in page
+
+
+def forged_strings(history: Path) -> None:
+    """8 sessions whose every string a page shows carries markup, beside the name of a skipped file."""
+    def mark(n: int) -> str:
+        return f"<img src=x onerror=alert({n})>"
+
+    level, precision = mark(1), mark(2)
+    for night in range(8):
+        tests = [measured(f"t.py::test_{mark(3)}[{batch}-{mark(4)}]", function=f"t.py::test_{mark(3)}",
+                          params={"batch": batch, "kind": mark(4)}, bound=f"memory:{mark(5)}",
+                          outcome="failed" if night == 7 else mark(6), fraction=0.5 if night < 4 else 0.25,
+                          flops_by_precision={precision: 1e9 * batch}, flops=1e9 * batch, bytes={level: 1e8},
+                          ai={level: 10.0 * batch},
+                          kernels=[{"name": mark(7), "flops": {precision: 1e9}, "bytes": {level: 1e8},
+                                    "time_s": 0.01}],
+                          baseline={"verdict": mark(8), "explanation": mark(9), "statistic": mark(10),
+                                    "sessions": ["s0", "s1"]},
+                          artifacts=[f"{mark(11)}.png"],
+                          compare={"commit": f"{mark(12)}{night - 1}", "verdict": mark(13),
+                                   "changes": {"time": {"ratio": 1.1, "ci": [1.0, 1.2]}}} if night else None)
+                 for batch in (1, 2)]
+        document = record_document(night, tests, id=f"{mark(14)}{night}", git={"commit": f"{mark(12)}{night}",
+                                                                              "branch": mark(15)})
+        document["machine"] = {"key": f"m{mark(16)}", "name": mark(17), "peak_flops": {precision: 1e11},
+                               "bandwidth": {level: 1e10}}
+        write_json(history, f"{night}.json", document)
+    write_json(history, f"{mark(18)}.json", {"format": mark(19)})
+
+
+def strings_in(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in [*strings_in(k), *strings_in(v)]]
+    if isinstance(value, list):
+        return [s for v in value for s in strings_in(v)]
+    return []
+
+
+def test_markup_in_any_string_of_the_history_reaches_no_page_unescaped(tmp_path: Path) -> None:
+    history = tmp_path / "history"
+    forged_strings(history)
+    out = tmp_path / "site"
+    index = build(history, out)
+    files = [p for p in out.rglob("*") if p.is_file()]
+    pages = [p for p in files if p.suffix == ".html"]
+    assert len(pages) == 5  # index, machine, 2 tests, trajectory
+    for path in files:
+        assert b"<img src=x" not in path.read_bytes(), path
+    figures: list[str] = []
+    for page in pages:
+        for text in SCRIPT_JSON.findall(page.read_text(encoding="utf-8")):
+            assert not re.search(r"[<>&\u2028\u2029]", text), page  # the inline JSON escapes them
+            figures += strings_in(json.loads(text))
+    assert figures and not [s for s in figures if "<img" in s]
+    shown = {int(n) for s in figures for n in re.findall(r"&lt;img src=x onerror=alert\((\d+)\)&gt;", s)}
+    # every string that reaches a figure reaches it escaped: roof and level names, test names and parameters,
+    # bound, outcome, the gate's verdict, kernel names; commits as their first 12 characters
+    assert shown == {1, 2, 3, 4, 5, 6, 7, 8}
+    assert "&lt;img src=x o" in figures
+    assert "&lt;img src=x onerror=alert(1)&gt; 10 GB/s" in figures  # the DRAM roof's trace name
+    assert ("<code>&lt;img src=x onerror=alert(18)&gt;.json</code>: format: &#x27;&lt;img src=x onerror=alert(19)"
+            "&gt;&#x27;, not &#x27;pytest-roofline-history&#x27; (nor a results.json)") in skipped_items(index)
+
+
+def test_the_inline_json_escapes_what_html_and_javascript_read() -> None:
+    from pytest_roofline.site import pages
+
+    value = {"a": "</script><!-- & \u2028\u2029"}
+    text = pages.json_text(value)
+    assert text == '{"a":"\\u003c/script\\u003e\\u003c!-- \\u0026 \\u2028\\u2029"}'
+    assert json.loads(text) == value
+
+
+def test_plotly_text_escapes_markup_and_template_fields() -> None:
+    from pytest_roofline.site.charts import plotly_text
+
+    assert plotly_text("memory:<img src=x onerror=alert(1)> %{x} & b") == \
+        "memory:&lt;img src=x onerror=alert(1)&gt; &#37;{x} &amp; b"
+
+
+# Two node ids of one crc32 (0xe506ee73): the test pages were named by it, so the second overwrote the first.
+TWINS = ("tests/d29685295/test_x.py::test_a", "tests/d32060020/test_x.py::test_a")
+
+
+def test_node_ids_of_one_crc32_get_their_own_pages(tmp_path: Path) -> None:
+    assert zlib.crc32(TWINS[0].encode()) == zlib.crc32(TWINS[1].encode()) == 0xE506EE73
+    history = tmp_path / "history"
+    write_json(history, "good.json", record_document(0, [measured(TWINS[0]), measured(TWINS[1], fraction=0.25)]))
+    build(history, tmp_path / "site")
+    found = sorted((tmp_path / "site").glob("m/*/t/*.html"))
+    assert [p.name for p in found] == sorted(f"test_a-{hashlib.sha256(t.encode()).hexdigest()[:20]}.html"
+                                             for t in TWINS)
+    titles = sorted(re.search(r"<h1>(.*?)</h1>", p.read_text(encoding="utf-8")).group(1)  # type: ignore[union-attr]
+                    .replace("<wbr>", "") for p in found)
+    assert titles == sorted(TWINS)
+
+
+def test_a_digest_collision_is_told_apart_not_written_over(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_roofline.site import model
+
+    monkeypatch.setattr(model, "slug", lambda text: "same")  # every name's digest collides
+    assert model.page_names(["b", "a", "c", "a"], ".html") == {"a": "same.html", "b": "same-2.html",
+                                                               "c": "same-3.html"}
+    history = tmp_path / "history"
+    write_json(history, "good.json", record_document(0, [measured("t.py::test_a"),
+                                                         measured("t.py::test_b", fraction=0.25)]))
+    build(history, tmp_path / "site")
+    pages = {p.name: p.read_text(encoding="utf-8") for p in (tmp_path / "site" / "m" / "same" / "t").iterdir()}
+    assert sorted(pages) == ["same-2.html", "same.html"]
+    assert "<h1>t.py::<wbr>test_a</h1>" in pages["same.html"] and "<h1>t.py::<wbr>test_b</h1>" in pages["same-2.html"]
+
+
+def test_a_page_whose_arithmetic_fails_says_so_and_the_index_names_it(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_roofline.site import build as site_build
+
+    def overflow(machine: str, sessions: object) -> str:
+        raise OverflowError("math range error")
+
+    monkeypatch.setattr(site_build, "_machine_page", overflow)
+    history = tmp_path / "history"
+    write_json(history, "good.json", record_document(0, [measured()]))
+    index = build(history, tmp_path / "site")
+    assert skipped_items(index) == ["<code>m: roofs over time</code>: OverflowError: math range error"]
+    page = next((tmp_path / "site").glob("m/*/machine.html")).read_text(encoding="utf-8")
+    assert '<h1>m</h1><p class="note">Not drawn: OverflowError: math range error.</p>' in page
+
+
+def test_a_lone_surrogate_is_written_as_its_escape(tmp_path: Path) -> None:
+    history = tmp_path / "history"
+    write_json(history, "good.json", record_document(0, [measured("t.py::test_\ud800", bound="memory:\udc00")]))
+    build(history, tmp_path / "site")
+    page = next((tmp_path / "site").glob("m/*/t/test-*.html")).read_text(encoding="utf-8")
+    assert "<h1>t.py::<wbr>test_\\ud800</h1>" in page and "<b>memory:\\udc00</b>" in page
+
+
+def test_the_index_names_the_first_100_skipped_files_and_counts_the_rest() -> None:
+    from pytest_roofline.site.build import skipped_section
+    from pytest_roofline.site.history_reader import Skipped
+
+    section = skipped_section([Skipped(f"{i}.json", "not a JSON object") for i in range(102)])
+    items = skipped_items(section)
+    assert len(items) == 101 and items[0] == "<code>0.json</code>: not a JSON object"
+    assert items[-2:] == ["<code>99.json</code>: not a JSON object", "and 2 more"]
+    assert "<h3>102 files skipped or cut</h3>" in section

@@ -14,12 +14,13 @@ Layout of ``out``::
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import resources
@@ -34,14 +35,28 @@ from pytest_roofline.output.record import TestRecord, records_by_id
 
 from . import charts, label_layout, pages
 from .changepoints import change_points
-from .history_reader import Session, read_history
-from .model import TestSummary, history_frame, number, parametrized, params_key, params_label, slug, summarize
+from .history_reader import Session, Skipped, load_history
+from .model import (
+    TestSummary,
+    history_frame,
+    number,
+    page_names,
+    parametrized,
+    params_key,
+    params_label,
+    slug,
+    summarize,
+)
 
 if TYPE_CHECKING:
     from pytest_roofline.history.reader import Session as HistorySession
 
 SPARK_SESSIONS = 60
 FAILING_LISTED = 20
+SKIPPED_LISTED = 100  # skipped files the index names one by one; the rest are counted
+# What a page's arithmetic raises on numbers the reader let through (a chain of many extreme A/B ratios): the
+# page says it was not drawn and why, and the rest of the site is written.
+NOT_DRAWN = (ArithmeticError, ValueError)
 ASSETS = ("site.css", "site.js")
 
 
@@ -190,7 +205,10 @@ def _chain_section(nodeid: str, nights: Sequence[HistorySession]) -> str:
     """The nightly A/B chain (history/chain.py), where the test has A/B nights: empty otherwise."""
     from pytest_roofline.history.chain import trajectory
 
-    path = trajectory(nights, nodeid)
+    try:
+        path = trajectory(nights, nodeid)
+    except NOT_DRAWN as exc:  # chained ratios past what a float holds
+        return f'<h2>Nightly A/B chain</h2><p class="muted">Not drawn: {pages.esc(_why(exc))}.</p>'
     if len(path.nights) < 2:
         return ""
     last = path.nights[-1]
@@ -236,7 +254,8 @@ def _roofline_section(rows: pd.DataFrame, latest: Session) -> str:
         if placed and perf:
             fraction = f"{r.fraction:.3f}" if number(r.fraction) is not None else "—"
             history.append(charts.RooflinePoint(
-                f"{_time(r.start)[:16]} {r.commit}<br>fraction {fraction}, AI at {placed[0]}", placed[1], perf))
+                f"{_time(r.start)[:16]} {charts.plotly_text(r.commit)}<br>fraction {fraction}, AI at "
+                f"{charts.plotly_text(placed[0])}", placed[1], perf))
     record = rows.iloc[-1]["record"]
     perf = _flops_per_s(record)
     if not history or perf is None or not roofs.peak_flops:
@@ -282,8 +301,9 @@ def _kernel_view(record: TestRecord, roofs: charts.Roofs) -> tuple[list[charts.K
         for level, moved in kernel.bytes.items():
             if moved > 0 and level in roofs.bandwidth:
                 points.append(charts.KernelPoint(
-                    f"{pages.esc(kernel.name)}<br>{charts.si(kernel.total_flops, 'FLOP')}, {charts.si(moved, 'B')} "
-                    f"at {pages.esc(level)}; {seconds / total:.0%} of the time", kernel.total_flops / moved,
+                    f"{charts.plotly_text(kernel.name)}<br>{charts.si(kernel.total_flops, 'FLOP')}, "
+                    f"{charts.si(moved, 'B')} at {charts.plotly_text(level)}; {seconds / total:.0%} of the time",
+                    kernel.total_flops / moved,
                     kernel.total_flops / seconds, level, rank, is_tensor_kernel(kernel), seconds / total))
     rows = kernel_rows(ordered, machine)[:KERNELS_LISTED]
     body = [[pages.wrappable(r["name"]), f"{r['time_share']:.1%}" if r["time_share"] != "" else "—",
@@ -339,6 +359,7 @@ def _trajectory_page(machine: str, function: str, variants: Sequence[TestSummary
     axis = next((k for k, v in first.items() if isinstance(v, (int, float)) and not isinstance(v, bool)),
                 next(iter(first)))
     per_session: list[charts.TrajectorySession] = []
+    menu: list[str] = []
     xs: list[float] = []
     # One pass over the rows (a groupby per session costs seconds at a thousand sessions). A row is a namedtuple
     # whose class pandas makes per frame: it has no type to name.
@@ -353,19 +374,21 @@ def _trajectory_page(machine: str, function: str, variants: Sequence[TestSummary
                 continue
             level, ai = placed
             # plotly reads its labels as a little HTML: names such as gemm<float> are escaped
-            others = pages.esc(params_label({k: v for k, v in r.params.items() if k != axis})
-                               or function.split("::")[-1])
+            others = charts.plotly_text(params_label({k: v for k, v in r.params.items() if k != axis})
+                                        or function.split("::")[-1])
             line = lines.setdefault(others, {"x": [], "y": [], "labels": [], "text": []})
             line["x"].append(charts.sig(ai))
             line["y"].append(charts.sig(perf))
-            line["labels"].append(pages.esc(r.params.get(axis)))
+            line["labels"].append(charts.plotly_text(r.params.get(axis)))
             fraction = f"{r.fraction:.3f}" if number(r.fraction) is not None else "—"
-            line["text"].append(f"{pages.esc(params_label(r.params))}<br>fraction {fraction}, "
-                                f"{charts.si(perf, 'FLOP/s')}, AI {ai:.3g} at {level}")
+            line["text"].append(f"{charts.plotly_text(params_label(r.params))}<br>fraction {fraction}, "
+                                f"{charts.si(perf, 'FLOP/s')}, AI {ai:.3g} at {charts.plotly_text(level)}")
             xs.append(ai)
         if sum(len(line["x"]) for line in lines.values()) >= 2:
             session = sessions[position]
-            per_session.append({"label": f"{_time(session.start)[:16]} {session.short_commit}",
+            shown = f"{_time(session.start)[:16]} {session.short_commit}"
+            menu.append(shown)  # the session menu's text, escaped for HTML there
+            per_session.append({"label": charts.plotly_text(shown),
                                 "lines": [{"name": name, **line} for name, line in lines.items()]})
     if not per_session or not roofs.peak_flops:
         return None
@@ -375,8 +398,8 @@ def _trajectory_page(machine: str, function: str, variants: Sequence[TestSummary
     y_axis = label_layout.log_range(
         [_placed(y) for s in per_session for line in s["lines"] for y in line["y"]] + list(roofs.peak_flops.values()),
         below=3.0)
-    layout = charts.roofline_layout(f"{function.split('::')[-1]} by {axis}", height=520, x_range=x_axis,
-                                    y_range=y_axis)
+    layout = charts.roofline_layout(charts.plotly_text(f"{function.split('::')[-1]} by {axis}"), height=520,
+                                    x_range=x_axis, y_range=y_axis)
     for session_spec in per_session:
         drawn = session_spec["lines"]
         flat = [(_placed(x), _placed(y), str(label)) for one in drawn
@@ -386,8 +409,8 @@ def _trajectory_page(machine: str, function: str, variants: Sequence[TestSummary
             one["positions"] = [next(positions) for _ in one["x"]]
     spec = {"roofs": charts.roof_traces(roofs, (low, high)), "sessions": per_session,
             "reference": 0, "colours": charts.PALETTE, "layout": layout}
-    options = "".join(f'<option value="{i}"{" selected" if i == len(per_session) - 1 else ""}>'
-                      f"{pages.esc(s['label'])}</option>" for i, s in reversed(list(enumerate(per_session))))
+    options = "".join(f'<option value="{i}"{" selected" if i == len(menu) - 1 else ""}>'
+                      f"{pages.esc(label)}</option>" for i, label in reversed(list(enumerate(menu))))
     variant_links = ", ".join(f'<a href="../t/{pages.esc(v.page)}">{pages.esc(pages.variant_name(v))}</a>'
                               for v in variants)
     body = (f"<h1>{pages.wrappable(function)}</h1>"
@@ -432,7 +455,8 @@ def _machine_page(machine: str, sessions: Sequence[Session]) -> str:
 
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    # JSON may carry a lone surrogate ("\ud800"), which UTF-8 cannot hold: written as its escape
+    path.write_text(text, encoding="utf-8", errors="backslashreplace")
 
 
 def _copy_assets(out: Path) -> None:
@@ -509,53 +533,87 @@ def build_site(history: Path, out: Path, machine: str | None = None, since: date
         import ruptures  # noqa: F401
     except ImportError:
         raise SiteError("the site needs plotly and ruptures: pip install 'pytest-roofline[site]'") from None
-    by_machine = read_history(history, machine, since)
-    if not by_machine:
+    loaded = load_history(history, machine, since)
+    if not loaded.sessions:
         raise SiteError(f"no readable history session in {history}"
                         + (f" for machine {machine!r}" if machine else "")
                         + (f" since {since:%Y-%m-%d}" if since else ""))
     token = pages.PLOTLY.set(plotly_js or pages.PLOTLY_JS)
     try:
         with staged(out, history) as work:
-            result = _write_site(history, work, by_machine)
+            result = _write_site(history, work, loaded.sessions, loaded.skipped)
     finally:
         pages.PLOTLY.reset(token)
     return BuildResult(out, *result, time.perf_counter() - began)
 
 
-def _write_site(history: Path, out: Path, by_machine: Mapping[str, list[Session]]) -> tuple[int, int, int, int]:
-    """Every page into ``out`` (a fresh folder); sessions, tests, pages and bytes written."""
+def _why(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _drawn(make: Callable[[], str], title: str, root: str, nav: Sequence[tuple[str, str]]) -> tuple[str, str | None]:
+    """The page ``make`` writes, or one saying it was not drawn and why (and the why, for the index)."""
+    try:
+        return make(), None
+    except NOT_DRAWN as exc:
+        why = _why(exc)
+        return pages.page(title, root, f"<h1>{pages.wrappable(title)}</h1><p class=\"note\">Not drawn: "
+                          f"{pages.esc(why)}.</p>", nav), why
+
+
+def _write_site(history: Path, out: Path, by_machine: Mapping[str, list[Session]],
+                skipped: Sequence[Skipped] = ()) -> tuple[int, int, int, int]:
+    """Every page into ``out`` (a fresh folder); sessions, tests, pages and bytes written. ``skipped``: the
+    files the reader skipped or cut, named on the index."""
     _copy_assets(out)
     frame = history_frame(by_machine)
     artifacts = _Artifacts(history, out)
     sections, page_count, test_count = [], 1, 0
+    not_drawn: list[Skipped] = []
+    folders = page_names(by_machine)  # machine keys are read from the history too: one folder each
     for key, sessions in by_machine.items():
         nights = nights_of(sessions)
-        folder = out / "m" / slug(key)
+        top = f"m/{folders[key]}"
+        folder = out / top
         machine_frame = frame[frame["machine"] == key]
         groups = {nodeid: rows for nodeid, rows in machine_frame.groupby("nodeid", sort=False)}
-        summaries = [summarize(key, nodeid, rows) for nodeid, rows in groups.items()]
+        names = page_names(groups, ".html")
+        summaries = [summarize(key, nodeid, rows, names[nodeid]) for nodeid, rows in groups.items()]
+        nav = [("../../../index.html", "index"), ("../machine.html", "machine")]
         trajectories: dict[str, str] = {}
-        for function, variants in parametrized(summaries).items():
-            text = _trajectory_page(key, function, variants, machine_frame, sessions)
+        variants_of = parametrized(summaries)
+        files = page_names(variants_of, ".html")
+        for function, variants in variants_of.items():
+            try:
+                text = _trajectory_page(key, function, variants, machine_frame, sessions)
+            except NOT_DRAWN as exc:
+                not_drawn.append(Skipped(f"{key}: trajectory of {function}", _why(exc)))
+                continue
             if text is not None:
-                trajectories[function] = f"{slug(function)}.html"
+                trajectories[function] = files[function]
                 _write(folder / "traj" / trajectories[function], text)
                 page_count += 1
         index_rows = []
         for summary in sorted(summaries, key=lambda s: s.sort_key):
             trajectory = trajectories.get(summary.function)
-            _write(folder / "t" / summary.page, _test_page(summary, groups[summary.nodeid], sessions[-1], artifacts,
-                                                           f"../traj/{trajectory}" if trajectory else None,
-                                                           nights))
+            text, why = _drawn(functools.partial(_test_page, summary, groups[summary.nodeid], sessions[-1],
+                                                 artifacts, f"../traj/{trajectory}" if trajectory else None, nights),
+                               summary.nodeid, "../../../", nav)
+            if why is not None:
+                not_drawn.append(Skipped(f"{key}: {summary.nodeid}", why))
+            _write(folder / "t" / summary.page, text)
             colour = pages.VERDICT_COLOURS.get(summary.verdict, "#555")
-            index_rows.append((summary, f"m/{slug(key)}/t/{summary.page}",
+            index_rows.append((summary, f"{top}/t/{summary.page}",
                                charts.sparkline(summary.fractions[-SPARK_SESSIONS:], summary.threshold, colour),
-                               f"m/{slug(key)}/traj/{trajectory}" if trajectory else None))
+                               f"{top}/traj/{trajectory}" if trajectory else None))
         page_count += len(summaries) + 1
         test_count += len(summaries)
-        _write(folder / "machine.html", _machine_page(key, sessions))
-        sections.append(_index_section(key, sessions, summaries, trajectories, index_rows))
+        text, why = _drawn(functools.partial(_machine_page, key, sessions), key, "../../",
+                           [("../../index.html", "index")])
+        if why is not None:
+            not_drawn.append(Skipped(f"{key}: roofs over time", why))
+        _write(folder / "machine.html", text)
+        sections.append(_index_section(key, top, sessions, summaries, trajectories, index_rows))
     bounds = sorted({b for b in frame["bound"].dropna().unique() if isinstance(b, str)})
     session_count = sum(len(s) for s in by_machine.values())
     _write(out / "index.html", pages.page("index", "", (
@@ -565,19 +623,44 @@ def _write_site(history: Path, out: Path, by_machine: Mapping[str, list[Session]
         "verdict: the baseline gate's in the latest session where it ran (time, work and fraction against the "
         "test's baseline sessions; its explanation below), else the <i>trend</i>: last 5 sessions against the 5 "
         "before (Mann-Whitney U, a change of 5 % or more at p &lt; 0.05). Worst first.</p>"
-        + pages.filters(bounds) + "".join(sections))))
+        + skipped_section(skipped, not_drawn) + pages.filters(bounds) + "".join(sections))))
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     return session_count, test_count, page_count, size
 
 
-def _index_section(key: str, sessions: Sequence[Session], summaries: Sequence[TestSummary],
+def _listed(items: Sequence[Skipped]) -> str:
+    shown = "".join(f"<li><code>{pages.esc(item.name)}</code>: {pages.esc(item.why)}</li>"
+                    for item in items[:SKIPPED_LISTED])
+    more = f"<li>and {len(items) - SKIPPED_LISTED} more</li>" if len(items) > SKIPPED_LISTED else ""
+    return f"<ul>{shown}{more}</ul>"
+
+
+def skipped_section(skipped: Sequence[Skipped], not_drawn: Sequence[Skipped] = ()) -> str:
+    """The index's list of history files skipped or cut and of pages not drawn, each named with why; empty
+    when there are none. A history is written by many hands: what the site leaves out is said on the page,
+    not only in a warning on the terminal of whoever built it."""
+    if not skipped and not not_drawn:
+        return ""
+    parts = [('<section class="skipped"><h2>Skipped records</h2><p class="muted">The history is untrusted input '
+              "(docs/untrusted-history.md): what the site could not use is named here with why.</p>")]
+    if skipped:
+        parts.append(f"<h3>{len(skipped)} file{'s' if len(skipped) != 1 else ''} skipped or cut</h3>"
+                     + _listed(skipped))
+    if not_drawn:
+        parts.append(f"<h3>{len(not_drawn)} page{'s' if len(not_drawn) != 1 else ''} not drawn</h3>"
+                     + _listed(not_drawn))
+    return "".join(parts) + "</section>"
+
+
+def _index_section(key: str, top: str, sessions: Sequence[Session], summaries: Sequence[TestSummary],
                    trajectories: Mapping[str, str], rows: Sequence[tuple[TestSummary, str, str, str | None]]) -> str:
+    """A machine's part of the index; ``top``: its folder under the site (``m/<name>``)."""
     counts = {v: sum(s.verdict == v for s in summaries) for v in pages.VERDICT_COLOURS}
-    traj = ", ".join(f'<a href="m/{slug(key)}/traj/{pages.esc(page)}">{pages.esc(function.split("::")[-1])}</a>'
+    traj = ", ".join(f'<a href="{top}/traj/{pages.esc(page)}">{pages.esc(function.split("::")[-1])}</a>'
                      for function, page in trajectories.items())
     latest = sessions[-1]
     return (f'<section><div class="machine-head"><h2>{pages.esc(key)}</h2>'
-            f'<a href="m/{slug(key)}/machine.html">roofs over time</a></div>'
+            f'<a href="{top}/machine.html">roofs over time</a></div>'
             f'<p class="muted">{pages.esc(latest.machine.get("name", ""))} · {len(sessions)} sessions, '
             f"latest {_time(latest.start)[:16]} UTC at <code>{pages.esc(latest.short_commit)}</code> · "
             + ", ".join(f"{n} {v}" for v, n in counts.items() if n)

@@ -23,6 +23,18 @@ POINT = "#0072B2"
 FONT = {"family": "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", "size": 12}
 
 
+# plotly reads every text it draws (trace names, hover text, annotations, titles, point labels) as a little
+# HTML, with ``%{...}`` in a hover template as a field; it turns the entities below back into characters.
+_PLOTLY_ENTITIES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "%": "&#37;"})
+
+
+def plotly_text(value: object) -> str:
+    """Text from the history as plotly is to show it: every ``&``, ``<``, ``>`` and ``%`` an entity, so that no
+    name (``memory:<img src=x onerror=...>``) becomes markup or a template field. The one way a string read
+    from a history reaches a figure."""
+    return str(value).translate(_PLOTLY_ENTITIES)
+
+
 def sig(x: float | None, digits: int = 4) -> float | None:
     """A float rounded to ``digits`` significant digits: the pages carry no noise digits."""
     if x is None or not math.isfinite(x):
@@ -54,6 +66,8 @@ def _axis(title: str, **extra: object) -> dict[str, object]:
 
 @dataclass(frozen=True)
 class FractionPoint:
+    """One session of a test, its strings as read (the figure passes them through :func:`plotly_text`)."""
+
     time: str  # ISO time of the session's start
     commit: str
     fraction: float
@@ -66,7 +80,8 @@ class FractionPoint:
 
 @dataclass(frozen=True)
 class Marker:
-    """A change point, drawn as a band between the last session before it and the first after."""
+    """A change point, drawn as a band between the last session before it and the first after; ``label`` and
+    ``hover`` as plain text (the figure escapes them)."""
 
     start: str
     end: str
@@ -86,8 +101,8 @@ def fraction_figure(points: Sequence[FractionPoint], baseline: tuple[float, floa
     data: list[dict[str, object]] = [{
         "type": "scatter", "mode": "lines+markers", "name": "fraction",
         "x": [p.time for p in points], "y": [sig(p.fraction) for p in points],
-        "customdata": [[p.commit, si(p.time_s, "s"), p.bound or "—", p.outcome, p.gate or "not run"]
-                       for p in points],
+        "customdata": [[plotly_text(p.commit), si(p.time_s, "s"), plotly_text(p.bound or "—"),
+                        plotly_text(p.outcome), plotly_text(p.gate or "not run")] for p in points],
         "hovertemplate": ("%{x|%Y-%m-%d %H:%M} UTC<br>commit %{customdata[0]}<br>fraction %{y:.3f}"
                           "<br>time per call %{customdata[1]}<br>bound %{customdata[2]}"
                           "<br>%{customdata[3]}<br>baseline gate: %{customdata[4]}<extra></extra>"),
@@ -113,7 +128,8 @@ def fraction_figure(points: Sequence[FractionPoint], baseline: tuple[float, floa
         shapes.append({"type": "line", **span, "y0": median, "y1": median,
                        "line": {"color": "#009E73", "width": 1, "dash": "dot"}, "layer": "below"})
         annotations.append({"xref": "paper", "x": 1, "y": high, "yanchor": "bottom", "xanchor": "right",
-                            "text": baseline_label, "showarrow": False, "font": {"color": "#009E73", "size": 11}})
+                            "text": plotly_text(baseline_label), "showarrow": False,
+                            "font": {"color": "#009E73", "size": 11}})
         chosen = set(baseline_times)
         ringed = [p for p in points if p.time in chosen]
         if ringed:
@@ -125,8 +141,9 @@ def fraction_figure(points: Sequence[FractionPoint], baseline: tuple[float, floa
         shapes.append({"type": "rect", "xref": "x", "yref": "paper", "x0": marker.start, "x1": marker.end,
                        "y0": 0, "y1": 1, "fillcolor": "rgba(230,159,0,0.35)", "line": {"color": "#E69F00",
                                                                                     "width": 1}})
-        annotations.append({"x": marker.end, "yref": "paper", "y": 1, "yanchor": "bottom", "text": marker.label,
-                            "hovertext": marker.hover, "showarrow": False,
+        annotations.append({"x": marker.end, "yref": "paper", "y": 1, "yanchor": "bottom",
+                            "text": plotly_text(marker.label), "hovertext": plotly_text(marker.hover),
+                            "showarrow": False,
                             "font": {"color": "#9a6a00", "size": 11}})
     timed = [p for p in points if p.time_s is not None]
     if timed:
@@ -157,7 +174,7 @@ def roof_traces(roofs: Roofs, x_range: tuple[float, float]) -> list[dict[str, ob
     fastest = max(roofs.bandwidth.values(), default=None)
     for i, (level, bw) in enumerate(sorted(roofs.bandwidth.items(), key=lambda kv: -kv[1])):
         end = min(high, top / bw) if top else high
-        traces.append({"type": "scatter", "mode": "lines", "name": f"{level} {si(bw, 'B/s')}",
+        traces.append({"type": "scatter", "mode": "lines", "name": f"{plotly_text(level)} {si(bw, 'B/s')}",
                        "x": [low, end], "y": [low * bw, end * bw], "hoverinfo": "name",
                        "line": {"color": PALETTE[i % len(PALETTE)], "width": 1.5}})
     # Names whose values print the same share one line (an older record's fp16 = fp16_tensor); CUDA-core
@@ -170,7 +187,8 @@ def roof_traces(roofs: Roofs, x_range: tuple[float, float]) -> list[dict[str, ob
         peak = max(p for _, p in members)
         tensor = any(is_tensor(name) for name, _ in members)
         start = max(low, peak / fastest) if fastest else low
-        traces.append({"type": "scatter", "mode": "lines", "name": " / ".join(n for n, _ in members) + f" {shown}",
+        name = " / ".join(plotly_text(n) for n, _ in members) + f" {shown}"
+        traces.append({"type": "scatter", "mode": "lines", "name": name,
                        "x": [start, high], "y": [peak, peak], "hoverinfo": "name",
                        "line": {"color": "#444", "width": 1.5, "dash": "dash" if tensor else "solid"}})
     return traces
@@ -195,7 +213,7 @@ def roofline_layout(title: str, height: int = 460, x_range: Sequence[float] | No
 
 @dataclass(frozen=True)
 class RooflinePoint:
-    label: str  # hover text: date, commit, fraction
+    label: str  # hover text: date, commit, fraction; plotly text (history strings through plotly_text)
     ai: float
     flops_per_s: float
 
@@ -204,7 +222,7 @@ class RooflinePoint:
 class KernelPoint:
     """One kernel of the latest session at one memory level (the paper's three markers per kernel)."""
 
-    label: str
+    label: str  # hover text; plotly text (history strings through plotly_text)
     ai: float
     flops_per_s: float
     level: str
@@ -222,9 +240,9 @@ def kernel_traces(kernels: Sequence[KernelPoint]) -> list[dict[str, object]]:
     for level in dict.fromkeys(k.level for k in kernels):
         mine = [k for k in kernels if k.level == level]
         traces.append({
-            "type": "scatter", "mode": "markers", "name": f"latest kernels at {level}",
+            "type": "scatter", "mode": "markers", "name": f"latest kernels at {plotly_text(level)}",
             "x": [sig(k.ai) for k in mine], "y": [sig(k.flops_per_s) for k in mine],
-            "text": [k.label for k in mine], "hovertemplate": "%{text}<extra>" + level + "</extra>",
+            "text": [k.label for k in mine], "hovertemplate": "%{text}<extra>" + plotly_text(level) + "</extra>",
             "marker": {"symbol": LEVEL_SYMBOLS.get(level, "circle"),
                        "size": [sig(8 + 22 * k.share, 3) for k in mine], "opacity": 0.75,
                        "color": [PALETTE[k.rank] if k.rank < len(PALETTE) else "#999" for k in mine],
@@ -248,7 +266,7 @@ def roofline_figure(roofs: Roofs, history: Sequence[RooflinePoint], latest: Mapp
     if latest:
         data.append({"type": "scatter", "mode": "markers+text", "name": "latest, per level",
                      "x": [sig(v) for v in latest.values()], "y": [sig(latest_flops_per_s)] * len(latest),
-                     "text": list(latest), "textposition": "top center",
+                     "text": [plotly_text(level) for level in latest], "textposition": "top center",
                      "hovertemplate": "%{text}: AI %{x:.3g}, %{y:.3s}FLOP/s<extra>latest</extra>",
                      "marker": {"size": 12, "symbol": "diamond-open", "color": FAIL, "line": {"width": 2}}})
     data.extend(kernel_traces(kernels))
@@ -258,10 +276,10 @@ def roofline_figure(roofs: Roofs, history: Sequence[RooflinePoint], latest: Mapp
 def roofs_over_time_figure(title: str, unit: str, times: Sequence[str], commits: Sequence[str],
                            series: Mapping[str, Sequence[float | None]]) -> dict[str, object]:
     """One line per roof (level or precision) over the sessions: the machine's characterization drift."""
-    data = [{"type": "scatter", "mode": "lines+markers", "name": name, "x": list(times),
-             "y": [sig(v) for v in values], "customdata": list(commits),
-             "hovertemplate": f"{name}: %{{y:.3s}}{unit}<br>%{{x|%Y-%m-%d %H:%M}}<br>commit %{{customdata}}"
-                              "<extra></extra>",
+    data = [{"type": "scatter", "mode": "lines+markers", "name": plotly_text(name), "x": list(times),
+             "y": [sig(v) for v in values], "customdata": [plotly_text(c) for c in commits],
+             "hovertemplate": f"{plotly_text(name)}: %{{y:.3s}}{unit}<br>%{{x|%Y-%m-%d %H:%M}}<br>"
+                              "commit %{customdata}<extra></extra>",
              "marker": {"size": 4}, "line": {"color": PALETTE[i % len(PALETTE)], "width": 1}}
             for i, (name, values) in enumerate(series.items())]
     return {"data": data, "layout": _layout(title, height=340, xaxis=_axis("session start (UTC)", type="date"),
@@ -271,7 +289,7 @@ def roofs_over_time_figure(title: str, unit: str, times: Sequence[str], commits:
 class TrajectoryLine(TypedDict, total=False):
     """One line of a trajectory chart in one session: variants that differ only in the axis parameter."""
 
-    name: str
+    name: str  # plotly text, as every string of the line (history strings through plotly_text)
     x: list[float | None]  # sig(): None for a number that is not finite
     y: list[float | None]
     labels: list[str]
@@ -282,7 +300,7 @@ class TrajectoryLine(TypedDict, total=False):
 class TrajectorySession(TypedDict):
     """One session's trajectory chart: its name in the session menu and its lines."""
 
-    label: str
+    label: str  # plotly text
     lines: list[TrajectoryLine]
 
 
@@ -316,7 +334,7 @@ def chain_figure(nights: Sequence[Night], title: str) -> dict[str, object]:
     band the chain's errors grow, beside the raw times (the runner's drift included); nights whose own A/B
     verdict was regressed or improved are marked."""
     times = [n.start for n in nights]
-    commits = [n.commit[:12] for n in nights]
+    commits = [plotly_text(n.commit[:12]) for n in nights]
     band = {"type": "scatter", "mode": "lines", "name": "95 % interval", "x": times + times[::-1],
             "y": [sig(n.high) for n in nights] + [sig(n.low) for n in nights][::-1], "fill": "toself",
             "fillcolor": "rgba(0,114,178,0.15)", "line": {"width": 0}, "hoverinfo": "skip"}

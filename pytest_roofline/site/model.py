@@ -17,11 +17,11 @@ Definitions the index and test pages use (also in docs/site.md):
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import statistics
-import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -83,10 +83,31 @@ def history_frame(sessions: Mapping[str, list[Session]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
+DIGEST_CHARS = 20  # hex digits of SHA-256 in a page name: 80 bits, beyond any forger's search for a twin
+
+
 def slug(text: str) -> str:
-    """A file name for a node id: readable, file-safe, unique by a hash of the full id."""
+    """A file name for a node id (a machine key, a session id): readable, file-safe, and told apart by a
+    SHA-256 digest of the full text, so that a forged id cannot name another test's page."""
     readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", text.split("::")[-1])[:60].strip("._") or "test"
-    return f"{readable}-{zlib.crc32(text.encode()):08x}"
+    return f"{readable}-{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()[:DIGEST_CHARS]}"
+
+
+def page_names(texts: Iterable[str], suffix: str = "") -> dict[str, str]:
+    """A distinct file name per distinct text: its :func:`slug` plus ``suffix``. Where two texts would still
+    share a name (a digest collision, or names that differ only in case on a disk that ignores it), the later
+    in sorted order takes ``-2``, ``-3`` ...: no page is written over another's."""
+    names: dict[str, str] = {}
+    taken: set[str] = set()
+    for text in sorted(set(texts)):
+        base = slug(text)
+        name, count = base, 1
+        while name.lower() in taken:
+            count += 1
+            name = f"{base}-{count}"
+        taken.add(name.lower())
+        names[text] = name + suffix
+    return names
 
 
 def params_label(params: Mapping[str, object]) -> str:
@@ -117,15 +138,12 @@ class TestSummary:
     gate: GateVerdict | None = None  # the baseline gate's, where the latest session ran it
     baseline_sessions: tuple[str, ...] = ()  # the sessions the band is drawn from (ids, oldest first)
     baseline_gate: str | None = None  # the session whose gate chose them; None: the first sessions shown
+    page: str = ""  # its page's file name, distinct among the machine's tests (:func:`page_names`)
 
     @property
     def verdict(self) -> str:
         """The gate's verdict in the latest session where it ran there, else the trend's."""
         return self.gate.verdict if self.gate is not None else self.comparison.verdict
-
-    @property
-    def page(self) -> str:
-        return f"{slug(self.nodeid)}.html"
 
     @property
     def sort_key(self) -> tuple[int, int, float, float, str]:
@@ -145,8 +163,9 @@ def _change(now: float | None, then: float | None) -> float | None:
     return now / then - 1 if now is not None and then else None
 
 
-def summarize(machine: str, nodeid: str, rows: pd.DataFrame) -> TestSummary:
-    """A test's row on the index from its rows of ``history_frame`` (one machine, session order)."""
+def summarize(machine: str, nodeid: str, rows: pd.DataFrame, page: str | None = None) -> TestSummary:
+    """A test's row on the index from its rows of ``history_frame`` (one machine, session order); ``page``:
+    its page's file name (default its :func:`slug`; the site gives the names of :func:`page_names`)."""
     measured = rows.dropna(subset=["fraction"])
     fractions = [float(f) for f in measured["fraction"]]
     now = _median_or_none(fractions[-NOW_SESSIONS:])
@@ -171,7 +190,8 @@ def summarize(machine: str, nodeid: str, rows: pd.DataFrame) -> TestSummary:
         baseline_change=_change(now, baseline[0]) if baseline else None,
         comparison=trend(fractions), gate=GateVerdict.from_record(last["record"], str(last["session_id"]),
                                                                   str(last["commit"])),
-        baseline_sessions=baseline_ids, baseline_gate=gate_session)
+        baseline_sessions=baseline_ids, baseline_gate=gate_session,
+        page=page if page is not None else f"{slug(nodeid)}.html")
 
 
 def gate_baseline(measured: pd.DataFrame) -> tuple[tuple[float, float, float] | None, tuple[str, ...], str | None]:

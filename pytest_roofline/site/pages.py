@@ -29,10 +29,21 @@ def wrappable(value: object) -> str:
     return text
 
 
+# Characters a JSON text keeps as they are but an HTML parser or a JavaScript source reads: escaped, no value
+# can close the script element, open a comment or end a line (outside JSON they occur in no JSON text).
+_SCRIPT_ESCAPES = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028",
+                                 "\u2029": "\\u2029"})
+
+
+def json_text(value: object) -> str:
+    """``value`` as JSON that is safe inside an inline ``<script>``: ``<``, ``>``, ``&``, U+2028 and U+2029
+    written as ``\\u`` escapes (JSON.parse reads them back as the characters)."""
+    return json.dumps(value, separators=(",", ":"), allow_nan=False).translate(_SCRIPT_ESCAPES)
+
+
 def json_script(element_id: str, value: object) -> str:
-    """Data for the page's script; ``</`` is escaped so no value can close the script element."""
-    text = json.dumps(value, separators=(",", ":"), allow_nan=False).replace("</", "<\\/")
-    return f'<script type="application/json" id="{esc(element_id)}">{text}</script>'
+    """Data for the page's script, as :func:`json_text`."""
+    return f'<script type="application/json" id="{esc(element_id)}">{json_text(value)}</script>'
 
 
 def chart(element_id: str, figure: Mapping[str, object], height: int | None = None) -> str:
