@@ -88,7 +88,7 @@ def prune_folder(store: HistoryStore, folder: str, keep: Keep, protect: int, *,
             return []
     gone = {e.name for e in candidates}
     kept = [e for e in entries if e.name not in gone]
-    contents = dict(zip([e.name for e in entries], read_all(store, [e.name for e in entries], MAX_FILE_BYTES)))
+    contents = dict(read_all(store, [e.name for e in entries], MAX_FILE_BYTES))
     ids = {name: _nodeids(data) for name, data in contents.items()}
     seen: dict[str, int] = {}
     for entry in kept:
