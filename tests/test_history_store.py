@@ -20,7 +20,7 @@ import numpy  # noqa: F401
 import pytest
 
 from pytest_roofline.errors import StoreError, StoreSettingError
-from pytest_roofline.history import writer
+from pytest_roofline.history import git_store, object_store, writer
 from pytest_roofline.history.baseline import load_baseline
 from pytest_roofline.history.document import SessionRecord
 from pytest_roofline.history.location import open_store
@@ -30,8 +30,10 @@ from pytest_roofline.history.retention import Keep, prune
 from pytest_roofline.history.store import (
     DirectoryStore,
     HistoryStore,
+    WriteInDoubt,
     copy_sessions,
     printable_url,
+    read_all,
     safe_name,
 )
 
@@ -395,11 +397,9 @@ def test_a_git_branch_is_untrusted_input(clones: Callable[[int], list[Path]]) ->
     git(runner, "add", "-A")
     git(runner, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "--quiet", "-m", "by hand")
     git(runner, "push", "--quiet", "origin", "HEAD:refs/heads/roofline-history")
-    from pytest_roofline.history.store import read_all
-
     names = [e.name for e in store.entries()]
     assert len(names) == 3
-    results = dict(zip(names, read_all(store, names, 2**20)))
+    results = dict(read_all(store, names, 2**20))
     assert isinstance(results[f"{KEY}/big.json"], StoreError) and "more than the 1048576" in str(
         results[f"{KEY}/big.json"])
     assert isinstance(results[f"{KEY}/odd name.json"], StoreError)
@@ -449,8 +449,9 @@ def test_retention_keeps_a_session_it_could_not_read(tmp_path: Path) -> None:
     """A read that failed (a network error) says nothing of the tests a session holds: it may be a test's
     protected baseline, so it is never deleted on that read."""
     class Flaky(DirectoryStore):
-        def read_many(self, names: list[str], max_bytes: int) -> list[bytes | StoreError]:
-            return [StoreError("timed out") if n.endswith("-s0.json") else self.read(n, max_bytes) for n in names]
+        def read_many(self, names: list[str], max_bytes: int) -> Iterator[tuple[str, bytes | StoreError]]:
+            for n in names:
+                yield n, StoreError("timed out") if n.endswith("-s0.json") else self.read(n, max_bytes)
 
     store = Flaky(tmp_path)
     for index in range(6):
@@ -503,3 +504,381 @@ def test_local_retention_prunes_folders_of_any_name(tmp_path: Path) -> None:
     assert len(prune(store.path, Keep(sessions=2), protect=1)) == 4
     assert sorted(p.name[-8:] for p in folder.iterdir()) == ["-s4.json", "-s5.json"]
     assert store.delete(["../outside.json", f"{KEY}/../../x.json"]) == []
+
+
+# --- writes whose outcome is unknown --------------------------------------------------------------------------
+
+class DoubtfulStore(DirectoryStore):
+    """A folder whose creates fail as a network store's do: ``landed`` says, per failing try, whether the
+    object was written before the error (a reply lost after the write) or not (a request that never arrived)."""
+
+    def __init__(self, path: Path, landed: list[bool]) -> None:
+        super().__init__(path)
+        self.landed = landed
+        self.tried: list[str] = []
+
+    def create(self, name: str, data: bytes) -> None:
+        self.tried.append(name)
+        if not self.landed:
+            return super().create(name, data)
+        if self.landed.pop(0):
+            super().create(name, data)
+        raise WriteInDoubt(f"{self.url}: cannot write {name}: timed out")
+
+
+def test_a_create_that_landed_but_reported_an_error_is_written_once(tmp_path: Path) -> None:
+    store = DoubtfulStore(tmp_path, landed=[True])
+    where = writer.write_history(store, record())
+    assert [e.name for e in store.entries()] == [store.tried[0]]
+    assert store.tried == [f"{KEY}/{Path(where).name}"]  # read back, never created again
+    assert (tmp_path / store.tried[0]).read_bytes() == record().encode()
+
+
+def test_a_create_in_doubt_that_did_not_land_is_retried_under_the_same_name(tmp_path: Path) -> None:
+    store = DoubtfulStore(tmp_path, landed=[False, False])
+    writer.write_history(store, record())
+    assert len(store.tried) == 3 and len(set(store.tried)) == 1
+    assert [e.name for e in store.entries()] == store.tried[:1]
+
+
+def test_creates_in_doubt_that_never_settle_fail_and_write_nothing_twice(tmp_path: Path) -> None:
+    store = DoubtfulStore(tmp_path, landed=[False] * 10)
+    with pytest.raises(WriteInDoubt, match="timed out"):
+        writer.write_history(store, record())
+    assert len(store.tried) == 3 and len(set(store.tried)) == 1 and store.entries() == []
+
+
+def test_a_create_in_doubt_on_a_store_that_cannot_be_read_is_tried_once(tmp_path: Path) -> None:
+    """The read-back fails too (the store is down): no second name and no second try, the doubt is raised."""
+    class Down(DoubtfulStore):
+        def read(self, name: str, max_bytes: int) -> bytes:
+            raise StoreError(f"{self.url}: cannot read {name}: connection refused")
+
+    store = Down(tmp_path, landed=[False] * 10)
+    with pytest.raises(WriteInDoubt, match="cannot write .*timed out"):
+        writer.write_history(store, record())
+    assert len(store.tried) == 1 and store.entries() == []
+
+
+def test_only_a_name_holding_other_bytes_draws_a_new_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a create in doubt, the name is taken: by another session's bytes a new name is drawn; by ours (the
+    doubtful try landed after all) it is not."""
+    names = iter([f"{KEY}/first.json", f"{KEY}/second.json"])
+    monkeypatch.setattr(SessionRecord, "name", lambda self: next(names))
+    DirectoryStore(tmp_path).create(f"{KEY}/first.json", b"someone else's session")
+    store = DoubtfulStore(tmp_path, landed=[False])
+    assert Path(writer.write_history(store, record())).name == "second.json"
+    assert store.tried == [f"{KEY}/first.json", f"{KEY}/first.json", f"{KEY}/second.json"]
+    assert (tmp_path / KEY / "first.json").read_bytes() == b"someone else's session"
+    assert (tmp_path / KEY / "second.json").read_bytes() == record().encode()
+
+
+def fail_after_put(monkeypatch: pytest.MonkeyPatch, then: Callable[..., object]) -> list[str]:
+    """obstore.put as it is, then ``then(store, name, data)`` once: the paths put."""
+    import obstore
+
+    real = obstore.put
+    put: list[str] = []
+
+    def put_once(store: Any, name: str, data: bytes, **options: Any) -> Any:
+        put.append(name)
+        done = real(store, name, data, **options)
+        if len(put) == 1:
+            then(store, name, data, **options)
+        return done
+
+    monkeypatch.setattr(obstore, "put", put_once)
+    return put
+
+
+def test_an_s3_put_whose_reply_is_lost_is_stored_once(s3_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from obstore.exceptions import GenericError
+
+    def timed_out(*_: Any, **__: Any) -> None:
+        raise GenericError("Generic S3 error: error sending request: operation timed out")
+
+    put = fail_after_put(monkeypatch, timed_out)
+    store = open_store(s3_url)
+    writer.write_history(store, record())
+    assert len(put) == 1 and [e.name for e in store.entries()] == put
+
+
+def test_an_s3_put_that_obstore_retried_after_it_landed_is_stored_once(s3_url: str,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """obstore retries a request that timed out; when the first one had landed, the retry finds the name taken
+    by our own bytes: that is our object, not a clash."""
+    import obstore
+
+    real = obstore.put
+    put = fail_after_put(monkeypatch, lambda store, name, data, **options: real(store, name, data, **options))
+    store = open_store(s3_url)
+    writer.write_history(store, record())
+    assert len(put) == 1 and [e.name for e in store.entries()] == put
+    with pytest.raises(FileExistsError):  # other bytes under the name are a clash, as ever
+        store.create(put[0], b"other bytes")
+
+
+def test_an_s3_refusal_is_not_in_doubt(s3_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import obstore
+    from obstore.exceptions import PermissionDeniedError
+
+    def refuse(*_: Any, **__: Any) -> None:
+        raise PermissionDeniedError("403 Forbidden")
+
+    monkeypatch.setattr(obstore, "put", refuse)
+    with pytest.raises(StoreError, match="403 Forbidden") as caught:
+        open_store(s3_url).create(f"{KEY}/a.json", b"{}")
+    assert not isinstance(caught.value, WriteInDoubt)
+
+
+# --- git pushes judged by where the branch is, never by git's words ---------------------------------------------
+
+GERMAN = b"Fehler: Fehler beim Versenden einiger Referenzen\nHinweis: Aktualisierungen wurden zur\xc3\xbcckgewiesen\n"
+
+
+def spy_pushes(store: HistoryStore, monkeypatch: pytest.MonkeyPatch,
+               around: Callable[[int, Callable[[], subprocess.CompletedProcess[bytes]]],
+                                subprocess.CompletedProcess[bytes]]) -> list[tuple[str, ...]]:
+    """Every ``git push`` of ``store`` goes through ``around(index, push)``; the pushes' arguments."""
+    real = store._git  # type: ignore[attr-defined]
+    pushes: list[tuple[str, ...]] = []
+
+    def git(*args: str, **options: Any) -> subprocess.CompletedProcess[bytes]:
+        if args[0] != "push":
+            return real(*args, **options)  # type: ignore[no-any-return]
+        pushes.append(args)
+        return around(len(pushes) - 1, lambda: real(*args, **options))
+
+    monkeypatch.setattr(store, "_git", git)
+    return pushes
+
+
+def in_german(done: subprocess.CompletedProcess[bytes]) -> subprocess.CompletedProcess[bytes]:
+    """git's answer with every word translated, as a user's locale would; the porcelain flag and ref stay."""
+    if done.returncode == 0:
+        return done
+    refused = [line.split(b"\t")[:2] for line in done.stdout.splitlines() if line.startswith(b"!\t")]
+    assert len(refused) == 1, done  # the push was refused: its real flag is what is kept
+    stdout = b"Nach origin\n" + b"\t".join([*refused[0], b"[abgelehnt] (zuerst holen)"]) + b"\nFertig\n"
+    return subprocess.CompletedProcess(done.args, done.returncode, stdout, GERMAN)
+
+
+def branch_files(root: Path) -> list[str]:
+    git(root, "fetch", "--quiet", "origin", "roofline-history")
+    return git(root, "ls-tree", "-r", "--name-only", "FETCH_HEAD").split()
+
+
+def test_a_push_race_is_recognised_in_any_locale(clones: Callable[[int], list[Path]], tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another runner pushes between our fetch and our push; every word git says is German: the race is seen
+    by the branch's tip and redone. git itself runs in the C locale (the remote's hook sees it)."""
+    for name, value in {"LANGUAGE": "de", "LC_ALL": "de_DE.UTF-8", "LANG": "de_DE.UTF-8"}.items():
+        monkeypatch.setenv(name, value)
+    hook = tmp_path / "origin.git" / "hooks" / "pre-receive"
+    hook.write_text(f"#!/bin/sh\necho \"$LC_ALL|$LANG|${{LANGUAGE-unset}}\" >> {tmp_path / 'locale'}\n")
+    hook.chmod(0o755)
+    mine, other = clones(2)
+    store = open_store("git:roofline-history", root=mine)
+
+    def racing(index: int, push: Callable[[], subprocess.CompletedProcess[bytes]]
+               ) -> subprocess.CompletedProcess[bytes]:
+        if index == 0:  # the other runner gets there first
+            writer.write_history(open_store("git:roofline-history", root=other), record(session_id="other"))
+        return in_german(push())
+
+    pushes = spy_pushes(store, monkeypatch, racing)
+    writer.write_history(store, record(session_id="mine"))
+    assert len(pushes) == 2
+    assert len(branch_files(mine)) == 2
+    assert {s.id for s in load(open_store("git:roofline-history", root=other)).sessions} == {"mine", "other"}
+    assert (tmp_path / "locale").read_text().split() == ["C|C|unset"] * 2  # the other push, our redo
+
+
+def test_a_hook_that_declines_in_a_races_words_fails_at_once(clones: Callable[[int], list[Path]], tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hook may print anything, 'non-fast-forward' included: the branch did not move, so it is no race."""
+    (runner,) = clones(1)
+    store = open_store("git:roofline-history", root=runner)
+    writer.write_history(store, record(session_id="first"))
+    hook = tmp_path / "origin.git" / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'rejected: non-fast-forward, fetch first (stale info)' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    pushes = spy_pushes(store, monkeypatch, lambda index, push: push())
+    with pytest.raises(StoreError, match="failed: .*non-fast-forward.*pre-receive hook declined"):
+        writer.write_history(store, record(session_id="second"))
+    assert len(pushes) == 1 and len(branch_files(runner)) == 1
+
+
+def test_a_push_that_timed_out_after_landing_is_not_pushed_again(clones: Callable[[int], list[Path]],
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    (runner,) = clones(1)
+    store = open_store("git:roofline-history", root=runner)
+
+    def lands_then_times_out(index: int, push: Callable[[], subprocess.CompletedProcess[bytes]]
+                             ) -> subprocess.CompletedProcess[bytes]:
+        done = push()
+        if index == 0:
+            assert done.returncode == 0
+            raise git_store.GitTimedOut("git push ran past 120 s and was stopped")
+        return done
+
+    pushes = spy_pushes(store, monkeypatch, lands_then_times_out)
+    writer.write_history(store, record())
+    assert len(pushes) == 1 and len(branch_files(runner)) == 1
+
+
+def test_a_push_that_timed_out_before_landing_is_pushed_again(clones: Callable[[int], list[Path]],
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    (runner,) = clones(1)
+    store = open_store("git:roofline-history", root=runner)
+
+    def times_out_once(index: int, push: Callable[[], subprocess.CompletedProcess[bytes]]
+                       ) -> subprocess.CompletedProcess[bytes]:
+        if index == 0:
+            raise git_store.GitTimedOut("git push ran past 120 s and was stopped")
+        return push()
+
+    pushes = spy_pushes(store, monkeypatch, times_out_once)
+    where = writer.write_history(store, record())
+    assert len(pushes) == 2 and branch_files(runner) == [str(where).split("git:roofline-history/", 1)[1]]
+
+
+def test_a_stopped_push_that_lands_late_is_not_written_twice(clones: Callable[[int], list[Path]],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first push is stopped and the branch has not moved when we look; it lands just after (a slow
+    remote). The redo is refused (the tip moved), and the tip then holds our file in our stopped commit."""
+    (runner,) = clones(1)
+    store = open_store("git:roofline-history", root=runner)
+    real = store._git  # type: ignore[attr-defined]
+
+    def lands_late(index: int, push: Callable[[], subprocess.CompletedProcess[bytes]]
+                   ) -> subprocess.CompletedProcess[bytes]:
+        if index == 0:
+            raise git_store.GitTimedOut("git push ran past 120 s and was stopped")
+        if index == 1:
+            assert real(*pushes[0]).returncode == 0  # the first one arrives now
+        return push()
+
+    pushes = spy_pushes(store, monkeypatch, lands_late)
+    writer.write_history(store, record())
+    assert len(pushes) == 2 and len(branch_files(runner)) == 1
+
+
+# --- reads held a few at a time ---------------------------------------------------------------------------------
+
+def test_read_all_reads_nothing_before_it_is_asked(tmp_path: Path) -> None:
+    reads: list[str] = []
+
+    class Counting(DirectoryStore):
+        def read(self, name: str, max_bytes: int) -> bytes:
+            reads.append(name)
+            return super().read(name, max_bytes)
+
+    store = Counting(tmp_path)
+    for index in range(5):
+        store.create(f"{KEY}/{index}.json", b"x" * index)
+    results = read_all(store, [f"{KEY}/{i}.json" for i in range(5)], 100)
+    assert reads == []
+    assert next(results) == (f"{KEY}/0.json", b"")
+    assert reads == [f"{KEY}/0.json"]
+    assert [data for _, data in results] == [b"x", b"xx", b"xxx", b"xxxx"]
+
+
+def test_an_object_store_holds_a_bounded_number_of_objects(s3_url: str) -> None:
+    """40 objects read through read_all: at no point are more than IN_FLIGHT read and not yet taken."""
+    store = open_store(s3_url)
+    names = [f"{KEY}/{index:02d}.json" for index in range(40)]
+    for name in names:
+        store.create(name, name.encode())
+    lock = threading.Lock()
+    done = [0]
+    real = store.read
+
+    def read(name: str, max_bytes: int) -> bytes:
+        data = real(name, max_bytes)
+        with lock:
+            done[0] += 1
+        return data
+
+    store.read = read  # type: ignore[method-assign]
+    held = []
+    results = read_all(store, [*names[:20], f"{KEY}/absent.json", *names[20:]], 100)
+    assert done[0] == 0
+    taken = []
+    for name, data in results:
+        taken.append((name, data))
+        held.append(done[0] - len(taken))
+    assert max(held) <= object_store.IN_FLIGHT - 1 and max(held) >= 1
+    assert [n for n, _ in taken] == [*names[:20], f"{KEY}/absent.json", *names[20:]]
+    assert all(data == name.encode() for name, data in taken if name != f"{KEY}/absent.json")
+    assert isinstance(dict(taken)[f"{KEY}/absent.json"], StoreError)
+
+
+def test_a_git_store_reads_in_batches_bounded_in_bytes(clones: Callable[[int], list[Path]],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    (runner,) = clones(1)
+    store = open_store("git:roofline-history", root=runner)
+    names = [f"{KEY}/{index}.json" for index in range(7)]
+    for index, name in enumerate(names):
+        store.create(name, bytes([65 + index]) * 100)
+    monkeypatch.setattr(git_store, "BATCH_BYTES", 250)  # two objects a batch
+    real = store._git  # type: ignore[attr-defined]
+    batches: list[int] = []
+
+    def git_(*args: str, **options: Any) -> subprocess.CompletedProcess[bytes]:
+        done = real(*args, **options)
+        if args[:2] == ("cat-file", "--batch"):
+            batches.append(len(options["data"].splitlines()))
+        return done  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(store, "_git", git_)
+    store.entries()
+    asked = [*names[:3], f"{KEY}/absent.json", *names[3:]]
+    results = list(read_all(store, asked, 1000))
+    assert [n for n, _ in results] == asked
+    assert [d for n, d in results if n != f"{KEY}/absent.json"] == [bytes([65 + i]) * 100 for i in range(7)]
+    assert isinstance(dict(results)[f"{KEY}/absent.json"], StoreError)
+    assert batches == [2, 2, 2, 1]  # the absent name is yielded in its place, between two blobs of a batch
+
+
+# --- locations that are not what they look like -----------------------------------------------------------------
+
+@pytest.mark.parametrize("text", ["s3:/b/p", "s3:b/p", "S3:/b/p", "gs:/x", "az:container/p", "file:/tmp/h",
+                                  "abfss:/c", "s3:AKIAX:ab/cdSECRET@bucket/p"])
+def test_a_scheme_without_its_slashes_is_refused(text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreSettingError, match=r"--roofline-history: a location starting with '[a-z0-9]+:' but "
+                                                r"not '[a-z0-9]+://' is neither a URL nor a folder; accepted: a "
+                                                r"directory.*s3://BUCKET/PREFIX") as caught:
+        open_store(text)
+    assert "cdSECRET" not in str(caught.value) + printable_url(text) and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("text", ["s3://AKIAX:ab/cdSECRET@bucket/p", "s3://AKIAX:cdSECRET@bucket/p",
+                                  "gs://cdSECRET@bucket/p", "file://user:cdSECRET@/tmp/h",
+                                  "file:///tmp/us/er:cdSECRET@h", "az://u:ab/cdSECRET@container/p",
+                                  "abfss://u:ab/cdSECRET@acct.dfs.core.windows.net/p",
+                                  "abfss://c@cdSECRET@acct.net/p", "s3://AKIAX:ab#cdSECRET@bucket/p"])
+def test_a_url_with_credentials_is_refused_and_never_printed(text: str) -> None:
+    with pytest.raises(StoreSettingError, match="not in the URL") as caught:
+        open_store(text)
+    assert "cdSECRET" not in str(caught.value) and "cdSECRET" not in printable_url(text)
+
+
+def test_the_object_store_refuses_a_secret_holding_a_slash_itself() -> None:
+    pytest.importorskip("obstore")
+    from pytest_roofline.history.object_store import ObjectStore
+
+    with pytest.raises(StoreSettingError, match="not in the URL") as caught:
+        ObjectStore.from_url("s3://AKIAX:ab/cdSECRET@bucket/p")
+    assert "cdSECRET" not in str(caught.value)
+
+
+def test_printable_urls_keep_no_user_info() -> None:
+    assert printable_url("s3://AKIAX:ab/cdSECRET@bucket/p?x=1#y") == "s3://bucket/p"
+    assert printable_url("https://user:pa?ss#wo/rd@host/repo.git") == "https://host/repo.git"
+    assert printable_url("s3://bucket/prefix") == "s3://bucket/prefix"
+    assert printable_url("s3:AKIAX:ab/cdSECRET@bucket/p") == "s3:bucket/p"
+    assert printable_url(".roofline/history") == ".roofline/history"
+    assert printable_url("abfss://history@acct.dfs.core.windows.net/r") == "abfss://history@acct.dfs.core.windows.net/r"
+    assert printable_url("abfss://u:pw@acct.dfs.core.windows.net/r") == "abfss://acct.dfs.core.windows.net/r"

@@ -3,9 +3,13 @@
 For teams with no bucket: a CI job with push rights appends each session as one new file in one new commit on
 that branch (asv keeps its results in a repository the same way). Nothing touches the work tree, the index or
 the user's branches: the branch is fetched into ``refs/roofline-history/BRANCH``, the commit is made with git's
-plumbing on a private index, and pushed. A push that is not a fast-forward (another runner pushed first) is
-fetched again and redone on the new tip, up to :data:`PUSH_TRIES` times: file names are unique, so redoing is
-always a clean merge. Retention removes files from the branch's tip; old sessions stay in its history.
+plumbing on a private index, and pushed. A push that fails is judged by where the remote's branch is now
+(``git ls-remote``), never by the words of git's messages (they follow the user's locale, and hooks print
+anything): a tip that holds our commit means the push landed (its answer was lost, or it timed out); a tip that
+moved means another runner pushed first, and the commit is redone on the new tip, up to :data:`PUSH_TRIES`
+times (file names are unique, so redoing is always a clean merge); a tip that stayed where we built means the
+remote declined it (a hook, a protected branch, missing rights), an error at once with git's words. Retention
+removes files from the branch's tip; old sessions stay in its history.
 """
 
 from __future__ import annotations
@@ -15,15 +19,23 @@ import random
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from pytest_roofline.errors import StoreError, StoreSettingError
-from pytest_roofline.history.store import Entry, safe_name
+from pytest_roofline.history.store import Entry, NoSuchObject, Read, WriteInDoubt, safe_name
 
 PUSH_TRIES = 12
 GIT_TIMEOUT_S = 120.0
+BATCH_BYTES = 64 * 2**20  # the most blob bytes one `cat-file --batch` returns: what read_many holds at once
+# git's messages in English whatever the user's locale: they are shown, never parsed (LANGUAGE is dropped, as
+# gettext would read it before LANG)
+_LOCALE = {"LC_ALL": "C", "LANG": "C"}
 _BRANCH_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/")
+
+
+class GitTimedOut(StoreError):
+    """A git command ran past :data:`GIT_TIMEOUT_S` and was stopped: what it did on a remote is unknown."""
 
 
 class GitBranchStore:
@@ -63,9 +75,12 @@ class GitBranchStore:
                 self._top = None
                 raise StoreError(f"{self.url}: {self.root} is not in a git repository: {_said(found)}")
             self._top = Path(found.stdout.decode("utf-8", "surrogateescape").strip())
+        environ = {k: v for k, v in os.environ.items() if k != "LANGUAGE"}
         try:
             done = subprocess.run(["git", *args], cwd=self._top, input=data, capture_output=True,
-                                  timeout=GIT_TIMEOUT_S, check=False, env={**os.environ, **(env or {})})
+                                  timeout=GIT_TIMEOUT_S, check=False, env={**environ, **_LOCALE, **(env or {})})
+        except subprocess.TimeoutExpired:
+            raise GitTimedOut(f"{self.url}: git {args[0]} ran past {GIT_TIMEOUT_S:.0f} s and was stopped") from None
         except (OSError, subprocess.SubprocessError) as exc:
             raise StoreError(f"{self.url}: git {args[0]}: {exc}") from None
         if check and done.returncode != 0:
@@ -115,44 +130,78 @@ class GitBranchStore:
         return sorted(entries, key=lambda e: e.name)
 
     def read(self, name: str, max_bytes: int) -> bytes:
-        result = self.read_many([name], max_bytes)[0]
-        if isinstance(result, StoreError):
-            raise result
-        return result
+        for _, result in self.read_many([name], max_bytes):
+            if isinstance(result, StoreError):
+                raise result
+            return result
+        raise StoreError(f"{self.url}/{name}: not read")  # read_many yields once per name: never reached
 
-    def read_many(self, names: Sequence[str], max_bytes: int) -> list[bytes | StoreError]:
-        """Every object in one ``git cat-file --batch``, its size checked first (``--batch-check``): a blob over
-        ``max_bytes`` is never read."""
+    def read_many(self, names: Sequence[str], max_bytes: int) -> Iterator[Read]:
+        """Each object's name with its bytes, or the StoreError reading it raised, in order. Sizes are checked
+        first (one ``--batch-check``: a blob over ``max_bytes`` is never read); contents come from ``cat-file
+        --batch`` runs of at most :data:`BATCH_BYTES` each, so the window is never held whole."""
         tip = self._tip()
         if tip is None:
-            return [StoreError(f"{self.url}/{n}: the branch does not exist") for n in names]
-        refused: dict[str, StoreError] = {}
+            for name in names:
+                yield name, NoSuchObject(f"{self.url}/{name}: the branch does not exist")
+            return
+        sizes: dict[str, int | StoreError] = {}
         for name in names:
             try:
                 safe_name(name)
             except StoreError as exc:  # a name someone pushed: skipped alone, the others are read
-                refused[name] = exc
-        found: dict[str, bytes | StoreError] = {}
-        sizes = self._git("cat-file", "--batch-check", data="".join(
-            f"{tip}:{n}\n" for n in names if n not in refused).encode()).stdout.decode().splitlines()
-        small = []
-        for name, line in zip([n for n in names if n not in refused], sizes):
+                sizes[name] = exc
+        plain = [n for n in names if n not in sizes]
+        checked = self._git("cat-file", "--batch-check", data="".join(f"{tip}:{n}\n" for n in plain).encode()) \
+            if plain else None
+        for name, line in zip(plain, checked.stdout.decode().splitlines() if checked else []):
             header = line.split()
-            if len(header) != 3 or header[1] != "blob":
-                found[name] = StoreError(f"{self.url}/{name}: not on the branch")
+            if len(header) != 3 or header[1] != "blob" or not header[2].isdigit():
+                sizes[name] = NoSuchObject(f"{self.url}/{name}: not on the branch")
             elif int(header[2]) > max_bytes:  # refused before its content is read
-                found[name] = StoreError(f"{self.url}/{name}: {header[2]} bytes, more than the {max_bytes} a "
+                sizes[name] = StoreError(f"{self.url}/{name}: {header[2]} bytes, more than the {max_bytes} a "
                                          "record file may have")
             else:
-                small.append(name)
-        out = self._git("cat-file", "--batch", data="".join(f"{tip}:{n}\n" for n in small).encode()).stdout \
-            if small else b""
+                sizes[name] = int(header[2])
+        batch: list[str] = []  # in order, the refused ones among them: they are yielded in their place
+        held = 0
+        for name in names:
+            size = sizes.get(name, NoSuchObject(f"{self.url}/{name}: not on the branch"))
+            if isinstance(size, int) and held and held + size > BATCH_BYTES:
+                yield from self._contents(tip, batch, sizes)
+                batch, held = [], 0
+            batch.append(name)
+            held += size if isinstance(size, int) else 0
+        yield from self._contents(tip, batch, sizes)
+
+    def _contents(self, tip: str, names: list[str], sizes: dict[str, int | StoreError]) -> Iterator[Read]:
+        """``names`` in order: the blobs of those with a size, from one ``cat-file --batch`` on ``tip``; the
+        error of the others."""
+        readable = [n for n in names if isinstance(sizes[n], int)]
+        out, failed = b"", None
+        try:
+            if readable:
+                out = self._git("cat-file", "--batch", data="".join(f"{tip}:{n}\n" for n in readable).encode()).stdout
+        except StoreError as exc:
+            failed = exc
         at = 0
-        for name in small:
-            end = out.index(b"\n", at)
-            size = int(out[at:end].split()[2])
-            found[name], at = out[end + 1:end + 1 + size], end + 1 + size + 1
-        return [refused[n] if n in refused else found[n] for n in names]
+        for name in names:
+            known = sizes[name]
+            if isinstance(known, StoreError):
+                yield name, known
+                continue
+            if failed is not None:
+                yield name, failed
+                continue
+            end = out.find(b"\n", at)
+            header = out[at:end].split() if end >= 0 else []
+            if len(header) != 3 or not header[2].isdigit():  # gone between the size check and the read
+                yield name, NoSuchObject(f"{self.url}/{name}: not on the branch")
+                at = end + 1 if end >= 0 else len(out)
+                continue
+            size = int(header[2])
+            yield name, out[end + 1:end + 1 + size]
+            at = end + 1 + size + 1
 
     def create(self, name: str, data: bytes) -> None:
         path = safe_name(name)
@@ -172,8 +221,10 @@ class GitBranchStore:
                 remove: Sequence[str] = ()) -> list[str]:
         """One commit on the branch's tip that adds and removes files, pushed; redone on a newer tip when
         another runner pushed first. The names removed (those that were there)."""
+        tip = self._fetch()
+        said = ""
+        doubtful: list[str] = []  # our commits whose push was stopped: one may land after we looked
         for attempt in range(PUSH_TRIES):
-            tip = self._fetch()
             with tempfile.TemporaryDirectory(prefix="roofline-git-store-") as work:
                 env = {"GIT_INDEX_FILE": str(Path(work) / "index")}
                 if tip is not None:
@@ -184,6 +235,8 @@ class GitBranchStore:
                     present = set()
                 for path, blob in (add or {}).items():
                     if path in present:
+                        if tip is not None and any(self._holds(tip, c) for c in doubtful):
+                            return []  # a stopped push of ours landed late: the file is ours
                         raise FileExistsError(f"{self.url}/{path}")
                     self._git("update-index", "--add", "--cacheinfo", f"100644,{blob},{path}", env=env)
                 gone = [p for p in remove if p in present]
@@ -196,21 +249,56 @@ class GitBranchStore:
             identity = {"GIT_AUTHOR_NAME": "pytest-roofline", "GIT_AUTHOR_EMAIL": "pytest-roofline@localhost",
                         "GIT_COMMITTER_NAME": "pytest-roofline", "GIT_COMMITTER_EMAIL": "pytest-roofline@localhost"}
             commit = self._git("commit-tree", tree, *parents, "-m", message, env=identity).stdout.decode().strip()
-            pushed = self._git("push", "--quiet", "--porcelain", self.remote_name,
-                               f"{commit}:refs/heads/{self.branch}", check=False)
-            if pushed.returncode == 0:
+            try:
+                pushed: subprocess.CompletedProcess[bytes] | None = self._git(
+                    "push", "--quiet", "--porcelain", self.remote_name, f"{commit}:refs/heads/{self.branch}",
+                    check=False)
+            except GitTimedOut as exc:
+                pushed, said = None, str(exc)  # stopped while the remote may have been updating the branch
+                doubtful.append(commit)
+            if pushed is not None and pushed.returncode == 0:
                 self._git("update-ref", self._ref, commit, check=False)
                 return gone
-            said = _said(pushed)
-            whole = _said(pushed, limit=None)  # matched whole: git's hints come before its verdict
-            # only a race is retried: another runner pushed first (or was updating the ref that moment). A
-            # hook that declined, a protected branch or missing rights are said as git said them
-            if not any(w in whole for w in ("non-fast-forward", "fetch first", "stale info", "cannot lock ref",
-                                            "failed to update ref", "remote contains work")):
+            if pushed is not None:
+                said = _said(pushed)
+            # a pause before looking, which also lets a runner that held the ref's lock (our refusal) finish
+            time.sleep(random.uniform(0.1, 0.3) * (attempt + 1))
+            now = self._now(commit, said)
+            if now is not None and self._holds(now, commit):
+                return gone  # it landed: git's answer was lost or came too late
+            if now == tip and pushed is not None and _declined(pushed, self.branch):
+                # the remote said no to a push on the tip it still has: a hook, a protection, missing rights
                 raise StoreError(f"{self.url}: git push to {self.remote_name!r} failed: {said}")
-            time.sleep(random.uniform(0.05, 0.2) * (attempt + 1))  # redo on the new tip
+            # the tip moved (another runner pushed first), or the push died before the remote answered and
+            # nothing landed: redone on the tip as it is now
+            tip = now
         raise StoreError(f"{self.url}: the branch moved under {PUSH_TRIES} tries in a row; nothing was pushed "
                          f"(git said: {said})")
+
+    def _now(self, commit: str, said: str) -> str | None:
+        """The remote branch's tip after a push that failed, fetched; WriteInDoubt when the remote cannot be
+        asked (the push may have landed)."""
+        try:
+            return self._fetch()
+        except StoreError as exc:
+            raise WriteInDoubt(f"{self.url}: git push of {commit[:12]} to {self.remote_name!r} failed ({said}) and "
+                               f"whether it landed is unknown: {exc}") from None
+
+    def _holds(self, tip: str, commit: str) -> bool:
+        """Whether the fetched ``tip`` is ``commit`` or has it in its history."""
+        if tip == commit:
+            return True
+        return self._git("merge-base", "--is-ancestor", commit, tip, check=False).returncode == 0
+
+
+def _declined(pushed: subprocess.CompletedProcess[bytes], branch: str) -> bool:
+    """Whether ``push --porcelain`` reports our ref rejected (flag ``!``): the remote answered no, as opposed to
+    a push that died before any answer. The flag is git's machine-readable status, the same in every locale."""
+    for line in (pushed.stdout or b"").decode("utf-8", "replace").splitlines():
+        fields = line.split("\t")
+        if len(fields) >= 2 and fields[0] == "!" and fields[1].endswith(f":refs/heads/{branch}"):
+            return True
+    return False
 
 
 def _said(done: subprocess.CompletedProcess[bytes], limit: int | None = 400) -> str:

@@ -8,9 +8,12 @@ import re
 from pathlib import Path
 
 from pytest_roofline.errors import StoreSettingError
-from pytest_roofline.history.store import DirectoryStore, HistoryStore, printable_url
+from pytest_roofline.history.store import DirectoryStore, HistoryStore, is_azure_container, printable_url
 
 OBJECT_SCHEMES = ("s3", "s3a", "gs", "az", "azure", "abfs", "abfss")
+# schemes whose 'SCHEME:' without '//' is a mistyped URL, never a folder of that name: 's3:/b/p' would otherwise
+# be written to ./s3:/b/p and the fleet's store would never hear of it
+URL_SCHEMES = (*OBJECT_SCHEMES, "file", "http", "https", "ftp", "ssh")
 ACCEPTED = ("a directory (.roofline/history), file://DIR, s3://BUCKET/PREFIX, gs://BUCKET/PREFIX, "
             "az://CONTAINER/PREFIX, or git:BRANCH (a branch of this repository's origin)")
 
@@ -37,10 +40,22 @@ def open_store(location: str | os.PathLike[str], *, where: str = "--roofline-his
         return GitBranchStore.from_location(text, where=where, root=root)
     match = re.match(r"([a-zA-Z][a-zA-Z0-9+.-]*)://", text)
     if match is None:
+        mistyped = re.match(r"([a-zA-Z][a-zA-Z0-9+.-]*):", text)
+        if mistyped is not None and mistyped.group(1).lower() in URL_SCHEMES:
+            scheme = mistyped.group(1).lower()
+            # the text is not printed: what follows the scheme may hold a credential
+            raise StoreSettingError(f"{where}: a location starting with {scheme + ':'!r} but not {scheme + '://'!r} "
+                                    f"is neither a URL nor a folder; accepted: {ACCEPTED}")
         return DirectoryStore(Path(text))
     scheme = match.group(1).lower()
+    rest = text[match.end():]
+    if "@" in rest and scheme in (*OBJECT_SCHEMES, "file") and not is_azure_container(scheme, rest):
+        # user info, whatever the scheme and wherever a '/' of a secret puts its '@'
+        raise StoreSettingError(f"{where}: {printable_url(text)!r}: a history URL takes no user or password; put "
+                                "credentials in the environment (AWS_ACCESS_KEY_ID, GOOGLE_APPLICATION_CREDENTIALS, "
+                                "AZURE_STORAGE_ACCOUNT_KEY, ...), not in the URL")
     if scheme == "file":
-        return DirectoryStore(Path(text[len("file://"):] or "."))
+        return DirectoryStore(Path(rest or "."))
     if scheme in OBJECT_SCHEMES:
         from pytest_roofline.history.object_store import ObjectStore
 

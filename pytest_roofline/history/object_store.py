@@ -12,12 +12,22 @@ the environment only, and :attr:`url` never holds them.
 from __future__ import annotations
 
 import datetime as _dt
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from pytest_roofline.errors import StoreError, StoreSettingError
-from pytest_roofline.history.store import Entry, printable_url, safe_name
+from pytest_roofline.history.store import (
+    Entry,
+    NoSuchObject,
+    Read,
+    WriteInDoubt,
+    holds,
+    is_azure_container,
+    printable_url,
+    safe_name,
+)
 
 if TYPE_CHECKING:
     from obstore.store import ObjectStore as _Store
@@ -28,6 +38,11 @@ RETRY: RetryConfig = {"max_retries": 3, "retry_timeout": _dt.timedelta(seconds=2
          "backoff": {"init_backoff": _dt.timedelta(milliseconds=100), "max_backoff": _dt.timedelta(seconds=2),
                      "base": 2.0}}
 INSTALL = "pip install 'pytest-roofline[store]' (obstore)"
+IN_FLIGHT = 16  # reads in flight at once: what read_many holds at most, whatever the window's length
+# obstore's failures that prove nothing was written; any other (a timeout, a 5xx, a connection lost after the
+# request was sent) leaves the outcome unknown
+REFUSED = ("PermissionDeniedError", "UnauthenticatedError", "InvalidPathError", "NotSupportedError",
+           "UnknownConfigurationKeyError")
 
 
 class ObjectStore:
@@ -46,10 +61,10 @@ class ObjectStore:
     def from_url(cls, url: str, *, where: str = "--roofline-history") -> ObjectStore:
         shown = printable_url(url)
         scheme, rest = url.split("://", 1)
-        userinfo = rest.split("/", 1)[0].rpartition("@")[0]
-        # abfs[s]://CONTAINER@ACCOUNT.dfs.core.windows.net/... names a container, not a user: only a password
-        # (user:secret@) or a query (SAS tokens) is a credential there
-        if "?" in url or ":" in userinfo or (userinfo and scheme.lower() not in ("abfs", "abfss")):
+        # any '@' is user info (a secret may hold '/', so it is looked for in the whole URL, not before the first
+        # '/'), but abfs[s]://CONTAINER@ACCOUNT.dfs.core.windows.net/... names a container; a query holds SAS
+        # tokens
+        if "?" in url or "#" in url or ("@" in rest and not is_azure_container(scheme, rest)):
             raise StoreSettingError(f"{where}: {shown!r}: put credentials and options in the environment "
                                     "(AWS_ACCESS_KEY_ID, AWS_ENDPOINT_URL, GOOGLE_APPLICATION_CREDENTIALS, "
                                     "AZURE_STORAGE_ACCOUNT_KEY, ...), not in the URL")
@@ -64,8 +79,7 @@ class ObjectStore:
             store = from_url(url.rstrip("/"), retry_config=RETRY)
         except Exception as exc:  # noqa: BLE001 - obstore's configuration errors have several classes
             raise StoreSettingError(f"{where}: {shown!r}: {_first_line(exc)}") from None
-        return cls(store, url.rstrip("/") if scheme.lower() in ("abfs", "abfss") and ":" not in userinfo
-                   else shown.rstrip("/"))
+        return cls(store, shown.rstrip("/"))
 
     def _fail(self, action: str, exc: BaseException) -> StoreError:
         return StoreError(f"{self.url}: cannot {action}: {type(exc).__name__}: {_first_line(exc)}")
@@ -99,32 +113,55 @@ class ObjectStore:
             data = bytes(result.bytes())
         except Exception as exc:  # noqa: BLE001
             if type(exc).__name__ == "NotFoundError":
-                raise StoreError(f"{self.url}/{name}: gone (pruned since the listing)") from None
+                raise NoSuchObject(f"{self.url}/{name}: gone (pruned since the listing)") from None
             raise self._fail(f"read {name}", exc) from None
         if len(data) > max_bytes:
             raise StoreError(f"{self.url}/{name}: more than the {max_bytes} bytes a record file may have")
         return data
 
-    def read_many(self, names: Sequence[str], max_bytes: int) -> list[bytes | StoreError]:
-        """Each object's bytes, or the StoreError that reading it raised; a few requests in flight at once."""
+    def read_many(self, names: Sequence[str], max_bytes: int) -> Iterator[Read]:
+        """Each object's name with its bytes, or the StoreError that reading it raised, in order; at most
+        :data:`IN_FLIGHT` requests in flight and as many objects held, however many names there are."""
         def one(name: str) -> bytes | StoreError:
             try:
                 return self.read(name, max_bytes)
             except StoreError as exc:
                 return exc
 
-        with ThreadPoolExecutor(max_workers=16) as pool:
-            return list(pool.map(one, names))
+        with ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
+            pending: deque[tuple[str, Future[bytes | StoreError]]] = deque()
+            todo = iter(names)
+            for name in todo:
+                pending.append((name, pool.submit(one, name)))
+                if len(pending) == IN_FLIGHT:
+                    break
+            while pending:
+                name, future = pending.popleft()
+                result = future.result()
+                following = next(todo, None)
+                if following is not None:  # one in, one out: the window stays IN_FLIGHT long
+                    pending.append((following, pool.submit(one, following)))
+                yield name, result
 
     def create(self, name: str, data: bytes) -> None:
         import obstore
 
+        key = safe_name(name)
         try:
-            obstore.put(self._store, safe_name(name), data, mode="create")
+            obstore.put(self._store, key, data, mode="create")
         except Exception as exc:  # noqa: BLE001
-            if type(exc).__name__ in ("AlreadyExistsError", "PreconditionError"):
+            kind = type(exc).__name__
+            if kind in ("AlreadyExistsError", "PreconditionError"):
+                # obstore retries a request that timed out: the name may hold the bytes of our own first try
+                try:
+                    if holds(self, key, data):
+                        return
+                except StoreError as unread:  # ours or not, nobody can tell: no second name for it
+                    raise WriteInDoubt(f"{self.url}/{name} exists and cannot be read back: {unread}") from None
                 raise FileExistsError(f"{self.url}/{name}") from None
-            raise self._fail(f"write {name}", exc) from None
+            if kind in REFUSED:
+                raise self._fail(f"write {name}", exc) from None
+            raise WriteInDoubt(str(self._fail(f"write {name}", exc))) from None
 
     def delete(self, names: Sequence[str]) -> list[str]:
         import obstore

@@ -181,7 +181,7 @@ def load(reference: Path | HistoryStore, *, key: str | None = None, recent: int 
             entries, loaded.notes = machine_entries(store, key, recent)
         names = [e.name for e in entries]
         loaded.listed = len(names)
-        for name, data in zip(names, read_all(store, names, MAX_FILE_BYTES)):
+        for name, data in read_all(store, names, MAX_FILE_BYTES):
             source = f"{store.url}/{name}"
             if isinstance(data, StoreError):
                 loaded.skipped.append(f"{source}: {data}")

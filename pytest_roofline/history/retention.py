@@ -79,7 +79,7 @@ def _parse(entries: Sequence[Entry], store: HistoryStore, folder: str, now: floa
     held: list[_Held] = []
     unparsed = 0
     by_name = {e.name: e for e in entries}
-    for name, data in zip(list(by_name), read_all(store, list(by_name), MAX_FILE_BYTES)):
+    for name, data in read_all(store, list(by_name), MAX_FILE_BYTES):
         try:
             if isinstance(data, Exception):
                 raise data

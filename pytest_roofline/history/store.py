@@ -4,6 +4,8 @@ the repository (``git:BRANCH``), behind one small Protocol.
 Every store holds one immutable object per session, named ``<machine key>/<UTC start>-<commit>-<random>.json``
 (docs/history-format.md). Writers only ever *create* (an object that exists is never overwritten: a new name is
 drawn), so N runners writing at once need no lock and lose nothing, and a reader only ever sees whole sessions.
+A create whose outcome is unknown (a timeout, a server error) raises :class:`WriteInDoubt`; :func:`create_once`
+reads the name back before anything else is tried, so one session is never stored under two names.
 Retention deletes whole objects. Names read back from a store are untrusted: :func:`safe_name` refuses anything
 that could leave the store's folder when a copy is written locally.
 
@@ -14,7 +16,7 @@ Plain Python. ``history.location`` opens the store a path or URL names; the obje
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -25,6 +27,18 @@ from pytest_roofline.errors import StoreError
 _NAME = re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
 # a machine key (history.machine_key): a readable name and 8 hex of the fingerprint
 MACHINE_KEY = re.compile(r"[a-z0-9-]+-[0-9a-f]{8}")
+CREATE_TRIES = 3  # creates of one name whose outcome was unknown, each followed by a read-back
+
+Read = tuple[str, bytes | StoreError]  # one object of read_all: its name and its bytes, or why it was not read
+
+
+class WriteInDoubt(StoreError):
+    """A create failed in a way that does not prove the object is absent: the request may have landed (a
+    timeout, a server error, a push whose answer was lost). :func:`create_once` reads the name back."""
+
+
+class NoSuchObject(StoreError):
+    """A read found no object of that name (pruned since the listing, or never written): the store answered."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +74,7 @@ class HistoryStore(Protocol):
 
     def create(self, name: str, data: bytes) -> None:
         """Write a new object; FileExistsError when the name is taken (nothing is overwritten), StoreError when
-        the store cannot be written."""
+        the store cannot be written, :class:`WriteInDoubt` when it may have been written all the same."""
         ...
 
     def delete(self, names: Sequence[str]) -> list[str]:
@@ -77,24 +91,83 @@ def safe_name(name: str) -> str:
 
 
 def printable_url(url: str) -> str:
-    """The URL without user info, query or fragment: what may be printed and recorded."""
-    match = re.match(r"([a-zA-Z][a-zA-Z0-9+.-]*://)(?:[^@/]*@)?([^?#]*)", url)
-    return f"{match.group(1)}{match.group(2)}" if match else url.split("?", 1)[0].split("#", 1)[0]
+    """The URL without user info, query or fragment: what may be printed and recorded. Everything up to the
+    last ``@`` after ``://`` goes, wherever a ``/``, ``?`` or ``#`` sits before it: a secret may hold any of them
+    (AWS secret keys hold ``/``). Only Azure's ``abfs[s]://CONTAINER@ACCOUNT...`` keeps its container."""
+    match = re.match(r"([a-zA-Z][a-zA-Z0-9+.-]*)://(.*)", url, re.DOTALL)
+    if match is None:  # a path, or a mistyped URL (s3:KEY:SECRET@bucket): its user info goes all the same
+        head = re.match(r"[a-zA-Z][a-zA-Z0-9+.-]*:", url)
+        text = (head.group(0) if head else "") + url.rsplit("@", 1)[1] if "@" in url else url
+        return text.split("?", 1)[0].split("#", 1)[0]
+    scheme, rest = match.groups()
+    if "@" in rest and not is_azure_container(scheme, rest):
+        rest = rest.rsplit("@", 1)[1]
+    return f"{scheme}://{re.split(r'[?#]', rest, maxsplit=1)[0]}"
 
 
-def read_all(store: HistoryStore, names: Sequence[str], max_bytes: int) -> list[bytes | StoreError]:
-    """Each object's bytes or the StoreError reading it raised: in one batch where the store has one (an
-    object store's parallel requests, git's ``cat-file --batch``)."""
+def is_azure_container(scheme: str, rest: str) -> bool:
+    """Whether ``rest`` (what follows ``scheme://``) is Azure's ``CONTAINER@ACCOUNT...`` form: one ``@``, with no
+    ``:``, ``/``, ``?`` or ``#`` before it (a user and password would hold a ``:``)."""
+    head, at, _ = rest.partition("@")
+    return scheme.lower() in ("abfs", "abfss") and bool(at) and bool(head) and rest.count("@") == 1 \
+        and not any(c in head for c in ":/?#")
+
+
+def read_all(store: HistoryStore, names: Sequence[str], max_bytes: int) -> Iterator[Read]:
+    """Each object's name with its bytes or the StoreError reading it raised, in the order of ``names``, one at
+    a time: nothing is read before it is asked for, and a store's batch (an object store's parallel requests,
+    git's ``cat-file --batch``) holds a bounded number of objects at once, never the whole window."""
     batch = getattr(store, "read_many", None)
     if batch is not None:
-        return list(batch(names, max_bytes))
-    results: list[bytes | StoreError] = []
+        yield from batch(names, max_bytes)
+        return
     for name in names:
         try:
-            results.append(store.read(name, max_bytes))
+            yield name, store.read(name, max_bytes)
         except StoreError as exc:
-            results.append(exc)
-    return results
+            yield name, exc
+
+
+def create_once(store: HistoryStore, name: str, data: bytes) -> None:
+    """Create ``name`` holding ``data``, and never leave the same bytes under a second name: after a create
+    whose outcome is unknown (:class:`WriteInDoubt`) the name is read back; our bytes there mean it landed, an
+    absent object means the same name is tried again (a few times). FileExistsError only when the name holds
+    other bytes (the caller draws another name); the doubt itself when the read-back fails too (the store is
+    still failing: no second name is drawn for what may have landed)."""
+    doubt: WriteInDoubt | None = None
+    for _ in range(CREATE_TRIES):
+        try:
+            store.create(name, data)
+            return
+        except FileExistsError:
+            if doubt is not None and _holds(store, name, data, doubt):
+                return  # an earlier try of ours landed
+            raise  # someone else's object: the caller draws another name
+        except WriteInDoubt as exc:
+            doubt = exc
+            if _holds(store, name, data, doubt):
+                return
+    assert doubt is not None
+    raise doubt
+
+
+def _holds(store: HistoryStore, name: str, data: bytes, doubt: WriteInDoubt) -> bool:
+    try:
+        return holds(store, name, data)
+    except StoreError:
+        raise doubt from None
+
+
+def holds(store: HistoryStore, name: str, data: bytes) -> bool:
+    """Whether the object ``name`` holds exactly ``data`` (False: absent, or other bytes); StoreError when it
+    cannot be read. Read with a record's bound, not ours: a larger object there is someone else's, not an
+    error."""
+    from pytest_roofline.history.validate import MAX_FILE_BYTES
+
+    try:
+        return store.read(name, max(len(data), MAX_FILE_BYTES)) == data
+    except NoSuchObject:
+        return False
 
 
 class DirectoryStore:
@@ -135,6 +208,8 @@ class DirectoryStore:
 
         try:
             return read_bytes(self.file(name), max_bytes)
+        except FileNotFoundError:
+            raise NoSuchObject(f"{self.file(name)}: no such file") from None
         except (OSError, ValueError) as exc:
             raise StoreError(f"{self.file(name)}: {getattr(exc, 'strerror', None) or exc}") from None
 
@@ -178,11 +253,11 @@ def copy_sessions(source: HistoryStore, target: HistoryStore, max_bytes: int,
     have = {e.name for e in target.entries(folder=folder)} if placed else set()
     todo = [n for n in placed if placed[n] not in have]
     copied, present = [], sorted(n for n in placed if placed[n] in have)
-    for name, data in zip(todo, read_all(source, todo, max_bytes)):
+    for name, data in read_all(source, todo, max_bytes):
         try:
             if isinstance(data, StoreError):
                 raise data
-            target.create(safe_name(placed[name]), data)
+            create_once(target, safe_name(placed[name]), data)
             copied.append(name)
         except FileExistsError:
             present.append(name)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from pytest_roofline.errors import StoreError
 from pytest_roofline.history.document import SessionRecord
-from pytest_roofline.history.store import DirectoryStore, HistoryStore
+from pytest_roofline.history.store import DirectoryStore, HistoryStore, create_once
 
 
 def check_writable(directory: Path) -> None:
@@ -27,14 +27,17 @@ TRIES = 20  # names taken at once: 1 in 65536 for two sessions in one second on 
 
 def write_history(store: Path | HistoryStore, record: SessionRecord) -> Path | str:
     """Create the session's object in the store (a directory: a temp file, then a link that never replaces);
-    a taken name draws a new random part, so nothing is ever overwritten. Returns where it went (a path, or
-    the store's URL and the name, a string). StoreError when the store cannot be written."""
+    a taken name draws a new random part, so nothing is ever overwritten. A create that may have landed is
+    read back before anything else is tried (:func:`~pytest_roofline.history.store.create_once`): a new name
+    is drawn only when the name holds other bytes, so the site and retention never see one session twice.
+    Returns where it went (a path, or the store's URL and the name, a string). StoreError when the store cannot
+    be written."""
     target = DirectoryStore(store) if isinstance(store, Path) else store
     data = record.encode()
     for _ in range(TRIES):
         name = record.name()
         try:
-            target.create(name, data)
+            create_once(target, name, data)
         except FileExistsError:
             continue
         return target.file(name) if isinstance(target, DirectoryStore) else f"{target.url}/{name}"
