@@ -28,12 +28,13 @@ MAX_DEPTH = 64  # the deepest record the plugin writes nests about 10 deep
 MAX_FRACTION = 1.2  # output.session_output.IMPOSSIBLE_FRACTION: above it the roof was wrong, not the code fast
 HISTORY_FORMAT = "pytest-roofline-history"
 HISTORY_SCHEMA = 1  # the newest history schema this package writes and reads (history.document.SCHEMA)
-# Physical ranges: a measured call takes less than a day, counts less than 1e24 FLOPs or bytes (a zettascale
-# machine busy for a day), an A/B ratio lies within 1000x either way. Beyond them a record is forged or broken,
-# and a number that large overflows the arithmetic of the chain and the site.
-MAX_SECONDS = 86_400.0
-MAX_WORK = 1e24
-MAX_RATIO = 1e3
+# Physical ranges of every number read back: wide enough for any machine and test there is, narrow enough that
+# the products and quotients computed from them (FLOP/s, ridge points, log axes, chained A/B ratios) stay finite.
+TIME_RANGE = (1e-12, 1e7)  # seconds of one call: a picosecond to about four months
+MAX_WORK = 1e24  # FLOPs or bytes of one call
+ROOF_RANGE = (1e3, 1e20)  # a roof: FLOP/s of a precision, bytes/s of a memory level
+AI_RANGE = (1e-12, 1e12)  # FLOPs per byte (or 0)
+RATIO_RANGE = (1e-6, 1e6)  # an A/B ratio and the ends of its intervals
 # A session's start: after this plugin could have written it, and no later than the reader's clock allows for
 # skew between runners; a start beyond it would stay the newest session for as long as the skew lasts.
 EARLIEST_START = _dt.datetime(2020, 1, 1, tzinfo=_dt.timezone.utc)
@@ -114,8 +115,9 @@ def _check_number(value: object, field: str, low: float, high: float, *, low_ope
         raise Invalid(f"{field}: {_text(value)} is not a finite number in {bounds}")
 
 
-def _positive(value: object, field: str, high: float = MAX_SECONDS) -> None:
-    _check_number(value, field, 0.0, high)
+def _positive(value: object, field: str) -> None:
+    """A time: within :data:`TIME_RANGE`."""
+    _check_number(value, field, TIME_RANGE[0], TIME_RANGE[1], low_open=False)
 
 
 def _non_negative(value: object, field: str, high: float = MAX_WORK) -> None:
@@ -185,37 +187,41 @@ def _list(value: object, field: str) -> Sequence[object]:
     return value
 
 
-MAX_ROOF = 1e19  # FLOP/s or bytes/s: ten exaFLOP/s, beyond any one machine a test runs on
-
-
-def _number_map(value: object, field: str, *, positive: bool = False) -> None:
-    """``{name: number}`` (FLOPs, bytes, intensities, roofs): numbers finite, not negative (roofs positive)."""
+def _number_map(value: object, field: str, *, roofs: bool = False) -> None:
+    """``{name: number}``: FLOPs and bytes finite in [0, :data:`MAX_WORK`], roofs in :data:`ROOF_RANGE`."""
     for key, number in _mapping(value, field).items():
-        if positive:
-            _positive(number, f"{field}.{key}", MAX_ROOF)
+        if roofs:
+            _check_number(number, f"{field}.{key}", ROOF_RANGE[0], ROOF_RANGE[1], low_open=False, optional=False)
         elif number is not None:
             _non_negative(number, f"{field}.{key}")
+
+
+def _intensities(value: object, field: str) -> None:
+    """``{level: FLOPs per byte}``: 0, or within :data:`AI_RANGE` (a log axis starts below the lowest)."""
+    for key, number in _mapping(value, field).items():
+        if number is not None and number != 0:
+            _check_number(number, f"{field}.{key}", AI_RANGE[0], AI_RANGE[1], low_open=False)
 
 
 def _roofs(value: object, field: str) -> None:
     roofs = _mapping(value, field)
     _string(roofs.get("name"), f"{field}.name")
-    _number_map(roofs.get("peak_flops"), f"{field}.peak_flops", positive=True)
-    _number_map(roofs.get("bandwidth"), f"{field}.bandwidth", positive=True)
+    _number_map(roofs.get("peak_flops"), f"{field}.peak_flops", roofs=True)
+    _number_map(roofs.get("bandwidth"), f"{field}.bandwidth", roofs=True)
 
 
 def _samples(value: object, field: str) -> None:
     for i, sample in enumerate(_list(value, field)):
-        _check_number(sample, f"{field}[{i}]", 0.0, MAX_SECONDS, optional=False)
+        _check_number(sample, f"{field}[{i}]", TIME_RANGE[0], TIME_RANGE[1], low_open=False, optional=False)
 
 
 def _ratio(value: object, field: str) -> None:
-    _check_number(value, field, 1.0 / MAX_RATIO, MAX_RATIO, low_open=False)
+    _check_number(value, field, RATIO_RANGE[0], RATIO_RANGE[1], low_open=False)
 
 
 def _compare(value: object, field: str) -> None:
-    """An A/B block (``tests[].compare``): its ratios and intervals within :data:`MAX_RATIO` either way, its
-    times and fractions as a test's, its commit a full object id."""
+    """An A/B block (``tests[].compare``): its ratios and intervals within :data:`RATIO_RANGE`, its times and
+    fractions as a test's, its commit a full object id."""
     if value is None:
         return
     block = _mapping(value, field)
@@ -232,7 +238,7 @@ def _compare(value: object, field: str) -> None:
     for i, ratio in enumerate(_list(block.get("pair_ratios"), f"{field}.pair_ratios")):
         _ratio(ratio, f"{field}.pair_ratios[{i}]")
     for key in ("max_drop", "max_slowdown", "between_cv"):
-        _check_number(block.get(key), f"{field}.{key}", 0.0, MAX_RATIO, low_open=False)
+        _check_number(block.get(key), f"{field}.{key}", 0.0, RATIO_RANGE[1], low_open=False)
     parse_commit(block.get("commit"), f"{field}.commit")
 
 
@@ -262,8 +268,9 @@ def _measured(record: Mapping[str, object], field: str) -> None:
     for key in ("time_s", "t_min_s"):
         _positive(record.get(key), f"{field}{key}")
     _non_negative(record.get("flops"), f"{field}flops")
-    for key in ("flops_by_precision", "bytes", "ai"):
+    for key in ("flops_by_precision", "bytes"):
         _number_map(record.get(key), f"{field}{key}")
+    _intensities(record.get("ai"), f"{field}ai")
     _string(record.get("bound"), f"{field}bound")
     _kernels(record.get("kernels"), f"{field}kernels")
 

@@ -298,11 +298,12 @@ class MeasuringSession:
 
     def _write_results(self, session: pytest.Session) -> None:
         from pytest_roofline.history.session_files import write_session_files
+        from pytest_roofline.plugin.options import recorded_arguments
 
         state = self.state
         written = write_session_files(file_targets(state), state.loaded_machine, self.records,
                                       session_meta(state, session, state.malloc),
-                                      list(session.config.invocation_params.args), counter_label=state.counter_label,
+                                      recorded_arguments(session.config), counter_label=state.counter_label,
                                       root=session.config.rootpath)
         errors = took_written(state, written)
         state.write_error = "\n".join([*([state.write_error] if state.write_error else []), *errors]) or None

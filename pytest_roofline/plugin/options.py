@@ -283,3 +283,31 @@ def first_history(settings: Settings) -> bool:
         return False  # a store that holds nothing yet reads as empty: every test is new, no usage error
     return (not reference.exists()
             and reference.resolve() == history.resolve())
+
+
+def recorded_arguments(config: pytest.Config) -> list[str]:
+    """The command line as the history keeps it: the roofline options and the test selection (paths and node
+    ids, ``-k`` and ``-m``), each redacted; never another plugin's option or ``-o`` (a ``--token=`` or an ini
+    value would reach a store every runner of a fleet reads)."""
+    from pytest_roofline._redact import redact
+
+    given = [str(a) for a in config.invocation_params.args]
+    takes_value = value_options()
+    positional = {str(a) for a in config.args}
+    kept: list[str] = []
+    i = 0
+    while i < len(given):
+        arg = given[i]
+        name = arg.split("=", 1)[0]
+        if name == "--roofline" or name.startswith("--roofline-"):
+            kept.append(arg)
+            if "=" not in arg and name in takes_value and i + 1 < len(given):
+                kept.append(given[i + 1])
+                i += 1
+        elif not arg.startswith("-") and arg in positional:
+            kept.append(arg)
+        i += 1
+    for flag, value in (("-k", config.option.keyword), ("-m", config.option.markexpr)):
+        if value:
+            kept += [flag, str(value)]
+    return [redact(a) for a in kept]

@@ -141,8 +141,10 @@ class XdistController:
         if errors:
             meta["worker_errors"] = errors
         machine = Machine.from_dict(merged["machine"]) if merged["machine"] else state.loaded_machine
+        from pytest_roofline.plugin.options import recorded_arguments
+
         written = took_written(state, write_session_files(
-            file_targets(state), machine, merged["tests"], meta, list(session.config.invocation_params.args),
+            file_targets(state), machine, merged["tests"], meta, recorded_arguments(session.config),
             counter_label=state.counter_label, root=session.config.rootpath))
         lines = [*([state.write_error] if state.write_error else []), *(f"roofline: worker {e}" for e in errors),
                  *written]
