@@ -99,4 +99,4 @@ def test_import_ncu_machine_roofs_are_checked(tmp_path: Path, capsys: pytest.Cap
     roofs.write_text('{"name": "m", "peak_flops": {"fp32": Infinity}, "bandwidth": {"DRAM": 1e10}}')
     assert main(["import-ncu", str(tmp_path / "any.csv"), "--machine-file", str(roofs)]) == 2
     assert capsys.readouterr().err == (f"import-ncu: cannot read machine file {roofs}: machine.peak_flops.fp32: inf "
-                                       "is not a finite number in (0, 1e+19]\n")
+                                       "is not a finite number in [1000, 1e+20]\n")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
+import math
 import os
 import re
 import warnings
@@ -178,10 +179,12 @@ def skipped_items(index: str) -> list[str]:
 
 
 @pytest.mark.parametrize(("start", "why"), [
-    ("9999-12-31T23:59:59-01:00",
-     "&#x27;9999-12-31T23:59:59-01:00&#x27; lies outside the dates UTC holds (years 1 to 9999)"),
-    ("z", "&#x27;z&#x27; is not an ISO time"),
-    ("", "&#x27;&#x27; is not an ISO time"),
+    # a time in the year 10000 once in UTC: the shared reader's parse_start refuses what astimezone overflows on
+    ("9999-12-31T23:59:59-01:00", "&#x27;9999-12-31T23:59:59-01:00&#x27; is not an ISO 8601 time"),
+    ("z", "&#x27;z&#x27; is not an ISO 8601 time"),
+    ("", "&#x27;&#x27; is not an ISO 8601 time"),
+    ("2019-12-31T23:59:59+00:00",
+     "&#x27;2019-12-31T23:59:59+00:00&#x27; is outside 2020-01-01 .. the reader&#x27;s clock + 1 h"),
 ])
 def test_a_start_that_is_no_time_skips_its_file_and_the_index_names_it(tmp_path: Path, start: str,
                                                                        why: str) -> None:
@@ -199,15 +202,17 @@ def test_a_start_past_the_clock_skips_its_file(tmp_path: Path) -> None:
     write_json(history, "good.json", record_document(0, [measured()]))
     write_json(history, "future.json", record_document(1, [measured()], start="3000-01-01T00:00:00+00:00"))
     (item,) = skipped_items(build(history, tmp_path / "site"))
-    assert item.startswith("<code>future.json</code>: session.start: &#x27;3000-01-01T00:00:00+00:00&#x27; is not "
-                           "between 2000-01-01 and a day past the clock (")
+    assert item == ("<code>future.json</code>: session.start: &#x27;3000-01-01T00:00:00+00:00&#x27; is outside "
+                    "2020-01-01 .. the reader&#x27;s clock + 1 h")
 
 
 @pytest.mark.parametrize(("text", "expected"), [
     ("2026-06-01T12:00:00+02:00", datetime(2026, 6, 1, 10, tzinfo=timezone.utc)),
     ("2026-06-01T12:00:00", datetime(2026, 6, 1, 12, tzinfo=timezone.utc)),  # naive: UTC
-    ("2026-06-02T11:59:59+00:00", datetime(2026, 6, 2, 11, 59, 59, tzinfo=timezone.utc)),  # within a day of now
-    ("2000-01-01T00:00:00+00:00", datetime(2000, 1, 1, tzinfo=timezone.utc)),
+    ("2026-06-01T13:00:00+00:00", datetime(2026, 6, 1, 13, tzinfo=timezone.utc)),  # the clock + 1 h: the latest
+    ("2026-06-01T14:59:59+02:00", datetime(2026, 6, 1, 12, 59, 59, tzinfo=timezone.utc)),  # compared in UTC
+    ("2020-01-01T00:00:00+00:00", datetime(2020, 1, 1, tzinfo=timezone.utc)),  # validate.EARLIEST_START
+    ("2020-01-01T00:00:00", datetime(2020, 1, 1, tzinfo=timezone.utc)),
 ])
 def test_parse_time_gives_utc_within_the_sane_range(text: str, expected: datetime) -> None:
     now = datetime(2026, 6, 1, 12, tzinfo=timezone.utc)
@@ -215,14 +220,21 @@ def test_parse_time_gives_utc_within_the_sane_range(text: str, expected: datetim
     assert value == expected and value.utcoffset() == timedelta(0)
 
 
+OUTSIDE = "is outside 2020-01-01 .. the reader's clock + 1 h"
+
+
 @pytest.mark.parametrize(("text", "message"), [
-    ("2026-06-02T12:00:01+00:00", ("'2026-06-02T12:00:01+00:00' is not between 2000-01-01 and a day past the clock "
-                                   "(2026-06-02 12:00 UTC)")),
-    ("1999-12-31T23:59:59+00:00", ("'1999-12-31T23:59:59+00:00' is not between 2000-01-01 and a day past the clock "
-                                   "(2026-06-02 12:00 UTC)")),
-    ("0001-01-01T00:30:00+01:00", "'0001-01-01T00:30:00+01:00' lies outside the dates UTC holds (years 1 to 9999)"),
-    ("9999-12-31T23:59:59-01:00", "'9999-12-31T23:59:59-01:00' lies outside the dates UTC holds (years 1 to 9999)"),
-    ("x" * 100, "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... is not an ISO time"),
+    ("2026-06-01T13:00:01+00:00", f"session.start: '2026-06-01T13:00:01+00:00' {OUTSIDE}"),  # a second past
+    ("2026-06-01T15:00:01+02:00", f"session.start: '2026-06-01T15:00:01+02:00' {OUTSIDE}"),  # 13:00:01 UTC
+    ("2026-06-02T11:59:59+00:00", f"session.start: '2026-06-02T11:59:59+00:00' {OUTSIDE}"),  # the old day of skew
+    ("2019-12-31T23:59:59+00:00", f"session.start: '2019-12-31T23:59:59+00:00' {OUTSIDE}"),
+    ("2020-01-01T00:30:00+01:00", f"session.start: '2020-01-01T00:30:00+01:00' {OUTSIDE}"),  # 2019 in UTC
+    ("2000-01-01T00:00:00+00:00", f"session.start: '2000-01-01T00:00:00+00:00' {OUTSIDE}"),  # the old earliest
+    # years 0 and 10000 once in UTC: astimezone overflows, and the text is refused as no time
+    ("0001-01-01T00:30:00+01:00", "session.start: '0001-01-01T00:30:00+01:00' is not an ISO 8601 time"),
+    ("9999-12-31T23:59:59-01:00", "session.start: '9999-12-31T23:59:59-01:00' is not an ISO 8601 time"),
+    ("2026-13-01T00:00:00", "session.start: '2026-13-01T00:00:00' is not an ISO 8601 time"),
+    ("x" * 100, "session.start: 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... is not an ISO 8601 time"),
 ])
 def test_parse_time_refuses_what_is_no_sane_start(text: str, message: str) -> None:
     with pytest.raises(ValueError) as caught:
@@ -231,7 +243,8 @@ def test_parse_time_refuses_what_is_no_sane_start(text: str, message: str) -> No
 
 
 def test_a_compare_ratio_of_1e300_is_left_out_and_named(tmp_path: Path) -> None:
-    # Without the judge, the A/B chain of the test page overflows on exp(log(1e300) + its interval).
+    # Let through, the A/B chain of the test page would chain exp(log(1e300) + its interval): the shared reader
+    # refuses the record (validate.RATIO_RANGE), and the site names it.
     history = tmp_path / "history"
     write_json(history, "good.json", record_document(0, [measured()]))
     forged = measured(compare={"commit": f"{0:040x}", "verdict": "regressed",
@@ -239,20 +252,24 @@ def test_a_compare_ratio_of_1e300_is_left_out_and_named(tmp_path: Path) -> None:
     write_json(history, "forged.json", record_document(1, [forged, measured("t.py::test_b")]))
     index = build(history, tmp_path / "site")
     assert skipped_items(index) == [
-        ("<code>forged.json</code>: skipped 1 test record(s) that cannot be trusted: test &#x27;t.py::test_a&#x27;: "
-         "compare.changes.time.ratio: 1e+300 is not within [1e-06, 1e+06]")]
+        ("<code>forged.json</code>: skipped 1 test record(s) that cannot be trusted: tests[0] "
+         "(&#x27;t.py::test_a&#x27;): compare.changes.time.ratio: 1e+300 is not a finite number in [1e-06, 1e+06]")]
     assert "2 sessions on 1 machine" in index  # the file's other test is kept
     assert len(list((tmp_path / "site").glob("m/*/t/test_b-*.html"))) == 1
 
 
+TEST_A = "tests[0] (&#x27;t.py::test_a&#x27;)"
+
+
 @pytest.mark.parametrize(("change", "why"), [
-    ({"time_s": 1e-300, "flops": 1e300}, "test &#x27;t.py::test_a&#x27;: time_s: 1e-300 is not within [1e-12, 1e+07]"),
-    ({"ai": {"DRAM": 1e300}}, "test &#x27;t.py::test_a&#x27;: ai.DRAM: 1e+300 is not 0 nor within [1e-12, 1e+12]"),
-    ({"ai": {"DRAM": 5e-324}}, "test &#x27;t.py::test_a&#x27;: ai.DRAM: 5e-324 is not 0 nor within [1e-12, 1e+12]"),
+    ({"time_s": 1e-300, "flops": 1e300}, f"{TEST_A}: time_s: 1e-300 is not a finite number in [1e-12, 1e+07]"),
+    ({"time_s": 0.02, "flops": 1e300}, f"{TEST_A}: flops: 1e+300 is not a finite number in [0, 1e+24]"),
+    ({"ai": {"DRAM": 1e300}}, f"{TEST_A}: ai.DRAM: 1e+300 is not a finite number in [1e-12, 1e+12]"),
+    ({"ai": {"DRAM": 5e-324}}, f"{TEST_A}: ai.DRAM: 5e-324 is not a finite number in [1e-12, 1e+12]"),
     ({"kernels": [{"name": "k", "flops": {"fp32": 1e300}, "bytes": {"DRAM": 1.0}, "time_s": 1e-3}]},
-     "test &#x27;t.py::test_a&#x27;: kernels[0].flops.fp32: 1e+300 is not within [0, 1e+24]"),
+     f"{TEST_A}: kernels[0].flops.fp32: 1e+300 is not a finite number in [0, 1e+24]"),
     ({"judged_roofs": {"peak_flops": {"fp32": 1e300}, "bandwidth": {"DRAM": 1e10}}},
-     "test &#x27;t.py::test_a&#x27;: judged_roofs.peak_flops.fp32: 1e+300 is not within [1000, 1e+20]"),
+     f"{TEST_A}: judged_roofs.peak_flops.fp32: 1e+300 is not a finite number in [1000, 1e+20]"),
 ])
 def test_numbers_past_physical_ranges_are_left_out_and_named(tmp_path: Path, change: dict[str, Any],
                                                             why: str) -> None:
@@ -273,11 +290,15 @@ def test_machine_roofs_past_physical_ranges_skip_the_file(tmp_path: Path) -> Non
     forged["machine"]["bandwidth"] = {"DRAM": 1e-300}
     write_json(history, "forged.json", forged)
     assert skipped_items(build(history, tmp_path / "site")) == [
-        "<code>forged.json</code>: machine.bandwidth.DRAM: 1e-300 is not within [1000, 1e+20]"]
+        "<code>forged.json</code>: machine.bandwidth.DRAM: 1e-300 is not a finite number in [1000, 1e+20]"]
 
 
-def test_a_chain_past_what_a_float_holds_is_not_drawn_and_the_page_stands(tmp_path: Path) -> None:
-    # 60 nights each x1e6 (every ratio within its range): the chained level reaches e^829, past a float's e^709.
+def test_a_chain_past_what_a_float_holds_is_drawn_bounded_and_the_page_stands(tmp_path: Path) -> None:
+    # 60 nights each x1e6 (every ratio at the top of validate.RATIO_RANGE, so none is refused): the chained level
+    # would reach e^829, past a float's e^709; history/chain.py bounds each level at e^MAX_LOG_LEVEL (e^700).
+    from pytest_roofline.history.chain import MAX_LOG_LEVEL
+    from pytest_roofline.site.charts import sig
+
     history = tmp_path / "history"
     for night in range(60):
         compare = {"commit": f"{night - 1:040x}", "verdict": "regressed",
@@ -289,15 +310,33 @@ def test_a_chain_past_what_a_float_holds_is_not_drawn_and_the_page_stands(tmp_pa
     index = build(history, tmp_path / "site")
     assert skipped_items(index) == []
     page = next((tmp_path / "site").glob("m/*/t/test_a-*.html")).read_text(encoding="utf-8")
-    assert ('<h2>Nightly A/B chain</h2><p class="muted">Not drawn: OverflowError: math range error.</p>'
-            in page)
+    assert "Not drawn" not in page
+    assert '<h2>Nightly A/B chain</h2><div class="chart" id="chain"' in page
+    assert '<p class="muted">60 nights, 59 A/B comparisons; last night ×' in page
+    (chain,) = re.findall(r'<script type="application/json" id="chain-data">(.*?)</script>', page)
+    band, level, _raw = json.loads(chain)["data"]
+    levels = level["y"]
+    # every night drawn as a finite number (sig() writes an infinite or NaN level as null), rising x1e6 a night
+    # until the bound, then held there
+    assert len(levels) == 60 and all(isinstance(y, float) for y in [*levels, *band["y"]])
+    assert levels[0] == 1.0 and levels == sorted(levels)
+    assert levels[5] == pytest.approx(1e30, rel=1e-3)
+    assert levels[-1] == sig(math.exp(MAX_LOG_LEVEL)) and max(band["y"]) == levels[-1]
     assert "<h2>Roofline</h2>" in page and '<div class="chart" id="fraction"' in page
 
 
+def mark(n: int) -> str:
+    return f"<img src=x onerror=alert({n})>"
+
+
+def commit(night: int) -> str:
+    return f"{night}" * 40  # a full object id, told apart by its first 12 characters
+
+
 def forged_strings(history: Path) -> None:
-    """8 sessions whose every string a page shows carries markup, beside the name of a skipped file."""
-    def mark(n: int) -> str:
-        return f"<img src=x onerror=alert({n})>"
+    """8 sessions whose every string a page shows carries markup (where the shared reader lets markup through:
+    not in session ids, commits, branches and machine keys, which have forms of their own), beside the names of
+    skipped files: one with markup in its name and format, one each with markup where a form refuses it."""
 
     level, precision = mark(1), mark(2)
     for night in range(8):
@@ -311,15 +350,22 @@ def forged_strings(history: Path) -> None:
                           baseline={"verdict": mark(8), "explanation": mark(9), "statistic": mark(10),
                                     "sessions": ["s0", "s1"]},
                           artifacts=[f"{mark(11)}.png"],
-                          compare={"commit": f"{mark(12)}{night - 1}", "verdict": mark(13),
+                          compare={"commit": commit(night - 1), "verdict": mark(13),
                                    "changes": {"time": {"ratio": 1.1, "ci": [1.0, 1.2]}}} if night else None)
                  for batch in (1, 2)]
-        document = record_document(night, tests, id=f"{mark(14)}{night}", git={"commit": f"{mark(12)}{night}",
-                                                                              "branch": mark(15)})
-        document["machine"] = {"key": f"m{mark(16)}", "name": mark(17), "peak_flops": {precision: 1e11},
+        if night == 7:  # an A/B block whose reference is markup, not a commit: the record alone is left out
+            tests.append(measured("t.py::test_forged", compare={"commit": mark(12), "verdict": "regressed"}))
+        document = record_document(night, tests, git={"commit": commit(night), "branch": "main"})
+        document["machine"] = {"key": "m", "name": mark(17), "peak_flops": {precision: 1e11},
                                "bandwidth": {level: 1e10}}
         write_json(history, f"{night}.json", document)
     write_json(history, f"{mark(18)}.json", {"format": mark(19)})
+    forms = {"id": {"id": mark(14)}, "commit": {"git": {"commit": mark(12)}}, "branch": {"git": {"branch": mark(15)}}}
+    for night, (name, session) in enumerate(forms.items(), start=20):
+        write_json(history, f"forged-{name}.json", record_document(night, [measured()], **session))
+    forged_key = record_document(23, [measured()])
+    forged_key["machine"]["key"] = f"m{mark(16)}"
+    write_json(history, "forged-key.json", forged_key)
 
 
 def strings_in(value: object) -> list[str]:
@@ -352,10 +398,24 @@ def test_markup_in_any_string_of_the_history_reaches_no_page_unescaped(tmp_path:
     # every string that reaches a figure reaches it escaped: roof and level names, test names and parameters,
     # bound, outcome, the gate's verdict, kernel names; commits as their first 12 characters
     assert shown == {1, 2, 3, 4, 5, 6, 7, 8}
-    assert "&lt;img src=x o" in figures
+    assert commit(7)[:12] in figures
     assert "&lt;img src=x onerror=alert(1)&gt; 10 GB/s" in figures  # the DRAM roof's trace name
-    assert ("<code>&lt;img src=x onerror=alert(18)&gt;.json</code>: format: &#x27;&lt;img src=x onerror=alert(19)"
-            "&gt;&#x27;, not &#x27;pytest-roofline-history&#x27; (nor a results.json)") in skipped_items(index)
+    # the files the shared reader refuses, each named on the index with the field, escaped
+    assert sorted(skipped_items(index)) == sorted([
+        ("<code>7.json</code>: skipped 1 test record(s) that cannot be trusted: tests[2] (&#x27;t.py::test_forged"
+         "&#x27;): compare.commit: &#x27;&lt;img src=x onerror=alert(12)&gt;&#x27; is not a full hexadecimal commit "
+         "id"),
+        ("<code>&lt;img src=x onerror=alert(18)&gt;.json</code>: format: &#x27;&lt;img src=x onerror=alert(19)"
+         "&gt;&#x27;, not &#x27;pytest-roofline-history&#x27; (nor a results.json)"),
+        ("<code>forged-branch.json</code>: session.git.branch: &#x27;&lt;img src=x onerror=alert(15)&gt;&#x27; is "
+         "not a branch name"),
+        ("<code>forged-commit.json</code>: session.git.commit: &#x27;&lt;img src=x onerror=alert(12)&gt;&#x27; is "
+         "not a full hexadecimal commit id"),
+        ("<code>forged-id.json</code>: session.id: &#x27;&lt;img src=x onerror=alert(14)&gt;&#x27; is not a session "
+         "id ([A-Za-z0-9._:+-], at most 100)"),
+        ("<code>forged-key.json</code>: machine.key: &#x27;m&lt;img src=x onerror=alert(16)&gt;&#x27; is not a "
+         "machine key ([a-z0-9-], at most 80)"),
+    ])
 
 
 def test_the_inline_json_escapes_what_html_and_javascript_read() -> None:

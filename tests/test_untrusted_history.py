@@ -52,17 +52,28 @@ def write(folder: Path, name: str, document: Any) -> Path:
     ("fraction", -0.5, "fraction: -0.5 is not a finite number in (0, 1.2]"),
     ("fraction", "0.5", "fraction: '0.5' is not a finite number in (0, 1.2]"),
     ("min_fraction", 1.1, "min_fraction: 1.1 is not a finite number in (0, 1]"),
-    ("time_s", 0.0, "time_s: 0.0 is not a finite number in (0, 86400]"),
+    ("time_s", 0.0, "time_s: 0.0 is not a finite number in [1e-12, 1e+07]"),  # validate.TIME_RANGE
+    ("time_s", 1e-13, "time_s: 1e-13 is not a finite number in [1e-12, 1e+07]"),
+    ("time_s", 1e8, "time_s: 100000000.0 is not a finite number in [1e-12, 1e+07]"),
+    ("flops", 1e25, "flops: 1e+25 is not a finite number in [0, 1e+24]"),  # validate.MAX_WORK
+    ("ai", {"DRAM": 1e13}, "ai.DRAM: 10000000000000.0 is not a finite number in [1e-12, 1e+12]"),  # validate.AI_RANGE
+    ("ai", {"DRAM": 1e-13}, "ai.DRAM: 1e-13 is not a finite number in [1e-12, 1e+12]"),
+    ("compare", {"changes": {"time": {"ratio": 2e6}}},  # validate.RATIO_RANGE
+     "compare.changes.time.ratio: 2000000.0 is not a finite number in [1e-06, 1e+06]"),
+    ("compare", {"changes": {"time": {"ratio": 1.5, "ci": [1e-7, 2.0]}}},
+     "compare.changes.time.ci[0]: 1e-07 is not a finite number in [1e-06, 1e+06]"),
     ("params", "batch=8", "params: 'batch=8' is not an object"),
     ("params", {"n": [1, 2]}, "params.n: [1, 2] is not a string, a finite number, a bool or null"),
     ("regions", [{"t_min_s": 1e-3, "timing": {"rounds": "many"}}],
      "regions[0].timing.rounds: 'many' is not a whole number >= 0"),
     ("regions", [{"t_min_s": 1e-3, "timing": {"samples_s": ["fast"]}}],
-     "regions[0].timing.samples_s[0]: 'fast' is not a finite number in (0, 86400]"),
+     "regions[0].timing.samples_s[0]: 'fast' is not a finite number in [1e-12, 1e+07]"),
     ("kernels", [{"name": 7}], "kernels[0].name: 7 is not a string"),
     ("artifacts", [{"path": "/etc/passwd"}], "artifacts[0]: {'path': '/etc/passwd'} is not a string"),
-    ("judged_roofs", {"peak_flops": {"fp32": 0}},
-     "judged_roofs.peak_flops.fp32: 0 is not a finite number in (0, 1e+19]"),
+    ("judged_roofs", {"peak_flops": {"fp32": 0}},  # validate.ROOF_RANGE
+     "judged_roofs.peak_flops.fp32: 0 is not a finite number in [1000, 1e+20]"),
+    ("judged_roofs", {"bandwidth": {"DRAM": 2e20}},
+     "judged_roofs.bandwidth.DRAM: 2e+20 is not a finite number in [1000, 1e+20]"),
 ])
 def test_check_test_names_the_field(field: str, value: Any, expected: str) -> None:
     with pytest.raises(validate.Invalid) as info:
@@ -73,6 +84,10 @@ def test_check_test_names_the_field(field: str, value: Any, expected: str) -> No
 def test_a_sound_record_passes() -> None:
     validate.check_test(test_record())
     validate.check_test({"nodeid": "t.py::test_b", "fraction": None})  # not measured: null fraction
+    # the ends of each physical range are inside it, and an intensity may be 0 (no bytes moved at that level)
+    validate.check_test(test_record(time_s=1e-12, t_min_s=1e7, flops=1e24, ai={"DRAM": 0, "L2": 1e-12, "L1": 1e12},
+                                    judged_roofs={"peak_flops": {"fp32": 1e3}, "bandwidth": {"DRAM": 1e20}},
+                                    compare={"changes": {"time": {"ratio": 1e6, "ci": [1e-6, 1e6]}}}))
 
 
 def test_deep_nesting_is_refused_before_json_recurses(tmp_path: Path) -> None:
@@ -168,7 +183,7 @@ def test_a_header_that_cannot_be_trusted_skips_the_file(tmp_path: Path) -> None:
     loaded = load(folder)
     assert loaded.sessions == []
     assert loaded.skipped == [(f"{folder / KEY / 'roofs.json'}: machine.peak_flops.fp32: 'fast' is not a finite "
-                              "number in (0, 1e+19]")]
+                              "number in [1000, 1e+20]")]
 
 
 def test_check_reference_accepts_histories_and_results_only(tmp_path: Path) -> None:

@@ -183,9 +183,9 @@ def load(reference: Path | HistoryStore, *, key: str | None = None, recent: int 
         loaded.listed = len(names)
         for name, data in read_all(store, names, MAX_FILE_BYTES):
             source = f"{store.url}/{name}"
-            if isinstance(data, StoreError):
-                loaded.skipped.append(f"{source}: {data}")
-                loaded.unreadable.append(f"{source}: {data}")
+            if isinstance(data, StoreError):  # its message names the object already
+                loaded.skipped.append(str(data))
+                loaded.unreadable.append(str(data))
                 continue
             try:
                 session = session_from(parse_json(data), source, loaded.skipped)
