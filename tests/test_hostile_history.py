@@ -124,8 +124,8 @@ def test_a_commit_that_git_would_resolve_to_another_object_is_refused(store: His
     loaded = load(store, key=KEY)
     assert [s.id for s in loaded.sessions] == ["s1"]
     shown = repr(commit) if len(repr(commit)) <= 40 else repr(commit)[:37] + "..."  # messages cut a long value
-    assert loaded.refused == [f"{store.url}/{name(2)}: session.git.commit: {shown} is not a full hexadecimal "
-                              "commit id"]
+    assert loaded.refused == [(f"{store.url}/{name(2)}: session.git.commit: {shown} is not a full hexadecimal "
+                              "commit id")]
     night = resolve_last(loaded.sessions, key=KEY, branch="main", head=HEAD)
     assert night.commit == REAL[1]  # the sound session's commit, never the code under test
 
@@ -136,8 +136,8 @@ def test_a_record_under_another_machines_folder_is_refused(store: HistoryStore) 
     put(store, name(1), other)
     loaded = load(store, key=KEY)
     assert loaded.sessions == []
-    assert loaded.refused == [f"{store.url}/{name(1)}: machine.key 'other-machine-00000000' is not the folder "
-                              f"{KEY!r} it sits in"]
+    assert loaded.refused == [(f"{store.url}/{name(1)}: machine.key 'other-machine-00000000' is not the folder "
+                              f"{KEY!r} it sits in")]
     assert loaded.blind() == f"all 1 history object(s) listed were refused: {loaded.refused[0]}"
 
 
@@ -200,8 +200,8 @@ def test_the_gate_fails_the_session_when_its_history_is_all_garbage(
     monkeypatch.setenv("ROOFLINE_TEST_K", "2")  # twice the work: only a blind gate would pass it
     result = run_roofline(machine, "--roofline-baseline", ".roofline/history")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["*roofline: exit status 1: the baseline could not be read: all 3 history "
-                                 "object(s) listed were refused*"])
+    result.stdout.fnmatch_lines([("*roofline: exit status 1: the baseline could not be read: all 3 history "
+                                 "object(s) listed were refused*")])
 
 
 # --- 3. retention deletes real history -------------------------------------------------------------------------
