@@ -28,6 +28,7 @@ from pytest_roofline.ab.impact import (
     changed_code,
     classify,
     impact,
+    untraced,
 )
 
 WORK = '''\
@@ -449,6 +450,18 @@ def test_code_trace_nests_and_ignores_a_stop_without_a_start(
     assert not code_trace.active
     assert code_trace.functions() == {(rel, "g"), (rel, "later"), (rel, "A.m"), (rel, "A.m.<locals>.inner")}
     assert other.functions() == {(rel, "later")}
+
+
+def test_untraced_calls_are_not_recorded_and_tracing_resumes_after(
+        tmp_path: Path, load: Callable[[Path, str], ModuleType]) -> None:
+    module = load(tmp_path, SOURCE)
+    rel = f"{module.__name__}.py"
+    with CodeTrace(tmp_path) as code_trace:
+        with untraced():
+            module.later()
+            assert sys.getprofile() is None
+        module.g()
+    assert code_trace.functions() == {(rel, "g")}
 
 
 @pytest.mark.skipif(sys.version_info >= (3, 12), reason="sys.monitoring shares no hook with sys.setprofile")

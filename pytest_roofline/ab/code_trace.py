@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from types import CodeType, FrameType, TracebackType
@@ -92,6 +94,8 @@ class _Files:
 _lock = threading.Lock()
 _active: tuple[CodeTrace, ...] = ()  # read without the lock by the callbacks: rebound, never mutated
 _tool: int | None = None  # the sys.monitoring tool id held while a trace is active (Python >= 3.12)
+_untraced_depth = 0  # nested untraced() blocks (Python >= 3.12: the events are off for the whole process)
+_FILES: dict[str, _Files] = {}
 
 
 def _on_profile(frame: FrameType, event: str, arg: object) -> None:
@@ -131,7 +135,10 @@ class CodeTrace:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(os.path.realpath(root))
-        self._files = _Files(self.root)
+        with _lock:
+            # One cache per root for the process: a trace per test would otherwise resolve every module's path
+            # again at each start.
+            self._files = _FILES.setdefault(str(self.root), _Files(self.root))
         self._depth = 0
         self._codes: dict[int, tuple[CodeType, tuple[str, str] | None]] = {}  # by id; the code kept alive
         self._functions: set[tuple[str, str]] = set()
@@ -227,7 +234,7 @@ def _install() -> str | None:
             if monitoring.get_tool(tool) is None:
                 monitoring.use_tool_id(tool, "pytest-roofline change impact")
                 monitoring.register_callback(tool, monitoring.events.PY_START, _on_py_start)
-                monitoring.set_events(tool, monitoring.events.PY_START)
+                monitoring.set_events(tool, 0 if _untraced_depth else monitoring.events.PY_START)
                 _tool = tool
                 return None
         return f"no free sys.monitoring tool id among {_MONITORING_TOOLS}"
@@ -253,3 +260,31 @@ def _uninstall() -> None:
         sys.setprofile(None)
     if threading.getprofile() is _on_profile:
         threading.setprofile(None)
+
+
+@contextmanager
+def untraced() -> Iterator[None]:
+    """No trace hook runs inside: for the timed calls, whose time a hook would change. Python >= 3.12: no
+    events in the whole process; earlier: no hook in this thread. Code that runs only inside is not recorded."""
+    global _untraced_depth
+    if sys.version_info >= (3, 12):
+        with _lock:
+            _untraced_depth += 1
+            if _tool is not None:
+                sys.monitoring.set_events(_tool, 0)
+        try:
+            yield
+        finally:
+            with _lock:
+                _untraced_depth -= 1
+                if _tool is not None and _untraced_depth == 0:
+                    sys.monitoring.set_events(_tool, sys.monitoring.events.PY_START)
+        return
+    ours = sys.getprofile() is _on_profile
+    if ours:
+        sys.setprofile(None)
+    try:
+        yield
+    finally:
+        if ours and _active:
+            sys.setprofile(_on_profile)

@@ -22,6 +22,7 @@ those functions in each affected test's :class:`TestTrace`.
 from __future__ import annotations
 
 import ast
+import copy
 import os
 import re
 import subprocess
@@ -30,10 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from pytest_roofline.ab.code_trace import ANY_FUNCTION, MODULE, CodeTrace, TestTrace, block_name
+from pytest_roofline.ab.code_trace import ANY_FUNCTION, MODULE, CodeTrace, TestTrace, block_name, untraced
 
 __all__ = ["ANY_FUNCTION", "MODULE", "Change", "CodeTrace", "FileChange", "Opaque", "Reason", "TestTrace",
-           "block_name", "changed_code", "classify", "compare_source", "impact"]
+           "block_name", "changed_code", "classify", "compare_source", "impact", "untraced"]
 
 MAX_SOURCE_BYTES = 4 << 20  # a larger .py file is not parsed: a module-level change
 GIT_TIMEOUT_S = 120.0
@@ -176,8 +177,8 @@ def _parse(source: bytes) -> ast.Module | None:
         return None
 
 
-def _function_names(tree: ast.Module) -> set[str]:
-    return set(_Splitter(frozenset()).split(tree)) - {MODULE}
+def _blocks(tree: ast.Module | None, skip: frozenset[str] = frozenset()) -> dict[str, list[str]]:
+    return {} if tree is None else _Splitter(skip).split(tree)
 
 
 def compare_source(old: bytes | None, new: bytes | None) -> tuple[str | None, frozenset[str]]:
@@ -185,27 +186,23 @@ def compare_source(old: bytes | None, new: bytes | None) -> tuple[str | None, fr
     Python file; None for a side where the file does not exist."""
     old_tree = None if old is None else _parse(old)
     new_tree = None if new is None else _parse(new)
-    old_names = set() if old_tree is None else _function_names(old_tree)
-    new_names = set() if new_tree is None else _function_names(new_tree)
+    old_blocks = _blocks(old_tree)
+    new_blocks = _blocks(copy.deepcopy(new_tree))  # the splitter edits the tree: a second pass may need it
+    names = (set(old_blocks) | set(new_blocks)) - {MODULE}
     if old is None or new is None:
-        return ("added" if old is None else "deleted"), frozenset(old_names | new_names)
+        return ("added" if old is None else "deleted"), frozenset(names)
     if old_tree is None or new_tree is None:
         return f"does not parse {'at REF' if old_tree is None else 'in the working tree'}", frozenset()
-    removed = old_names - new_names
-    old_blocks = _Splitter(frozenset()).split(_parse_again(old))
-    new_blocks = _Splitter(frozenset(new_names - old_names)).split(_parse_again(new))
-    functions = frozenset(name for name in (old_names | new_names) if old_blocks.get(name) != new_blocks.get(name))
+    added = frozenset(set(new_blocks) - set(old_blocks))
+    if added:
+        new_blocks = _blocks(new_tree, added)
+    functions = frozenset(name for name in names if old_blocks.get(name) != new_blocks.get(name))
+    removed = set(old_blocks) - set(new_blocks)
     if removed:
         return f"removes {', '.join(sorted(removed))}", functions
     if old_blocks[MODULE] != new_blocks[MODULE]:
         return "module-level code differs", functions
     return None, functions
-
-
-def _parse_again(source: bytes) -> ast.Module:
-    tree = _parse(source)  # the splitter edits the tree it is given: each pass gets a fresh one
-    assert tree is not None
-    return tree
 
 
 # -------------------------------------------------------------------------------------------------- the diff
