@@ -158,6 +158,19 @@ class StoreError(RuntimeError):
         super().__init__(redact(str(message)))
 
 
+class WriteInDoubt(StoreError):
+    """A create failed in a way that does not prove the object is absent: the request may have landed (a
+    timeout, a server error, a push whose answer was lost). ``history.store.create_once`` reads the name back."""
+
+
+class NoSuchObject(StoreError):
+    """A read found no object of that name (pruned since the listing, or never written): the store answered."""
+
+
+class GitTimedOut(StoreError):
+    """A git command ran past ``history.git_store.GIT_TIMEOUT_S`` and was stopped: what it did remotely is unknown."""
+
+
 class StoreSettingError(ValueError):
     """A history location (``--roofline-history``, ``--roofline-baseline``, a CLI's HISTORY) is not one of the
     accepted forms; the message says which are (redacted: the text may quote a URL with a credential)."""

@@ -22,7 +22,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from pytest_roofline.errors import StoreError, StoreSettingError
+from pytest_roofline.errors import GitTimedOut, StoreError, StoreSettingError
 from pytest_roofline.history.store import Entry, NoSuchObject, Read, WriteInDoubt, safe_name
 
 PUSH_TRIES = 12
@@ -32,10 +32,6 @@ BATCH_BYTES = 64 * 2**20  # the most blob bytes one `cat-file --batch` returns: 
 # gettext would read it before LANG)
 _LOCALE = {"LC_ALL": "C", "LANG": "C"}
 _BRANCH_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-/")
-
-
-class GitTimedOut(StoreError):
-    """A git command ran past :data:`GIT_TIMEOUT_S` and was stopped: what it did on a remote is unknown."""
 
 
 class GitBranchStore:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from pytest_roofline._atomic import write_bytes_new
-from pytest_roofline.errors import StoreError
+from pytest_roofline.errors import NoSuchObject, StoreError, WriteInDoubt
 
 _NAME = re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
 # a machine key (history.machine_key): a readable name and 8 hex of the fingerprint
@@ -30,15 +30,6 @@ MACHINE_KEY = re.compile(r"[a-z0-9-]+-[0-9a-f]{8}")
 CREATE_TRIES = 3  # creates of one name whose outcome was unknown, each followed by a read-back
 
 Read = tuple[str, bytes | StoreError]  # one object of read_all: its name and its bytes, or why it was not read
-
-
-class WriteInDoubt(StoreError):
-    """A create failed in a way that does not prove the object is absent: the request may have landed (a
-    timeout, a server error, a push whose answer was lost). :func:`create_once` reads the name back."""
-
-
-class NoSuchObject(StoreError):
-    """A read found no object of that name (pruned since the listing, or never written): the store answered."""
 
 
 @dataclass(frozen=True)

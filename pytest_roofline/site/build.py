@@ -13,24 +13,19 @@ Layout of ``out``::
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
-import os
 import shutil
-import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from pytest_roofline._atomic import current_umask
-from pytest_roofline.errors import SiteError, SiteOutputError
+from pytest_roofline.errors import SiteError
 from pytest_roofline.output.record import TestRecord, records_by_id
 
 from . import charts, label_layout, pages
@@ -47,6 +42,8 @@ from .model import (
     slug,
     summarize,
 )
+from .out_folder import check_out, copy_assets, staged
+from .out_folder import write as _write  # build's own name: what writes the pages
 
 if TYPE_CHECKING:
     from pytest_roofline.history.reader import Session as HistorySession
@@ -57,7 +54,6 @@ SKIPPED_LISTED = 100  # skipped files the index names one by one; the rest are c
 # What a page's arithmetic raises on numbers the reader let through (a chain of many extreme A/B ratios): the
 # page says it was not drawn and why, and the rest of the site is written.
 NOT_DRAWN = (ArithmeticError, ValueError)
-ASSETS = ("site.css", "site.js")
 
 
 @dataclass(frozen=True)
@@ -453,82 +449,12 @@ def _machine_page(machine: str, sessions: Sequence[Session]) -> str:
     return pages.page(machine, "../../", "\n".join(body), [("../../index.html", "index")])
 
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # JSON may carry a lone surrogate ("\ud800"), which UTF-8 cannot hold: written as its escape
-    path.write_text(text, encoding="utf-8", errors="backslashreplace")
-
-
-def _copy_assets(out: Path) -> None:
-    try:
-        from plotly.offline import get_plotlyjs
-    except ImportError:
-        raise SiteError("the site needs plotly and ruptures: pip install 'pytest-roofline[site]'") from None
-    if pages.PLOTLY.get() == pages.PLOTLY_JS:  # else the pages load it from where --plotly-js says
-        _write(out / pages.PLOTLY_JS, get_plotlyjs())
-    for name in ASSETS:
-        _write(out / name, (resources.files(__package__) / "assets" / name).read_text(encoding="utf-8"))
-
-
-def _check_out(out: Path, history: Path) -> None:
-    """A bad ``--out`` is refused before anything is written: a file, a folder that holds no site (the site
-    replaces it whole), the history itself or a folder holding it."""
-    if out.is_symlink():
-        return  # the link itself is replaced, never written through
-    if out.exists() and not out.is_dir():
-        raise SiteOutputError(f"--out {str(out)!r} is a file, not a folder")
-    if history.resolve().is_relative_to(out.resolve()):
-        raise SiteOutputError(f"--out {str(out)!r} holds the history {str(history)!r}; the site replaces its folder")
-    if out.is_dir() and any(out.iterdir()) and not (out / "index.html").is_file():
-        raise SiteOutputError(f"--out {str(out)!r} is a folder that holds no site (no index.html); the site "
-                              "replaces its folder whole: name a new or empty one")
-
-
-@contextlib.contextmanager
-def staged(out: Path, history: Path) -> Iterator[Path]:
-    """A fresh folder beside ``out`` to write the site into, moved into place when every page is written: a
-    failed build (a full disk) leaves the old site whole, and no write can follow a symlink planted in
-    ``out``. Any OSError is a :class:`SiteOutputError` naming ``out``."""
-    _check_out(out, history)
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    except OSError as exc:
-        raise SiteOutputError(f"cannot write the site to {str(out)!r}: {exc.strerror or exc}") from None
-    try:
-        yield work
-        os.chmod(work, 0o777 & ~current_umask())  # mkdtemp makes it 0700; a site is for others to read
-        _replace(work, out)
-    except OSError as exc:
-        raise SiteOutputError(f"cannot write the site to {str(out)!r}: {exc.strerror or exc}") from None
-    finally:
-        shutil.rmtree(work, ignore_errors=True)  # gone already when it was moved into place
-
-
-def _replace(work: Path, out: Path) -> None:
-    """``work`` becomes ``out``; the old ``out`` (a site, or a symlink: the link, not its target) is removed."""
-    if not (out.exists() or out.is_symlink()):
-        os.rename(work, out)
-        return
-    old = out.parent / f".{out.name}.old-{os.getpid()}-{os.urandom(3).hex()}"
-    os.rename(out, old)
-    try:
-        os.rename(work, out)
-    except OSError:
-        os.rename(old, out)
-        raise
-    if old.is_symlink():
-        old.unlink()
-    else:
-        shutil.rmtree(old, ignore_errors=True)
-
-
 def build_site(history: Path, out: Path, machine: str | None = None, since: datetime | None = None,
                plotly_js: str | None = None) -> BuildResult:
     """Write the site; ``plotly_js``: a URL or a path relative to the site's top folder that every page loads
     plotly.js from instead of the site's own copy (several sites published side by side can share one)."""
     began = time.perf_counter()
-    _check_out(out, history)  # before the history is read: a bad --out is said at once
+    check_out(out, history)  # before the history is read: a bad --out is said at once
     try:
         import ruptures  # noqa: F401
     except ImportError:
@@ -565,7 +491,7 @@ def _write_site(history: Path, out: Path, by_machine: Mapping[str, list[Session]
                 skipped: Sequence[Skipped] = ()) -> tuple[int, int, int, int]:
     """Every page into ``out`` (a fresh folder); sessions, tests, pages and bytes written. ``skipped``: the
     files the reader skipped or cut, named on the index."""
-    _copy_assets(out)
+    copy_assets(out)
     frame = history_frame(by_machine)
     artifacts = _Artifacts(history, out)
     sections, page_count, test_count = [], 1, 0
