@@ -412,7 +412,7 @@ def _gpu_problem() -> str | None:
 @pytest.mark.skipif(_gpu_problem() is not None, reason=str(_gpu_problem()))
 def test_on_a_gpu_the_probe_reads_its_sweep_row_and_a_streaming_region_is_judged_on_the_record() -> None:
     """The probe on its own reads near its calibration (the H100: it did); the Recorder builds none on a GPU
-    (``Recorder._probe_for``) and judges an in-place scale of 8 L2s on the record's HBM roof."""
+    (``Recorder.probe_for``) and judges an in-place scale of 8 L2s on the record's HBM roof."""
     import cupy
 
     from pytest_roofline.characterize.machine import characterize

@@ -296,13 +296,14 @@ class TwinPool:
         first = start_pairs(range(min(count, MIN_PROCESS_PAIRS)))
         return cls(first, starter=lambda number: start_pairs([number])[0], limit=count)
 
-    def begin_test(self, nodeid: str) -> PoolLink | None:
-        """Every pair starts ``nodeid``: its two processes one after the other, each run up to its first call
-        site before the next starts; None when a twin lacks the test or has stopped."""
+    def begin_test(self, nodeid: str, site: int = 0) -> PoolLink | None:
+        """Every pair starts ``nodeid``: its two processes one after the other, each run up to call site
+        ``site`` (the earlier ones untimed: this side timed them alone, unchanged at REF) before the next starts;
+        None when a twin lacks the test or has stopped."""
         if self.error is not None or nodeid not in self.nodeids:
             return None
-        link = PoolLink(nodeid, self.pairs, site_seed(nodeid, self.seed), grow=self.grow)
-        while len(link.pairs) < MIN_PROCESS_PAIRS and link.join(0) is not None:
+        link = PoolLink(nodeid, self.pairs, site_seed(nodeid, self.seed), grow=self.grow, site=site)
+        while len(link.pairs) < MIN_PROCESS_PAIRS and link.join(site) is not None:
             pass
         if not link.pairs or self.error is not None:
             self.end_test(link)

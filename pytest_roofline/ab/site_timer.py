@@ -3,24 +3,29 @@ against twins of REF (:class:`.pool.PoolLink`); the Recorder hands its call site
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from pytest_roofline.ab.pool import PoolLink
+from pytest_roofline.ab.code_trace import untraced
+from pytest_roofline.ab.reach import TestReach
 from pytest_roofline.counters import Counter
 from pytest_roofline.host.devices import synchronizer
 from pytest_roofline.measure.device_roofs import work_device
 from pytest_roofline.measure.probes import rewarm_pays, roofline_bound
 from pytest_roofline.measure.regions import R, Recorder, Region
 from pytest_roofline.measure.timing import Setup, side_stats, time_callable
+from pytest_roofline.model import KernelSample
+
+UNCHANGED_NOTE = "unchanged at REF: not compared (no change between REF and this checkout reaches it)"
 
 
 class PairedSites:
-    """``link``: this test's view of the pool; ``tolerance``: ``--roofline-compare-max-slowdown`` (or the
-    marker's), when the turns may stop early; None: the auto band."""
+    """``reach``: this test's comparison (its view of the pool once the change reaches it); ``tolerance``:
+    ``--roofline-compare-max-slowdown`` (or the marker's), when the turns may stop early; None: the auto band."""
 
-    def __init__(self, link: PoolLink, tolerance: float | None) -> None:
-        self.link = link
+    def __init__(self, reach: TestReach, tolerance: float | None) -> None:
+        self.reach = reach
         self.tolerance = tolerance
 
     def measure_site(self, recorder: Recorder, counter: Counter, label: str, fn: Callable[..., R],
@@ -30,14 +35,21 @@ class PairedSites:
         counter's call site (its counts come from another process) is timed here alone."""
         if counter.deferred:
             return recorder.measure_here(counter, label, fn, args, kwargs, setup)
-        result, kernels = recorder.count(counter, label, fn, args, kwargs, setup)
+        result, kernels = recorder.count(counter, label, fn, args, kwargs, setup)  # traced: what the call runs
+        link = self.reach.next_site()
+        if link is None:
+            with untraced():  # a trace hook beside timed calls would change the fraction
+                self._time_here(recorder, counter, label, kernels, fn, args, kwargs, setup)
+            return result
+        started = time.monotonic()
         with recorder.placement() as placed:
             cores = list(placed.used) if placed is not None else None
             roofs = recorder.machine_for(placed, work_device(counter))
             # an untimed call before each timed turn where it warms what matters (this side's numbers rule both)
             placed_kernels, _ = recorder.placed_kernels(counter, kernels, roofs)  # bytes at the level serving them
             rewarm = rewarm_pays(counter.footprint_bytes, roofline_bound(placed_kernels, roofs)[0], roofs)
-            site = self.link.measure_site(label, cores, roofs.to_dict(), recorder.policy, self.tolerance, rewarm)
+            site = link.measure_site(label, cores, roofs.to_dict(), recorder.policy, self.tolerance, rewarm)
+            self.reach.cost.paired_s += time.monotonic() - started
             region: Region
             if site is None:
                 timing = time_callable(fn, args, kwargs, policy=recorder.policy, synchronize=synchronizer(),
@@ -52,3 +64,21 @@ class PairedSites:
                                                   "ref_timing": side_stats(site.pooled("ref"), True, 0.0).to_dict()})
         recorder.add_region(region, (counter, fn, args, dict(kwargs), setup))
         return result
+
+    def _time_here(self, recorder: Recorder, counter: Counter, label: str, kernels: list[KernelSample],
+                   fn: Callable[..., object], args: tuple[object, ...], kwargs: Mapping[str, object],
+                   setup: Setup | None) -> None:
+        """Time a call site this side alone, as a plain session does (the live probe included), with the counts
+        already made: unchanged at REF, or no pair could run the test (its record says which)."""
+        with recorder.placement() as placed:
+            probe = recorder.probe_for(counter, kernels, placed)
+            timing = time_callable(fn, args, kwargs, policy=recorder.policy, synchronize=synchronizer(), setup=setup,
+                                   before_timed_call=probe)
+        region = recorder.region(counter, label, kernels, timing, placed, probe)
+        if self.reach.unchanged:
+            region = replace(region, compare={"compared": False, "unchanged": True},
+                             notes=[*region.notes, UNCHANGED_NOTE])
+        else:
+            region = replace(region, compare={"compared": False},
+                             notes=[*region.notes, "not compared: no process pair could run the test"])
+        recorder.add_region(region, (counter, fn, args, dict(kwargs), setup))

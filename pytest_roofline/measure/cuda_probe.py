@@ -1,7 +1,7 @@
 """The live HBM probe on CUDA: the CPU's live DRAM probe (:mod:`probes`) with a CuPy kernel and CUDA events.
 
 NOT USED TO JUDGE: the Recorder judges GPU work on the record's roofs and builds no probe
-(``Recorder._probe_for``). A GPU's HBM is not shared with other tenants the way a CPU host's DRAM is, and a
+(``Recorder.probe_for``). A GPU's HBM is not shared with other tenants the way a CPU host's DRAM is, and a
 probe runs between the test's own timed calls. On the first H100 run (``../shared/gpu-h100/``) the two regions
 that were probed read 0.99 and 1.00 of the record's HBM roof; the 355 to 2,600 GB/s "roofs at DRAM" that
 failure messages quoted in that session were not probes but the message's bytes / t_min (now the message

@@ -272,7 +272,7 @@ class Recorder:
         """Count the call once, time it bare in this process (beside a live probe where one is wanted), judge it."""
         result, kernels = self.count(counter, label, fn, args, kwargs, setup)
         with self.placement() as placed:
-            probe = None if counter.deferred else self._probe_for(counter, kernels, placed)
+            probe = None if counter.deferred else self.probe_for(counter, kernels, placed)
             timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(), setup=setup,
                                    before_timed_call=probe)
         if counter.deferred:
@@ -309,7 +309,7 @@ class Recorder:
                 self.regions[index] = replace(old, notes=[*old.notes, OVER_BUDGET_NOTE])
                 continue
             with self.placement() as placed:
-                probe = self._probe_for(counter, old.kernels, placed)
+                probe = self.probe_for(counter, old.kernels, placed)
                 timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(),
                                        setup=setup, before_timed_call=probe)
             new = self.region(counter, old.label, old.kernels, timing, placed, probe)
@@ -351,14 +351,14 @@ class Recorder:
         wait = synchronizer()
         with self.placement() as placed:
             # the same DRAM probes between calls as the timed loop had: the same cache state at each call's start
-            probe = self._probe_for(counter, region.kernels, placed) if region.probe is not None else None
+            probe = self.probe_for(counter, region.kernels, placed) if region.probe is not None else None
             return time_ops(region.kernels, trace, self.machine_for(placed, region.device), region.timing.median_s,
                             fn, args,
                             kwargs, prepare=lambda: prepared_arguments(setup, args, kwargs),
                             synchronize=wait or (lambda: None), budget_s=self.policy.max_time_s,
                             device="cpu" if wait is None else "cuda", before_call=probe)
 
-    def _probe_for(self, counter: Counter, kernels: list[KernelSample], placed: Placement | None,
+    def probe_for(self, counter: Counter, kernels: list[KernelSample], placed: Placement | None,
                    ) -> ProbeSchedule | None:
         """A ``probes.ProbeSchedule`` under ``--roofline-probe live``, else None: for a call site whose bytes
         stream from DRAM (CPU roofs characterized by the ERT kernel), or a memory-bound one whose working set is
@@ -494,7 +494,7 @@ class Recorder:
                 continue
             timed += 1
             with self.placement() as placed:
-                probe = self._probe_for(counter, old.kernels, placed)
+                probe = self.probe_for(counter, old.kernels, placed)
                 timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(),
                                        setup=setup, before_timed_call=probe)
             new = self.region(counter, old.label, old.kernels, timing, placed, probe)

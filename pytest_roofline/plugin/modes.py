@@ -148,11 +148,11 @@ class MeasuringSession:
         recorder.probe_cache = state.probe_cache
         recorder.ops_mode = state.settings.ops
         if state.compare_link is not None:  # --roofline-compare: each call site takes turns with REF's twins
-            from pytest_roofline.ab.pool import PoolLink
+            from pytest_roofline.ab.reach import TestReach
             from pytest_roofline.ab.site_timer import PairedSites
             from pytest_roofline.ab.verdict import compare_band
 
-            if isinstance(state.compare_link, PoolLink):  # the only link ab.plugin.session keeps there
+            if isinstance(state.compare_link, TestReach):  # the only link ab.plugin.session keeps there
                 recorder.site_timer = PairedSites(state.compare_link, compare_band(state, options))
         entry = TestEntry(request.node.nodeid, options.min_fraction if options else None, recorder)
         entry.extra.update(_identity(request.node))

@@ -133,6 +133,11 @@ def add_options(parser: pytest.Parser) -> None:
                     help="compare with baseline sessions of other machines too (ini: roofline_baseline_any_machine)")
     parser.addini("roofline_baseline_any_machine", "compare with other machines' baseline sessions", type="bool",
                   default=False)
+    group.addoption("--roofline-compare-all", action="store_true", default=None, dest="roofline_compare_all",
+                    help=("--roofline-compare: compare every test with REF, also those the change between REF and "
+                          "this checkout cannot reach (ini: roofline_compare_all)"))
+    parser.addini("roofline_compare_all", "compare every test with REF, whatever the change reaches", type="bool",
+                  default=False)
     group.addoption("--roofline-warn-only", action="store_true", default=None, dest="roofline_warn_only",
                     help=("report every gate failure (threshold, baseline) as a warning and fail no test on its "
                           "performance, to introduce the gate on an existing suite (ini: roofline_warn_only)"))
@@ -184,6 +189,7 @@ def read_settings(config: pytest.Config) -> Settings:
         compare_pairs=compare_pairs_setting(setting(config, "roofline_compare_pairs")),
         baseline_any_machine=parse_bool(setting(config, "roofline_baseline_any_machine"),
                                         "--roofline-baseline-any-machine"),
+        compare_all=parse_bool(setting(config, "roofline_compare_all"), "--roofline-compare-all"),
         warn_only=parse_bool(setting(config, "roofline_warn_only"), "--roofline-warn-only"),
         contended=parse_choice(setting(config, "roofline_contended"), CONTENDED_MODES,
                                "--roofline-contended"),

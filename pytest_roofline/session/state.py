@@ -62,6 +62,7 @@ class Settings:
     compare_max_slowdown: float | None = None
     compare_pairs: int = 12  # the most process pairs per call site (--roofline-compare-pairs; 3 always)
     baseline_any_machine: bool = False  # compare with other machines' sessions too
+    compare_all: bool = False  # --roofline-compare-all: pair every test, whatever the change reaches
     warn_only: bool = False  # report every gate failure as a warning; fail no test on its performance
     min_time_s: float = 0.25  # the timed calls of a call site span at least this long (within max_time_s)
     contended: str = "auto"  # auto|judge|excuse: a test still contended when measured again (contention.py)

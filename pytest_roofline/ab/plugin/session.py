@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,8 +17,10 @@ from pytest_roofline.fixture_types import RooflineFixture
 from pytest_roofline.session.state import RooflineState
 
 if TYPE_CHECKING:
+    from pytest_roofline.ab.impact import Reason
     from pytest_roofline.ab.parity import Missing
-    from pytest_roofline.ab.pool import TwinPool
+    from pytest_roofline.ab.pool import PoolLink, TwinPool
+    from pytest_roofline.ab.reach import Reach, TestReach
     from pytest_roofline.ab.worktree import Checkout
     from pytest_roofline.history.nightly import LastNight
     from pytest_roofline.history.store import HistoryStore
@@ -51,6 +54,8 @@ class CompareSession:
         self.checkout: Checkout | None = None
         self.missing: dict[str, Missing] = {}  # nodeid -> no twin test, and why
         self.stopped: dict[str, str] = {}  # nodeid -> why: the twin stopped during this test
+        self.reach: Reach | None = None  # the change between REF and this checkout (made at the first test)
+        self.reached: dict[str, TestReach] = {}  # nodeid -> its comparison under change impact
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """A REF that is no commit, or a test path outside the repository, is a usage error before any test."""
@@ -103,31 +108,115 @@ class CompareSession:
         state.compare_ref = None if self.checkout is None else {"ref": s.compare, "commit": self.checkout.commit,
                                                                  "worktree": str(self.checkout.path)}
 
+    def _reach(self) -> Reach | None:
+        """The session's change impact, made at the first roofline test (None: REF could not be resolved,
+        the A/B gate does not run)."""
+        if self.reach is None and self.state.compare_skipped is None:
+            from pytest_roofline.ab.reach import Reach
+            from pytest_roofline.ab.worktree import resolve
+            from pytest_roofline.errors import CompareError
+            from pytest_roofline.history.nightly import last_back
+
+            s = self.state.settings
+            try:
+                top, commit = resolve(self.state.compare_commit or str(s.compare),
+                                      Path(str(self.config.invocation_params.dir)))
+            except CompareError as exc:
+                self.state.compare_error = str(exc)
+                return None
+            forced = ("--roofline-compare-all" if s.compare_all else
+                      "a nightly (last) compares every test" if last_back(str(s.compare)) is not None else None)
+            self.reach = Reach(top, commit, forced)
+        return self.reach
+
+    def _begin(self, nodeid: str, site: int) -> PoolLink | None:
+        """The pool's link for ``nodeid`` from call site ``site`` on; the pool starts here, at the first test
+        the change reaches, or never."""
+        if not self.started:
+            began = time.monotonic()
+            self._start()
+            if self.reach is not None:
+                self.reach.cost.pool_start_s += time.monotonic() - began
+        if self.twin is None:
+            return None
+        began = time.monotonic()
+        link = self.twin.begin_test(nodeid, site)
+        if self.reach is not None:
+            self.reach.cost.paired_s += time.monotonic() - began
+        if link is None:
+            self.missing[nodeid] = self.twin.missing(nodeid)
+        return link
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef[object],
+                             request: pytest.FixtureRequest) -> Generator[None, object, object]:
+        """What a fixture's setup runs, kept for every test that uses it: a shared fixture is built for the
+        first test that asks for it only, and the later ones take its result."""
+        reach = self.reach
+        if reach is None or reach.forced is not None:
+            return (yield)
+        trace = reach.trace()
+        trace.start()
+        try:
+            return (yield)
+        finally:
+            trace.stop()
+            reach.record_fixture(fixture_key(fixturedef), trace)
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item,
                                 nextitem: pytest.Item | None) -> Generator[None, object, object]:
         if not self.wants_roofline(item):
             return (yield)
-        if not self.started:
-            self._start()
-        link = None if self.twin is None else self.twin.begin_test(item.nodeid)
-        if self.twin is not None and link is None:
-            self.missing[item.nodeid] = self.twin.missing(item.nodeid)
-        self.state.compare_link = link
+        from pytest_roofline.ab.reach import TestReach
+
+        reach = self._reach()
+        if reach is None:
+            if not self.started:  # REF given but unresolvable, or ``last`` found none: said in the summary
+                self._start()
+            return (yield)
+        trace = reach.trace() if reach.forced is None else None
+        fixtures = fixture_keys(item)
+        own = fixture_functions(item, reach.root)
+
+        def decide() -> Reason | None:
+            if trace is None:
+                return reach.reaches(item.nodeid, reach.trace(), fixtures)
+            return reach.reaches(item.nodeid, trace, fixtures, own)
+
+        test = TestReach(item.nodeid, decide, lambda site: self._begin(item.nodeid, site), cost=reach.cost)
+        self.reached[item.nodeid] = test
+        if reach.forced is not None:
+            test.next_site = eager_site(test)  # type: ignore[method-assign]  # begun before setup, as ever
+        self.state.compare_link = test
+        if trace is not None:
+            trace.start()
         try:
             return (yield)
         finally:
+            if trace is not None:
+                trace.stop()
             self.state.compare_link = None
             entry = self.state.tests.get(item.nodeid)
+            link = test.link
             if link is not None and self.twin is not None:
+                began = time.monotonic()
                 done = self.twin.end_test(link)
+                reach.cost.paired_s += time.monotonic() - began
                 if entry is not None and done is not None:
                     entry.extra.setdefault("compare", {})["ref_outcome"] = done.get("outcome")
                 if entry is not None and item.nodeid in self.stopped:
                     entry.extra["compare"] = {"verdict": "error", "explanation": self.stopped[item.nodeid]}
+                elif entry is not None and test.reason is not None:
+                    entry.extra.setdefault("compare", {})["reached"] = str(test.reason)
             elif entry is not None and item.nodeid in self.missing:
                 why = self.missing[item.nodeid]
                 entry.extra["compare"] = {"verdict": why.verdict, "explanation": why.explanation}
+            elif entry is not None and test.unchanged and self.state.compare_error is None:
+                from pytest_roofline.ab.reach import UNCHANGED
+                from pytest_roofline.ab.site_timer import UNCHANGED_NOTE
+
+                entry.extra["compare"] = {"verdict": UNCHANGED, "explanation": UNCHANGED_NOTE}
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
@@ -197,6 +286,50 @@ class CompareSession:
                                                       ), yellow=True)
         except Exception as exc:  # noqa: BLE001 - the summary must never turn a finished run into an error
             terminalreporter.write_line(f"roofline: could not write the compare summary: {exc!r}")
+
+
+def fixture_key(fixturedef: pytest.FixtureDef[object]) -> str:
+    """One fixture definition, whatever test asks for it: its name and where it is defined."""
+    return f"{fixturedef.baseid}::{fixturedef.argname}"
+
+
+def fixture_keys(item: pytest.Item) -> list[str]:
+    """Every fixture definition the test's closure uses (overridden ones included: they may be requested)."""
+    info = getattr(item, "_fixtureinfo", None)
+    defs = getattr(info, "name2fixturedefs", {}) if info is not None else {}
+    return [f"{d.baseid}::{d.argname}" for group in defs.values() for d in group]
+
+
+def fixture_functions(item: pytest.Item, root: Path) -> list[tuple[str, str]]:
+    """The test's fixture functions as (path under ``root``, qualified name): their code reaches the test even
+    when a shared fixture was built before its trace began."""
+    from pytest_roofline.ab.code_trace import block_name
+
+    info = getattr(item, "_fixtureinfo", None)
+    defs = getattr(info, "name2fixturedefs", {}) if info is not None else {}
+    found = []
+    top = str(root.resolve())
+    for group in defs.values():
+        for definition in group:
+            code = getattr(getattr(definition, "func", None), "__code__", None)
+            if code is None:
+                continue
+            path = os.path.realpath(code.co_filename)
+            if path.startswith(top + os.sep):
+                found.append((Path(path).relative_to(top).as_posix(),
+                              block_name(getattr(code, "co_qualname", code.co_name))))
+    return found
+
+
+def eager_site(test: TestReach) -> Callable[[], PoolLink | None]:
+    """Every test compared: the pool's link asked for at once, not at the first call site the change reaches
+    (the twins run the test's setup beside this side's, as when nothing was selective)."""
+    from pytest_roofline.ab.impact import Reason
+
+    test.reason = Reason("compare-all", "every test is compared")
+    test.begun = True
+    test.link = test.begin(0)
+    return lambda: test.link
 
 
 def paths_outside(positional: list[str], where: Path, top: Path) -> str | None:
