@@ -121,7 +121,8 @@ def summary_lines(ref: str, commit: str, records: Iterable[tuple[str, ABRecord |
         name = nodeid if len(nodeid) <= 40 else "..." + nodeid[-37:]
         if record is None or record.time is None or record.fraction is None:  # not compared: new, or an error
             verdict = "new" if record is None else str(record.verdict)
-            label = "new (not in REF)" if verdict == "new" else "error: not compared"
+            label = {"new": "new (not in REF)", "unchanged": "unchanged at REF: not compared"}.get(
+                verdict, "error: not compared")
             lines.append(f"{name:<40} {'-':>9} {'-':>9} {'-':>24}  {'-':>11}  {label}")
             counts[verdict] = counts.get(verdict, 0) + 1
             continue
@@ -133,6 +134,8 @@ def summary_lines(ref: str, commit: str, records: Iterable[tuple[str, ABRecord |
                      f"{_number(f.reference)}→{_number(f.now)}  {record.verdict!s:<12}  {spread}")
         counts[str(record.verdict)] = counts.get(str(record.verdict), 0) + 1
     for nodeid, record in rows:
+        if record is not None and record.verdict == "unchanged":
+            continue  # counted below; the table row says it
         if record is not None and record.verdict != "steady":
             explanation = record.explanation
             if record.verdict == "error":  # the twin's log tail is in the test's failure

@@ -171,6 +171,8 @@ def load(reference: Path | HistoryStore, *, key: str | None = None, recent: int 
     start time. ``key``: read only that machine's sessions (:func:`machine_entries`), its newest ``recent``.
     StoreError when a store cannot be listed; an object that cannot be read is skipped and named."""
     loaded = Loaded()
+    if isinstance(reference, Path) and not reference.is_dir() and not reference.exists():
+        return loaded  # a history that holds nothing yet (a first night): nothing listed, nothing refused
     if isinstance(reference, Path) and not reference.is_dir():
         read_file(reference, loaded)
     else:

@@ -242,6 +242,21 @@ class CompareSession:
         if entry is not None:
             entry.extra["compare"] = {"verdict": verdict, "explanation": explanation}
 
+    def _cost_line(self, terminalreporter: pytest.TerminalReporter) -> None:
+        """How many tests were compared, how many were unchanged at REF, why every test was compared (where it
+        was), and what the comparison cost."""
+        from pytest_roofline.output.safe_text import printable
+
+        reach = self.reach
+        if reach is None:
+            return
+        compared = sum(1 for t in self.reached.values() if t.begun)
+        unchanged = sum(1 for t in self.reached.values() if t.unchanged)
+        terminalreporter.write_line(printable(f"roofline: {reach.cost.describe(compared, unchanged)}"))
+        forced = reach.compare_all() if self.reached else None
+        if forced is not None:
+            terminalreporter.write_line(printable(f"roofline: compare: every test compared: {forced}"))
+
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if self.twin is not None:
             self.twin.stop()
@@ -257,6 +272,7 @@ class CompareSession:
                 terminalreporter.write_line(printable(f"roofline: {state.compare_error}"), red=True)
             if state.compare_skipped:
                 terminalreporter.write_line(printable(f"roofline: {state.compare_skipped}"), yellow=True)
+            self._cost_line(terminalreporter)
             if state.compare_ref is None:
                 return
             from pytest_roofline.ab.report import process_effects, summary_lines
@@ -264,7 +280,8 @@ class CompareSession:
 
             blocks = [(e.nodeid, ABRecord.from_dict(e.extra.get("compare") or {})) for e in state.tests.values()
                       if e.recorder is not None]
-            records = [(n, r if r.compared or r.verdict in ("error", "new") else None) for n, r in blocks]
+            records = [(n, r if r.compared or r.verdict in ("error", "new", "unchanged") else None)
+                       for n, r in blocks]
             for line in summary_lines(state.compare_ref["ref"], state.compare_ref["commit"], records):
                 terminalreporter.write_line(printable(line))
             from pytest_roofline.ab.paired_stats import AUTO_BANDS
