@@ -222,7 +222,8 @@ def test_an_unknown_selector_prints_the_historys_ids_and_branches_escaped(
     path.write_text(json.dumps(document))
     assert compare(history, "nope", "latest") == 2
     err = capsys.readouterr().err
-    assert "names no session" in err
+    # such an id or branch is refused by the reader: the file is named as skipped, its id shown escaped
+    assert "is not a session id" in err and "the history holds no readable session" in err
     assert not any(c in err for c in "\x1b\x07\u202e"), repr(err)
     assert "\\x1b[2J\\x1b]0;owned\\x07\\u202eevil" in err
 

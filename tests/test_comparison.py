@@ -97,8 +97,13 @@ def test_keep_is_parsed_with_a_clear_message() -> None:
 
 
 def session_file(folder: Path, index: int, tests: tuple[str, ...]) -> Path:
-    path = folder / f"202611{index // 24 + 1:02d}T{index % 24:02d}0000Z-nogit-{index:04x}.json"
-    path.write_text(json.dumps({"tests": [{"nodeid": t, "fraction": 0.5} for t in tests]}))
+    """A history record started ``index`` hours after 2026-11-01 00:00 UTC (retention reads what it parses)."""
+    day, hour = index // 24 + 1, index % 24
+    path = folder / f"202611{day:02d}T{hour:02d}0000Z-nogit-{index:04x}.json"
+    path.write_text(json.dumps({"format": "pytest-roofline-history", "schema": 1,
+                                "session": {"id": f"s{index}", "start": f"2026-11-{day:02d}T{hour:02d}:00:00+00:00"},
+                                "machine": {"name": "m", "peak_flops": {"fp32": 1e11}, "bandwidth": {"DRAM": 1e10}},
+                                "tests": [{"nodeid": t, "fraction": 0.5} for t in tests]}))
     return path
 
 

@@ -299,7 +299,7 @@ def recorded_arguments(config: pytest.Config) -> list[str]:
 
     given = [str(a) for a in config.invocation_params.args]
     takes_value = value_options()
-    positional = {str(a) for a in config.args}
+    positional = {str(a) for a in getattr(config, "args", ())}  # a worker's config may be a stand-in
     kept: list[str] = []
     i = 0
     while i < len(given):
@@ -313,7 +313,8 @@ def recorded_arguments(config: pytest.Config) -> list[str]:
         elif not arg.startswith("-") and arg in positional:
             kept.append(arg)
         i += 1
-    for flag, value in (("-k", config.option.keyword), ("-m", config.option.markexpr)):
+    option = getattr(config, "option", None)
+    for flag, value in (("-k", getattr(option, "keyword", None)), ("-m", getattr(option, "markexpr", None))):
         if value:
             kept += [flag, str(value)]
     return [redact(a) for a in kept]

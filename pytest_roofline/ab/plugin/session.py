@@ -424,6 +424,7 @@ class TwinSession:
         from pytest_roofline.errors import ChannelClosed
 
         items = {item.nodeid: item for item in session.items}
+        following = {item.nodeid: after for item, after in zip(session.items, [*session.items[1:], None])}
         self.state.machine()  # the pinned roofs, loaded before the first turn
         try:
             self.channel.send(op="collected", nodeids=sorted(items), errors=self.collect_errors,
@@ -435,11 +436,27 @@ class TwinSession:
                 if message["op"] != "run" or message.get("nodeid") not in items:
                     continue  # a late end_test of a test that ended on its own
                 item = items[message["nodeid"]]
-                item.config.hook.pytest_runtest_protocol(item=item, nextitem=None)
+                keep_shared_fixtures(session, item)
+                # the next test in collection order: its module and session fixtures stay built, as in a plain
+                # session, where the test body would otherwise run its shared fixtures' setup every time
+                item.config.hook.pytest_runtest_protocol(item=item, nextitem=following[item.nodeid])
                 self.channel.send(op="test_done", nodeid=item.nodeid, outcome=self.outcomes.get(item.nodeid))
         except ChannelClosed:
             pass  # the comparing session ended or died: nothing left to do
         return True
+
+
+def keep_shared_fixtures(session: pytest.Session, item: pytest.Item) -> None:
+    """Tear down what the twin's previous test kept for the test expected next, where ``item`` is another one:
+    the comparing side runs only the tests the change reaches, so the next test asked for is not always the next
+    in collection order. pytest's own setup state does it, as its runner does between two items."""
+    setup_state = getattr(session, "_setupstate", None)
+    teardown = getattr(setup_state, "teardown_exact", None)
+    if teardown is not None:
+        try:
+            teardown(item)
+        except Exception:  # noqa: BLE001,S110 - a shared fixture's failed teardown: the twin's next test still runs
+            pass
 
 
 LAST_WINDOW = 1000  # the newest sessions of this machine searched for the branch's last night (pull requests'
