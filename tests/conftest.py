@@ -105,3 +105,23 @@ def nvrtc() -> None:
     if problem is not None:
         pytest.skip(f"NVRTC not available (pip install cupy-cuda12x nvidia-cuda-nvrtc-cu12, or on CUDA 13 "
                     f"cupy-cuda13x nvidia-cuda-nvrtc): {problem}")
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """An S3-compatible server (moto's) on localhost for the store tests, started once; skipped with the reason
+    where moto, boto3 or obstore is missing or the server cannot start."""
+    try:
+        import boto3  # noqa: F401
+        import obstore  # noqa: F401
+        from moto.server import ThreadedMotoServer
+    except ImportError as exc:
+        pytest.skip(f"the S3 tests need moto[server], boto3 and obstore (pip install -e '.[dev]'): {exc}")
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    try:
+        server.start()
+    except Exception as exc:  # noqa: BLE001 - any failure to start is a skip with its reason
+        pytest.skip(f"moto's S3 server did not start on localhost: {exc!r}")
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()

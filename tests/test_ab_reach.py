@@ -6,13 +6,13 @@ a doubled time whatever the host does)."""
 from __future__ import annotations
 
 import json
-import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib.pyplot  # noqa: F401 - imported once, before pytester's in-process runs
 import numpy  # noqa: F401
 import pytest
+from test_plugin_compare import git
 
 from pytest_roofline.ab.impact import Reason
 from pytest_roofline.ab.reach import Cost, TestReach
@@ -80,12 +80,6 @@ def test_fast(roofline):
 def test_slow(roofline):
     roofline.declare(flops=1e7).measure(slow)
 '''
-
-
-def git(path: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=path, check=True, capture_output=True,
-                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                        "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin:/usr/local/bin"})
 
 
 @pytest.fixture

@@ -110,24 +110,6 @@ def test_an_unknown_history_scheme_is_a_usage_error(pytester: pytest.Pytester, w
 
 # --- an S3-compatible server on localhost ---------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    try:
-        import boto3  # noqa: F401
-        import obstore  # noqa: F401
-        from moto.server import ThreadedMotoServer
-    except ImportError as exc:
-        pytest.skip(f"the S3 tests need moto[server], boto3 and obstore (pip install -e '.[dev]'): {exc}")
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    try:
-        server.start()
-    except Exception as exc:  # noqa: BLE001 - any failure to start is a skip with its reason
-        pytest.skip(f"moto's S3 server did not start on localhost: {exc!r}")
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
-
-
 S3_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing-secret", "AWS_REGION": "us-east-1",
           "AWS_ALLOW_HTTP": "true"}
 

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -54,21 +54,6 @@ def put(store: HistoryStore, object_name: str, content: dict[str, Any] | str) ->
 
 def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint() -> Iterator[str]:
-    try:
-        import boto3  # noqa: F401
-        import obstore  # noqa: F401
-        from moto.server import ThreadedMotoServer
-    except ImportError as exc:
-        pytest.skip(f"the S3 tries need moto[server], boto3 and obstore (pip install -e '.[dev]'): {exc}")
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
 
 
 def bare_clone(tmp_path: Path) -> Path:
