@@ -220,3 +220,30 @@ def test_a_hook_that_evicted_the_data_gets_one_untimed_call_after_it() -> None:
     assert stats.rounds == 4
     # between the hooks: the rewarm call (after hooks 1 and 3) plus the timed call
     assert [b - a for a, b in itertools.pairwise(calls_before)] == [2, 1, 2]
+
+
+def test_no_profile_hook_runs_while_calls_are_timed_and_it_is_restored_after() -> None:
+    """A change trace (--roofline-compare on Python 3.11) or another tool's profile hook must not run inside timed
+    calls: it would slow them and so the fraction."""
+    import sys
+
+    from pytest_roofline.measure.timing import DEFAULT_POLICY, time_callable
+
+    seen: list[str] = []
+
+    def hook(frame: object, event: str, arg: object) -> None:
+        if event == "call":
+            seen.append(frame.f_code.co_name)  # type: ignore[attr-defined]
+
+    def timed_work() -> int:
+        return sum(range(100))
+
+    sys.setprofile(hook)
+    try:
+        stats = time_callable(timed_work, policy=DEFAULT_POLICY)
+        timed_work()  # after timing: the hook is back
+    finally:
+        restored = sys.getprofile()
+        sys.setprofile(None)
+    assert stats.rounds >= 1 and restored is hook
+    assert seen.count("timed_work") == 1  # the call after, never one of the timed ones

@@ -16,8 +16,10 @@ from __future__ import annotations
 import math
 import resource
 import statistics
+import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
@@ -236,6 +238,23 @@ def calls_for(fn: Callable[..., object], args: tuple[object, ...], kwargs: Mappi
                   page_faults)
 
 
+@contextmanager
+def no_profile_hook() -> Iterator[None]:
+    """No ``sys.setprofile`` hook on this thread while calls are timed: a hook (``--roofline-compare``'s change
+    trace on Python 3.11, a coverage or profiling tool) runs Python code at every call and return and would
+    slow the timed calls, so the fraction. ``sys.monitoring`` tools (3.12+) disable themselves per code object
+    after its first call, so a timed call repeats at no cost."""
+    previous = sys.getprofile()
+    if previous is None:
+        yield
+        return
+    sys.setprofile(None)
+    try:
+        yield
+    finally:
+        sys.setprofile(previous)
+
+
 def time_callable(
     fn: Callable[..., object],
     args: tuple[object, ...] = (),
@@ -260,6 +279,14 @@ def time_callable(
     (given the previous timed call's seconds) before every timed call, outside it too: the live probes; when it
     returns True, one untimed call follows it (the probe evicted the data the timed calls keep in cache).
     """
+    with no_profile_hook():
+        return _time_calls(fn, args, kwargs, policy, synchronize, clock, faults, setup, before_timed_call)
+
+
+def _time_calls(fn: Callable[..., object], args: tuple[object, ...], kwargs: Mapping[str, object] | None,
+                policy: TimingPolicy, synchronize: Callable[[], None] | None, clock: Callable[[], float],
+                faults: Callable[[], tuple[int, int]], setup: Setup | None,
+                before_timed_call: Callable[[float], bool | None] | None) -> TimingStats:
     fixed = dict(kwargs or {})
     calls = _Calls(fn, lambda: prepared_arguments(setup, args, fixed), synchronize or (lambda: None), clock, faults,
                    before_timed_call)
