@@ -12,7 +12,7 @@ from pathlib import Path
 import matplotlib.pyplot  # noqa: F401 - imported once, before pytester's in-process runs
 import numpy  # noqa: F401
 import pytest
-from test_plugin_compare import git
+from test_plugin_compare import committed_repo
 
 from pytest_roofline.ab.impact import Reason
 from pytest_roofline.ab.reach import Cost, TestReach
@@ -84,17 +84,9 @@ def test_slow(roofline):
 
 @pytest.fixture
 def repo(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
-    path = pytester.path
-    monkeypatch.setenv("PYTEST_ROOFLINE_CACHE", str(path.parent / f"{path.name}-cache"))
     monkeypatch.setenv("COLUMNS", "250")
-    (path / "mypkg.py").write_text(CODE.format(fast=0.002, slow=0.002))
-    (path / "test_perf.py").write_text(TESTS)
-    (path / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
-    (path / ".gitignore").write_text(".roofline/\n__pycache__/\nmachine.json\n")
-    git(path, "init", "-q")
-    git(path, "add", "-A")
-    git(path, "commit", "-qm", "base")
-    return path
+    return committed_repo(pytester.path, {"mypkg.py": CODE.format(fast=0.002, slow=0.002), "test_perf.py": TESTS},
+                          monkeypatch)
 
 
 def verdicts(path: Path) -> dict[str, str]:

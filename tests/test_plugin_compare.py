@@ -49,19 +49,24 @@ def git(path: Path, *args: str) -> None:
                         "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin:/usr/local/bin"})
 
 
-@pytest.fixture
-def repo(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A repository whose first commit sleeps 2 ms per call (REF's worktrees under a cache of its own)."""
-    path = pytester.path
+def committed_repo(path: Path, files: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``files`` (name -> text) committed as the first commit of a repository at ``path``, with a pytest.ini
+    that puts its top on the path; REF's worktrees go under a cache of its own."""
     monkeypatch.setenv("PYTEST_ROOFLINE_CACHE", str(path.parent / f"{path.name}-cache"))
-    (path / "mypkg.py").write_text(CODE.format(delay=0.002, repeat=1))
-    (path / "test_perf.py").write_text(TEST)
-    (path / "pytest.ini").write_text("[pytest]\npythonpath = .\n")
-    (path / ".gitignore").write_text(".roofline/\n__pycache__/\nmachine.json\n")
+    for name, text in {**files, "pytest.ini": "[pytest]\npythonpath = .\n",
+                       ".gitignore": ".roofline/\n__pycache__/\nmachine.json\n"}.items():
+        (path / name).write_text(text)
     git(path, "init", "-q")
     git(path, "add", "-A")
     git(path, "commit", "-qm", "base")
     return path
+
+
+@pytest.fixture
+def repo(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A repository whose first commit sleeps 2 ms per call."""
+    return committed_repo(pytester.path, {"mypkg.py": CODE.format(delay=0.002, repeat=1), "test_perf.py": TEST},
+                          monkeypatch)
 
 
 def commit(path: Path, delay: float, repeat: int = 1, readme: str | None = None) -> None:
