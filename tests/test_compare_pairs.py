@@ -1154,22 +1154,3 @@ def test_a_failure_says_why_the_auto_band_is_that_wide() -> None:
     wide = {**record, "max_slowdown": 0.03}
     assert "max_slowdown 3% (auto: its process pairs spread more than 2.5%)" in failure_message("t", said, ab(wide))
     assert "max_slowdown 2%\n" in failure_message("t", said, ab({**record, "auto_band": False})) + "\n"
-
-
-def test_the_turn_floor_follows_the_calls_length() -> None:
-    from pytest_roofline.ab.pairs import FLOOR_S, MIN_LONG_TURNS, turn_floor
-
-    assert (FLOOR_S, MIN_TURNS, MIN_LONG_TURNS) == (0.5, 10, 4)
-    # up to 0.05 s a turn: ten turns; then as many as span 0.5 s; from 0.125 s on: four
-    assert [turn_floor(s) for s in (0.0, 0.001, 0.05, 0.051, 0.07, 0.1, 0.125, 0.81, 30.0)] == [
-        10, 10, 10, 10, 8, 5, 4, 4, 4]
-
-
-def test_a_long_calls_pair_stops_at_its_floor_once_the_budget_is_spent() -> None:
-    """An 0.81 s call against a 0.25 s budget: four turn pairs (was ten), the ratio still the calls' own."""
-    clock = [0.0]
-    pair = FakePair(0.81 * 1.05, 0.81, clock)
-    times = one_pair(pair.this_turn, pair.ref_turn, TimingPolicy(max_time_s=1.0), 0.25, "this",
-                     clock=lambda: clock[0])
-    assert len(times.first) == 4 and times.budget_limited
-    assert times.within.ratio == pytest.approx(1.05) and times.within.ci is None  # four turns: no Wilcoxon interval

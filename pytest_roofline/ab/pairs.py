@@ -38,14 +38,7 @@ MIN_PROCESS_PAIRS = 3  # a t-interval from fewer pairs is too wide to decide any
 # pairs 2-3 % apart) is sampled only by more pairs, and the copy's 99 % t-interval at the full pool narrows
 # from about ±2.8 % to ±2.4 % (simulated from the copy's measured pair and turn spreads).
 MAX_PROCESS_PAIRS = 12
-MIN_TURNS = 10  # turns inside one pair, whatever its budget, for calls up to FLOOR_S / MIN_TURNS long
-# A long call needs fewer turns: the verdict's interval is over process pairs (a t-interval over their ratios),
-# which holds whatever each pair's own spread, and a long call's turns spread little (its own jitter averages
-# out); ten turns of an 800 ms call, both sides, with its re-warm, took 32 s a pair. The floor is the turns
-# whose timed calls span FLOOR_S on each side, at least MIN_LONG_TURNS (the Hodges-Lehmann ratio of four log
-# ratios still discards one outlying turn).
-FLOOR_S = 0.5
-MIN_LONG_TURNS = 4
+MIN_TURNS = 10  # turns inside one pair, whatever its budget (fewer: no Wilcoxon interval, a noisy ratio)
 MAX_TURNS = 400
 PAIR_BUDGET_SHARE = 0.25  # one pair may take this share of --roofline-max-time (warm-up and turns, both sides)
 CHECK_EVERY = 5
@@ -144,7 +137,6 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead:
         if times["this"].warmup >= policy.min_warmup and min(quiet.values()) >= policy.quiet_warmup:
             break
     batch = max(1, min(MAX_BATCH, math.ceil(BATCH_TARGET_S / last))) if last > 0 else 1
-    floor = turn_floor(last * batch)
     for side in warm_order:  # the discarded turn pair: run as a turn, kept by no one (nor by the twins' records)
         sides[side]("discard", batch)
     relapses = True  # False once more turn pairs were set aside than a relapse accounts for
@@ -155,7 +147,7 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead:
     while len(first) < MAX_TURNS:
         counted = kept.count(True)
         # a turn pair costs each side its timed batch and, with the re-warm, one untimed call before it
-        if counted >= floor and clock() - start + (2 * batch + (2 if rewarm else 0)) * last > budget_s:
+        if counted >= MIN_TURNS and clock() - start + (2 * batch + (2 if rewarm else 0)) * last > budget_s:
             pair.budget_limited = True
             break
         for side in warm_order:
@@ -177,15 +169,6 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead:
     pair.within = paired_ratio(pair.counted("this"), pair.counted("ref"))
     pair.measure_s = clock() - start
     return pair
-
-
-def turn_floor(turn_s: float) -> int:
-    """The turns a pair takes at least, whatever its budget, for a turn (one side's timed batch) of ``turn_s``:
-    :data:`MIN_TURNS` up to a tenth of :data:`FLOOR_S`, then as many as span :data:`FLOOR_S`, at least
-    :data:`MIN_LONG_TURNS`."""
-    if not turn_s > 0:
-        return MIN_TURNS
-    return max(MIN_LONG_TURNS, min(MIN_TURNS, math.ceil(FLOOR_S / turn_s)))
 
 
 @dataclass
