@@ -52,12 +52,11 @@ CORE_SCALING_MARGIN = 1.3
 SPOT_MARGIN = 0.2  # a quiet spot pass more than 20 % outside what the record saw: measure again
 # A probe reading more than this x a cached roof refutes the roof whatever ran beside it, busy host or quiet:
 # other work only takes time from a probe (a descheduled thread, FMA units or a memory bus shared with another
-# guest), it never adds FLOPs or bytes to it. What does make an honest record read below a probe stays under
-# about 2x on the hosts measured: a clean fp64 record at the 1-core value while the two vCPUs shared one core's
-# FMA units (53.5 against 93-100 GFLOP/s, 1.8x), all-core DRAM beside other work at twice the quiet value (the
-# 2-vCPU AMD EPYC VM, 103-115 against 53-56 GB/s), turbo clocks between a long run and a short probe. 3x stays
-# clear of those and still refuses a 10x (or 4x) low roof on every try; a roof 20 % to 3x low is left to the
-# quiet check above, confirmed twice.
+# guest), it never adds FLOPs or bytes to it. What makes an honest record read below a probe stays under about
+# 2x (docs/characterization-under-load.md has the figures): a record taken while two vCPUs shared one core's
+# FMA units, all-core DRAM beside other work, turbo clocks between a long run and a short probe. 3x stays clear
+# of those and still refuses a 10x (or 4x) low roof on every try; a roof 20 % to 3x low is left to the quiet
+# check above, confirmed twice.
 LOW_ROOF_FACTOR = 3.0
 # A cached roof below the record's own measurement of it by more than this share breaks the rule that a roof is
 # the best the record measured (JSON keeps floats exactly: the slack is for hand-made records only).

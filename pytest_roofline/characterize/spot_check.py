@@ -23,8 +23,7 @@ Two judgments follow (:func:`judge`, plain Python over the rates, so tests feed 
   which were spread over its run (``clean.Spot``). When other work ran beside it (``clean.PassGuard``) or too
   few passes were undisturbed, this part is not judged. ``clean.spot_reasons`` decides.
 
-Quiet, on the 2-vCPU Zen 3 VM: 0.24-0.63 s for the first check of a process (loading the library and faulting
-in the 181 MiB buffer), 0.10-0.12 s for a second. Set ``PYTEST_ROOFLINE_SPOT_CHECK=0`` to skip it (pinned
+What a check costs is in docs/characterization-under-load.md. Set ``PYTEST_ROOFLINE_SPOT_CHECK=0`` to skip it (pinned
 machine files never go through it). The rules that need no probe are ``clean.structure_reasons``, applied to
 every cached CPU record as it is read (``machine._checked_cached``).
 """
@@ -141,8 +140,8 @@ def _compute_step(info: dict[str, Any], width: int, precision: str, fallback_byt
                   granularity: int) -> ComputeStep | None:
     """The FMA point that set the record's ``precision`` peak at the widest vectors (its FLOPs per element and
     working set), with that peak. A host can halve the compute roofs for minutes while the caches barely move
-    (fp64 on 2 threads read 53.5 GFLOP/s, the 1-core value, between quiet records of 93-100 on the Zen 3 VM, with
-    no steal: the two vCPUs apparently sharing one core's FMA units), so FMA passes are checked as well. Where
+    (two vCPUs sharing one core's FMA units read the 1-core value, with no steal), so FMA passes are checked as
+    well. Where
     the record has no usable point (none, or FLOPs the library has no kernel for), the compute-bound
     ``cpu.PEAK_FLOPS`` at the L1 check's size: the roof is still probed."""
     from pytest_roofline.characterize.cpu import PEAK_FLOPS
@@ -193,9 +192,9 @@ def probe(steps: SpotPlan) -> Rates:
         rates[precision] = [Reading(point.flop_rate, point.clean)]
     if steps["threads"] > 1:
         # One thread as well: beside other work a team waits at its barriers for whichever thread was
-        # descheduled, and a short call then reads hundreds of times slow (2-thread L1 calls at 0.02 GB/s of
-        # 470 on a busy 2-vCPU VM), while one thread runs whenever it is given a core. A team never does less
-        # than one of its threads alone, so these rates bound its roofs from below.
+        # descheduled, and a short call then reads hundreds of times slow, while one thread runs whenever it is
+        # given a core. A team never does less than one of its threads alone, so these rates bound its roofs
+        # from below.
         library.threads = 1
         seconds, share = library.run("fp64", steps["width"], 1, steps["dram_bytes"], 1)
         rates["DRAM"].append(Reading(2.0 * steps["dram_bytes"] / seconds, share >= cpu_ert.CLEAN_SHARE, False))
