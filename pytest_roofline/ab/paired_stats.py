@@ -92,7 +92,7 @@ def inside_band(ratio: float, tolerance: float) -> bool:
 # Two levels: "unchanged" needs the 90 % interval inside the band (95 % below 4 pairs; below); "slower" or "faster"
 # needs the 99 % one to exclude 1. Where the pairs vary by more than the band (launch-bound kernels on a GPU: 4-10 %
 # between pairs against a 3 % band), a 95 % interval excludes 1 in about 5 % of A/A comparisons, and each of those
-# was a false alarm (4 of 45 on the H100, 2026-11-27); at 99 % about 1 %. Up to 12 pairs buy back the power. The
+# was a false alarm (docs/ab-compare.md, "Measured"); at 99 % about 1 %. Up to 12 pairs buy back the power. The
 # 95 % interval (``ci``) is the one reported.
 CLAIM_CONFIDENCE = 0.99  # the level of t995 (the 95 % interval's is t975's)
 # "Unchanged" is an equivalence claim: the two one-sided tests (TOST) at 5 % each, "not slower by the band" and "not

@@ -1,7 +1,7 @@
 """CUDA characterization: ERT kernels through NVRTC for the L2/HBM sweep and FMA sweeps, dedicated roof kernels
 (``roof_kernels.cu``) for L1, the HBM triad and the CUDA-core FMA peaks, cuBLAS GEMM for the Tensor Core roofs.
 
-Measured once on an H100 at main e11b275 (``../shared/gpu-h100``); the roof kernels and the GEMM series added
+Measured on an H100 (docs/gpu.md); the roof kernels and the GEMM series added
 after it are verified offline only (NVRTC compiles them, the PTX holds the counted loads and FMAs).
 
 Ceiling names, as the ncu counter and the model use them: ``L1``, ``L2``, ``HBM``; ``fp64``/``fp32``/``fp16``/

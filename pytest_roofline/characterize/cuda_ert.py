@@ -3,7 +3,7 @@
 Compilation and PTX inspection need only the NVRTC library (``cupy.cuda.nvrtc`` with the
 ``nvidia-cuda-nvrtc-cu12`` wheel, or ``nvidia-cuda-nvrtc`` for CUDA 13), no GPU: the tests use them to prove, per
 architecture, precision and FLOPs per element, that the instructions the GPU will run are the FLOPs the host
-counts. The sweeps need a GPU; they ran on one H100 (main at e11b275, ``../shared/gpu-h100``), where they set L2
+counts. The sweeps need a GPU; on an H100 (docs/gpu.md) they set L2
 and HBM well but L1 launch-bound (see ``cuda_roofs.py`` for the kernels that set L1, HBM and the FMA peaks now)."""
 
 from __future__ import annotations

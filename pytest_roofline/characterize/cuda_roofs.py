@@ -1,7 +1,7 @@
 """Dedicated CUDA roof kernels (``roof_kernels.cu``): L1 reads, the HBM triad, packed-FMA peaks; and best-of
 timing until the best is stable (the GEMM roofs).
 
-Why beside the ERT sweep: on an H100 (main at e11b275, ``../shared/gpu-h100``) the sweep read L1 no faster
+Why beside the ERT sweep: on an H100 (docs/gpu.md has the figures) the sweep read L1 no faster
 than L2 (7.5 TB/s; its small working sets are launch-bound: 0.36 MiB -> 2.9-4.7 TB/s) where a plain
 read-only kernel with a 16 KiB region per block reads 31.8-32.0; its HBM plateau (2.81 TB/s) sat under
 torch's triad (3.03); and its fp16/bf16 FMA was then overwritten by the Tensor Core GEMM.

@@ -2,7 +2,7 @@
 
 NOT USED TO JUDGE: the Recorder judges GPU work on the record's roofs and builds no probe
 (``Recorder.probe_for``). A GPU's HBM is not shared with other tenants the way a CPU host's DRAM is, and a
-probe runs between the test's own timed calls. On the first H100 run (``../shared/gpu-h100/``) the two regions
+probe runs between the test's own timed calls. On the first H100 run (docs/gpu.md) the two regions
 that were probed read 0.99 and 1.00 of the record's HBM roof; the 355 to 2,600 GB/s "roofs at DRAM" that
 failure messages quoted in that session were not probes but the message's bytes / t_min (now the message
 quotes the record's roof, ``output.text.failure_message``). This module stays for measuring a probe on its

@@ -1,7 +1,7 @@
 """One ncu run for many tests: the batched profiled child, and splitting its report by NVTX range.
 
 The per-test child (:func:`pytest_roofline.counters.ncu.backend.profile_node`) pays a Python + torch + CUDA start
-and ncu's attach for every test (~20-25 s each on the H100 of ``../shared/gpu-h100``, ``run1.log``). Here the
+and ncu's attach for every test (tens of seconds each on a GPU runner; docs/gpu.md). Here the
 parent hands a list of node ids to one child under one ncu run:
 
 * the child runs them in one pytest session; its ``roofline.measure`` names each range

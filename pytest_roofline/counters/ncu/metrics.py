@@ -1,7 +1,7 @@
 """Which Nsight Compute metrics give a roofline point, per compute capability, and how they combine.
 
-Sources: ``../shared/research/gpu-roofline-and-ncu.md`` §1 (NERSC hierarchical roofline method), §1.8 (Tensor Core
-``sm__ops_path_tensor_*`` counters per CC) and §3 (what the stock roofline sections changed). The per-CC Tensor
+Sources: the NERSC hierarchical roofline method, NVIDIA's Tensor Core ``sm__ops_path_tensor_*`` counters per CC
+and what the stock roofline sections changed (docs/gpu.md). The per-CC Tensor
 Core names, the CCs without a DRAM level and the packed-FP32 CCs were checked name by name against NVIDIA's stock
 ``SpeedOfLight_HierarchicalTensorRooflineChart.section`` and ``SpeedOfLight_Roofline.py`` rule of a 2025-era ncu
 (``STOCK_SECTION_SOURCE``, ``STOCK_RULE_SOURCE``); ``cc_sources(cc)`` says which source each name of a CC's list

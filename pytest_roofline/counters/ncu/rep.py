@@ -103,8 +103,8 @@ def _base_unit(metric: Any) -> str:  # ncu_report.IMetric
 
 def nvtx_ranges(action: Any, domain: str = NVTX_DOMAIN) -> tuple[str, ...]:  # ncu_report.IAction
     """The start/end ranges of ``domain`` an action (launch) ran in: ``IAction.nvtx_state()`` ->
-    ``INvtxState.domains()`` -> ``domain_by_id(i).name()`` / ``.start_end_ranges()``. Checked with ncu_report
-    2026.3.1 on the H100 report of ``../shared/gpu-h100`` (ncu 2025.3.1): its four launches hold ``region-0``."""
+    ``INvtxState.domains()`` -> ``domain_by_id(i).name()`` / ``.start_end_ranges()``. Checked against the
+    H100 report of docs/gpu.md: its four launches hold ``region-0``."""
     try:
         state = action.nvtx_state()
         if state is None:

@@ -1,7 +1,7 @@
 """Trimmed reports: one small CSV per test with only what the counter reads, for CI artifacts.
 
 A ``.ncu-rep`` embeds each kernel's SASS (the cubin) and ~350 metric values per launch although the counter
-asks for about 24 (the H100 report of ``../shared/gpu-h100`` is 8.9 MB for 4 launches of cuDNN/PyTorch kernels).
+asks for about 24 (megabytes for a few launches of cuDNN/PyTorch kernels: docs/gpu.md).
 The trimmed report is ncu's raw-page layout (one header row, one units row, one row per launch) with:
 
 * ``ID``, ``Process ID``, ``Kernel Name`` and ``NVTX Range`` (the launch's ``pytest_roofline`` ranges);
