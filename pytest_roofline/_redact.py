@@ -44,17 +44,3 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
     text = _USERINFO.sub(lambda m: f"{m.group(1)}{MASK}@", text)
     text = _QUERY.sub(lambda m: f"{m.group(1)}?{MASK}", text)
     return _NAMED.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", text)
-
-
-def has_credentials(url: str) -> bool:
-    """Whether a location URL carries user info, a query or a fragment. ``abfs[s]://CONTAINER@ACCOUNT...`` names
-    a container, not a user: an ``@`` with no ``:`` or ``/`` before it is allowed there only."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        return "@" in url or "?" in url or "#" in url
-    if "?" in rest or "#" in rest:
-        return True
-    if "@" not in rest:
-        return False
-    user = rest.rsplit("@", 1)[0]
-    return not (scheme.lower() in ("abfs", "abfss") and rest.count("@") == 1 and not set(user) & set(":/"))

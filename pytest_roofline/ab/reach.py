@@ -125,6 +125,12 @@ class TestReach:
         self.link = self.begin(self.local_sites)
         return self.link
 
+    def begin_now(self, reason: Reason) -> None:
+        """Ask the pool for the test before its first call site, whatever it runs (every test is compared):
+        the twins run its setup beside this side's."""
+        self.reason, self.begun = reason, True
+        self.link = self.begin(0)
+
     @property
     def unchanged(self) -> bool:
         """No call site of the test was reached by the change (so far: at its end, the verdict)."""

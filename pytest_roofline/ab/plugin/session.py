@@ -17,7 +17,6 @@ from pytest_roofline.fixture_types import RooflineFixture
 from pytest_roofline.session.state import RooflineState
 
 if TYPE_CHECKING:
-    from pytest_roofline.ab.impact import Reason
     from pytest_roofline.ab.parity import Missing
     from pytest_roofline.ab.pool import PoolLink, TwinPool
     from pytest_roofline.ab.reach import Reach, TestReach
@@ -168,6 +167,7 @@ class CompareSession:
                                 nextitem: pytest.Item | None) -> Generator[None, object, object]:
         if not self.wants_roofline(item):
             return (yield)
+        from pytest_roofline.ab.impact import Reason
         from pytest_roofline.ab.reach import TestReach
 
         reach = self._reach()
@@ -175,27 +175,22 @@ class CompareSession:
             if not self.started:  # REF given but unresolvable, or ``last`` found none: said in the summary
                 self._start()
             return (yield)
-        trace = reach.trace() if reach.forced is None else None
-        fixtures = fixture_keys(item)
-        own = fixture_functions(item, reach.root)
-
-        def decide() -> Reason | None:
-            if trace is None:
-                return reach.reaches(item.nodeid, reach.trace(), fixtures)
-            return reach.reaches(item.nodeid, trace, fixtures, own)
-
-        test = TestReach(item.nodeid, decide, lambda site: self._begin(item.nodeid, site), cost=reach.cost)
+        trace = reach.trace()
+        defs = fixture_defs(item)
+        fixtures = [fixture_key(d) for d in defs]
+        own = fixture_functions(defs, reach.root)
+        test = TestReach(item.nodeid, lambda: reach.reaches(item.nodeid, trace, fixtures, own),
+                         lambda site: self._begin(item.nodeid, site), cost=reach.cost)
         self.reached[item.nodeid] = test
-        if reach.forced is not None:
-            test.next_site = eager_site(test)  # type: ignore[method-assign]  # begun before setup, as ever
         self.state.compare_link = test
-        if trace is not None:
+        if reach.forced is not None:
+            test.begin_now(Reason("compare-all", reach.forced))  # before setup, nothing to trace
+        else:
             trace.start()
         try:
             return (yield)
         finally:
-            if trace is not None:
-                trace.stop()
+            trace.stop()  # a trace never started: nothing to stop
             self.state.compare_link = None
             entry = self.state.tests.get(item.nodeid)
             link = test.link
@@ -310,43 +305,29 @@ def fixture_key(fixturedef: pytest.FixtureDef[object]) -> str:
     return f"{fixturedef.baseid}::{fixturedef.argname}"
 
 
-def fixture_keys(item: pytest.Item) -> list[str]:
+def fixture_defs(item: pytest.Item) -> list[pytest.FixtureDef[object]]:
     """Every fixture definition the test's closure uses (overridden ones included: they may be requested)."""
     info = getattr(item, "_fixtureinfo", None)
-    defs = getattr(info, "name2fixturedefs", {}) if info is not None else {}
-    return [f"{d.baseid}::{d.argname}" for group in defs.values() for d in group]
+    groups = getattr(info, "name2fixturedefs", {}) if info is not None else {}
+    return [definition for group in groups.values() for definition in group]
 
 
-def fixture_functions(item: pytest.Item, root: Path) -> list[tuple[str, str]]:
-    """The test's fixture functions as (path under ``root``, qualified name): their code reaches the test even
-    when a shared fixture was built before its trace began."""
+def fixture_functions(defs: list[pytest.FixtureDef[object]], root: Path) -> list[tuple[str, str]]:
+    """The fixture functions as (path under ``root``, qualified name): their code reaches the test even when a
+    shared fixture was built before its trace began."""
     from pytest_roofline.ab.code_trace import block_name
 
-    info = getattr(item, "_fixtureinfo", None)
-    defs = getattr(info, "name2fixturedefs", {}) if info is not None else {}
     found = []
     top = str(root.resolve())
-    for group in defs.values():
-        for definition in group:
-            code = getattr(getattr(definition, "func", None), "__code__", None)
-            if code is None:
-                continue
-            path = os.path.realpath(code.co_filename)
-            if path.startswith(top + os.sep):
-                found.append((Path(path).relative_to(top).as_posix(),
-                              block_name(getattr(code, "co_qualname", code.co_name))))
+    for definition in defs:
+        code = getattr(getattr(definition, "func", None), "__code__", None)
+        if code is None:
+            continue
+        path = os.path.realpath(code.co_filename)
+        if path.startswith(top + os.sep):
+            found.append((Path(path).relative_to(top).as_posix(),
+                          block_name(getattr(code, "co_qualname", code.co_name))))
     return found
-
-
-def eager_site(test: TestReach) -> Callable[[], PoolLink | None]:
-    """Every test compared: the pool's link asked for at once, not at the first call site the change reaches
-    (the twins run the test's setup beside this side's, as when nothing was selective)."""
-    from pytest_roofline.ab.impact import Reason
-
-    test.reason = Reason("compare-all", "every test is compared")
-    test.begun = True
-    test.link = test.begin(0)
-    return lambda: test.link
 
 
 def paths_outside(positional: list[str], where: Path, top: Path) -> str | None:
