@@ -41,6 +41,26 @@ def test_a_test_the_pool_cannot_run_is_begun_but_not_linked() -> None:
     assert test.next_site() is None  # never asked twice
 
 
+def test_a_change_of_no_python_file_reaches_no_test_and_traces_none(tmp_path: Path) -> None:
+    from pytest_roofline.ab.impact import Change, FileChange, Opaque
+    from pytest_roofline.ab.reach import Reach
+
+    class NeverTraced:
+        def result(self) -> None:
+            raise AssertionError("a test was traced where no change can reach it")
+
+    reach = Reach(tmp_path, "0" * 40, None)
+    reach._change = Change("0" * 40, no_impact=("README.md", "docs/index.md"))
+    assert reach.reaches_none and reach.reaches("t.py::test", NeverTraced(), []) is None  # type: ignore[arg-type]
+    reach._change = Change("0" * 40, opaque=(Opaque("data.csv", "a data file"),))
+    assert not reach.reaches_none  # every test compared: nothing to trace either, but every test is reached
+    reach._change = Change("0" * 40, python=(FileChange("mypkg.py", "modified", None, frozenset({"slow"})),))
+    assert not reach.reaches_none
+    assert Reach(tmp_path, "0" * 40, "--roofline-compare-all").reaches("t.py::test", NeverTraced(),  # type: ignore[arg-type]
+                                                                        []) == Reason("compare-all",
+                                                                                      "--roofline-compare-all")
+
+
 def test_the_cost_line_states_counts_seconds_and_the_ratio() -> None:
     cost = Cost(pool_start_s=10.0, paired_s=30.0, session_start=0.0)
     import time

@@ -264,17 +264,17 @@ class FakePair:
         self.this_s, self.ref_s, self.clock, self.alloc_first = this_s, ref_s, clock, alloc_first
         self.turns: list[str] = []
 
-    def _turn(self, side: str, seconds: float, op: str, batch: int) -> tuple[float, int]:
-        self.clock[0] += seconds * batch * (2 if op == "call" else 1)
+    def _turn(self, side: str, seconds: float, op: str, batch: int, rewarm: bool = False) -> tuple[float, int]:
+        self.clock[0] += seconds * (batch + (1 if rewarm else 0))
         if op == "call":
             self.turns.append(side)
         return seconds, 0
 
-    def this_turn(self, op: str, batch: int) -> tuple[float, int]:
-        return self._turn("this", self.this_s, op, batch)
+    def this_turn(self, op: str, batch: int, rewarm: bool = True) -> tuple[float, int]:
+        return self._turn("this", self.this_s, op, batch, rewarm)
 
-    def ref_turn(self, op: str, batch: int) -> tuple[float, int]:
-        return self._turn("ref", self.ref_s, op, batch)
+    def ref_turn(self, op: str, batch: int, rewarm: bool = True) -> tuple[float, int]:
+        return self._turn("ref", self.ref_s, op, batch, rewarm)
 
 
 def site(ratios: list[float], seconds: float = 0.01, tolerance: float | None = 0.03) -> tuple[Any, list[FakePair]]:
@@ -384,11 +384,11 @@ def test_the_discarded_turn_pair_is_not_in_the_ratio(lead: str) -> None:
             super().__init__(*args)
             self.settled: list[str] = []
 
-        def _turn(self, side: str, seconds: float, op: str, batch: int) -> tuple[float, int]:
+        def _turn(self, side: str, seconds: float, op: str, batch: int, rewarm: bool = False) -> tuple[float, int]:
             if op == "discard":
                 self.settled.append(side)
                 return seconds * 1.2 if side == lead else seconds, 0
-            return super()._turn(side, seconds, op, batch)
+            return super()._turn(side, seconds, op, batch, rewarm)
 
     clock = [0.0]
     pair = SlowFirstCall(0.01, 0.01, clock)
@@ -407,16 +407,16 @@ class Relapse(FakePair):
         super().__init__(0.01, 0.01, [0.0])
         self.relapse, self.warm_faults, self.calls, self.warms = relapse, warm_faults, 0, 0
 
-    def this_turn(self, op: str, batch: int) -> tuple[float, int]:
+    def this_turn(self, op: str, batch: int, rewarm: bool = True) -> tuple[float, int]:
         if op == "warm":
             self.warms += 1
-            return self._turn("this", 0.01, op, batch)[0], 800 if self.warms <= self.warm_faults else 0
+            return self._turn("this", 0.01, op, batch, rewarm)[0], 800 if self.warms <= self.warm_faults else 0
         if op != "call":
-            return self._turn("this", 0.01, op, batch)
+            return self._turn("this", 0.01, op, batch, rewarm)
         self.calls += 1
         if self.calls - 1 in self.relapse:
-            return self._turn("this", 0.018, op, batch)[0], 800
-        return self._turn("this", 0.01, op, batch)
+            return self._turn("this", 0.018, op, batch, rewarm)[0], 800
+        return self._turn("this", 0.01, op, batch, rewarm)
 
 
 def pair_of(fake: Relapse) -> Any:
@@ -446,8 +446,8 @@ def test_a_relapse_into_page_faults_on_one_side_is_set_aside() -> None:
     # faults on both sides at once are the call's own: those turn pairs count
     both = Relapse(range(2, 9))
     ref_turn = both.ref_turn
-    both.ref_turn = lambda op, batch: (ref_turn(op, batch)[0], 800 if op == "call" and both.calls - 1 in both.relapse
-                                       else 0)  # type: ignore[method-assign]
+    both.ref_turn = lambda op, batch, rewarm: (  # type: ignore[method-assign]
+        ref_turn(op, batch, rewarm)[0], 800 if op == "call" and both.calls - 1 in both.relapse else 0)
     times = pair_of(both)
     assert times.kept == [True] * len(times.first) and times.within.ratio > 1.3
     # faults in more than MAX_SET_ASIDE turn pairs are no relapse: every turn pair counts again
@@ -472,9 +472,10 @@ def test_a_twin_keeps_no_time_of_the_discarded_turn() -> None:
         judged.append(stats)
         return {}
 
-    channel = ScriptedChannel([{"op": "begin", "rewarm": False}, {"op": "warm", "batch": 1},
-                               {"op": "discard", "batch": 1}, {"op": "call", "batch": 1},
-                               {"op": "call", "batch": 1}, {"op": "site_end", "region": True}])
+    channel = ScriptedChannel([{"op": "begin"}, {"op": "warm", "batch": 1},
+                               {"op": "discard", "batch": 1, "rewarm": False},
+                               {"op": "call", "batch": 1, "rewarm": False},
+                               {"op": "call", "batch": 1, "rewarm": False}, {"op": "site_end", "region": True}])
     calls = Calls()
     assert follow(channel, calls, 0, "f", judge)  # type: ignore[arg-type]
     assert calls.runs == 4 and [m["s"] for m in channel.sent if m["op"] == "t"] == [0.001, 0.002, 0.003, 0.004]
@@ -1010,7 +1011,7 @@ def test_a_twin_counts_its_call_only_when_its_region_is_asked_for() -> None:
         assert (channel.sent[-1]["region"] is not None) == asked
 
 
-def test_a_twin_skips_the_untimed_call_only_where_the_site_says_so() -> None:
+def test_a_twin_skips_the_untimed_call_only_where_the_turn_says_so() -> None:
     from pytest_roofline.ab.lockstep import follow
 
     class Calls:
@@ -1020,47 +1021,68 @@ def test_a_twin_skips_the_untimed_call_only_where_the_site_says_so() -> None:
             Calls.runs += 1
             return 1e-3, 0, 0
 
-    # warm: 1 call; timed turns of 2 and 1 calls, each after one untimed call (2 more) unless the site says not
-    for begin, runs in (({"op": "begin"}, 1 + 3 + 2), ({"op": "begin", "rewarm": True}, 6),
-                        ({"op": "begin", "rewarm": False}, 1 + 3)):
+    # warm: 1 call, never rewarmed; timed turns of 2 and 1 calls, each after one untimed call (2 more) unless
+    # the turn says not
+    for rewarm, runs in ((None, 1 + 3 + 2), (True, 6), (False, 1 + 3)):
         Calls.runs = 0
-        script = [begin, {"op": "warm", "batch": 1}, {"op": "call", "batch": 2}, {"op": "call", "batch": 1},
-                  {"op": "site_end", "region": False}]
+        said = {} if rewarm is None else {"rewarm": rewarm}
+        script = [{"op": "begin"}, {"op": "warm", "batch": 1, "rewarm": True}, {"op": "call", "batch": 2, **said},
+                  {"op": "call", "batch": 1, **said}, {"op": "site_end", "region": False}]
         assert follow(ScriptedChannel(script), Calls(), 0, "f", lambda timing, roofs: {})  # type: ignore[arg-type]
         assert Calls.runs == runs
 
 
+class Spread(FakePair):
+    """REF's calls vary (1.0, 1.1, 0.9, 1.05, 0.95 times): the pair's own interval never settles."""
+
+    spread = (1.0, 1.1, 0.9, 1.05, 0.95)
+    calls = 0
+
+    def _turn(self, side: str, seconds: float, op: str, batch: int, rewarm: bool = False) -> tuple[float, int]:
+        self.clock[0] += seconds * (batch + (1 if rewarm else 0))
+        if op == "call":
+            self.turns.append(f"{side}{'+' if rewarm else ''}")
+        if side == "ref" and op == "call":
+            self.calls += 1
+            return seconds * self.spread[self.calls % 5], 0
+        return seconds, 0
+
+
 def test_without_the_untimed_call_a_budget_buys_about_twice_the_turns() -> None:
-    class Pair(FakePair):
-        rewarm = True
-        spread = (1.0, 1.1, 0.9, 1.05, 0.95)  # REF's calls vary: the pair's own interval never settles
-        calls = 0
-
-        def _turn(self, side: str, seconds: float, op: str, batch: int) -> tuple[float, int]:
-            self.clock[0] += seconds * batch * (2 if op == "call" and self.rewarm else 1)
-            if side == "ref" and op == "call":
-                self.calls += 1
-                return seconds * self.spread[self.calls % 5], 0
-            return seconds, 0
-
     turns = {}
     for rewarm in (True, False):
         clock = [0.0]
-        pair = Pair(0.01, 0.01, clock)
-        pair.rewarm = rewarm
+        pair = Spread(0.01, 0.01, clock)
 
         def now(clock: list[float] = clock) -> float:
             return clock[0]
 
         times = one_pair(pair.this_turn, pair.ref_turn, TimingPolicy(max_time_s=1.0), 1.0, "this",
-                         rewarm=rewarm, clock=now)
+                         rewarm=lambda call_s, rewarm=rewarm: rewarm, clock=now)
         assert times.budget_limited and times.rewarm is rewarm and times.summary()["rewarm"] is rewarm
+        assert set(pair.turns) == ({"this+", "ref+"} if rewarm else {"this", "ref"})  # both sides alike
         turns[rewarm] = len(times.first)
         # it stops when one more turn pair would overrun the budget: 40 ms with the untimed calls, 20 without
         pair_s = 0.04 if rewarm else 0.02
         assert 1.0 - pair_s < times.measure_s <= 1.0
     # 10 ms calls, 1 s: a turn pair is 40 ms with the untimed calls, 20 ms without, after the same warm-up
     assert turns[True] >= MIN_TURNS and 1.8 < turns[False] / turns[True] < 2.2
+
+
+def test_the_untimed_call_is_judged_on_the_calls_time_in_the_discarded_turn_pair() -> None:
+    asked: list[float] = []
+
+    def rewarm(call_s: float) -> bool:
+        asked.append(call_s)
+        return call_s < 0.02
+
+    for this_s, expected in ((0.01, True), (0.03, False)):
+        asked.clear()
+        clock = [0.0]
+        pair = Spread(this_s, 0.04, clock)  # the faster side's call in the discarded turn pair is the one judged
+        times = one_pair(pair.this_turn, pair.ref_turn, TimingPolicy(max_time_s=1.0), 4.0, "this",
+                         rewarm=rewarm, clock=lambda clock=clock: clock[0])
+        assert asked == [this_s] and times.rewarm is expected
 
 
 def test_a_working_set_is_past_the_last_cache_at_twice_its_size() -> None:
@@ -1088,7 +1110,10 @@ def test_the_untimed_call_is_kept_where_refilling_the_caches_could_cost_a_percen
     # 1 MiB / 100 GB/s = 10.5 us, under 1 % of 7.9 ms (79 us): no untimed call
     assert not rewarm_pays(9.4e6, 7.9e-3, cpu)
     assert rewarm_pays(9.4e6, 0.5e-3, cpu)  # bound at 0.5 ms: 1 % is 5 us, under the 10.5 us refill
-    assert rewarm_pays(20 * mib, 1.0, cpu)  # twice 20 MiB does not fit the L3: the other side evicts it
+    # twice 20 MiB does not fit the L3: the other side evicts it, and it comes back from DRAM in 1.05 ms
+    assert rewarm_pays(20 * mib, 0.1, cpu)  # more than 1 % of a 100 ms call
+    assert not rewarm_pays(20 * mib, 0.2, cpu)  # under 1 % of a 200 ms one
+    assert rewarm_pays(20 * mib, 1.0, Machine("cpu", {"fp32": 1e11}, {"L2": 2e11, "L3": 1e11}, info=cpu.info))
     assert not rewarm_pays(64 * mib, 1e-6, cpu)  # past the last cache: nothing stays
     assert rewarm_pays(48 * 2**10, 1e-6, cpu)  # a 48 KiB add: its refill is half its bound
     assert rewarm_pays(None, 1.0, cpu) and rewarm_pays(9.4e6, 0.0, cpu)  # unknown size or bound

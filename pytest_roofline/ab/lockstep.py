@@ -5,9 +5,9 @@ A process pair's driver (:func:`.pairs.measure_site`) drives; each twin (:func:`
 its own calls with its own clock; only whole seconds cross the pipe, outside every timed interval. Warm-up runs on
 both sides first, alternating, until neither side's calls fault on fresh pages any more, then one discarded turn
 pair that neither side keeps (the first call after the warm-up reads slower); before each timed turn a side makes one
-untimed call, so its timed call starts on its own warm data (:func:`run_batch`), except at a call site where
-that warms nothing that matters (the driver says so when it opens the site: ``measure.probes.rewarm_pays``),
-where the untimed call would only halve the turns a budget buys.
+untimed call, so its timed call starts on its own warm data (:func:`run_batch`), except where that warms nothing
+that matters (the driver says so in each turn: ``measure.probes.rewarm_pays``, judged on the call's time in the
+discarded turn pair), where the untimed call would only halve the turns a budget buys.
 """
 
 from __future__ import annotations
@@ -92,13 +92,13 @@ def follow(channel: Channel, calls: TurnCalls, site: int, label: str,
     if message["op"] != "begin":
         return False
     roofs = message.get("roofs")
-    rewarm = bool(message.get("rewarm", True))
     with pinned_to(message.get("cores")):
         while True:
             message = channel.receive()
             op = message["op"]
             if op in ("warm", "discard", "call"):  # "discard": a turn the driver keeps no time of, nor does the twin
-                seconds, faults = run(calls, int(message.get("batch", 1)), op != "warm" and rewarm)
+                rewarm = op != "warm" and bool(message.get("rewarm", True))
+                seconds, faults = run(calls, int(message.get("batch", 1)), rewarm)
                 if op == "call":
                     side.times.append(seconds)
                     side.faults.append(faults)

@@ -51,8 +51,15 @@ CHECK_EVERY = 5
 FAULTS_NOISE = 16  # a few pages a call: a small block's first touch, no relapse
 MAX_SET_ASIDE = MIN_TURNS  # past this many set aside in one pair, faults are the call's own: every turn counts
 
-# (op "warm", "discard" or "call", batch) -> (seconds per call, faults); a twin keeps only its "call" turns
-Turn = Callable[[str, int], tuple[float, int]]
+# (op "warm", "discard" or "call", batch, rewarm) -> (seconds per call, faults); a twin keeps only its "call"
+# turns; ``rewarm``: one untimed call before the timed batch (a "warm" turn has none)
+Turn = Callable[[str, int, bool], tuple[float, int]]
+# a call's seconds -> whether an untimed call before each timed one changes what it measures (measure.probes)
+Rewarm = Callable[[float], bool]
+
+
+def always(_call_s: float) -> bool:
+    return True
 
 
 @dataclass
@@ -93,7 +100,7 @@ def other_side(side: str) -> str:
 
 
 def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead: str, *,
-             alloc_first: str = "this", rewarm: bool = True,
+             alloc_first: str = "this", rewarm: Rewarm = always,
              clock: Callable[[], float] = time.perf_counter) -> PairTimes:
     """Warm both sides up, alternating (``lead`` first), until neither faults; one discarded turn pair, timed by
     no one; then turn pairs, ``lead`` first in each, until the pair's own interval is settled, ``budget_s`` is
@@ -105,8 +112,10 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead:
     ratio carried that difference one way or the other; with the lead first in every turn pair, every timed call
     follows the other side's, as the warm-up's do. The first timed call after the warm-up read slower still
     (the lead's GEMM by about 6 % in the median): the discarded turn pair takes it. Which side leads alternates
-    from pair to pair (:func:`measure_site`). ``rewarm``: whether the twins make an untimed call before each
-    timed batch (they were told when the site opened); it sets what a turn pair costs.
+    from pair to pair (:func:`measure_site`). ``rewarm``: given the call's seconds in the discarded turn pair
+    (the faster side's: a call warm and steady), whether each timed batch starts with an untimed call, on both
+    sides alike; it sets what a turn pair costs (a long call's refill is a sliver of it, and its untimed call
+    would halve the turns a budget buys).
 
     A side still page-faulting in earnest (more than ``FAULTS_NOISE`` per call in one of its last
     ``quiet_warmup`` calls) keeps warming up past the warm-up's share of the budget, up to the whole of it. A turn
@@ -126,7 +135,7 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead:
     last = 0.0
     while times["this"].warmup < policy.max_warmup:
         for side in warm_order:
-            seconds, faults = sides[side]("warm", 1)
+            seconds, faults = sides[side]("warm", 1, False)
             quiet[side] = quiet[side] + 1 if faults == 0 else 0
             calm[side] = calm[side] + 1 if faults <= FAULTS_NOISE else 0
             times[side].warmup += 1
@@ -137,21 +146,22 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead:
         if times["this"].warmup >= policy.min_warmup and min(quiet.values()) >= policy.quiet_warmup:
             break
     batch = max(1, min(MAX_BATCH, math.ceil(BATCH_TARGET_S / last))) if last > 0 else 1
-    for side in warm_order:  # the discarded turn pair: run as a turn, kept by no one (nor by the twins' records)
-        sides[side]("discard", batch)
+    # the discarded turn pair: run as a turn without the untimed call, kept by no one (nor by the twins' records)
+    discarded = min(sides[side]("discard", batch, False)[0] for side in warm_order)
+    rewarming = rewarm(discarded)
     relapses = True  # False once more turn pairs were set aside than a relapse accounts for
     first: list[str] = []
     kept: list[bool] = []
     pair = PairTimes(times["this"], times["ref"], batch, PairedRatio(math.nan, None, 0), first, warm_order[0],
-                     alloc_first, False, 0.0, rewarm, kept, settled)
+                     alloc_first, False, 0.0, rewarming, kept, settled)
     while len(first) < MAX_TURNS:
         counted = kept.count(True)
         # a turn pair costs each side its timed batch and, with the re-warm, one untimed call before it
-        if counted >= MIN_TURNS and clock() - start + (2 * batch + (2 if rewarm else 0)) * last > budget_s:
+        if counted >= MIN_TURNS and clock() - start + (2 * batch + (2 if rewarming else 0)) * last > budget_s:
             pair.budget_limited = True
             break
         for side in warm_order:
-            seconds, faults = sides[side]("call", batch)
+            seconds, faults = sides[side]("call", batch, rewarming)
             times[side].times.append(seconds)
             times[side].faults.append(faults)
         first.append(lead)
@@ -227,13 +237,13 @@ class PairSides(Protocol):
 
     alloc_first: str
 
-    def this_turn(self, op: str, batch: int) -> tuple[float, int]: ...
+    def this_turn(self, op: str, batch: int, rewarm: bool) -> tuple[float, int]: ...
 
-    def ref_turn(self, op: str, batch: int) -> tuple[float, int]: ...
+    def ref_turn(self, op: str, batch: int, rewarm: bool) -> tuple[float, int]: ...
 
 
 def measure_site(pairs: Iterable[PairSides], policy: TimingPolicy, tolerance: float | None, seed: int, *,
-                 min_pairs: int = MIN_PROCESS_PAIRS, rewarm: bool = True,
+                 min_pairs: int = MIN_PROCESS_PAIRS, rewarm: Rewarm = always,
                  clock: Callable[[], float] = time.perf_counter) -> SiteResult:
     """Time one call site in process pairs, one pair after another: at least ``min_pairs`` (or all there are),
     then more until :func:`.paired_stats.decided` or ``pairs`` is spent (a pair is taken from it only when

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_roofline.ab.pairs import MAX_PROCESS_PAIRS, MIN_PROCESS_PAIRS, SiteResult, measure_site
+from pytest_roofline.ab.pairs import MAX_PROCESS_PAIRS, MIN_PROCESS_PAIRS, Rewarm, SiteResult, always, measure_site
 from pytest_roofline.ab.parity import Missing
 from pytest_roofline.ab.room import shortfall
 from pytest_roofline.ab.twin import TestLink, Twin
@@ -41,8 +41,7 @@ class SideLink:
         if self.ahead is None and self.link.active:
             self.ahead = self.twin.receive()
 
-    def open_site(self, index: int, cores: Sequence[int] | None, roofs: Mapping[str, object] | None,
-                  rewarm: bool = True) -> bool:
+    def open_site(self, index: int, cores: Sequence[int] | None, roofs: Mapping[str, object] | None) -> bool:
         if not self.link.active:
             return False
         message = self.ahead if self.ahead is not None else self.twin.receive()
@@ -55,12 +54,12 @@ class SideLink:
             self.link.active = False
             return False
         # a dead twin: TwinStopped
-        self.twin.send(op="begin", cores=list(cores) if cores else None, roofs=roofs, rewarm=rewarm)
+        self.twin.send(op="begin", cores=list(cores) if cores else None, roofs=roofs)
         self.open = True
         return True
 
-    def turn(self, op: str, batch: int) -> tuple[float, int]:
-        return self.link.turn(op, batch)
+    def turn(self, op: str, batch: int, rewarm: bool) -> tuple[float, int]:
+        return self.link.turn(op, batch, rewarm)
 
     def close_site(self, region: bool = False) -> dict[str, Any] | None:
         """End the call site (a site this side never timed ends with no region); ``region``: ask for it."""
@@ -83,11 +82,11 @@ class Pair:
     def sides(self) -> tuple[SideLink, SideLink]:
         return (self.this, self.ref) if self.alloc_first == "this" else (self.ref, self.this)
 
-    def this_turn(self, op: str, batch: int) -> tuple[float, int]:
-        return self.this.turn(op, batch)
+    def this_turn(self, op: str, batch: int, rewarm: bool) -> tuple[float, int]:
+        return self.this.turn(op, batch, rewarm)
 
-    def ref_turn(self, op: str, batch: int) -> tuple[float, int]:
-        return self.ref.turn(op, batch)
+    def ref_turn(self, op: str, batch: int, rewarm: bool) -> tuple[float, int]:
+        return self.ref.turn(op, batch, rewarm)
 
 
 def start_pair(this: Twin, ref: Twin, nodeid: str, alloc_first: str) -> Pair | None:
@@ -151,10 +150,11 @@ class PoolLink:
         return None
 
     def measure_site(self, label: str, cores: Sequence[int] | None, roofs: Mapping[str, object] | None,
-                     policy: TimingPolicy, tolerance: float | None, rewarm: bool = True) -> SiteResult | None:
+                     policy: TimingPolicy, tolerance: float | None, rewarm: Rewarm = always) -> SiteResult | None:
         """Time this test's next call site over process pairs; None when no pair has it on both sides.
         ``tolerance``: the band's half width (None: auto, :func:`.paired_stats.band_for`).
-        ``rewarm``: each timed turn starts with an untimed call (:func:`.lockstep.run_batch`); both sides alike."""
+        ``rewarm``: whether each timed turn starts with an untimed call (:func:`.lockstep.run_batch`), given the
+        call's seconds (:func:`.pairs.one_pair`); both sides alike."""
         index = self.site
         self.site += 1
         usable: list[Pair] = []
@@ -162,7 +162,7 @@ class PoolLink:
 
         def opened(pair: Pair) -> bool:
             offered.append(pair)
-            sides = [side.open_site(index, cores, roofs, rewarm) for side in pair.sides()]
+            sides = [side.open_site(index, cores, roofs) for side in pair.sides()]
             if all(sides):
                 usable.append(pair)
                 return True

@@ -72,6 +72,13 @@ class Reach:
         """Why every test is compared (the option, a nightly, or a change tracing cannot see into), or None."""
         return self.forced or self.change.compare_all
 
+    @property
+    def reaches_none(self) -> bool:
+        """No test can be reached: every test is compared by reach, and the change has no Python file (docs,
+        files of no impact). Then no test is traced: tracing would cost a plain session its overhead for
+        nothing."""
+        return self.compare_all() is None and not self.change.python
+
     def trace(self) -> CodeTrace:
         return CodeTrace(self.root)
 
@@ -87,6 +94,8 @@ class Reach:
         forced = self.compare_all()
         if forced is not None:
             return Reason("compare-all", forced)
+        if self.reaches_none:
+            return None
         result = trace.result()
         if result is None:
             return impact(self.change, {nodeid: None})[nodeid]

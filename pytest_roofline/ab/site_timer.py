@@ -45,9 +45,14 @@ class PairedSites:
         with recorder.placement() as placed:
             cores = list(placed.used) if placed is not None else None
             roofs = recorder.machine_for(placed, work_device(counter))
-            # an untimed call before each timed turn where it warms what matters (this side's numbers rule both)
+            # an untimed call before each timed turn where it warms what matters (this side's numbers rule both,
+            # with the call's time the pair measures)
             placed_kernels, _ = recorder.placed_kernels(counter, kernels, roofs)  # bytes at the level serving them
-            rewarm = rewarm_pays(counter.footprint_bytes, roofline_bound(placed_kernels, roofs)[0], roofs)
+            t_min = roofline_bound(placed_kernels, roofs)[0]  # the call takes at least this long
+
+            def rewarm(call_s: float) -> bool:
+                return rewarm_pays(counter.footprint_bytes, max(t_min, call_s), roofs)
+
             site = link.measure_site(label, cores, roofs.to_dict(), recorder.policy, self.tolerance, rewarm)
             self.reach.cost.paired_s += time.monotonic() - started
             region: Region

@@ -106,8 +106,8 @@ class TestLink:
     nodeid: str
     active: bool = True  # False once the twin's test ended or stopped comparing (ab.pool opens its sites)
 
-    def turn(self, op: str, batch: int) -> tuple[float, int]:
-        self.twin.send(op=op, batch=batch)
+    def turn(self, op: str, batch: int, rewarm: bool) -> tuple[float, int]:
+        self.twin.send(op=op, batch=batch, rewarm=rewarm)
         message = self.twin.receive()
         if message.get("op") != "t":
             raise self.twin.stopped(f"it answered a turn with {str(message.get('op'))[:40]!r}")

@@ -220,24 +220,28 @@ def roofline_bound(kernels: Sequence[KernelSample], machine: Machine) -> tuple[f
 REWARM_SHARE = 0.01  # an untimed call before each timed one pays when refilling the caches may cost more than this
 
 
-def rewarm_pays(footprint_bytes: float | None, t_min_s: float, machine: Machine) -> bool:
+def rewarm_pays(footprint_bytes: float | None, call_s: float, machine: Machine) -> bool:
     """Whether one untimed call before each timed one (A/B turns, ``ab.lockstep.run_batch``) changes what
-    the timed call measures. No when the working set is past the last cache (nothing of it stays there), or
-    when twice it (this side's and the other side's, taken as large) fits in the last cache and refilling the
-    smaller caches from it takes at most ``REWARM_SHARE`` of the call's least time (``t_min_s``, the roofline's
-    bound: the call takes at least that): the other side's turn then leaves this side's data in the last
-    cache, and what it pushed out of the smaller ones returns in a sliver of the call. Yes whenever a size, the
-    last cache's bandwidth or the bound is unknown."""
+    the timed call measures, for a call of ``call_s`` (the roofline's bound before the call was timed, its
+    measured time after: the call takes at least the bound). No when the working set is past the last cache
+    (nothing of it stays there), or when refilling what the other side's turn may have pushed out takes at most
+    ``REWARM_SHARE`` of the call: where twice the working set (this side's and the other's, taken as large) fits
+    in the last cache, the smaller caches from the last one; where it does not, the whole of it (up to the last
+    cache) from the slowest memory. Yes whenever a size, a bandwidth or the call's time is unknown."""
     if past_the_last_cache(footprint_bytes, machine):
         return False
-    capacities = sorted((float(v), k) for k, v in (machine.info.get("capacities") or {}).items())
-    if not footprint_bytes or len(capacities) < 2 or not t_min_s > 0:
+    caches = machine.info.get("capacities") or {}
+    capacities = sorted((float(v), k) for k, v in caches.items())
+    if not footprint_bytes or len(capacities) < 2 or not call_s > 0:
         return True
     (last, last_level), (below, _) = capacities[-1], capacities[-2]
+    if 2 * footprint_bytes > last:  # the other side's turn evicts it from the last cache too
+        memory = [float(v) for k, v in machine.bandwidth.items() if k not in caches]  # levels past the caches
+        return not memory or min(footprint_bytes, last) / min(memory) > REWARM_SHARE * call_s
     bandwidth = machine.bandwidth.get(last_level)
-    if not bandwidth or 2 * footprint_bytes > last:
+    if not bandwidth:
         return True
-    return min(footprint_bytes, below) / bandwidth > REWARM_SHARE * t_min_s
+    return min(footprint_bytes, below) / bandwidth > REWARM_SHARE * call_s
 
 
 def wants_footprint_probe(footprint_bytes: float | None, machine: Machine,

@@ -152,7 +152,7 @@ class CompareSession:
         """What a fixture's setup runs, kept for every test that uses it: a shared fixture is built for the
         first test that asks for it only, and the later ones take its result."""
         reach = self.reach
-        if reach is None or reach.forced is not None:
+        if reach is None or reach.forced is not None or reach.reaches_none:
             return (yield)
         trace = reach.trace()
         trace.start()
@@ -185,7 +185,7 @@ class CompareSession:
         self.state.compare_link = test
         if reach.forced is not None:
             test.begin_now(Reason("compare-all", reach.forced))  # before setup, nothing to trace
-        else:
+        elif not reach.reaches_none:
             trace.start()
         try:
             return (yield)
