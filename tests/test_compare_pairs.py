@@ -24,17 +24,23 @@ from pytest_roofline.ab.cuda_turns import (
 )
 from pytest_roofline.ab.paired_stats import (
     AUTO_BANDS,
+    CLAIM_ERROR,
+    INTERIM_ERROR,
+    LAST_ERROR,
+    ROBUST_ERROR,
     PairedRatio,
     auto_band,
     band_for,
     between_pairs,
+    claim_confidence,
     decided,
     far_pair,
+    level_text,
     over_process_pairs,
     signed_rank_critical,
     t95,
     t975,
-    t995,
+    t_two_sided,
     yuen_interval,
 )
 from pytest_roofline.ab.pairs import MAX_SET_ASIDE, MIN_TURNS, SiteResult, measure_site, one_pair
@@ -64,18 +70,27 @@ def test_the_t_interval_over_three_pairs_by_hand() -> None:
     assert between_pairs([1.1]).ci is None  # one pair: no spread, no interval
 
 
-def test_a_change_is_claimed_at_99_percent_and_unchanged_said_at_95() -> None:
-    # log ratios 0.01, 0.03, 0.02 again: the claim interval is t(0.995, 2) * 0.01 / sqrt(3) = 9.925 * 0.005774
-    # = 0.057301 either side of 0.02
+def test_a_change_is_claimed_at_the_looks_level_and_unchanged_said_at_95() -> None:
+    # the claim's 1 % is spent over the looks (Haybittle-Peto): the nine looks before the twelfth pair share
+    # 0.1 %, each at 1 - 0.001 / 9 (99.99 %), the twelfth at 1 - 0.007 (99.3 %); quantiles by scipy.stats.t.ppf
+    assert claim_confidence(3) == claim_confidence(11) == pytest.approx(1 - 0.001 / 9)
+    assert claim_confidence(12) == claim_confidence(20) == pytest.approx(0.993)
+    assert claim_confidence(5, last=5) == pytest.approx(0.993) and claim_confidence(3, last=5) == 1 - 0.001 / 2
+    assert INTERIM_ERROR + 2 * ROBUST_ERROR + LAST_ERROR == pytest.approx(CLAIM_ERROR) == 0.01
+    assert t_two_sided(1 - 0.001 / 9, 2) == pytest.approx(94.860, abs=1e-3)
+    assert t_two_sided(1 - 0.001 / 9, 4) == pytest.approx(15.134, abs=1e-3)
+    assert t_two_sided(0.993, 11) == pytest.approx(3.306, abs=1e-3)
+    assert (level_text(1 - 0.001 / 9), level_text(0.993), level_text(None)) == ("99.99%", "99.3%", "99%")
+    # log ratios 0.01, 0.03, 0.02 again: the claim interval is 94.860 * 0.01 / sqrt(3) = 0.547677 either side
     result = between_pairs([math.exp(0.01), math.exp(0.03), math.exp(0.02)])
-    assert result.claim_ci is not None
-    assert math.log(result.claim_ci[0]) == pytest.approx(0.02 - 0.057301, abs=1e-6)
-    assert math.log(result.claim_ci[1]) == pytest.approx(0.02 + 0.057301, abs=1e-6)
-    assert t995(2) == pytest.approx(9.925, abs=1e-3) and t995(4) == pytest.approx(4.604, abs=1e-3)
-    assert t995(100) == pytest.approx(2.576, abs=1e-3) and result.as_paired().claim_ci == result.claim_ci
+    assert result.claim_ci is not None and result.claim_level == pytest.approx(1 - 0.001 / 9)
+    assert math.log(result.claim_ci[0]) == pytest.approx(0.02 - 0.547677, abs=1e-6)
+    assert math.log(result.claim_ci[1]) == pytest.approx(0.02 + 0.547677, abs=1e-6)
+    assert result.as_paired().claim_ci == result.claim_ci
+    assert result.as_paired().claim_level == result.claim_level
     # the H100's A/A false alarms (2026-11-27): identical code, 5 process pairs whose 95 % interval excluded 1
-    conv = between_pairs([1.183, 1.008, 1.153, 1.072, 1.238])  # 1.128, 95 % [1.019, 1.248], 99 % [0.953, 1.334]
-    add = between_pairs([0.907, 0.824, 0.977, 0.872, 0.888])  # 0.892, 95 % [0.826, 0.964], 99 % [0.785, 1.014]
+    conv = between_pairs([1.183, 1.008, 1.153, 1.072, 1.238])  # 1.128, 95 % [1.019, 1.248], claim [0.649, 1.960]
+    add = between_pairs([0.907, 0.824, 0.977, 0.872, 0.888])
     for aa in (conv, add):
         assert aa.ci is not None and not aa.ci[0] < 1 < aa.ci[1]
         assert verdict(aa.as_paired(), 0.03) == "inconclusive"  # was slower / faster at 95 %
@@ -84,12 +99,15 @@ def test_a_change_is_claimed_at_99_percent_and_unchanged_said_at_95() -> None:
     said = compare_regions([region(1.128, [1.183, 1.008, 1.153, 1.072, 1.238])], Tolerances(0.1, 0.03, ("time",)),
                            "REF", "compute:fp32")
     assert said is not None and said.verdict == "inconclusive" and said.failed_on == ()
-    assert "inconclusive: the 99% interval [0.953, 1.334] reaches 1; process pairs 1.183" in said.explanation
-    assert said.time.claim_ci == pytest.approx((0.9533, 1.3342), abs=1e-4)
-    assert said.to_dict()["changes"]["time"]["claim_ci"] == pytest.approx([0.9533, 1.3342], abs=1e-4)
-    # a real 10 % slowdown, pairs within 1 %: both intervals clear 1 (and the band), decided at three pairs
-    slower = between_pairs([1.10, 1.11, 1.09])
-    assert verdict(slower.as_paired(), 0.03) == "slower" and decided(slower, 0.03, 3)
+    assert "inconclusive: the 99.99% interval [0.649, 1.960] reaches 1; process pairs 1.183" in said.explanation
+    assert said.time.claim_ci == pytest.approx((0.6491, 1.9596), abs=1e-4)
+    assert said.to_dict()["changes"]["time"]["claim_ci"] == pytest.approx([0.6491, 1.9596], abs=1e-4)
+    assert said.to_dict()["changes"]["time"]["claim_level"] == pytest.approx(1 - 0.001 / 9)
+    # a real 10 % slowdown, pairs within 1 %: three and four pairs claim nothing at 99.99 % ([0.669, 1.810],
+    # [0.995, 1.216]); a fifth decides it ([1.052, 1.152])
+    pairs = [1.10, 1.11, 1.09, 1.10, 1.105]
+    assert [decided(between_pairs(pairs[:k]), 0.03, 3) for k in (3, 4, 5)] == [False, False, True]
+    assert verdict(between_pairs(pairs).as_paired(), 0.03) == "slower"
 
 
 def test_one_pair_far_from_the_others_leaves_the_claim_to_the_signed_rank_interval() -> None:
@@ -98,52 +116,56 @@ def test_one_pair_far_from_the_others_leaves_the_claim_to_the_signed_rank_interv
     assert signed_rank_critical(8, 0.01) == 0 and signed_rank_critical(8, 0.05) == 3
     assert signed_rank_critical(7, 0.01) == -1 and signed_rank_critical(10, 0.05) == 8  # 8: the printed tables'
     assert [signed_rank_critical(n, 0.01) for n in (9, 10, 11, 12)] == [1, 3, 5, 7]  # the tables' too
+    # at its share of the claim's error (ROBUST_ERROR, 0.1 %): n = 10 has no critical value (2/1024 > 0.001),
+    # n = 11 has W <= 0 (2/2048 <= 0.001): all eleven pairs on one side
+    assert [signed_rank_critical(n, ROBUST_ERROR) for n in (10, 11, 12)] == [-1, 0, 1]
     # a 5 % planted copy on the CPU VM (2026-11-27, --roofline-max-time 1.0): one pair of 1.207 among seven of
-    # 1.02-1.09 widens the 99 % t-interval to [0.998, 1.141]; all eight pairs read slower, so the 99 % signed-rank
-    # interval is [smallest pair, largest pair] (W = 0) and excludes 1
-    pairs = [1.207, 1.069, 1.018, 1.039, 1.088, 1.056, 1.03, 1.042]
+    # 1.02-1.09, and three more pairs, one of them far (1.30): the t-interval at 99.99 % reaches 1 ([0.930,
+    # 1.247]); all eleven pairs read slower, so the signed-rank interval at 99.9 % is [smallest pair, largest
+    # pair] (W = 0) and excludes 1
+    pairs = [1.207, 1.069, 1.018, 1.039, 1.088, 1.056, 1.03, 1.042, 1.01, 1.30, 1.025]
+    assert between_pairs(pairs, robust=False).claim_ci == pytest.approx((0.930, 1.247), abs=1e-3)
     robust = between_pairs(pairs)
-    assert robust.interval == "signed-rank" and robust.claim_ci == pytest.approx((1.018, 1.207))
-    # the Hodges-Lehmann estimate (median of the 36 Walsh averages) and the 95 % interval from the 4th smallest
-    # and largest of them (W <= 3), where the t-interval's mean read 1.067 and its 95 % interval [1.020, 1.116]
-    assert robust.ratio == pytest.approx(1.0547, abs=1e-4)
-    assert robust.ci == pytest.approx((1.0299, 1.1290), abs=1e-4)
+    assert robust.interval == "signed-rank" and robust.claim_ci == pytest.approx((1.01, 1.30))
+    assert robust.claim_level == pytest.approx(1 - ROBUST_ERROR)
+    # the Hodges-Lehmann estimate (median of the 66 Walsh averages) and the 95 % interval from the 11th smallest
+    # and largest of them (W <= 10)
+    assert robust.ratio == pytest.approx(1.0532, abs=1e-4)
+    assert robust.ci == pytest.approx((1.0275, 1.1504), abs=1e-4)
     assert verdict(robust.as_paired(), 0.03) == "slower"
-    # one pair of exactly 1.0 among seven above: the smallest Walsh average is 0, the signed-rank interval
+    # one pair of exactly 1.0 among ten above: the smallest Walsh average is 0, the signed-rank interval
     # reaches 1 and the t one stays
     assert between_pairs([1.0, *pairs[1:]]).interval == "t"
-    # ten pairs, all above 1, one far (1.30): the 99 % t-interval reaches 0.995; the signed-rank one is the 4th
-    # smallest and largest Walsh averages (W <= 3), still above 1
-    ten = between_pairs([*pairs, 1.01, 1.30])
-    assert ten.interval == "signed-rank" and ten.claim_ci is not None and ten.claim_ci[0] > 1
-    assert between_pairs([*pairs, 1.01, 1.30], robust=False).claim_ci[0] < 1  # type: ignore[index]
-    # the site tries it once, on its final pairs: stopping went on the t-interval to the pool's 8
+    # the site tries it once, on its final pairs: stopping went on the t-interval to the pool's 11
     result, _ = site(pairs)
-    assert result.top.pairs == 8 and result.top.interval == "signed-rank"
+    assert result.top.pairs == 11 and result.top.interval == "signed-rank"
     assert result.summary()["interval"] == "signed-rank over process pairs"
-    record = {"max_slowdown": 0.03, "max_drop": 0.1, "ref": "REF", "pairs": 80,
+    record = {"max_slowdown": 0.03, "max_drop": 0.1, "ref": "REF", "pairs": 110,
               **process_record([region(robust.ratio, pairs)])}
     assert record["interval"] == "signed-rank over process pairs"
     said = compare_regions([region(robust.ratio, pairs)], Tolerances(0.1, 0.03, ("time",)), "REF", "memory:DRAM")
     assert said is not None and said.verdict == "regressed"
-    assert "signed-rank interval over the pairs' Hodges-Lehmann ratios 1.207" in failure_message("t", said, ab(record))
-    # seven of them: no 99 % signed-rank interval exists, the t one decides (and reaches 1)
-    seven = between_pairs(pairs[:7])
-    assert seven.interval == "t" and seven.claim_ci is not None and seven.claim_ci[0] < 1
-    assert verdict(seven.as_paired(), 0.03) == "inconclusive"
-    # identical code with one far pair: its mean is past the band (1.036) but the pairs do not agree on a side,
-    # so the t-interval stays and the comparison stays inconclusive, never slower
-    aa = between_pairs([1.25, 1.02, 0.99, 1.01, 1.02, 1.0, 1.01, 1.01])
-    assert aa.interval == "t" and aa.ratio == pytest.approx(1.036, abs=1e-3)
+    message = failure_message("t", said, ab(record))
+    assert "signed-rank interval over the pairs' Hodges-Lehmann ratios 1.207" in message
+    assert "99.9% CI [1.010, 1.300]" in message
+    # ten of them: no signed-rank interval exists at 0.1 %, the t one decides (and reaches 1)
+    ten = between_pairs(pairs[:10])
+    assert ten.interval == "t" and ten.claim_ci is not None and ten.claim_ci[0] < 1
+    assert verdict(ten.as_paired(), 0.03) == "inconclusive"
+    # identical code with one far pair: its mean is past the band but the pairs do not agree on a side, so the
+    # t-interval stays and the comparison stays inconclusive, never slower
+    aa = between_pairs([1.40, 1.02, 0.99, 1.01, 1.02, 1.0, 1.01, 1.01, 1.02, 1.01, 1.0])
+    assert aa.interval == "t" and aa.ratio > 1.03
     assert verdict(aa.as_paired(), 0.03) == "inconclusive"
     # agreeing pairs: the t-interval decides, whatever the signed-rank one would say
-    assert between_pairs([1.05, 1.051, 1.049, 1.05, 1.052, 1.048, 1.05, 1.05]).interval == "t"
+    assert between_pairs([1.05, 1.051, 1.049, 1.05, 1.052, 1.048, 1.05, 1.05, 1.05, 1.051, 1.049]).interval == "t"
 
 
 def test_a_far_pair_on_the_other_side_of_1_leaves_the_claim_to_the_trimmed_mean() -> None:
     # eleven pairs 3-8 % slower and one 22 % faster (as a 5 % planted copy read on the CPU VM, 2026-11-27: eleven
     # of 1.018-1.136 and one 0.780): the far pair's log ratio is the largest in size, so the signed-rank
-    # statistic of the negative side is its rank, 12 > 7 (the 99 % critical value at 12), and its interval reaches 1
+    # statistic of the negative side is its rank, 12 > 1 (the critical value at 12 and 0.1 %), and its interval
+    # reaches 1
     logs = [0.05, -0.25, 0.04, 0.06, 0.05, 0.03, 0.07, 0.04, 0.06, 0.05, 0.05, 0.08]
     pairs = [math.exp(v) for v in logs]
     plain = between_pairs(pairs, robust=False)
@@ -155,9 +177,11 @@ def test_a_far_pair_on_the_other_side_of_1_leaves_the_claim_to_the_trimmed_mean(
     se = math.sqrt(8e-4 / 56)
     robust = between_pairs(pairs)
     assert robust.interval == "trimmed-mean" and robust.ratio == pytest.approx(math.exp(0.05))
-    assert robust.claim_ci == pytest.approx((math.exp(0.05 - 3.499483 * se), math.exp(0.05 + 3.499483 * se)))
+    # the claim interval at 1 - ROBUST_ERROR: t(0.9995, 7) = 5.407883 (scipy.stats.t.ppf)
+    assert robust.claim_ci == pytest.approx((math.exp(0.05 - 5.407883 * se), math.exp(0.05 + 5.407883 * se)))
     assert robust.ci == pytest.approx((math.exp(0.05 - 2.364624 * se), math.exp(0.05 + 2.364624 * se)))
-    assert robust.claim_ci[0] == pytest.approx(1.0375, abs=1e-4)  # type: ignore[index]
+    assert robust.claim_ci[0] == pytest.approx(1.0300, abs=1e-4)  # type: ignore[index]
+    assert robust.claim_level == pytest.approx(0.999)
     assert robust.ratios == plain.ratios and robust.cv == plain.cv  # the spread reported is the pairs' own
     assert verdict(robust.as_paired(), 0.03) == "slower"
     # the site tries it once, on its final pairs (the t-interval, widened by the far pair, never stopped it)
@@ -178,9 +202,10 @@ def test_a_far_pair_on_the_other_side_of_1_leaves_the_claim_to_the_trimmed_mean(
 
 def test_a_robust_estimate_inside_the_band_leaves_unchanged_to_the_t_interval() -> None:
     # eight pairs that stop as unchanged on the t's 90 % interval at the eighth; one (0.978) is far from the rest,
-    # and the trimmed mean's 99 % interval excludes 1, at 1.021, inside the band: it can claim nothing, so with the
-    # band known the t result stays (steady), and without it the trimmed result keeps the t's equivalence interval
-    pairs = [1.0247, 1.0282, 1.0211, 1.0324, 1.0194, 0.9779, 1.0297, 1.0054]
+    # and the trimmed mean's 99.9 % interval excludes 1, at 1.023, inside the band: it can claim nothing, so with
+    # the band known the t result stays (steady), and without it the trimmed result keeps the t's equivalence
+    # interval
+    pairs = [1.0247, 0.9779, 1.0262, 1.0221, 1.0254, 1.0214, 1.0237, 1.0234]
     assert [decided(between_pairs(pairs[:k], robust=False), 0.03, 3) for k in range(3, 9)] == [False] * 5 + [True]
     judged = between_pairs(pairs, tolerance=0.03)
     assert judged.interval == "t" and decided(judged, 0.03, 3)
@@ -204,7 +229,8 @@ def test_far_pair_and_yuen_interval_by_hand() -> None:
     # 0.06 0.06 (mean 0.05, s_w^2 = 4e-4 / 4); se = sqrt(4 * 1e-4 / (3 * 2)); t on 2 degrees of freedom
     mean, half, claim = yuen_interval([0.01, 0.04, 0.05, 0.06, 0.30])  # type: ignore[misc]
     se = math.sqrt(4 * 1e-4 / 6)
-    assert mean == pytest.approx(0.05) and half == pytest.approx(t975(2) * se) and claim == pytest.approx(t995(2) * se)
+    assert mean == pytest.approx(0.05) and half == pytest.approx(t975(2) * se)
+    assert claim == pytest.approx(t_two_sided(1 - ROBUST_ERROR, 2) * se)  # the robust intervals' share
     # four values: nothing cut (g = 0), so Yuen's interval is Student's t: se = sd / sqrt(4) = sqrt(5e-4 / 12)
     mean, half, _ = yuen_interval([0.01, 0.02, 0.03, 0.04])  # type: ignore[misc]
     assert mean == pytest.approx(0.025) and half == pytest.approx(t975(3) * math.sqrt(5e-4 / 12))
@@ -215,8 +241,14 @@ def test_the_stopping_rule_beyond_inside_or_straddling_the_band() -> None:
     tol = 0.03
     inside = between_pairs([1.0, 1.005, 0.995])  # half width 4.303 * 0.005 / sqrt(3) = 1.2 %: inside +-3 %
     assert decided(inside, tol, 3)
-    beyond = between_pairs([1.10, 1.11, 1.09])
+    # three pairs 1 % apart claim no 10 % change at 99.99 % (+-55 % in the log); five do (+-4.5 %), and twelve,
+    # pairs 4 % apart at the last look, at 99.3 % ([1.045, 1.115] about 1.080), not at the eleventh ([1.011, 1.144])
+    assert not decided(between_pairs([1.10, 1.11, 1.09]), tol, 3)
+    beyond = between_pairs([1.10, 1.11, 1.09, 1.10, 1.105])
     assert decided(beyond, tol, 3)
+    last = between_pairs(twelve(1.08, spread=0.04))
+    assert last.claim_level == pytest.approx(0.993) and decided(last, tol, 3)
+    assert not decided(between_pairs(twelve(1.08, spread=0.04)[:11]), tol, 3)  # the eleventh look: 99.99 %
     straddle = between_pairs([1.0, 1.06, 1.03])  # 1.03 +- 7 %: neither
     assert not decided(straddle, tol, 3)
     assert not decided(between_pairs([1.0, 1.0]), tol, 3)  # fewer than the minimum pairs
@@ -303,9 +335,10 @@ def test_the_auto_band_fails_a_steady_2_5_percent_that_the_3_percent_band_calls_
     assert fixed.top.pairs == 3 and fixed.band == 0.03 and fixed.summary()["max_slowdown"] == 0.03
     assert verdict(fixed.top.as_paired(), fixed.band) == "unchanged"
     auto, _ = site(steady, tolerance=None)
-    # at three pairs the 99 % interval's low end, 1.025 x exp(-9.925 x 0.00098 / sqrt(3)) = 1.0193, is short of
-    # 1.02; four pairs (sd 0.00080) put it at 1.025 x exp(-5.841 x 0.00080 / 2) = 1.0226: slower, on the 2 % band
-    assert auto.top.pairs == 4 and auto.band == 0.02 and auto.summary()["max_slowdown"] == 0.02
+    # at four pairs the claim interval's low end (99.99 %), 1.025 x exp(-27.031 x 0.00080 / 2) = 1.0140, is short
+    # of 1.02; five pairs (sd 0.00069) put it at 1.025 x exp(-15.134 x 0.00069 / sqrt(5)) = 1.0202: slower, on
+    # the 2 % band
+    assert auto.top.pairs == 5 and auto.band == 0.02 and auto.summary()["max_slowdown"] == 0.02
     assert auto.top.claim_ci is not None and auto.top.claim_ci[0] > 1.02 and not auto.budget_limited
     assert verdict(auto.top.as_paired(), auto.band) == "slower"
     spread, _ = site([1.05, 1.0, 1.03, 0.99, 1.06, 1.02], tolerance=None)  # sd 2.7 %: the 3 % band
@@ -355,8 +388,10 @@ def test_agreeing_pairs_stop_at_three_and_disagreeing_ones_use_the_pool() -> Non
     summary = result.summary()
     assert summary["process_pairs"] == 5 and summary["pair_ratios"] == pytest.approx([0.95, 1.05, 1.0, 1.04, 0.97])
     assert summary["between_cv"] == pytest.approx(result.top.cv) and len(summary["within"]) == 5
-    result, _ = site([1.2, 1.21, 1.19, 1.0, 1.0])
-    assert result.top.pairs == 3 and result.top.ci is not None and result.top.ci[0] > 1.03  # beyond the band
+    # a 20 % slowdown, pairs 1 % apart: claimed beyond the band at 99.99 % from the fourth pair (three pairs' claim
+    # interval spans +-55 % in the log)
+    result, _ = site([1.2, 1.21, 1.19, 1.2, 1.0, 1.0])
+    assert result.top.pairs == 4 and result.top.claim_ci is not None and result.top.claim_ci[0] > 1.03
 
 
 def test_the_lead_goes_first_in_every_turn_pair_after_one_discarded_pair() -> None:
@@ -513,6 +548,12 @@ def test_a_pool_draws_its_own_seed_so_a_test_is_not_ordered_alike_every_session(
     assert site_seed("t.py::a", 5) != site_seed("t.py::a", 6)
 
 
+def twelve(ratio: float, spread: float = 0.01) -> list[float]:
+    """Twelve process pairs (the last look) about ``ratio``: ``ratio`` times 1 - spread, 1, 1 + spread, four
+    times over."""
+    return [ratio * (1 + d) for d in (-spread, 0.0, spread)] * 4
+
+
 def region(ratio: float, pair_ratios: list[float], flops: float = 1e8, ref_flops: float = 1e8,
            this_time: float | None = None) -> dict[str, Any]:
     top = between_pairs(pair_ratios)
@@ -522,7 +563,7 @@ def region(ratio: float, pair_ratios: list[float], flops: float = 1e8, ref_flops
             "flops_by_precision": {"fp32": flops}, "bytes": {},
             "compare": {"compared": True, "ratio": top.ratio, "ci": list(top.ci or ()),
                         "claim_ci": list(top.claim_ci or ()), "equivalence_ci": list(top.equivalence_ci or ()),
-                        "pairs": 30,
+                        "claim_level": top.claim_level, "last_look": 12, "pairs": 30,
                         "pair_ratios": pair_ratios, "between_cv": top.cv, "this_time_s": 1e-3 * ratio,
                         "ref_time_s": 1e-3, "within": [{"ratio": r, "ci": None, "turns": 10} for r in pair_ratios],
                         "ref": ref}}
@@ -533,8 +574,8 @@ def test_work_is_not_time_changed_versus_regressed() -> None:
     # 8 % more work, the same time (pairs agree within the band): the work changed, the code is not slower
     same_time = compare_regions([region(1.0, [0.995, 1.0, 1.005], flops=1.08e8)], tolerances, "REF", "compute:fp32")
     assert same_time is not None and same_time.verdict == "changed" and same_time.failed_on == ()
-    # 8 % more work and 8 % more time, the interval over pairs above the band: regressed on time
-    slower = compare_regions([region(1.08, [1.07, 1.08, 1.09], flops=1.08e8)], tolerances, "REF", "compute:fp32")
+    # 8 % more work and 8 % more time, twelve pairs 1 % apart: the claim interval above the band, regressed on time
+    slower = compare_regions([region(1.08, twelve(1.08), flops=1.08e8)], tolerances, "REF", "compute:fp32")
     assert slower is not None and slower.verdict == "regressed" and slower.failed_on == ("time",)
     # pairs that disagree (0.98 .. 1.12): the interval reaches 1, so no verdict on time
     noisy = compare_regions([region(1.05, [0.98, 1.12, 1.05])], tolerances, "REF", "compute:fp32")
@@ -590,7 +631,8 @@ def test_an_inconclusive_note_says_which_level_to_sample_more() -> None:
 
 def test_an_inconclusive_change_the_pairs_place_past_a_third_of_the_band_is_said_slower() -> None:
     """A planted 3 % conv slowdown's twelve pairs (CPU VM, tenth round) against a 3 % band: the 90 % interval
-    reaches past 1.03, so neither steady nor failed; its 99 % interval lies above 1.01 (a third of the band),
+    reaches past 1.03, so neither steady nor failed; its claim interval (the last look's, 99.3 %) lies above 1.01
+    (a third of the band),
     so the note says "slower all the same". Identical code's inconclusive pairs (0.97, 1.0, 1.03) are not said."""
     tolerances = Tolerances(0.1, 0.03, ("time", "fraction"))
     pairs = [1.000, 1.035, 1.041, 1.026, 1.024, 1.024, 1.018, 1.023, 1.028, 1.059, 1.034, 1.017]
@@ -601,13 +643,13 @@ def test_an_inconclusive_change_the_pairs_place_past_a_third_of_the_band_is_said
         return result.explanation
 
     logs = [math.log(r) for r in pairs]
-    mean, half = statistics.fmean(logs), 3.105807 * statistics.stdev(logs) / math.sqrt(12)  # t(0.995, 11)
+    mean, half = statistics.fmean(logs), 3.306245 * statistics.stdev(logs) / math.sqrt(12)  # t(0.9965, 11)
     low, high = math.exp(mean - half), math.exp(mean + half)
-    assert 1.01 < low < 1.03 < high  # by hand: [1.0137, 1.0377]
-    assert (f"; slower all the same: the 99% interval [{low:.3f}, {high:.3f}] lies above ×1.010; process pairs"
+    assert 1.01 < low < 1.03 < high  # by hand: [1.0137, 1.0411]
+    assert (f"; slower all the same: the 99.3% interval [{low:.3f}, {high:.3f}] lies above ×1.010; process pairs"
             in explained(pairs))
     faster = explained([1 / r for r in pairs])  # the mirror, on the log scale: below 1 / 1.01
-    assert f"; faster all the same: the 99% interval [{1 / high:.3f}, {1 / low:.3f}] lies below ×0.990" in faster
+    assert f"; faster all the same: the 99.3% interval [{1 / high:.3f}, {1 / low:.3f}] lies below ×0.990" in faster
     assert "all the same" not in explained([0.97, 1.0, 1.03])
     time = {"ratio": math.exp(mean), "claim_ci": [low, high], "verdict": "inconclusive"}
     record = {"verdict": "inconclusive", "max_slowdown": 0.03, "changes": {"time": time}}
@@ -672,7 +714,7 @@ def test_a_steady_test_the_pairs_place_past_a_third_of_the_band_is_said_not_fail
 
 def test_an_a_b_block_reads_typed_and_writes_back_unchanged() -> None:
     # the block as judge_compare writes it: the comparison, REF, the band and the process pairs' record
-    pairs = [1.07, 1.08, 1.09]
+    pairs = twelve(1.08)
     result = compare_regions([region(1.08, pairs)], Tolerances(0.1, 0.03, ("time", "fraction")), "REF", None)
     assert result is not None
     written = json.loads(json.dumps({**result.to_dict(), "ref": "HEAD~1", "commit": "c" * 40, "pairs": 30,
@@ -681,10 +723,11 @@ def test_an_a_b_block_reads_typed_and_writes_back_unchanged() -> None:
     block = ab(written)
     assert block.to_dict() == written  # every key kept, typed or in extra
     assert block.verdict == "regressed" and block.compared and block.failed_on == ("time",)
-    # the pairs' geometric mean (three pairs: the t-interval's)
-    assert block.time is not None and block.time.ratio == pytest.approx((1.07 * 1.08 * 1.09) ** (1 / 3))
+    # the pairs' geometric mean (the t-interval's), with the claim interval's level at the last look
+    assert block.time is not None and block.time.ratio == pytest.approx((1.0692 * 1.08 * 1.0908) ** (1 / 3))
+    assert block.time.claim_level == pytest.approx(0.993) and "claim_level" not in block.time.extra
     assert block.time.now == pytest.approx(1.08e-3) and block.time.reference == pytest.approx(1e-3)
-    assert block.pair_ratios == (1.07, 1.08, 1.09) and block.process_pairs == 3 and block.auto_band
+    assert block.pair_ratios == tuple(pairs) and block.process_pairs == 12 and block.auto_band
     assert block.extra["ref_outcome"] == "passed" and block.extra["sites"][0]["label"] == "step"
     # through the test's record too
     record = TestRecord.from_dict({"nodeid": "t", "compare": written})

@@ -6,6 +6,7 @@ twice the time at every moment, and the same sleep is the same time.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -89,8 +90,8 @@ def test_a_commit_that_runs_each_step_twice_fails_naming_the_base_and_the_ratio(
     assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
     result.stdout.fnmatch_lines([
         "roofline: A/B regression: time ×[12].* against HEAD~1 (*): work ×2.00 at the same*",
-        "  time per call 4.* ms here, 2.* ms at HEAD~1; paired ratio [12].*, 95% CI [[]*], 99% CI [[]*]*",
-        "*3 process pairs (*",
+        "  time per call 4.* ms here, 2.* ms at HEAD~1; paired ratio [12].*, 95% CI [[]*], 99.99% CI [[]*]*",
+        "* process pairs (*",
         "  fails on: time rose more than max_slowdown [23]% (auto: its process pairs * 2.5%)",
         "*compare: against HEAD~1 (*), each call site in pairs of processes*",
         "test_perf.py::test_step *regressed *",
@@ -103,16 +104,18 @@ def test_a_commit_that_runs_each_step_twice_fails_naming_the_base_and_the_ratio(
     assert record["changes"]["time"]["ratio"] > 1.5  # twice the sleeps; how far above 2 a loaded host says varies
     assert record["changes"]["work"]["ratio"] == 2.0 and record["ref_outcome"] == "passed"
     assert results(repo)["session"]["compare"]["ref"] == "HEAD~1"
-    # the top level: three process pairs (the slowdown is decided by them), each with its own ratio near 2
-    assert record["process_pairs"] == 3 and len(record["pair_ratios"]) == 3
-    # decided by three pairs: the fourth and fifth were never started
+    # the top level: the process pairs that decided the slowdown at 99.99 % (three where they agree within a
+    # fraction of a percent: their claim interval spans 95 times their spread), each with its own ratio near 2
+    pairs = record["process_pairs"]
+    assert 3 <= pairs < 12 and len(record["pair_ratios"]) == pairs
+    # decided by them: no later pair was started
     logs = sorted(p.name for p in (repo / ".roofline" / "sessions").glob("*/compare/twin-*.log"))
-    assert logs == [f"twin-{side}-{n}.log" for side in ("ref", "this") for n in range(3)], logs
+    assert logs == sorted(f"twin-{side}-{n}.log" for side in ("ref", "this") for n in range(pairs)), logs
     assert all(1.6 < r < 2.4 for r in record["pair_ratios"])
     assert record["between_cv"] >= 0 and record["interval"] == "t over process pairs"
     region = results(repo)["tests"][0]["regions"][0]["compare"]
-    assert [w["alloc_first"] for w in region["within"]] == ["this", "ref", "this"] or \
-        [w["alloc_first"] for w in region["within"]] == ["ref", "this", "ref"]  # alternated between pairs
+    firsts = [w["alloc_first"] for w in region["within"]]
+    assert all(a != b for a, b in itertools.pairwise(firsts)) and len(firsts) == pairs  # alternated between pairs
     assert all(w["rewarm"] for w in region["within"])  # roofs without cache sizes: the untimed call stays
     # the default band is auto: the one the call site's pairs were judged with, by their spread
     assert record["auto_band"] is True and record["max_slowdown"] == region["max_slowdown"]

@@ -22,6 +22,8 @@ from typing import Any, Protocol
 from pytest_roofline.ab.lockstep import BATCH_TARGET_S, MAX_BATCH, TARGET_HALF_WIDTH, SideTimes
 from pytest_roofline.ab.paired_stats import (
     AUTO_BANDS,
+    FIRST_LOOK,
+    LAST_LOOK,
     BetweenPairs,
     PairedRatio,
     band_for,
@@ -32,12 +34,10 @@ from pytest_roofline.ab.paired_stats import (
 )
 from pytest_roofline.measure.timing import TimingPolicy
 
-MIN_PROCESS_PAIRS = 3  # a t-interval from fewer pairs is too wide to decide anything
-# The pool: pairs beyond the third are used only where the first three did not decide. Twelve pairs of a quarter
-# of the budget each, not eight of a half: the pairs' own state (where the buffers landed: a 64 MiB copy's
-# pairs 2-3 % apart) is sampled only by more pairs, and the copy's 99 % t-interval at the full pool narrows
-# from about ±2.8 % to ±2.4 % (simulated from the copy's measured pair and turn spreads).
-MAX_PROCESS_PAIRS = 12
+# a t-interval from fewer pairs is too wide to decide anything; pairs beyond the third are used only where the
+# first three did not decide, up to the pool's size, the last look (paired_stats.LAST_LOOK: why twelve)
+MIN_PROCESS_PAIRS = FIRST_LOOK
+MAX_PROCESS_PAIRS = LAST_LOOK
 MIN_TURNS = 10  # turns inside one pair, whatever its budget (fewer: no Wilcoxon interval, a noisy ratio)
 MAX_TURNS = 400
 PAIR_BUDGET_SHARE = 0.25  # one pair may take this share of --roofline-max-time (warm-up and turns, both sides)
@@ -192,6 +192,7 @@ class SiteResult:
     ref_regions: list[dict[str, Any] | None] = field(default_factory=list)
     band: float = AUTO_BANDS[1]  # the band's half width the site was judged with (auto where no number was given)
     settled: bool = False  # auto: "unchanged" settled on the wide band (paired_stats.settled), judged on it
+    last_look: int = MAX_PROCESS_PAIRS  # the most pairs it could take: its claim levels' schedule
 
     def pooled(self, side: str) -> SideTimes:
         """That side's turns that count (:attr:`PairTimes.kept`), pair after pair."""
@@ -223,6 +224,7 @@ class SiteResult:
         ref_time = statistics.median(self.pooled("ref").times)
         return {"ratio": self.top.ratio, "ci": None if self.top.ci is None else list(self.top.ci),
                 "claim_ci": None if self.top.claim_ci is None else list(self.top.claim_ci),
+                "claim_level": self.top.claim_level, "last_look": self.last_look,
                 "equivalence_ci": None if self.top.equivalence_ci is None else list(self.top.equivalence_ci),
                 "interval": f"{self.top.interval} over process pairs", "process_pairs": self.top.pairs,
                 "pair_ratios": list(self.top.ratios), "between_cv": self.top.cv,
@@ -243,13 +245,14 @@ class PairSides(Protocol):
 
 
 def measure_site(pairs: Iterable[PairSides], policy: TimingPolicy, tolerance: float | None, seed: int, *,
-                 min_pairs: int = MIN_PROCESS_PAIRS, rewarm: Rewarm = always,
+                 min_pairs: int = MIN_PROCESS_PAIRS, max_pairs: int = MAX_PROCESS_PAIRS, rewarm: Rewarm = always,
                  clock: Callable[[], float] = time.perf_counter) -> SiteResult:
     """Time one call site in process pairs, one pair after another: at least ``min_pairs`` (or all there are),
     then more until :func:`.paired_stats.decided` or ``pairs`` is spent (a pair is taken from it only when
-    needed). Each pair has its own share of the
-    budget (``PAIR_BUDGET_SHARE`` of ``--roofline-max-time``). ``tolerance``: the band's half width; None: the
-    auto band of the pairs so far (:func:`.paired_stats.band_for`), at each look and at the end."""
+    needed), at most ``max_pairs``: the last look, where the claim interval is at its last level
+    (:func:`.paired_stats.claim_confidence`). Each pair has its own share of the budget (``PAIR_BUDGET_SHARE`` of
+    ``--roofline-max-time``). ``tolerance``: the band's half width; None: the auto band of the pairs so far
+    (:func:`.paired_stats.band_for`), at each look and at the end."""
     # which side leads a pair (warms up first, goes first in each turn pair) alternates from pair to pair, the
     # first drawn: what leading does to a side cancels over the pairs, and is not one test's bias every session
     lead = "this" if random.Random(seed).random() < 0.5 else "ref"
@@ -259,19 +262,19 @@ def measure_site(pairs: Iterable[PairSides], policy: TimingPolicy, tolerance: fl
     candidates = iter(pairs)  # may start a pair only when it is asked for (ab.pool)
     wide = AUTO_BANDS[1] if tolerance is None else None  # auto: "unchanged" may settle on the wide band
     while not (len(done) >= min_pairs and decided(top, band_for(tolerance, top), min_pairs, wide)):
-        pair = next(candidates, None)
+        pair = next(candidates, None) if len(done) < max_pairs else None
         if pair is None:
             break
         done.append(one_pair(pair.this_turn, pair.ref_turn, policy, PAIR_BUDGET_SHARE * policy.max_time_s,
                              lead if len(done) % 2 == 0 else other_side(lead), alloc_first=pair.alloc_first,
                              rewarm=rewarm, clock=clock))
-        top = between_pairs([p.within.ratio for p in done], robust=False)
+        top = between_pairs([p.within.ratio for p in done], robust=False, last=max_pairs)
     # the robust intervals (signed-rank, trimmed mean) are tried once, on the pairs there are at the end, never as
     # a stopping rule: each try is one more chance of a false claim
     band = band_for(tolerance, top)
     # settled on the wide band, not inside the narrow one: judged on the wide band (paired_stats.settled)
     on_wide = not decided(top, band, min(min_pairs, len(done))) and settled(top, band, wide)
     band = wide if on_wide and wide is not None else band
-    top = between_pairs([p.within.ratio for p in done], tolerance=band)
+    top = between_pairs([p.within.ratio for p in done], tolerance=band, last=max_pairs)
     return SiteResult(done, top, not decided(top, band, min(min_pairs, len(done)), wide), clock() - start,
-                      band=band, settled=on_wide)
+                      band=band, settled=on_wide, last_look=max_pairs)

@@ -130,6 +130,7 @@ class PoolLink:
     pairs: list[Pair] = field(default_factory=list)  # the pairs in this test, in the pool's order
     tried: int = 0  # how many of the pool's pairs were asked to start the test
     site: int = 0
+    last_look: int = MAX_PROCESS_PAIRS  # the most pairs a call site may take (the pool's size)
 
     def join(self, index: int) -> Pair | None:
         """The pool's next pair, started on this test and brought up to call site ``index`` (not yet open)."""
@@ -182,7 +183,8 @@ class PoolLink:
                 if opened(joined):
                     yield joined
 
-        measured = measure_site(candidates(), policy, tolerance, self.seed + index, rewarm=rewarm)
+        measured = measure_site(candidates(), policy, tolerance, self.seed + index, max_pairs=self.last_look,
+                                rewarm=rewarm)
         result = measured if measured.pairs else None
         for pair in self.pairs:  # pairs in the test but not needed here are opened too, then closed untimed
             if not any(pair is seen for seen in offered):
@@ -226,6 +228,7 @@ class TwinPool:
         self.nodeids: set[str] = set.intersection(*(set(t.nodeids) for pair in pairs for t in pair))
         self.starter = starter
         self.limit = len(pairs) if limit is None or starter is None else max(limit, len(pairs))
+        self.last_look = self.limit  # the claim levels' schedule: fixed now, whatever the pool later fails to start
         self.grow_error: str | None = None  # why a later pair could not start (the pool stopped growing)
         self.room = room  # why the machine has no room for one more pair now (ab.room), given the twins' pids
         self.room_note: str | None = None  # the last time the pool stayed smaller for want of room, and why
@@ -302,7 +305,8 @@ class TwinPool:
         None when a twin lacks the test or has stopped."""
         if self.error is not None or nodeid not in self.nodeids:
             return None
-        link = PoolLink(nodeid, self.pairs, site_seed(nodeid, self.seed), grow=self.grow, site=site)
+        link = PoolLink(nodeid, self.pairs, site_seed(nodeid, self.seed), grow=self.grow, site=site,
+                        last_look=self.last_look)
         while len(link.pairs) < MIN_PROCESS_PAIRS and link.join(site) is not None:
             pass
         if not link.pairs or self.error is not None:

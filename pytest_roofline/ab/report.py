@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from pytest_roofline.ab.paired_stats import AUTO_BANDS, AUTO_STEADY_CV, CLAIM_CONFIDENCE, sure_move
+from pytest_roofline.ab.paired_stats import AUTO_BANDS, AUTO_STEADY_CV, level_text, sure_move
 from pytest_roofline.gates.comparison import TestComparison
 from pytest_roofline.model.units import time_text
 from pytest_roofline.output.ab_record import ABRecord
@@ -16,7 +16,7 @@ def failure_message(nodeid: str, result: TestComparison, record: ABRecord) -> st
     t, f = result.time, result.fraction
     ci = "" if t.ci is None else f", 95% CI [{t.ci[0]:.3f}, {t.ci[1]:.3f}]"
     if t.claim_ci is not None:
-        ci += f", {CLAIM_CONFIDENCE:.0%} CI [{t.claim_ci[0]:.3f}, {t.claim_ci[1]:.3f}]"
+        ci += f", {level_text(t.claim_level)} CI [{t.claim_ci[0]:.3f}, {t.claim_ci[1]:.3f}]"
     why = {"time": f"time rose more than max_slowdown {record.max_slowdown or 0:.0%}{band_note(record)}",
            "fraction": f"fraction fell more than max_drop {record.max_drop or 0:.0%}",
            "work": "the counted work changed (fail_on includes work)"}
@@ -96,8 +96,8 @@ def said_move(record: ABRecord) -> str | None:
 
 
 def inside_band_move(record: ABRecord) -> str | None:
-    """A ``steady`` test whose time the pairs place, at 99 %, more than a third of the band from 1 but not past
-    the band: a move too small to fail on and too sure to be noise. Said, never failed; else None. (An
+    """A ``steady`` test whose time the pairs place, at the claim level, more than a third of the band from 1 but
+    not past the band: a move too small to fail on and too sure to be noise. Said, never failed; else None. (An
     ``inconclusive`` test's note says the same in its own words: :func:`.verdict.inconclusive_note`.)"""
     said = _said(record) if record.verdict == "steady" else None
     if said is None or record.time is None or record.time.ratio is None:
@@ -105,7 +105,7 @@ def inside_band_move(record: ABRecord) -> str | None:
     way, claim, tolerance = said
     return (f"{way}, inside the ±{100 * tolerance:g}% band (max_slowdown): "
             f"time ×{record.time.ratio:.3f}, "
-            f"{CLAIM_CONFIDENCE:.0%} interval [{claim[0]:.3f}, {claim[1]:.3f}]")
+            f"{level_text(record.time.claim_level)} interval [{claim[0]:.3f}, {claim[1]:.3f}]")
 
 
 def summary_lines(ref: str, commit: str, records: Iterable[tuple[str, ABRecord | None]]) -> list[str]:

@@ -13,14 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.ab.paired_stats import (
     AUTO_BANDS,
-    CLAIM_CONFIDENCE,
     EQUIVALENCE_CONFIDENCE,
+    LAST_LOOK,
     BetweenPairs,
     PairedRatio,
     between_pairs,
     combined_ratio,
     inside_band,
     interval_of,
+    level_of,
+    level_text,
     notice_edge,
     over_process_pairs,
     sure_move,
@@ -114,7 +116,7 @@ def inconclusive_note(paired: PairedRatio, record_ratios: Sequence[float] | None
     beyond = not inside_band(paired.ratio, tolerance)
     claim = paired.claim_ci
     if beyond and claim is not None:  # a change too uncertain to claim
-        where = f"the {CLAIM_CONFIDENCE:.0%} interval [{claim[0]:.3f}, {claim[1]:.3f}] reaches 1"
+        where = f"the {level_text(paired.claim_level)} interval [{claim[0]:.3f}, {claim[1]:.3f}] reaches 1"
     else:
         low, high = paired.equivalence_interval or paired.ci
         level = f"{EQUIVALENCE_CONFIDENCE:.0%} " if paired.equivalence_ci is not None else ""
@@ -123,7 +125,7 @@ def inconclusive_note(paired: PairedRatio, record_ratios: Sequence[float] | None
             # a change about the band's size: not failed, and not to be read as "no change" either
             edge = notice_edge(tolerance)
             side = f"above ×{edge:.3f}" if way == "slower" else f"below ×{1 / edge:.3f}"
-            where += (f"; {way} all the same: the {CLAIM_CONFIDENCE:.0%} interval [{claim[0]:.3f}, "
+            where += (f"; {way} all the same: the {level_text(paired.claim_level)} interval [{claim[0]:.3f}, "
                       f"{claim[1]:.3f}] lies {side}")
     return f"; inconclusive: {where}{pairs}; {what_narrows(spread, within)}"
 
@@ -153,10 +155,11 @@ def compared_test(regions: Sequence[Mapping[str, Any]], tolerance: float | None)
     pairs = [r["compare"] for r in compared]
     sites = [(float(p["ref"]["time_s"]),
               PairedRatio(float(p["ratio"]), interval_of(p.get("ci")), int(p["pairs"]), interval_of(p.get("claim_ci")),
-                          interval_of(p.get("equivalence_ci"))))
+                          interval_of(p.get("equivalence_ci")), level_of(p.get("claim_level"))))
              for p in pairs]
     per_pair = [(t, p["pair_ratios"]) for (t, _), p in zip(sites, pairs) if p.get("pair_ratios")]
-    top = over_process_pairs(per_pair, tolerance) if per_pair and len(per_pair) == len(compared) else None
+    last = min(int(p.get("last_look") or LAST_LOOK) for p in pairs)
+    top = (over_process_pairs(per_pair, tolerance, last) if per_pair and len(per_pair) == len(compared) else None)
     paired = top.as_paired() if top is not None and len(compared) > 1 else combined_ratio(sites)
     return ComparedTest(
         compared, paired, top,
@@ -174,7 +177,8 @@ def decide(test: ComparedTest, tolerances: Tolerances, against: str, bound: str 
     """The test's A/B record (time, fraction, work and the one verdict) from its numbers."""
     paired = test.paired
     time = Change("time", test.this_time, test.ref_time, paired.ratio, paired.ci, None,
-                  time_verdict(paired, tolerances.max_slowdown), paired.claim_ci, paired.equivalence_ci)
+                  time_verdict(paired, tolerances.max_slowdown), paired.claim_ci, paired.equivalence_ci,
+                  paired.claim_level)
     # fraction = t_min / time on both sides (the same roofs): its ratio is the t_min ratio over the time ratio
     scale = test.this_tmin / test.ref_tmin if test.ref_tmin > 0 else 1.0
 
@@ -190,7 +194,8 @@ def decide(test: ComparedTest, tolerances: Tolerances, against: str, bound: str 
     # the fraction's drop judged as a slowdown: the time ratio over the t_min ratio, with its intervals
     f_paired = PairedRatio(paired.ratio / scale, over_scale(paired.ci), paired.pairs, over_scale(paired.claim_ci))
     f_verdict = _TIME_VERDICT[verdict(f_paired, 1 / (1 - tolerances.max_drop) - 1)]
-    fraction = Change("fraction", this_f, ref_f, f_ratio, f_ci, None, f_verdict, f_claim)
+    fraction = Change("fraction", this_f, ref_f, f_ratio, f_ci, None, f_verdict, f_claim,
+                      claim_level=paired.claim_level)
     work = (None if test.now is None or test.reference is None else
             work_change(test.now, test.reference, bound))
     result = combine(against, time, fraction, work, tolerances.fail_on)

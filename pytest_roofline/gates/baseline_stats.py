@@ -154,8 +154,9 @@ class Change:
     ci: tuple[float, float] | None  # None: inconclusive, no spread to judge with
     spread: Spread | None
     verdict: str  # "worse", "better", "same", "noisy" (worse beyond tolerance, not significant), "inconclusive"
-    claim_ci: tuple[float, float] | None = None  # A/B: the 99 % interval "worse"/"better" must clear 1 with
+    claim_ci: tuple[float, float] | None = None  # A/B: the claim interval "worse"/"better" must clear 1 with
     equivalence_ci: tuple[float, float] | None = None  # A/B: the 90 % interval "same" needed inside the band
+    claim_level: float | None = None  # A/B: ``claim_ci``'s level (ab.paired_stats.claim_confidence)
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -167,6 +168,8 @@ class Change:
             out["claim_ci"] = list(self.claim_ci)
         if self.equivalence_ci is not None:
             out["equivalence_ci"] = list(self.equivalence_ci)
+        if self.claim_level is not None:
+            out["claim_level"] = self.claim_level
         return out
 
 

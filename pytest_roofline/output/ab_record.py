@@ -15,7 +15,7 @@ from pytest_roofline.output.json_values import JsonObject, finite_number, text_o
 # keys of the block held in typed fields; the rest (sites' diagnosis, the REF twin's outcome ...) stay in extra
 _KNOWN = ("verdict", "explanation", "failed_on", "fail_on", "changes", "ref", "commit", "pairs", "max_drop",
           "max_slowdown", "auto_band", "process_pairs", "pair_ratios", "between_cv", "interval")
-_MOVED = ("now", "reference", "ratio", "ci", "claim_ci", "verdict")
+_MOVED = ("now", "reference", "ratio", "ci", "claim_ci", "claim_level", "verdict")
 
 
 def _interval(value: object) -> tuple[float, float] | None:
@@ -23,6 +23,11 @@ def _interval(value: object) -> tuple[float, float] | None:
         return None
     low, high = finite_number(value[0]), finite_number(value[1])
     return None if low is None or high is None else (low, high)
+
+
+def _level(value: object) -> float | None:
+    level = finite_number(value)
+    return level if level is not None and 0.5 < level < 1 else None
 
 
 def _count(value: object) -> int | None:
@@ -42,7 +47,8 @@ class Moved:
     reference: float | None = None
     ratio: float | None = None
     ci: tuple[float, float] | None = None  # 95 %
-    claim_ci: tuple[float, float] | None = None  # 99 %: what "worse" / "better" must clear 1 with
+    claim_ci: tuple[float, float] | None = None  # what "worse" / "better" must clear 1 with
+    claim_level: float | None = None  # its level; None: a record from before it was kept (99 %)
     verdict: str | None = None
     extra: JsonObject = field(default_factory=dict)  # spread, equivalence_ci ... as written
 
@@ -52,7 +58,8 @@ class Moved:
             return None
         return cls(now=finite_number(data.get("now")), reference=finite_number(data.get("reference")),
                    ratio=finite_number(data.get("ratio")), ci=_interval(data.get("ci")),
-                   claim_ci=_interval(data.get("claim_ci")), verdict=text_of(data.get("verdict")),
+                   claim_ci=_interval(data.get("claim_ci")), claim_level=_level(data.get("claim_level")),
+                   verdict=text_of(data.get("verdict")),
                    extra={k: v for k, v in data.items() if k not in _MOVED})
 
     def to_dict(self) -> dict[str, object]:
@@ -60,6 +67,8 @@ class Moved:
                                   "ci": None if self.ci is None else list(self.ci), "verdict": self.verdict}
         if self.claim_ci is not None:
             out["claim_ci"] = list(self.claim_ci)
+        if self.claim_level is not None:
+            out["claim_level"] = self.claim_level
         return {**out, **self.extra}
 
 
