@@ -1222,3 +1222,19 @@ def test_a_failure_says_why_the_auto_band_is_that_wide() -> None:
     wide = {**record, "max_slowdown": 0.03}
     assert "max_slowdown 3% (auto: its process pairs spread more than 2.5%)" in failure_message("t", said, ab(wide))
     assert "max_slowdown 2%\n" in failure_message("t", said, ab({**record, "auto_band": False})) + "\n"
+
+
+def test_a_long_calls_pair_takes_the_turns_that_span_half_a_second() -> None:
+    from pytest_roofline.ab.pairs import FLOOR_S, MIN_LONG_TURNS, turn_floor
+
+    assert (FLOOR_S, MIN_LONG_TURNS) == (0.5, 5)
+    # ten turns up to 50 ms a turn; then ceil(0.5 s / turn); at least five
+    assert [turn_floor(s) for s in (0.0, 0.01, 0.05, 0.06, 0.1, 0.8)] == [MIN_TURNS, MIN_TURNS, MIN_TURNS, 9, 5, 5]
+    for seconds, turns in ((0.01, MIN_TURNS), (0.2, 5)):
+        clock = [0.0]
+        pair = Spread(seconds, seconds, clock)  # REF's calls vary: the pair's own interval never settles
+        # a budget far too small: the pair stops at its floor, after warm-up and the discarded turn pair
+        times = one_pair(pair.this_turn, pair.ref_turn, TimingPolicy(max_time_s=1.0), 0.01, "this",
+                         rewarm=lambda call_s: False, clock=lambda clock=clock: clock[0])
+        assert times.budget_limited and times.within.pairs == len(times.first) == turns
+        assert (times.within.ci is None) is (turns < MIN_TURNS)  # no Wilcoxon interval below ten turns

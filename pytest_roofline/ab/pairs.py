@@ -38,7 +38,14 @@ from pytest_roofline.measure.timing import TimingPolicy
 # first three did not decide, up to the pool's size, the last look (paired_stats.LAST_LOOK: why twelve)
 MIN_PROCESS_PAIRS = FIRST_LOOK
 MAX_PROCESS_PAIRS = LAST_LOOK
-MIN_TURNS = 10  # turns inside one pair, whatever its budget (fewer: no Wilcoxon interval, a noisy ratio)
+MIN_TURNS = 10  # turns inside one pair, whatever its budget, for calls up to FLOOR_S / MIN_TURNS long
+# A long call needs fewer turns: the verdict's interval is over process pairs (Student's t over their ratios), which
+# holds whatever each pair's own spread, and a long call's turns spread little (its own jitter averages out inside
+# it); ten turns of an 800 ms call, both sides, are 16 s a pair. The floor is the turns whose timed calls span
+# FLOOR_S on each side, at least MIN_LONG_TURNS (a Hodges-Lehmann ratio of five still sets one outlying turn aside;
+# a pair's own Wilcoxon interval, kept for diagnosis, needs ten and is absent below).
+FLOOR_S = 0.5
+MIN_LONG_TURNS = 5
 MAX_TURNS = 400
 PAIR_BUDGET_SHARE = 0.25  # one pair may take this share of --roofline-max-time (warm-up and turns, both sides)
 CHECK_EVERY = 5
@@ -149,6 +156,7 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead:
     # the discarded turn pair: run as a turn without the untimed call, kept by no one (nor by the twins' records)
     discarded = min(sides[side]("discard", batch, False)[0] for side in warm_order)
     rewarming = rewarm(discarded)
+    floor = turn_floor(discarded * batch)
     relapses = True  # False once more turn pairs were set aside than a relapse accounts for
     first: list[str] = []
     kept: list[bool] = []
@@ -157,7 +165,7 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead:
     while len(first) < MAX_TURNS:
         counted = kept.count(True)
         # a turn pair costs each side its timed batch and, with the re-warm, one untimed call before it
-        if counted >= MIN_TURNS and clock() - start + (2 * batch + (2 if rewarming else 0)) * last > budget_s:
+        if counted >= floor and clock() - start + (2 * batch + (2 if rewarming else 0)) * last > budget_s:
             pair.budget_limited = True
             break
         for side in warm_order:
@@ -179,6 +187,15 @@ def one_pair(this: Turn, ref: Turn, policy: TimingPolicy, budget_s: float, lead:
     pair.within = paired_ratio(pair.counted("this"), pair.counted("ref"))
     pair.measure_s = clock() - start
     return pair
+
+
+def turn_floor(turn_s: float) -> int:
+    """The turns a pair takes at least, whatever its budget, for a turn (one side's timed batch) of ``turn_s``:
+    :data:`MIN_TURNS` up to a tenth of :data:`FLOOR_S`, then as many as span :data:`FLOOR_S`, at least
+    :data:`MIN_LONG_TURNS`."""
+    if not turn_s > 0:
+        return MIN_TURNS
+    return max(MIN_LONG_TURNS, min(MIN_TURNS, math.ceil(FLOOR_S / turn_s)))
 
 
 @dataclass
