@@ -17,7 +17,7 @@ wait after a memory-bound call lets its stores drain and reads short of p). Each
         [--plugin DIR ...] [--keep DIR]
 
 Prints, per workload and slowdown, the share of comparisons the gate failed as slower, and those it failed or
-said slower (a steady or inconclusive test whose 99 % interval lies past a third of the band); the false-alarm share
+said slower (a steady or inconclusive test whose claim interval lies past a third of the band); the false-alarm share
 over all A/A comparisons (flagged slower or faster: the time verdict worse or better); the A/A ratios' median
 (symmetry: within +-0.5 % of 1) and between-session CV; the between-pair CV the sessions report (process pairs;
 absent before them); and the cost of a compare session against a plain ``--roofline`` session of the same tests
@@ -269,7 +269,7 @@ class Tally:
     """One plugin checkout's compare sessions, summed over the sessions."""
 
     flagged: dict[tuple[str, str], list[bool]] = field(default_factory=dict)  # failed as slower
-    # failed as slower, or said slower (steady or inconclusive, the 99 % interval past a third of the band);
+    # failed as slower, or said slower (steady or inconclusive, the claim interval past a third of the band);
     # A/A: said slower or faster
     said: dict[tuple[str, str], list[bool]] = field(default_factory=dict)
     moved: dict[str, list[bool]] = field(default_factory=dict)  # A/A: time verdict worse or better
@@ -482,7 +482,7 @@ def report(args: argparse.Namespace, percents: list[Any], tally: Tally, band: fl
     every = [m for v in moved.values() for m in v]
     if every:
         print(f"A/A false alarms: {sum(every)} of {len(every)} comparisons ({sum(every) / len(every):.1%})")
-    print("failed or said slower (a steady or inconclusive test whose 99 % interval lies past a third of the band), "
+    print("failed or said slower (a steady or inconclusive test whose claim interval lies past a third of the band), "
           "per planted slowdown; 0 %: said slower or faster")
     print(f"{'workload':12s} " + " ".join(f"{str(p) + ' %':>8s}" for p in percents))
     for workload in workloads:

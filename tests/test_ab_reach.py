@@ -56,9 +56,9 @@ def test_a_change_of_no_python_file_reaches_no_test_and_traces_none(tmp_path: Pa
     assert not reach.reaches_none  # every test compared: nothing to trace either, but every test is reached
     reach._change = Change("0" * 40, python=(FileChange("mypkg.py", "modified", None, frozenset({"slow"})),))
     assert not reach.reaches_none
-    assert Reach(tmp_path, "0" * 40, "--roofline-compare-all").reaches("t.py::test", NeverTraced(),  # type: ignore[arg-type]
-                                                                        []) == Reason("compare-all",
-                                                                                      "--roofline-compare-all")
+    forced = Reach(tmp_path, "0" * 40, "--roofline-compare-all")
+    said = forced.reaches("t.py::test", NeverTraced(), [])  # type: ignore[arg-type]
+    assert said == Reason("compare-all", "--roofline-compare-all")
 
 
 def test_the_cost_line_states_counts_seconds_and_the_ratio() -> None:
