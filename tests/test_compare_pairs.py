@@ -1238,3 +1238,19 @@ def test_a_long_calls_pair_takes_the_turns_that_span_half_a_second() -> None:
                          rewarm=lambda call_s: False, clock=lambda clock=clock: clock[0])
         assert times.budget_limited and times.within.pairs == len(times.first) == turns
         assert (times.within.ci is None) is (turns < MIN_TURNS)  # no Wilcoxon interval below ten turns
+
+
+def test_a_records_last_look_is_read_as_a_pool_size_or_the_default() -> None:
+    # two sites of twelve pairs each: combined pair by pair at the last look's level (99.3 %) when the records
+    # say a pool of 12, at the interim level (99.99 %) when they say 20; nonsense reads as the default pool
+    tolerances = Tolerances(0.1, 0.03, ("time",))
+    levels = {}
+    for look in (12, 20, "x", None):
+        sites = [region(1.08, twelve(1.08)), region(1.08, twelve(1.08))]
+        for site_record in sites:
+            site_record["compare"]["last_look"] = look
+        said = compare_regions(sites, tolerances, "REF", "compute:fp32")
+        assert said is not None and said.time.claim_level is not None
+        levels[look] = said.time.claim_level
+    assert levels[12] == levels["x"] == levels[None] == pytest.approx(0.993)
+    assert levels[20] == pytest.approx(1 - 0.001 / 17)

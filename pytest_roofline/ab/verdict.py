@@ -158,7 +158,8 @@ def compared_test(regions: Sequence[Mapping[str, Any]], tolerance: float | None)
                           interval_of(p.get("equivalence_ci")), level_of(p.get("claim_level"))))
              for p in pairs]
     per_pair = [(t, p["pair_ratios"]) for (t, _), p in zip(sites, pairs) if p.get("pair_ratios")]
-    last = min(int(p.get("last_look") or LAST_LOOK) for p in pairs)
+    # the sites' last look (the pool's size); a record without one (or with nonsense) reads as the default pool
+    last = min(look if isinstance(look := p.get("last_look"), int) and look >= 3 else LAST_LOOK for p in pairs)
     top = (over_process_pairs(per_pair, tolerance, last) if per_pair and len(per_pair) == len(compared) else None)
     paired = top.as_paired() if top is not None and len(compared) > 1 else combined_ratio(sites)
     return ComparedTest(
