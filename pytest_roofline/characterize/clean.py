@@ -34,8 +34,8 @@ MIN_WINDOW_POINTS = 3     # undisturbed sweep points of the roof's kernel inside
 MIN_DRAM_SAMPLES = 12     # undisturbed single passes of the DRAM roof's kernel (of 32 taken)
 # Their interquartile range / median. Not a neighbour detector (the spans are): on a quiet but shared host DRAM
 # moves from one moment to the next, and the roof is the median of passes spread over the run for that reason.
-# The 2-vCPU Zen 3 VM read 0.11-0.12 one afternoon and 0.22, 0.27 and 0.38 quiet the next evening (passes of
-# 37-53 GB/s a second apart), when 0.25 refused quiet records: a quiet session measured twice and kept nothing.
+# A quiet shared host's spread moves from hour to hour by a factor of three (docs/characterization-under-load.md):
+# a limit near its quiet values refuses quiet records, and a session then measures twice and keeps nothing.
 MAX_DRAM_SPREAD = 0.5
 DRAM_OVER_CACHE = 1.0     # DRAM at most the last cache level's roof
 # Every all-core roof at least ONE_CORE_FLOOR x the same roof on one core, and at most CORE_SCALING_MARGIN x

@@ -143,7 +143,7 @@ def count_instructions(body: str, precision: str) -> dict[str, int]:
     }
 
 
-# --- running on a GPU (ran on one H100 at e11b275) ---------------------------------------------------------
+# --- running on a GPU -------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class GpuPoint:
