@@ -525,13 +525,6 @@ def sure_move(claim: tuple[float, float], tolerance: float) -> str | None:
     return None
 
 
-def level_of(value: object) -> float | None:
-    """A record's claim level (a number in (0.5, 1)); None for anything else (a record from before it was kept)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and 0.5 < value < 1:
-        return float(value)
-    return None
-
-
 def interval_of(value: object) -> tuple[float, float] | None:
     """A record's interval (a JSON list of two numbers) as a pair of floats; None for anything else."""
     if isinstance(value, (list, tuple)) and len(value) == 2:

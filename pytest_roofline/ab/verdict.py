@@ -21,7 +21,6 @@ from pytest_roofline.ab.paired_stats import (
     combined_ratio,
     inside_band,
     interval_of,
-    level_of,
     level_text,
     notice_edge,
     over_process_pairs,
@@ -35,7 +34,7 @@ from pytest_roofline.gates.judgement import Judgement
 from pytest_roofline.measure.work import Work, work_change
 from pytest_roofline.model import sum_maps
 from pytest_roofline.model.roofline import arithmetic_intensity
-from pytest_roofline.output.ab_record import ABRecord
+from pytest_roofline.output.ab_record import ABRecord, claim_level_of
 from pytest_roofline.session.settings import MarkerOptions
 from pytest_roofline.session.state import RooflineState, TestEntry
 
@@ -155,7 +154,7 @@ def compared_test(regions: Sequence[Mapping[str, Any]], tolerance: float | None)
     pairs = [r["compare"] for r in compared]
     sites = [(float(p["ref"]["time_s"]),
               PairedRatio(float(p["ratio"]), interval_of(p.get("ci")), int(p["pairs"]), interval_of(p.get("claim_ci")),
-                          interval_of(p.get("equivalence_ci")), level_of(p.get("claim_level"))))
+                          interval_of(p.get("equivalence_ci")), claim_level_of(p.get("claim_level"))))
              for p in pairs]
     per_pair = [(t, p["pair_ratios"]) for (t, _), p in zip(sites, pairs) if p.get("pair_ratios")]
     # the sites' last look (the pool's size); a record without one (or with nonsense) reads as the default pool

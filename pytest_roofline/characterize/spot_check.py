@@ -141,8 +141,7 @@ def _compute_step(info: dict[str, Any], width: int, precision: str, fallback_byt
     """The FMA point that set the record's ``precision`` peak at the widest vectors (its FLOPs per element and
     working set), with that peak. A host can halve the compute roofs for minutes while the caches barely move
     (two vCPUs sharing one core's FMA units read the 1-core value, with no steal), so FMA passes are checked as
-    well. Where
-    the record has no usable point (none, or FLOPs the library has no kernel for), the compute-bound
+    well. Where the record has no usable point (none, or FLOPs the library has no kernel for), the compute-bound
     ``cpu.PEAK_FLOPS`` at the L1 check's size: the roof is still probed."""
     from pytest_roofline.characterize.cpu import PEAK_FLOPS
     from pytest_roofline.characterize.cpu_ert import ERT_FLOPS

@@ -71,7 +71,7 @@ def what_exists(sessions: Sequence[Session], shown: int = 5) -> str:
 
 
 def describe(session: Session) -> str:
-    """``20261125T082801.379Z-28663 (commit 0123456789ab, main, 2026-11-25T08:28:01)``."""
+    """The session's id, then its commit (12 digits), branch and start: ``ID (commit COMMIT, BRANCH, START)``."""
     parts = [f"commit {session.commit[:12]}" if session.commit else "no commit"]
     if session.branch:
         parts.append(session.branch)

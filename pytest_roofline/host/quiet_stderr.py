@@ -16,8 +16,8 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-# "USDT:2026-11-25 18:21:56 15934:15934 SyncActivityProfilerHandler.cpp:52] profiler_start",
-# "STAGE:2024-01-01 10:00:00 1:1 ActivityProfilerController.cpp:312] Completed Stage: Warm Up"
+# Lines the torch profiler writes to stderr, "KIND:DATE TIME PID:TID FILE.cpp:LINE] message", for example
+# "USDT:<date> <time> 15934:15934 SyncActivityProfilerHandler.cpp:52] profiler_start"
 PROFILER_LINE = re.compile(rb"^[A-Z]+:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(\.\d+)? \d+:\d+ \w+\.(cpp|h):\d+\]")
 
 

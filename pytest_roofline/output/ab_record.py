@@ -25,7 +25,8 @@ def _interval(value: object) -> tuple[float, float] | None:
     return None if low is None or high is None else (low, high)
 
 
-def _level(value: object) -> float | None:
+def claim_level_of(value: object) -> float | None:
+    """A record's claim level (a number in (0.5, 1)); None for anything else (a record from before it was kept)."""
     level = finite_number(value)
     return level if level is not None and 0.5 < level < 1 else None
 
@@ -58,7 +59,7 @@ class Moved:
             return None
         return cls(now=finite_number(data.get("now")), reference=finite_number(data.get("reference")),
                    ratio=finite_number(data.get("ratio")), ci=_interval(data.get("ci")),
-                   claim_ci=_interval(data.get("claim_ci")), claim_level=_level(data.get("claim_level")),
+                   claim_ci=_interval(data.get("claim_ci")), claim_level=claim_level_of(data.get("claim_level")),
                    verdict=text_of(data.get("verdict")),
                    extra={k: v for k, v in data.items() if k not in _MOVED})
 

@@ -99,10 +99,8 @@ def ops_path_metric(suffix: str) -> str:
 # Where the per-CC names below were checked, name by name: a public copy of the stock section of a 2025-era ncu
 # (the copy lists CC 10.3, 11.0 and 12.1 items, so it ships with CUDA 13.0's ncu or later; the file does not state
 # its version) and, for packed FP32, a public copy of the stock SOLFPRoofline rule of the same era.
-STOCK_SECTION_SOURCE = (
-    "SpeedOfLight_HierarchicalTensorRooflineChart.section of a 2025-era ncu (public copy: github.com/xingxerx/Qallow "
-    "sections/, commit e3efc6fc8582f38e81d9b207717e72a213faa5e1, 2025-10-19)"
-)
+STOCK_SECTION_SOURCE = ("SpeedOfLight_HierarchicalTensorRooflineChart.section of a 2025-era ncu (public copy: "
+                        "github.com/xingxerx/Qallow sections/; the commit read is in docs/gpu.md)")
 STOCK_RULE_SOURCE = "SpeedOfLight_Roofline.py (rule SOLFPRoofline) of a 2025-era ncu: requested_metrics_gb10x"
 NERSC_SOURCE = "NERSC roofline-on-nvidia-gpus metric set (research §1.2-1.3)"
 
