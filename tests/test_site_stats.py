@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_roofline.history.reader import Session as GateSession
 from pytest_roofline.site import verdicts
 from pytest_roofline.site.history_reader import HistoryFileWarning, read_history
 
@@ -41,8 +42,11 @@ def test_reader_orders_by_start_groups_by_key_and_skips_bad_files_with_one_warni
     assert [m.split(":")[0].rsplit("/", 1)[1] for m in messages] == ["corrupt.json", "foreign.json", "newer.json"]
     assert "schema 2 is newer" in messages[2]
     assert list(sessions) == ["a", "b"]
-    assert [s.tests[0].fraction for s in sessions["a"]] == [0.1, 0.3]
+    assert [next(iter(s.tests.values())).fraction for s in sessions["a"]] == [0.1, 0.3]
     assert sessions["b"][0].short_commit == "ab" * 6
+    # the site reads the one Session the gates read: the start "+01:00" written in UTC, ordered by the time
+    assert type(sessions["b"][0]) is GateSession
+    assert sessions["b"][0].start == "2026-01-01T23:00:00.000000+00:00"
 
 
 def test_reader_filters_machine_and_since(tmp_path: Path) -> None:
@@ -53,7 +57,7 @@ def test_reader_filters_machine_and_since(tmp_path: Path) -> None:
     since = datetime(2026, 1, 2, tzinfo=timezone.utc)
     sessions = read_history(tmp_path, machine="a", since=since)
     assert list(sessions) == ["a"]
-    assert [s.start.day for s in sessions["a"]] == [2, 3]
+    assert [s.started.day for s in sessions["a"]] == [2, 3]
 
 
 PRIOR = [1.00, 1.01, 1.02, 1.03, 1.04]

@@ -161,7 +161,7 @@ def test_the_site_reader_warns_once_per_file(tmp_path: Path) -> None:
     assert messages[0].startswith(f"{folder / KEY / 'b.json'}: skipped 6 test record(s) that cannot be trusted: "
                                   "tests[1] ('t.py::nan'): fraction: nan")
     assert messages[1] == f"skipped history file {folder / KEY / 'deep.json'}: nested deeper than 64 levels"
-    assert [[t.nodeid for t in s.tests] for s in sessions[KEY]] == [["t.py::test_a"], ["t.py::test_a"]]
+    assert [[t.nodeid for t in s.tests.values()] for s in sessions[KEY]] == [["t.py::test_a"], ["t.py::test_a"]]
 
 
 def test_report_builds_the_site_from_the_sound_records(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 
 from pytest_roofline.errors import StoreError
@@ -31,17 +32,32 @@ from pytest_roofline.output.record import TestRecord, records_by_id
 
 @dataclass(frozen=True)
 class Session:
-    """One session as the gate and the site see it: its identity and its test records by node id."""
+    """One session as every reader sees it (the gates, ``thresholds``, the nightly chain, the site): its identity
+    and its test records by node id, built once from a document that passed ``history.validate``."""
 
     id: str
-    start: str
+    start: str  # canonical_start's one spelling: ordering by the text is ordering by the time; "" for none
     machine_key: str
     commit: str | None
     branch: str | None
-    source: str  # the file it was read from
+    source: str  # the file or object it was read from
     tests: Mapping[str, TestRecord]
-    machine: Mapping[str, object] | None = None
+    machine: Mapping[str, object] = field(default_factory=dict)  # key, fingerprint and the machine's roofs
     environment: Mapping[str, str] = field(default_factory=dict)  # {"torch": version} where recorded
+    exit_status: int | None = None
+    dirty: bool = False
+
+    @property
+    def started(self) -> datetime:
+        """The start as a time (UTC); the earliest time a start may have where the record has none."""
+        if not self.start:
+            return datetime.min.replace(tzinfo=timezone.utc)
+        when = datetime.fromisoformat(self.start)
+        return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+
+    @property
+    def short_commit(self) -> str:
+        return (self.commit or "nogit")[:12]
 
 
 @dataclass
@@ -77,7 +93,8 @@ def session_from(document: object, source: str, skipped: list[str] | None = None
                           machine_key=record.machine_key, commit=record.session.git.commit,
                           branch=record.session.git.branch, source=source, tests=records_by_id(record.tests),
                           machine={"key": record.machine_key, "fingerprint": record.fingerprint, **record.machine},
-                          environment=_environment(record.session.versions))
+                          environment=_environment(record.session.versions),
+                          exit_status=record.session.exit_status, dirty=bool(record.session.git.dirty))
     else:  # a results.json
         if not isinstance(document, dict):  # check_header refused it already; this tells the type checker
             raise ValueError("not a JSON object")
@@ -88,7 +105,7 @@ def session_from(document: object, source: str, skipped: list[str] | None = None
         tests, problems = valid_tests(document["tests"], schema)
         session = Session(id=str(meta.get("id") or Path(source).stem), start=canonical_start(meta.get("start")),
                           machine_key=machine_key(machine), commit=None, branch=None, source=source,
-                          tests=records_by_id(tests), machine=machine or None,
+                          tests=records_by_id(tests), machine=machine,
                           environment=_environment(meta.get("versions")))
     if problems and skipped is not None:
         skipped.append(describe_skipped(source, problems))
@@ -100,7 +117,12 @@ def canonical_start(start: object) -> str:
     ordering by the text is ordering by the time; "" where a results.json has none (it sorts first)."""
     if start is None:
         return ""
-    return f"{parse_start(start):%Y-%m-%dT%H:%M:%S.%f+00:00}"
+    return start_text(parse_start(start))
+
+
+def start_text(when: datetime) -> str:
+    """An aware time in :func:`canonical_start`'s one spelling."""
+    return f"{when.astimezone(timezone.utc):%Y-%m-%dT%H:%M:%S.%f+00:00}"
 
 
 def check_placement(name: str, session: Session) -> None:

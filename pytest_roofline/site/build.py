@@ -21,12 +21,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
 from pytest_roofline.errors import SiteError
-from pytest_roofline.output.record import TestRecord, records_by_id
+from pytest_roofline.output.record import TestRecord
 
 from . import charts, label_layout, pages
 from .changepoints import change_points
@@ -44,9 +44,6 @@ from .model import (
 )
 from .out_folder import check_out, copy_assets, staged
 from .out_folder import write as _write  # build's own name: what writes the pages
-
-if TYPE_CHECKING:
-    from pytest_roofline.history.reader import Session as HistorySession
 
 SPARK_SESSIONS = 60
 FAILING_LISTED = 20
@@ -144,7 +141,7 @@ class _Artifacts:
 
 
 def _test_page(summary: TestSummary, rows: pd.DataFrame, latest: Session, artifacts: _Artifacts,
-               trajectory: str | None, nights: Sequence[HistorySession] = ()) -> str:
+               trajectory: str | None, nights: Sequence[Session] = ()) -> str:
     root = "../../../"
     measured = rows.dropna(subset=["fraction"])
     points = [charts.FractionPoint(_time(r.start), r.commit, float(r.fraction),
@@ -189,15 +186,7 @@ def _test_page(summary: TestSummary, rows: pd.DataFrame, latest: Session, artifa
                                                                ("../machine.html", "machine")])
 
 
-def nights_of(sessions: Sequence[Session]) -> list[HistorySession]:
-    """The site's sessions as ``history.reader.Session``s, the form history/chain.py reads (once per machine)."""
-    from pytest_roofline.history.reader import Session as Night
-
-    return [Night(id=s.id, start=s.start.isoformat(), machine_key=s.machine_key, commit=s.commit, branch=s.branch,
-                  source=str(s.path), tests=records_by_id(s.tests)) for s in sessions]
-
-
-def _chain_section(nodeid: str, nights: Sequence[HistorySession]) -> str:
+def _chain_section(nodeid: str, nights: Sequence[Session]) -> str:
     """The nightly A/B chain (history/chain.py), where the test has A/B nights: empty otherwise."""
     from pytest_roofline.history.chain import trajectory
 
@@ -382,7 +371,7 @@ def _trajectory_page(machine: str, function: str, variants: Sequence[TestSummary
             xs.append(ai)
         if sum(len(line["x"]) for line in lines.values()) >= 2:
             session = sessions[position]
-            shown = f"{_time(session.start)[:16]} {session.short_commit}"
+            shown = f"{_time(session.started)[:16]} {session.short_commit}"
             menu.append(shown)  # the session menu's text, escaped for HTML there
             per_session.append({"label": charts.plotly_text(shown),
                                 "lines": [{"name": name, **line} for name, line in lines.items()]})
@@ -422,7 +411,7 @@ def _trajectory_page(machine: str, function: str, variants: Sequence[TestSummary
 
 
 def _machine_page(machine: str, sessions: Sequence[Session]) -> str:
-    times = [_time(s.start) for s in sessions]
+    times = [_time(s.started) for s in sessions]
     commits = [s.short_commit for s in sessions]
     roofs = [_roofs(s.machine) for s in sessions]
     # Roofs in the latest session's order (fastest level first, as characterization writes them).
@@ -498,7 +487,6 @@ def _write_site(history: Path, out: Path, by_machine: Mapping[str, list[Session]
     not_drawn: list[Skipped] = []
     folders = page_names(by_machine)  # machine keys are read from the history too: one folder each
     for key, sessions in by_machine.items():
-        nights = nights_of(sessions)
         top = f"m/{folders[key]}"
         folder = out / top
         machine_frame = frame[frame["machine"] == key]
@@ -523,7 +511,7 @@ def _write_site(history: Path, out: Path, by_machine: Mapping[str, list[Session]
         for summary in sorted(summaries, key=lambda s: s.sort_key):
             trajectory = trajectories.get(summary.function)
             text, why = _drawn(functools.partial(_test_page, summary, groups[summary.nodeid], sessions[-1],
-                                                 artifacts, f"../traj/{trajectory}" if trajectory else None, nights),
+                                                 artifacts, f"../traj/{trajectory}" if trajectory else None, sessions),
                                summary.nodeid, "../../../", nav)
             if why is not None:
                 not_drawn.append(Skipped(f"{key}: {summary.nodeid}", why))
@@ -588,7 +576,7 @@ def _index_section(key: str, top: str, sessions: Sequence[Session], summaries: S
     return (f'<section><div class="machine-head"><h2>{pages.esc(key)}</h2>'
             f'<a href="{top}/machine.html">roofs over time</a></div>'
             f'<p class="muted">{pages.esc(latest.machine.get("name", ""))} · {len(sessions)} sessions, '
-            f"latest {_time(latest.start)[:16]} UTC at <code>{pages.esc(latest.short_commit)}</code> · "
+            f"latest {_time(latest.started)[:16]} UTC at <code>{pages.esc(latest.short_commit)}</code> · "
             + ", ".join(f"{n} {v}" for v, n in counts.items() if n)
             + (f" · trajectories: {traj}" if traj else "") + "</p>"
             + pages.index_table(rows) + "</section>")

@@ -14,35 +14,18 @@ parse keeps every number it draws within a physical range and every start within
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from pytest_roofline.errors import HistoryFileWarning
 from pytest_roofline.history.document import FORMAT, SCHEMA, SessionRecord
+from pytest_roofline.history.reader import Session, start_text
 from pytest_roofline.history.validate import Invalid, describe_skipped, parse_start, read_json
-from pytest_roofline.output.record import TestRecord
+from pytest_roofline.output.record import records_by_id
 
 __all__ = ["FORMAT", "SCHEMA", "History", "HistoryFileWarning", "Session", "Skipped", "load_history", "parse_time",
            "read_history", "read_session"]
-
-@dataclass(frozen=True)
-class Session:
-    path: Path
-    id: str
-    start: datetime
-    exit_status: int | None
-    commit: str | None
-    branch: str | None
-    dirty: bool
-    machine_key: str
-    machine: dict[str, object]
-    tests: list[TestRecord] = field(repr=False)
-
-    @property
-    def short_commit(self) -> str:
-        return (self.commit or "nogit")[:12]
-
 
 @dataclass(frozen=True)
 class Skipped:
@@ -87,13 +70,11 @@ def _session(path: Path, document: object, now: datetime | None) -> tuple[Sessio
         start = parse_time(record.session.start or "", now)
     except ValueError as exc:
         raise _Skip(str(exc)) from None
-    tests = list(record.tests)
     git = record.session.git
-    session = Session(path=path, id=record.session.id or path.stem, start=start,
-                      exit_status=record.session.exit_status, commit=git.commit, branch=git.branch,
-                      dirty=bool(git.dirty), machine_key=record.machine_key,
+    session = Session(id=record.session.id or path.stem, start=start_text(start), machine_key=record.machine_key,
+                      commit=git.commit, branch=git.branch, source=str(path), tests=records_by_id(record.tests),
                       machine={"key": record.machine_key, "fingerprint": record.fingerprint, **record.machine},
-                      tests=tests)
+                      exit_status=record.session.exit_status, dirty=bool(git.dirty))
     return session, problems
 
 
@@ -135,11 +116,11 @@ def load_history(directory: Path, machine: str | None = None, since: datetime | 
                           HistoryFileWarning, stacklevel=2)
         if session is None or (machine is not None and session.machine_key != machine):
             continue
-        if since is not None and session.start < since:
+        if since is not None and session.started < since:
             continue
         by_machine.setdefault(session.machine_key, []).append(session)
     for sessions in by_machine.values():
-        sessions.sort(key=lambda s: (s.start, s.id))
+        sessions.sort(key=lambda s: (s.started, s.id))
     return History(dict(sorted(by_machine.items())), skipped)
 
 
