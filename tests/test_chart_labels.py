@@ -129,3 +129,25 @@ def test_failure_chart_names_the_top_ops_and_carries_the_diagnosis(tmp_path: Pat
     assert overlapping_pairs(placed) == []
     assert any(caption[0] in t.get_text() for t in fig.texts)
     assert chart.save(fig, tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_greedy_step_takes_the_first_free_candidate_and_tries_no_further() -> None:
+    from pytest_roofline.output.label_place import least_costly
+
+    tried: list[str] = []
+    discarded: list[str] = []
+
+    def cost(name: str) -> tuple[float, ...]:
+        tried.append(name)
+        return {"a": (2.0, 0.0), "b": (1.0, 5.0), "c": (0.0, 0.0), "d": (0.0, 0.0)}[name]
+
+    assert least_costly("abcd", cost, discarded.append) == "c"
+    assert tried == ["a", "b", "c"]  # "d" is never made
+    assert discarded == ["a", "b"]
+    # none free: the least costly (lexicographic: the first term first), every other one discarded
+    discarded.clear()
+    assert least_costly("ab", cost, discarded.append) == "b"
+    assert discarded == ["a"]
+    # the caller says what is free: here a first term of 1, so "b" ends the search
+    assert least_costly("bd", cost, free=lambda price: price[0] == 1.0) == "b"
+    assert least_costly("", cost) is None

@@ -92,9 +92,9 @@ def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptio
     held = Judgement(min_fraction=min_fraction)
     policy = (options.uncounted if options and options.uncounted else None) or state.settings.uncounted
     if policy == "fail":
-        from pytest_roofline.output.text import uncounted_text
+        from pytest_roofline.output.text import regions_uncounted
 
-        missing = uncounted_text(entry.recorder.regions)
+        missing = regions_uncounted(entry.recorder.regions)
         if missing:
             return held.adding(failure=(
                 f"roofline: FLOP-bearing ops without a counting rule ran ({missing}); the fraction would be too "

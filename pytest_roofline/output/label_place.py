@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, TypedDict, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:  # matplotlib is imported only when a chart is drawn
     from matplotlib.artist import Artist
@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # matplotlib is imported only when a chart is drawn
     from matplotlib.text import Annotation, Text
 
 Box = tuple[float, float, float, float]  # x0, y0, x1, y1 in display pixels
+T = TypeVar("T")
 GRAZE = 0.08  # a label may overlap lines by this share of its own area (an edge touching a line)
 
 
@@ -86,6 +87,27 @@ def _outside(box: Box, frame: Box) -> float:
     return area - overlap(box, frame)
 
 
+def least_costly(candidates: Iterable[T], cost: Callable[[T], tuple[float, ...]],
+                 discard: Callable[[T], None] = lambda _: None,
+                 free: Callable[[tuple[float, ...]], bool] = lambda price: not any(price)) -> T | None:
+    """The greedy step every label placer takes (this module's for matplotlib, ``site.label_layout``'s for
+    plotly): the first candidate whose cost is ``free``, else the least costly of them all (a dense chart is
+    still drawn); every other candidate tried is handed to ``discard``. Candidates are made lazily, in order of
+    preference, so a free first position costs one try."""
+    best: tuple[tuple[float, ...], T] | None = None
+    for candidate in candidates:
+        price = cost(candidate)
+        if best is None or price < best[0]:
+            if best is not None:
+                discard(best[1])
+            best = (price, candidate)
+        else:
+            discard(candidate)
+        if free(price):
+            break
+    return None if best is None else best[1]
+
+
 def place_labels(ax: Axes, labels: Sequence[Label], obstacles: Sequence[Box] = (),
                  lines: Sequence[Box] = ()) -> list[Annotation]:
     """Annotate ``ax`` with every label at a free candidate; return the text artists in the order given.
@@ -96,32 +118,30 @@ def place_labels(ax: Axes, labels: Sequence[Label], obstacles: Sequence[Box] = (
     inside: Box = (frame.x0, frame.y0, frame.x1, frame.y1)
     placed: list[Box] = []
     artists: list[Annotation] = []
-    for label in labels:
-        best: tuple[tuple[float, float, float], Annotation, Box] | None = None
+
+    def drawn(label: Label) -> Iterator[tuple[Annotation, Box, Box]]:
         for candidate in label.candidates:
             text = ax.annotate(label.text, (candidate.x, candidate.y), xytext=(candidate.dx, candidate.dy),
                                textcoords="offset points", ha=candidate.ha, va=candidate.va,
                                annotation_clip=False, **label.style)
-            box = box_of(text, renderer)
-            tight = box_of(text, renderer, pad=0.0)
-            # hard cost first (labels, obstacles, leaving the axes), then the lines it crosses
-            hard = (sum(overlap(box, other) for other in placed) + sum(overlap(box, o) for o in obstacles)
-                    + _outside(tight, inside))
-            crossed = sum(overlap(tight, line) for line in lines)
-            # grazing a line with an edge of the text keeps it readable and unambiguous: not a cost
-            soft = crossed if crossed > GRAZE * (tight[2] - tight[0]) * (tight[3] - tight[1]) else 0.0
-            cost = (hard, soft, crossed)
-            if best is None or cost < best[0]:
-                if best is not None:
-                    best[1].remove()
-                best = (cost, text, box)
-            else:
-                text.remove()
-            if hard == 0 and soft == 0:
-                break
+            yield text, box_of(text, renderer), box_of(text, renderer, pad=0.0)
+
+    def cost(tried: tuple[Annotation, Box, Box]) -> tuple[float, float, float]:
+        _, box, tight = tried
+        # hard cost first (labels, obstacles, leaving the axes), then the lines it crosses
+        hard = (sum(overlap(box, other) for other in placed) + sum(overlap(box, o) for o in obstacles)
+                + _outside(tight, inside))
+        crossed = sum(overlap(tight, line) for line in lines)
+        # grazing a line with an edge of the text keeps it readable and unambiguous: not a cost
+        soft = crossed if crossed > GRAZE * (tight[2] - tight[0]) * (tight[3] - tight[1]) else 0.0
+        return hard, soft, crossed
+
+    for label in labels:
+        best = least_costly(drawn(label), cost, lambda tried: tried[0].remove(),
+                            free=lambda price: price[0] == 0 and price[1] == 0)  # grazing lines is free
         if best is not None:
-            placed.append(best[2])
-            artists.append(best[1])
+            placed.append(best[1])
+            artists.append(best[0])
     return artists
 
 

@@ -10,9 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from pytest_roofline.model import KernelSample, Machine, Verdict
-from pytest_roofline.output.artifacts import artifact_path, results_document, write_kernels_csv, write_results
+from pytest_roofline.output.artifacts import artifact_path, write_kernels_csv
 from pytest_roofline.output.record import TestRecord
-from pytest_roofline.output.results_dir import RESULTS_FILE, write_session
 from pytest_roofline.output.text import OpRegion, failure_message, op_lines
 
 if TYPE_CHECKING:
@@ -179,16 +178,6 @@ def _result_fields(record: MeasuredTest) -> dict[str, object]:
         "kernels": [k for region in regions for k in region.kernel_dicts()],
         "regions": [r.to_dict() for r in regions],
     }
-
-
-def write_session_results(directory: Path, machine: Machine | None,
-                          records: Iterable[MeasuredTest | TestRecord],
-                          extra: Mapping[str, object] | None = None, session_id: str | None = None) -> Path:
-    """Write the session's results.json: in its own session folder and as the latest (see results_dir)."""
-    document = results_document(machine, [test_result(r).to_dict() for r in records], extra)
-    if session_id is None:
-        return write_results(directory / RESULTS_FILE, document)
-    return write_session(directory, session_id, document)
 
 
 BASELINE_WORDS = {"regressed": "REGRESSED", "noisy": "worse, not significant", "changed": "changed, not gated",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from pytest_roofline.model import Machine
 from pytest_roofline.output.record import TestRecord
-from pytest_roofline.output.text import ABOVE_ONE
+from pytest_roofline.output.text import ABOVE_ONE, uncounted_text
 
 if TYPE_CHECKING:
     from pytest_roofline.host.cores import Placement
@@ -50,19 +50,15 @@ def placements(record: TestRecord) -> list[Placement]:
     return [Placement.from_dict(r["cores"]) for r in record.regions if isinstance(r.get("cores"), Mapping)]
 
 
-def uncounted_text(record: TestRecord) -> str:
-    """``aten.foo, aten.bar (12% of the bytes)`` from a record's regions; empty when every op was counted."""
+def record_uncounted(record: TestRecord) -> str:
+    """:func:`.text.uncounted_text` of a record's regions."""
     moved: dict[str, int] = {}
     total = 0.0
     for region in record.regions:
         for op, count in (region.get("uncounted_ops") or {}).items():
             moved[op] = moved.get(op, 0) + int(count)
         total += sum(float(v) for k in region.get("kernels") or [] for v in (k.get("bytes") or {}).values())
-    if not moved:
-        return ""
-    names = sorted(moved, key=lambda op: -moved[op])
-    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-    return f"{shown} ({sum(moved.values()) / (total or 1):.0%} of the bytes)"
+    return uncounted_text(moved, total)
 
 
 def verdict_text(record: TestRecord) -> str:
@@ -119,7 +115,7 @@ def marks_of(record: TestRecord) -> tuple[str, dict[str, list[str]]]:
     if faults > 0:
         marks += "f"
         details.setdefault("f", []).append(f"{faults:.0f}/call")
-    if uncounted_text(record):
+    if record_uncounted(record):
         marks += "u"
     if record.fraction is not None and record.fraction > ABOVE_ONE:
         marks += "!"
@@ -201,7 +197,7 @@ def summary_lines(records: Iterable[TestRecord], context: SummaryContext) -> lis
     table = marked_table(records, context.width)
     tail: list[str] = []
     for record in records:
-        missing = uncounted_text(record)
+        missing = record_uncounted(record)
         if missing:
             tail.append(f"uncounted FLOPs in {record.nodeid}: {missing}: their FLOPs are missing from its "
                         "fraction")

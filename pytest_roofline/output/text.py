@@ -123,37 +123,24 @@ def _quoted_precision(verdict: Verdict) -> str | None:
     return max(counted, key=lambda k: counted[k]) if counted else None
 
 
-def cores_marker(placements: Sequence[object]) -> str:
-    """`` [core 1 of 2, 97% busy beside]`` for the terminal row when a test ran on fewer than all cores, was
-    contended, or shared its GPU; empty otherwise."""
-    marks: list[str] = []
-    for placement in placements:
-        mark = getattr(placement, "marker", lambda: "")()
-        if mark and mark not in marks:
-            marks.append(mark)
-    return f" [{'; '.join(marks)}]" if marks else ""
+def uncounted_text(moved: Mapping[str, int], total_bytes: float) -> str:
+    """``aten.foo, aten.bar (12% of the bytes)``: FLOP-bearing ops without a counting rule, each with the bytes it
+    moved, as a share of ``total_bytes`` counted; empty when every op was counted. The one wording for a live
+    test (:func:`regions_uncounted`) and a record read back (``output.summary``)."""
+    if not moved:
+        return ""
+    names = sorted(moved, key=lambda op: -moved[op])
+    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+    return f"{shown} ({sum(moved.values()) / (total_bytes or 1):.0%} of the bytes)"
 
 
-def faults_marker(faults_per_call: Sequence[float]) -> str:
-    """`` [2546 faults/call]`` for the terminal row when timed calls page-faulted (their time includes first
-    touch of fresh memory); empty otherwise."""
-    worst = max(faults_per_call, default=0.0)
-    return f" [{worst:.0f} faults/call]" if worst > 0 else ""
-
-
-def uncounted_text(regions: Sequence[CountedRegion]) -> str:
-    """``aten.foo, aten.bar (12% of the bytes)``: FLOP-bearing ops without a counting rule that the regions
-    ran, with the share of the regions' counted bytes they moved; empty when every op was counted."""
+def regions_uncounted(regions: Sequence[CountedRegion]) -> str:
+    """:func:`uncounted_text` of the regions a test ran."""
     moved: dict[str, int] = {}
     for region in regions:
         for op, count in getattr(region, "uncounted", {}).items():
             moved[op] = moved.get(op, 0) + count
-    if not moved:
-        return ""
-    total = sum(sum(k.bytes.values()) for region in regions for k in region.kernels) or 1
-    names = sorted(moved, key=lambda op: -moved[op])
-    shown = ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-    return f"{shown} ({sum(moved.values()) / total:.0%} of the bytes)"
+    return uncounted_text(moved, sum(sum(k.bytes.values()) for region in regions for k in region.kernels))
 
 
 ABOVE_ONE = 1.05  # a fraction above this beat its roof: a modeling error to name, not a speed to celebrate

@@ -244,14 +244,6 @@ def keep_setting(value: object) -> Keep | None:
     return parse_keep(value, "--roofline-history-keep / ini roofline_history_keep")
 
 
-def optional_path(value: object) -> Path | None:
-    """A path option; empty means not given."""
-    text = str(value or "").strip()
-    if not text:
-        return None
-    return Path(text)
-
-
 def cores_setting(value: object) -> CoresSetting:
     from pytest_roofline.host.cores import CoresSettingError, parse_cores
 

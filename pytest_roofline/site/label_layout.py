@@ -3,8 +3,9 @@
 Plotly draws a point's text at one of nine positions around it and never moves it to avoid another; the
 trajectory charts label every point (its batch size), so neighbouring points and variants' lines overlap. Here
 each label takes, in order, the first position whose estimated box covers no label placed before it and no
-marker, on axes whose ranges the figure fixes (so data map to pixels as estimated). The text size is an
-estimate from the font size (a browser's exact extents are not known when the page is written).
+marker (``output.label_place.least_costly``, the greedy step the matplotlib charts take too), on axes whose
+ranges the figure fixes (so data map to pixels as estimated). The text size is an estimate from the font size
+(a browser's exact extents are not known when the page is written).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from pytest_roofline.output.label_place import Box, overlap
+from pytest_roofline.output.label_place import Box, least_costly, overlap
 
 POSITIONS = ("top left", "top right", "bottom right", "bottom left", "top center", "bottom center",
              "middle right", "middle left")
@@ -65,17 +66,14 @@ def text_positions(points: Sequence[tuple[float, float, str]], x_range: Sequence
         if not math.isfinite(px):  # a point not drawn
             chosen.append(POSITIONS[0])
             continue
-        best: tuple[float, str, Box] | None = None
-        for position in POSITIONS:
+
+        def cost(position: str, px: float = px, py: float = py, text: str = text) -> tuple[float]:
             box = _box(px, py, CHAR_PX * len(text), position)
             area = (box[2] - box[0]) * (box[3] - box[1])
-            cost = (sum(overlap(box, other) for other in placed) + sum(overlap(box, m) for m in markers)
-                    + area - overlap(box, frame))
-            if best is None or cost < best[0]:
-                best = (cost, position, box)
-            if cost == 0:
-                break
-        assert best is not None
-        placed.append(best[2])
-        chosen.append(best[1])
+            return (sum(overlap(box, other) for other in placed) + sum(overlap(box, m) for m in markers)
+                    + area - overlap(box, frame),)
+
+        best = least_costly(POSITIONS, cost) or POSITIONS[0]
+        placed.append(_box(px, py, CHAR_PX * len(text), best))
+        chosen.append(best)
     return chosen

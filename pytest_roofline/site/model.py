@@ -18,7 +18,6 @@ Definitions the index and test pages use (also in docs/site.md):
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import statistics
 from collections.abc import Iterable, Mapping
@@ -225,7 +224,3 @@ def parametrized(summaries: list[TestSummary]) -> dict[str, list[TestSummary]]:
             groups.setdefault(summary.function, []).append(summary)
     return {function: sorted(variants, key=lambda s: params_key(s.params))
             for function, variants in sorted(groups.items()) if len(variants) > 1}
-
-
-def params_json(params: Mapping[str, object]) -> str:
-    return json.dumps(params, sort_keys=False, default=repr)

@@ -83,11 +83,6 @@ class OpReport:
                 (f"launch/dispatch: {gpu.launches:g} kernels per call, {gpu.launch_s * 1e6:.3g} us host time per "
                 f"launch; {self.dispatch_s * 1e6:.3g} us to dispatch an op")]
 
-    @property
-    def timed_share(self) -> float:
-        """Share of the region's ops that got a time."""
-        return sum(1 for r in self.rows if r.time_s) / len(self.rows) if self.rows else 0.0
-
     def top_lost(self, count: int = TOP_LOST) -> list[OpRow]:
         timed = [r for r in self.rows if r.time_s]
         return sorted(timed, key=lambda r: -(r.lost_s or 0.0))[:count]
