@@ -158,7 +158,7 @@ class _Declared:
 
     def __init__(self, recorder: Recorder) -> None:
         self.nodeid, self.min_fraction, self.recorder = "test_x", 0.9, recorder
-        self.outcome, self.artifacts, self.extra = "failed", [], {}
+        self.outcome, self.artifacts, self.extra, self.nothing_counted = "failed", [], {}, None
 
 
 def recorder(session: Machine, host: Machine | None = None) -> Recorder:

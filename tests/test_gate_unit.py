@@ -343,7 +343,7 @@ def test_nothing_counted_under_a_threshold_is_an_error_naming_the_ops(tmp_path: 
     assert outcome.error.startswith("roofline: no work counted: declare it with roofline.declare(flops=..., "
                                     "bytes=...)")
     assert "the counter saw aten::view, aten::clone; 1 call site(s), 1 ms per call" in outcome.error
-    assert entry.extra["no_work"]["ops"] == ["aten::view", "aten::clone"]
+    assert entry.nothing_counted is not None and entry.nothing_counted.ops == ("aten::view", "aten::clone")
     # not measured again (no confirmation, nothing left for the end of the session), no chart
     assert entry.recorder.confirm_calls == 0 and entry.recorder.contended == [] and entry.artifacts == []
     entry.outcome = "error"
@@ -358,9 +358,14 @@ def test_nothing_counted_without_a_threshold_passes_and_says_so(tmp_path: Path) 
     entry = no_work(state, None)
     outcome = judge(state, entry, None, xfail=False)
     assert (outcome.failure, outcome.error, outcome.warning) == (None, None, None) and entry.extra == {}
-    assert list(outcome.fields) == ["no_work"] and outcome.min_fraction is None  # kept on the entry by keep()
+    assert outcome.fields == {} and outcome.min_fraction is None
+    assert outcome.nothing_counted is not None and entry.nothing_counted is None  # kept on the entry by keep()
     keep(entry, outcome)
     entry.outcome = "passed"
     record = test_result(entry)
     assert record.fraction is None and record.bound is None and record.time_s == pytest.approx(1e-3)
     assert verdict_text(record) == "passed (no work counted)"
+    # written under its results.json key, read back the same
+    written = record.to_dict()
+    assert written["no_work"] == {"ops": ["aten::view", "aten::clone"], "message": outcome.nothing_counted.message}
+    assert type(record).from_dict(written).nothing_counted == outcome.nothing_counted

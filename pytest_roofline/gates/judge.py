@@ -6,10 +6,11 @@ Plain Python; the pytest glue turns a :class:`Judgement` into a failure or a tea
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from pytest_roofline.gates.judgement import Judgement
+from pytest_roofline.output.record import NothingCounted
 from pytest_roofline.session.settings import MarkerOptions
 from pytest_roofline.session.state import RooflineState, TestEntry
 
@@ -25,7 +26,8 @@ def keep(entry: TestEntry, judgement: Judgement) -> None:
     entry.min_fraction = judgement.min_fraction
     entry.extra.update(judgement.fields)
     entry.artifacts.extend(judgement.artifacts)
-    if "no_work" in judgement.fields:
+    if judgement.nothing_counted is not None:
+        entry.nothing_counted = judgement.nothing_counted
         entry.recorder.contended.clear()
 
 
@@ -48,7 +50,7 @@ def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
         min_fraction = options.fraction_for(entry.recorder.device())
         fields["min_fraction_by_device"] = dict(options.min_fraction_by_device)
     outcome = judge_threshold(state, entry, options, xfail, min_fraction).adding(fields)
-    if outcome.error is not None or "no_work" in outcome.fields:  # nothing counted: no fraction to compare
+    if outcome.error is not None or outcome.nothing_counted is not None:  # no fraction to compare
         return outcome
     if state.baseline is not None:  # numpy is imported only when there is a baseline to compare with
         outcome = _with_baseline(state, entry, options, xfail, outcome)
@@ -100,9 +102,9 @@ def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptio
                 f"roofline: FLOP-bearing ops without a counting rule ran ({missing}); the fraction would be too "
                 "low. Declare the work (roofline.declare) or set uncounted='warn'."))
     verdict = entry.recorder.verdict()
-    nothing = no_work_message(entry)
+    nothing = nothing_counted_message(entry)
     if nothing is not None:
-        held = held.adding({"no_work": {"ops": seen_ops(entry.recorder), "message": nothing}})
+        held = replace(held, nothing_counted=NothingCounted(tuple(seen_ops(entry.recorder)), nothing))
         # with a threshold there is nothing to hold it to: an error of the test, never a pass
         return held.adding(error=f"roofline: {nothing}") if min_fraction is not None else held
     if verdict is None:  # nothing measured: nothing to gate
@@ -172,7 +174,7 @@ def seen_ops(recorder: Recorder) -> list[str]:
     return list(names)
 
 
-def no_work_message(entry: TestEntry) -> str | None:
+def nothing_counted_message(entry: TestEntry) -> str | None:
     """What to say of a measured test whose calls counted no FLOPs and no bytes (None when they did)."""
     verdict = entry.recorder.verdict()
     if verdict is None or has_work(verdict):
@@ -209,7 +211,7 @@ def remeasure_contended(state: RooflineState) -> list[Remeasured]:
     for entry in state.tests.values():
         if entry.recorder is None or not entry.recorder.contended:
             continue
-        if state.settings.strict or entry.outcome != "passed" or "no_work" in entry.extra:
+        if state.settings.strict or entry.outcome != "passed" or entry.nothing_counted is not None:
             entry.recorder.contended.clear()
             continue
         first_times = contention.region_times(entry.recorder.regions)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+from pytest_roofline.output.record import NothingCounted
 
 
 class _Same:
@@ -16,8 +18,8 @@ SAME = _Same()
 @dataclass(frozen=True)
 class Judgement:
     """What the gates decided of one test. Judging writes nothing to the test: ``gates.judge.keep`` puts ``fields``
-    (the record's ``no_work``, ``not_gated``, ``confirmed``, ``baseline``, ``compare`` ...), ``artifacts`` and
-    the threshold it was held to on its entry."""
+    (the record's ``not_gated``, ``confirmed``, ``baseline``, ``compare`` ...), ``nothing_counted``,
+    ``artifacts`` and the threshold it was held to on its entry."""
 
     failure: str | None = None  # the test fails with this message
     warning: str | None = None  # --roofline-warn-only: what would have failed it, as a warning
@@ -25,13 +27,14 @@ class Judgement:
     fields: Mapping[str, object] = field(default_factory=dict)  # results.json fields of the test
     artifacts: tuple[str, ...] = ()  # charts and kernel tables written for it
     min_fraction: float | None = None  # the threshold it was held to (a per-device marker's, chosen here)
+    nothing_counted: NothingCounted | None = None  # no FLOPs, no bytes: no fraction to gate or compare
 
     def adding(self, fields: Mapping[str, object] | None = None, artifacts: Sequence[str] = (), *,
                failure: str | None | _Same = SAME, warning: str | None | _Same = SAME,
                error: str | None | _Same = SAME) -> Judgement:
         """This judgement with more record fields and artifacts, and ``failure``/``warning``/``error`` changed
         where given."""
-        return Judgement(self.failure if isinstance(failure, _Same) else failure,
-                         self.warning if isinstance(warning, _Same) else warning,
-                         self.error if isinstance(error, _Same) else error,
-                         {**self.fields, **(fields or {})}, (*self.artifacts, *artifacts), self.min_fraction)
+        return replace(self, failure=self.failure if isinstance(failure, _Same) else failure,
+                       warning=self.warning if isinstance(warning, _Same) else warning,
+                       error=self.error if isinstance(error, _Same) else error,
+                       fields={**self.fields, **(fields or {})}, artifacts=(*self.artifacts, *artifacts))

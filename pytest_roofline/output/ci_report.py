@@ -6,7 +6,7 @@ than written as an empty value, so a CI tool that reads ``roofline_drop`` finds 
 
 from __future__ import annotations
 
-from pytest_roofline.output.record import TestRecord
+from pytest_roofline.output.record import KEYS, TestRecord
 
 PREFIX = "roofline_"
 
@@ -19,7 +19,8 @@ def number(value: float) -> str:
 def junit_properties(result: TestRecord) -> list[tuple[str, str]]:
     """``(name, value)`` pairs from a test's ``results.json`` record:
     ``roofline_fraction``, ``roofline_min_fraction``, ``roofline_bound``, ``roofline_not_gated`` (why its
-    gate did not hold it: ``contended``, ``warn-only``), ``roofline_no_work``, and from the baseline gate's
+    gate did not hold it: ``contended``, ``warn-only``), a test that counted nothing (``roofline_`` and
+    ``nothing_counted``'s results.json key, ``output.record.KEYS``), and from the baseline gate's
     ``baseline`` record ``roofline_baseline_fraction``, ``roofline_drop``, ``roofline_verdict`` and
     ``roofline_time_ratio``; from ``--roofline-compare``'s ``compare`` record ``roofline_compare_ref`` (REF's
     commit), ``roofline_compare_ratio`` (time here / at REF), ``roofline_compare_ci_low``/``_high`` and
@@ -33,8 +34,8 @@ def junit_properties(result: TestRecord) -> list[tuple[str, str]]:
         pairs.append((f"{PREFIX}bound", result.bound))
     if result.not_gated:
         pairs.append((f"{PREFIX}not_gated", result.not_gated))
-    if result.no_work is not None:
-        pairs.append((f"{PREFIX}no_work", "1"))
+    if result.nothing_counted is not None:
+        pairs.append((f"{PREFIX}{KEYS['nothing_counted']}", "1"))
     baseline = result.baseline
     if baseline is not None:
         if baseline.get("fraction") is not None:

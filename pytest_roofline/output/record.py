@@ -22,7 +22,9 @@ _ALWAYS = ("nodeid", "outcome", "min_fraction", "artifacts", "counter", "fractio
            "bytes", "kernels", "regions")
 # The typed fields written only where set.
 _OPTIONAL = ("function", "params", "device", "t_min_s", "flops_by_precision", "ai", "judged_roofs", "compare",
-             "baseline", "no_work", "not_gated", "contended")
+             "baseline", "nothing_counted", "not_gated", "contended")
+# A field's key in results.json and the history where it differs from the field's name (a JUnit property too)
+KEYS = {"nothing_counted": "no_work"}
 
 # schema -> the step that turns a record of that schema into one of the next; none yet (schema 1 is the first)
 MIGRATIONS: dict[int, Callable[[dict[str, object]], dict[str, object]]] = {}
@@ -67,6 +69,24 @@ def migrate(data: Mapping[str, object], schema: int) -> dict[str, object]:
 
 
 @dataclass(frozen=True)
+class NothingCounted:
+    """A measured test whose calls counted no FLOPs and no bytes: the ops the counter saw, and what to say."""
+
+    ops: tuple[str, ...]
+    message: str
+
+    @classmethod
+    def from_dict(cls, value: object) -> NothingCounted | None:
+        if not isinstance(value, Mapping):
+            return None
+        ops = value.get("ops")
+        return cls(_texts(ops) if isinstance(ops, (list, tuple)) else (), text_of(value.get("message")) or "")
+
+    def to_dict(self) -> dict[str, object]:
+        return {"ops": list(self.ops), "message": self.message}
+
+
+@dataclass(frozen=True)
 class TestRecord:
     """One measured (or skipped, or failed) test of a session."""
 
@@ -93,7 +113,7 @@ class TestRecord:
     judged_roofs: JsonObject | None = None  # the roofs the fraction was judged on
     compare: ABRecord | None = None  # the A/B verdict (--roofline-compare)
     baseline: JsonObject | None = None  # the baseline gate's verdict (--roofline-baseline)
-    no_work: JsonObject | None = None  # nothing was counted: the ops seen and the message
+    nothing_counted: NothingCounted | None = None  # no FLOPs and no bytes: the ops seen and the message
     not_gated: str | None = None  # why a failing fraction did not fail it: "contended", "warn-only"
     contended: JsonObject | None = None  # measured again at the end of the session, and what came of it
     extra: JsonObject = field(default_factory=dict)  # every other field, as written
@@ -106,7 +126,7 @@ class TestRecord:
         nodeid = record.get("nodeid")
         if not isinstance(nodeid, str) or not nodeid:
             raise ValueError(f"nodeid: {nodeid!r} is not a non-empty string")
-        known = set(_ALWAYS) | set(_OPTIONAL)
+        known = set(_ALWAYS) | {KEYS.get(name, name) for name in _OPTIONAL}
         flops_by, ai = record.get("flops_by_precision"), record.get("ai")
         return cls(
             nodeid=nodeid, outcome=text_of(record.get("outcome")) or "not run",
@@ -121,7 +141,8 @@ class TestRecord:
             artifacts=_texts(record.get("artifacts")),
             kernels=_objects(record.get("kernels")), regions=_objects(record.get("regions")),
             judged_roofs=_object(record.get("judged_roofs")), compare=_ab(record.get("compare")),
-            baseline=_object(record.get("baseline")), no_work=_object(record.get("no_work")),
+            baseline=_object(record.get("baseline")),
+            nothing_counted=NothingCounted.from_dict(record.get(KEYS["nothing_counted"])),
             not_gated=text_of(record.get("not_gated")), contended=_object(record.get("contended")),
             extra={k: v for k, v in record.items() if k not in known},
         )
@@ -135,10 +156,10 @@ class TestRecord:
         out["bytes"] = dict(self.bytes)
         for name in _OPTIONAL:
             value = getattr(self, name)
-            if isinstance(value, ABRecord):
-                out[name] = value.to_dict()
+            if isinstance(value, (ABRecord, NothingCounted)):
+                out[KEYS.get(name, name)] = value.to_dict()
             elif value is not None:
-                out[name] = dict(value) if name in ("flops_by_precision", "ai") else value
+                out[KEYS.get(name, name)] = dict(value) if name in ("flops_by_precision", "ai") else value
         return {**out, **self.extra}
 
     @property

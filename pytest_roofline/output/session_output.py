@@ -6,12 +6,13 @@ No pytest here: the plugin passes in plain values, so the CLI and other runners 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from pytest_roofline.model import KernelSample, Machine, Verdict
 from pytest_roofline.output.artifacts import artifact_path, write_kernels_csv
-from pytest_roofline.output.record import TestRecord
+from pytest_roofline.output.record import NothingCounted, TestRecord
 from pytest_roofline.output.text import OpRegion, failure_message, op_lines
 
 if TYPE_CHECKING:
@@ -74,6 +75,7 @@ class MeasuredTest(Protocol):
     min_fraction: float | None
     outcome: str
     artifacts: list[str]
+    nothing_counted: NothingCounted | None
 
     @property
     def recorder(self) -> Recorder: ...
@@ -142,7 +144,8 @@ def test_result(record: MeasuredTest | TestRecord) -> TestRecord:
     """The results.json record of a measured test (a record already made, an xdist worker's, as it is)."""
     if isinstance(record, TestRecord):
         return record
-    return TestRecord.from_dict(_result_fields(record))
+    # the one typed field a live test carries past the record's dict
+    return replace(TestRecord.from_dict(_result_fields(record)), nothing_counted=record.nothing_counted)
 
 
 def _result_fields(record: MeasuredTest) -> dict[str, object]:
@@ -165,7 +168,7 @@ def _result_fields(record: MeasuredTest) -> dict[str, object]:
                 "kernels": [], "regions": []}
     judged = record.recorder.judged_machine()
     # no counted work: a time, but no fraction or bound (none to chart, gate or compare with later sessions)
-    nothing = {"fraction": None, "bound": None, "headroom": None} if "no_work" in extra else {}
+    nothing = {"fraction": None, "bound": None, "headroom": None} if record.nothing_counted is not None else {}
     devices = sorted({str(r.device) for r in regions if getattr(r, "device", None)})
     return {
         **base,

@@ -64,7 +64,7 @@ def record_uncounted(record: TestRecord) -> str:
 def verdict_text(record: TestRecord) -> str:
     """The verdict cell: the outcome, and why in brackets (below min, the baseline's verdict, not gated)."""
     outcome = record.outcome
-    if record.no_work is not None:
+    if record.nothing_counted is not None:
         return f"{outcome} (no work counted)"
     fraction = record.fraction
     if fraction is None:
@@ -207,8 +207,8 @@ def summary_lines(records: Iterable[TestRecord], context: SummaryContext) -> lis
             cause = cause if len(cause) <= ERROR_CHARS else cause[:ERROR_CHARS] + " ..."
             tail.append(f"error in {record.nodeid} ({failure.get('when', '?')}"
                         f"{', ' + str(failure['where']) if failure.get('where') else ''}): {cause}")
-        if record.no_work is not None:
-            saw = str(record.no_work.get("message", "")).partition("\n")[2].strip()
+        if record.nothing_counted is not None:
+            saw = record.nothing_counted.message.partition("\n")[2].strip()
             tail.append(f"no work counted in {record.nodeid}: declare it with roofline.declare(flops=..., "
                         f"bytes=...); {saw}")
     if context.counter:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from pytest_roofline.output.record import NothingCounted
 from pytest_roofline.output.results_dir import new_session_id, session_dir
 
 if TYPE_CHECKING:
@@ -91,6 +92,7 @@ class TestEntry:
     artifacts: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # results.json fields: clock_policy, definitions, ncu
     details: list[str] = field(default_factory=list)  # extra lines for a failure message (ncu diagnostics)
+    nothing_counted: NothingCounted | None = None  # no FLOPs, no bytes (gates.judge.keep)
 
 
 class RooflineState:
