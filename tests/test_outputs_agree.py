@@ -136,3 +136,33 @@ def test_serial_and_xdist_sessions_render_their_results_json_alike(pytester: pyt
                                                 "*test_nothing_counted*error (no work counted)",
                                                 ("no work counted in test_suite.py::test_nothing_counted: "
                                                  "declare it with roofline.declare(*")])
+
+
+def test_each_test_record_is_built_once_and_every_output_reads_it(pytester: pytest.Pytester,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The JUnit properties, the step summary, results.json and the terminal rows all read the record built when
+    the test's teardown report is made; none builds another."""
+    from pytest_roofline.output import session_output
+
+    built: list[str] = []
+    real = session_output._result_fields
+
+    def counting(record: Any) -> dict[str, object]:
+        built.append(record.nodeid)
+        return real(record)
+
+    monkeypatch.setattr(session_output, "_result_fields", counting)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "summary.md"))
+    (pytester.path / "machine.json").write_text(json.dumps(MACHINE))
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest_inprocess(
+        "-q", "--roofline", "--roofline-machine", str(pytester.path / "machine.json"), "--roofline-max-time", "0.05",
+        "--roofline-confirm", "off", "--roofline-dir", "out", "-p", "no:cacheprovider", "--junitxml", "r.xml")
+    document = json.loads((pytester.path / "out" / "results.json").read_text())
+    assert len(document["tests"]) == 6  # three parametrized, the one below its threshold, two more
+    assert sorted(built) == sorted(t["nodeid"] for t in document["tests"])  # one build each, no more
+    properties = {case.get("name"): {p.get("name") for p in case.iter("property")}
+                  for case in ET.parse(pytester.path / "r.xml").getroot().iter("testcase")}
+    assert "roofline_fraction" in properties["test_below"] and "roofline_no_work" in properties["test_nothing_counted"]
+    assert "test_below" in (pytester.path / "summary.md").read_text()
+    result.assert_outcomes(passed=4, failed=1, errors=1)

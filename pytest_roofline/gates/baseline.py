@@ -24,8 +24,9 @@ from pytest_roofline.gates.baseline_stats import (
     seed_for,
 )
 from pytest_roofline.gates.comparison import TestComparison, Tolerances, compare_test
+from pytest_roofline.measure.work import Work
 from pytest_roofline.model.units import time_text
-from pytest_roofline.output.record import TestRecord, threads_of
+from pytest_roofline.output.record import threads_of
 from pytest_roofline.session.settings import MarkerOptions
 from pytest_roofline.session.state import RooflineState, TestEntry
 
@@ -58,8 +59,7 @@ def current_measurement(entry: TestEntry, regions: Sequence[Mapping[str, object]
     verdict = entry.recorder.verdict()
     if verdict is None:
         return None
-    return Measurement.from_record(TestRecord.from_dict({"nodeid": entry.nodeid, **verdict.to_dict(),
-                                                         "regions": regions}))
+    return Measurement.of(verdict.fraction, verdict.time_s, regions, Work.of(verdict.flops, verdict.bytes))
 
 
 def baseline_of(state: RooflineState) -> Baseline:

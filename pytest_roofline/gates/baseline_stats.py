@@ -45,14 +45,19 @@ class Measurement:
     @classmethod
     def from_record(cls, record: TestRecord) -> Measurement | None:
         """From a ``results.json`` / history test record; None when it has no fraction."""
-        fraction = record.fraction
+        return cls.of(record.fraction, record.time_s, record.regions, Work.from_record(record))
+
+    @classmethod
+    def of(cls, fraction: float | None, time_s: float | None, regions: Sequence[Mapping[str, Any]],
+           work: Work | None) -> Measurement | None:
+        """From a fraction, a time per call, the regions as their records write them and the work; None
+        without a positive fraction. The test being judged and its baseline's records both come through here."""
         if not _positive(fraction):
             return None
-        regions = tuple(r for r in map(_region, record.regions) if r is not None)
-        time_s = record.time_s
+        parts = tuple(r for r in map(_region, regions) if r is not None)
         if not _positive(time_s):
-            time_s = sum(sum(float(np.median(p)) for p in parts) for _, parts in regions)
-        return cls(fraction, regions, time_s, Work.from_record(record))
+            time_s = sum(sum(float(np.median(p)) for p in times) for _, times in parts)
+        return cls(fraction, parts, time_s, work)
 
     def _median_time(self) -> float:
         return sum(sum(float(np.median(p)) for p in parts) for _, parts in self.regions)

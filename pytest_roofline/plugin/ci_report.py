@@ -1,5 +1,6 @@
-"""CI reporting glue: each roofline test's figures as JUnit XML properties, and the session's table in the
-GitHub Actions step summary (``$GITHUB_STEP_SUMMARY``). The contents come from plain modules
+"""CI reporting glue: each roofline test's record, built once, with its figures as JUnit XML properties, and
+the session's table in the GitHub Actions step summary (``$GITHUB_STEP_SUMMARY``). The contents come from plain
+modules
 (:mod:`pytest_roofline.output.ci_report`, :mod:`pytest_roofline.output.step_summary`)."""
 
 from __future__ import annotations
@@ -13,24 +14,24 @@ from pytest_roofline.output.results_dir import RESULTS_FILE
 from pytest_roofline.session.state import RooflineState, TestEntry
 
 
-def add_junit_properties(item: pytest.Item, entry: TestEntry) -> None:
-    """Put the test's fraction, threshold, bound and baseline comparison (from its results.json record, as
-    every output renders it) in ``item.user_properties``, which
-    pytest copies into the test's report (and so into ``--junitxml`` and, under xdist, to the controller).
-    Called before the call phase's report is made; a test that measured nothing gets none."""
+def finish_record(item: pytest.Item, report: pytest.TestReport, entry: TestEntry) -> None:
+    """Build the test's record, once, when its teardown report is made (its outcome is known then), and put its
+    fraction, threshold, bound and gate verdicts (:func:`.output.ci_report.junit_properties`) in the report's and
+    the item's ``user_properties``: pytest's ``--junitxml`` writes the teardown report's properties, and xdist
+    carries them to the controller with it. A test that measured nothing gets no properties."""
     from pytest_roofline.output.ci_report import PREFIX, junit_properties
     from pytest_roofline.output.session_output import test_result
 
-    recorder = entry.recorder
     try:
-        record = test_result(entry) if recorder is not None and recorder.regions else None
-    except Exception:  # noqa: BLE001 - a verdict that cannot be made failed the test already; no figures then
+        entry.record = test_result(entry)
+    except Exception:  # noqa: BLE001 - a verdict that cannot be made failed the test already; built at the end
         return
-    if record is None:
+    if entry.recorder is None or not entry.recorder.regions:
         return
-    kept: list[tuple[str, object]] = [(name, value) for name, value in item.user_properties
-                                      if not str(name).startswith(PREFIX)]
-    item.user_properties[:] = [*kept, *junit_properties(record)]  # a confirmation re-run replaces, never repeats
+    properties = junit_properties(entry.record)
+    for holder in (item.user_properties, report.user_properties):
+        kept = [(name, value) for name, value in holder if not str(name).startswith(PREFIX)]
+        holder[:] = [*kept, *properties]  # a confirmation re-run replaces, never repeats
 
 
 def write_step_summary(state: RooflineState, tests: Sequence[TestRecord], machine: Mapping[str, object] | None,

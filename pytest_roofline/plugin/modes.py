@@ -240,10 +240,6 @@ class MeasuringSession:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]
                                   ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         entry = item.stash.get(ENTRY, None)
-        if entry is not None and call.when == "call":
-            from pytest_roofline.plugin.ci_report import add_junit_properties
-
-            add_junit_properties(item, entry)  # before the report is made: it copies item.user_properties
         report = yield
         if call.when == "call" and item.stash.get(TEARDOWN_ERROR, None) is not None:
             from pytest_roofline.plugin.rereport import ERROR_PENDING
@@ -258,6 +254,10 @@ class MeasuringSession:
                 entry.outcome = "error" if report.failed else entry.outcome
             else:
                 entry.outcome = report.outcome
+        if entry is not None and report.when == "teardown":
+            from pytest_roofline.plugin.ci_report import finish_record
+
+            finish_record(item, report, entry)  # the test is done: its record, once
         return report
 
     # -- after the tests --------------------------------------------------------------------------------------
@@ -278,8 +278,10 @@ class MeasuringSession:
         for done in remeasured:
             if done.failure:  # kept for the xdist controller to report
                 done.entry.extra["contended"]["message"] = fit_message(done.failure)
+        again = {id(done.entry) for done in remeasured}  # measured again: a new measurement, a new record
         try:
-            self.records = [test_result(entry) for entry in state.tests.values()]
+            self.records = [entry.record if entry.record is not None and id(entry) not in again
+                            else test_result(entry) for entry in state.tests.values()]
         except Exception as exc:  # noqa: BLE001 - never raise at the end of a run: said in the summary
             state.write_error = f"roofline: could not build the results: {exc!r}"
             if self.writes_results:

@@ -31,15 +31,21 @@ class Rereports:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.calls: dict[str, pytest.TestReport] = {}
+        self.calls: dict[str, pytest.TestReport] = {}  # a measured test's call report
+        self.pending: dict[str, pytest.TestReport] = {}  # a call report until its test's teardown report
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> Generator[None, None, None]:
         again = getattr(report, REREPORT, False)
         if again and report.when == "call":
             self._forget_terminal(report.nodeid)
-        elif report.when == "call" and any(str(name).startswith(PREFIX) for name, _ in report.user_properties):
-            self.calls[report.nodeid] = report  # a measured test: it may be reported again
+        elif report.when == "call":
+            self.pending[report.nodeid] = report
+        elif report.when == "teardown":
+            call = self.pending.pop(report.nodeid, None)
+            # a measured test (its record's properties ride on its teardown report): it may be reported again
+            if call is not None and any(str(name).startswith(PREFIX) for name, _ in report.user_properties):
+                self.calls[report.nodeid] = call
         result = yield
         if again and report.when == "teardown":
             self._forget_junit()

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_roofline.output.record import NothingCounted
+from pytest_roofline.output.record import NothingCounted, TestRecord
 from pytest_roofline.output.results_dir import new_session_id, session_dir
 
 if TYPE_CHECKING:
@@ -93,6 +93,8 @@ class TestEntry:
     extra: dict[str, Any] = field(default_factory=dict)  # results.json fields: clock_policy, definitions, ncu
     details: list[str] = field(default_factory=list)  # extra lines for a failure message (ncu diagnostics)
     nothing_counted: NothingCounted | None = None  # no FLOPs, no bytes (gates.judge.keep)
+    # its record, built once when the test is done (plugin.ci_report.finish_record) and read by every output
+    record: TestRecord | None = None
 
 
 class RooflineState:

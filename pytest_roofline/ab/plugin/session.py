@@ -17,6 +17,7 @@ from pytest_roofline.fixture_types import RooflineFixture
 from pytest_roofline.session.state import RooflineState
 
 if TYPE_CHECKING:
+    from pytest_roofline.ab.code_trace import CodeTrace
     from pytest_roofline.ab.parity import Missing
     from pytest_roofline.ab.pool import PoolLink, TwinPool
     from pytest_roofline.ab.reach import Reach, TestReach
@@ -55,6 +56,8 @@ class CompareSession:
         self.stopped: dict[str, str] = {}  # nodeid -> why: the twin stopped during this test
         self.reach: Reach | None = None  # the change between REF and this checkout (made at the first test)
         self.reached: dict[str, TestReach] = {}  # nodeid -> its comparison under change impact
+        # nodeid -> its comparison and trace, until its teardown report (:meth:`_finish`)
+        self.finishing: dict[str, tuple[TestReach, CodeTrace]] = {}
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         """A REF that is no commit, or a test path outside the repository, is a usage error before any test."""
@@ -187,31 +190,48 @@ class CompareSession:
             test.begin_now(Reason("compare-all", reach.forced))  # before setup, nothing to trace
         elif not reach.reaches_none:
             trace.start()
+        self.finishing[item.nodeid] = (test, trace)
         try:
             return (yield)
         finally:
-            trace.stop()  # a trace never started: nothing to stop
+            self._finish(item.nodeid)  # where its teardown report never came (an interrupted session)
             self.state.compare_link = None
-            entry = self.state.tests.get(item.nodeid)
-            link = test.link
-            if link is not None and self.twin is not None:
-                began = time.monotonic()
-                done = self.twin.end_test(link)
-                reach.cost.paired_s += time.monotonic() - began
-                if entry is not None and done is not None:
-                    entry.extra.setdefault("compare", {})["ref_outcome"] = done.get("outcome")
-                if entry is not None and item.nodeid in self.stopped:
-                    entry.extra["compare"] = {"verdict": "error", "explanation": self.stopped[item.nodeid]}
-                elif entry is not None and test.reason is not None:
-                    entry.extra.setdefault("compare", {})["reached"] = str(test.reason)
-            elif entry is not None and item.nodeid in self.missing:
-                why = self.missing[item.nodeid]
-                entry.extra["compare"] = {"verdict": why.verdict, "explanation": why.explanation}
-            elif entry is not None and test.unchanged and self.state.compare_error is None:
-                from pytest_roofline.ab.reach import UNCHANGED
-                from pytest_roofline.ab.site_timer import UNCHANGED_NOTE
 
-                entry.extra["compare"] = {"verdict": UNCHANGED, "explanation": UNCHANGED_NOTE}
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item,
+                                  call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+        if call.when == "teardown":
+            self._finish(item.nodeid)  # the test's own code is done; its record is built from this report
+        return (yield)
+
+    def _finish(self, nodeid: str) -> None:
+        """End the test's comparison: stop its trace, end its twins' test, and put on its entry what the
+        comparison says of it (REF's outcome, why it was compared, or why not)."""
+        found = self.finishing.pop(nodeid, None)
+        if found is None:
+            return
+        test, trace = found
+        trace.stop()  # a trace never started: nothing to stop
+        entry = self.state.tests.get(nodeid)
+        link = test.link
+        if link is not None and self.twin is not None:
+            began = time.monotonic()
+            done = self.twin.end_test(link)
+            test.cost.paired_s += time.monotonic() - began
+            if entry is not None and done is not None:
+                entry.extra.setdefault("compare", {})["ref_outcome"] = done.get("outcome")
+            if entry is not None and nodeid in self.stopped:
+                entry.extra["compare"] = {"verdict": "error", "explanation": self.stopped[nodeid]}
+            elif entry is not None and test.reason is not None:
+                entry.extra.setdefault("compare", {})["reached"] = str(test.reason)
+        elif entry is not None and nodeid in self.missing:
+            why = self.missing[nodeid]
+            entry.extra["compare"] = {"verdict": why.verdict, "explanation": why.explanation}
+        elif entry is not None and test.unchanged and self.state.compare_error is None:
+            from pytest_roofline.ab.reach import UNCHANGED
+            from pytest_roofline.ab.site_timer import UNCHANGED_NOTE
+
+            entry.extra["compare"] = {"verdict": UNCHANGED, "explanation": UNCHANGED_NOTE}
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, None, None]:
