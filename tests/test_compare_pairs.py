@@ -1167,7 +1167,7 @@ def test_the_untimed_call_is_kept_where_refilling_the_caches_could_cost_a_percen
 def test_the_pool_size_is_one_number_in_the_option_the_settings_and_the_pool() -> None:
     from pytest_roofline.ab.pairs import MAX_PROCESS_PAIRS
     from pytest_roofline.plugin.options import _OPTIONS
-    from pytest_roofline.session.state import Settings
+    from pytest_roofline.session.settings import Settings
 
     option = next(default for flag, _, _, default in _OPTIONS if flag == "--roofline-compare-pairs")
     import dataclasses
@@ -1180,8 +1180,7 @@ def test_the_compare_band_is_auto_by_default_in_the_option_and_the_settings() ->
     import dataclasses
 
     from pytest_roofline.plugin.options import _OPTIONS
-    from pytest_roofline.session.settings import SettingError, parse_compare_max_slowdown
-    from pytest_roofline.session.state import Settings
+    from pytest_roofline.session.settings import SettingError, Settings, parse_compare_max_slowdown
 
     option = next(default for flag, _, _, default in _OPTIONS if flag == "--roofline-compare-max-slowdown")
     settings = next(f.default for f in dataclasses.fields(Settings) if f.name == "compare_max_slowdown")

@@ -248,7 +248,8 @@ def test_a_bad_per_device_threshold_is_a_collection_error(pytester: pytest.Pytes
 
 def test_the_gate_applies_the_threshold_of_the_device_the_test_ran_on(tmp_path: Path) -> None:
     from pytest_roofline.gates.judge import judge, keep
-    from pytest_roofline.session.state import RooflineState, Settings, TestEntry
+    from pytest_roofline.session.settings import Settings
+    from pytest_roofline.session.state import RooflineState, TestEntry
 
     machine_file = tmp_path / "machine.json"
     machine_file.write_text(json.dumps(CPU.to_dict()))
@@ -278,7 +279,8 @@ def test_a_cuda_session_characterizes_the_cpu_once_when_host_code_first_needs_it
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pytest_roofline.characterize import machine as machine_mod
     from pytest_roofline.host import cores
-    from pytest_roofline.session.state import RooflineState, Settings
+    from pytest_roofline.session.settings import Settings
+    from pytest_roofline.session.state import RooflineState
 
     made: list[tuple[str, int | None]] = []
 

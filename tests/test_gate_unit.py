@@ -15,8 +15,8 @@ from pytest_roofline.measure.regions import Region
 from pytest_roofline.measure.timing import summarize
 from pytest_roofline.model import KernelSample, Machine, evaluate
 from pytest_roofline.session import ncu_fallback
-from pytest_roofline.session.settings import MarkerOptions
-from pytest_roofline.session.state import RooflineState, Settings, TestEntry
+from pytest_roofline.session.settings import MarkerOptions, Settings
+from pytest_roofline.session.state import RooflineState, TestEntry
 
 # 100 GFLOP/s fp32, 10 GB/s DRAM. A GEMM of M=N=K=100 does 2*M*N*K = 2e6 FLOPs: t_min = 2e6 / 1e11 = 20 us.
 MACHINE = {"name": "unit", "peak_flops": {"fp32": 1e11}, "bandwidth": {"DRAM": 1e10}}

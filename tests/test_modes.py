@@ -10,7 +10,8 @@ import pytest
 
 from pytest_roofline.host.process_role import CHILD_ENV
 from pytest_roofline.plugin import modes, select, xdist
-from pytest_roofline.session.state import RooflineState, Settings
+from pytest_roofline.session.settings import Settings
+from pytest_roofline.session.state import RooflineState
 
 
 def state(enabled: bool) -> RooflineState:

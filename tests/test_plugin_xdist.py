@@ -196,7 +196,8 @@ def test_controller_writes_the_workers_records_and_fails_late_failures(tmp_path:
 
     from pytest_roofline.output.worker_records import OUTPUT_KEY, SESSION_KEY
     from pytest_roofline.plugin.xdist import XdistController
-    from pytest_roofline.session.state import RooflineState, Settings
+    from pytest_roofline.session.settings import Settings
+    from pytest_roofline.session.state import RooflineState
 
     state = RooflineState(Settings(enabled=True, directory=tmp_path / ".roofline", machine_file=None,
                                    counter="analytic", device="cpu", max_time_s=0.05, recharacterize=False,

@@ -33,7 +33,7 @@ from pytest_roofline.session.state import RooflineState
 if TYPE_CHECKING:
     from pytest_roofline.counters import Counter
     from pytest_roofline.model import Machine
-    from pytest_roofline.session.state import Settings
+    from pytest_roofline.session.settings import Settings
 
 THP_NOTE = pytest.StashKey[str]()
 

@@ -18,6 +18,7 @@ from pytest_roofline.session.settings import (
     PROBE_MODES,
     UNCOUNTED_POLICIES,
     SettingError,
+    Settings,
     parse_bool,
     parse_choice,
     parse_compare_max_slowdown,
@@ -28,7 +29,6 @@ from pytest_roofline.session.settings import (
     parse_max_slowdown,
     parse_seconds,
 )
-from pytest_roofline.session.state import Settings
 
 if TYPE_CHECKING:
     from pytest_roofline.history.retention import Keep

@@ -11,7 +11,7 @@ import pytest
 from pytest_roofline.session.settings import COUNTERS
 
 if TYPE_CHECKING:
-    from pytest_roofline.session.state import Settings
+    from pytest_roofline.session.settings import Settings
 
 _COUNTER_HELP = ("built-in: analytic, declared, ncu, auto; a plugin or conftest adds one with the "
                  "pytest_roofline_make_counter hook")

@@ -10,9 +10,17 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_roofline.errors import SettingError
 from pytest_roofline.model import DEVICES as DEVICES_RUN
+
+if TYPE_CHECKING:
+    from pytest_roofline.history.retention import Keep
+    from pytest_roofline.history.store import HistoryStore
+    from pytest_roofline.host.cores import CoresSetting
+    from pytest_roofline.measure.timing import TimingPolicy
 
 COUNTERS = ("auto", "analytic", "declared", "ncu")
 DEVICES = ("auto", "cpu", "cuda")
@@ -24,6 +32,58 @@ CONFIRM_MODES = ("on", "off")  # mirrors probes.PROBE_MODES without importing it
 MARKER_ARGUMENTS = ("min_fraction", "uncounted", "max_drop", "max_slowdown", "fail_on")
 FAIL_ON_QUANTITIES = ("time", "fraction", "work")  # gates.comparison.QUANTITIES, without its import
 FRACTION_DEVICES = DEVICES_RUN  # the keys of min_fraction={...}: where a call site's work ran (device_roofs)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A session's settings, from its options and ini keys (plugin.options), validated."""
+
+    enabled: bool
+    directory: Path
+    machine_file: Path | None
+    counter: str
+    device: str
+    max_time_s: float
+    recharacterize: bool
+    malloc: str
+    cores: CoresSetting | None = None  # None: measure wherever the OS runs the call
+    strict: bool = False  # a contended measurement may fail its gate too
+    uncounted: str = "warn"  # warn|fail: a region ran FLOP-bearing ops the counter has no rule for
+    probe: str = "live"  # live|off: time DRAM-bound call sites beside a probe of the DRAM roof (probes.py)
+    confirm: str = "on"  # on|off: a test below its threshold is measured once more before it fails
+    ops: str = "failed"  # always|failed|off: the per-op timing pass (op_times) for every test, failing ones, none
+    # --roofline-history: one file per session there (None: off); a directory, or a history.store.HistoryStore
+    history: Path | HistoryStore | None = None
+    # --roofline-baseline: a results.json, a history file or a history directory (Paths), or a HistoryStore
+    baseline: Path | HistoryStore | None = None
+    baseline_sessions: int = 5  # the last N sessions of a history directory
+    max_drop: float = 0.10  # the baseline gate fails a significant drop of more than this share
+    max_slowdown: float = 0.10  # ... and a significant rise of the time per call by more than this share
+    fail_on: tuple[str, ...] = ("time", "fraction")  # the quantities a comparison fails a test on
+    history_keep: Keep | None = None  # what --roofline-history keeps (None: everything)
+    compare: str | None = None  # --roofline-compare REF: measure REF's twin in lockstep (None: off)
+    compare_python: str | None = None  # the interpreter REF's twin runs under (None: this one)
+    # the A/B gate fails a test slower than this share, when significant; None: auto (2 % or 3 % by the pairs'
+    # spread: ab.paired_stats.auto_band)
+    compare_max_slowdown: float | None = None
+    compare_pairs: int = 12  # the most process pairs per call site (--roofline-compare-pairs; 3 always)
+    baseline_any_machine: bool = False  # compare with other machines' sessions too
+    compare_all: bool = False  # --roofline-compare-all: pair every test, whatever the change reaches
+    warn_only: bool = False  # report every gate failure as a warning; fail no test on its performance
+    min_time_s: float = 0.25  # the timed calls of a call site span at least this long (within max_time_s)
+    contended: str = "auto"  # auto|judge|excuse: a test still contended when measured again (contention.py)
+
+    @property
+    def requested_counter(self) -> str:
+        """``--roofline-counter``, except that ``auto`` counts analytically in a ``--roofline-compare`` session
+        (and in its twins): ncu would count in a child of its own while the pairs time in the twins, and nothing
+        would be compared (the H100 read every test "new (not in REF)")."""
+        return "analytic" if self.compare and self.counter == "auto" else self.counter
+
+    def timing_policy(self) -> TimingPolicy:
+        from pytest_roofline.measure.timing import TimingPolicy
+
+        return TimingPolicy(max_time_s=self.max_time_s, min_time_s=min(self.min_time_s, self.max_time_s))
 
 
 @dataclass(frozen=True)
