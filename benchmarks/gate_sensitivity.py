@@ -15,7 +15,7 @@ benchmarks/heldout/conftest.py); then sessions with every slowdown, under ``--ro
 
 ``--history-thresholds``: the plugin's gate decides with the thresholds ``python -m pytest_roofline thresholds``
 suggests: ``--history-sessions`` clean sessions build a history, each test gets its suggested ``min_fraction``
-(``history/thresholds.py``), then ``--sessions`` sessions with every slowdown run under the default
+(``history/suggested_thresholds.py``), then ``--sessions`` sessions with every slowdown run under the default
 ``--roofline-confirm on``; printed per test: its suggestion, the sessions' spread, the slowdown the suggestion
 should catch, and the share of runs failed at each slowdown (at 0 %: false alarms).
 
@@ -125,7 +125,7 @@ def gate_mode(args: argparse.Namespace, pytest_args: list[str]) -> None:
 
 def history_thresholds_mode(args: argparse.Namespace, pytest_args: list[str]) -> None:
     from pytest_roofline.history.reader import load
-    from pytest_roofline.history.thresholds import advise
+    from pytest_roofline.history.suggested_thresholds import advise
 
     with tempfile.TemporaryDirectory() as tmp:
         history = Path(tmp) / "history"

@@ -17,7 +17,7 @@ class RooflineWarning(UserWarning):
     """Something about a roofline measurement deserves attention but does not fail the test."""
 
 
-# --- raised by pytest_roofline.characterize.build
+# --- raised by pytest_roofline.characterize.compile_kernel
 
 class BuildError(RuntimeError):
     """The C compiler is missing or rejected the kernel."""
@@ -41,7 +41,7 @@ class DisturbedCharacterizationWarning(UserWarning):
     """Other work on the machine kept the characterization from measuring undisturbed: roofs may be low."""
 
 
-# --- raised by pytest_roofline.characterize.validate
+# --- raised by pytest_roofline.characterize.roof_checks
 
 class RoofError(ValueError):
     """A machine record failed the checks; the message names the file (if any) and every bad key."""
@@ -132,7 +132,7 @@ class ReportReadError(RuntimeError):
     """ncu could not export the report."""
 
 
-# --- raised by pytest_roofline.counters.ncu.units
+# --- raised by pytest_roofline.counters.ncu.ncu_units
 
 class UnitError(ValueError):
     """A unit this module cannot convert."""

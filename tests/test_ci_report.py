@@ -14,7 +14,7 @@ import matplotlib.pyplot  # noqa: F401 - see tests/test_plugin.py: imported once
 import numpy  # noqa: F401
 import pytest
 
-from pytest_roofline.output import step_summary
+from pytest_roofline.output import ci_report
 from pytest_roofline.output.ci_report import junit_properties
 from pytest_roofline.output.record import TestRecord
 
@@ -112,7 +112,7 @@ def test_summary_order_regressions_first_then_worst() -> None:
         _test("t.py::regressed_big", "failed", 0.5, 0.2, {"fraction": 0.8, "drop": 0.375, "verdict": "regressed"}),
         _test("t.py::improved", "passed", 0.9, 0.5, {"fraction": 0.6, "drop": -0.5, "verdict": "improved"}),
     ]
-    order = [t.nodeid.split("::")[1] for t in sorted(tests, key=step_summary.sort_key)]
+    order = [t.nodeid.split("::")[1] for t in sorted(tests, key=ci_report.sort_key)]
     assert order == ["regressed_big", "regressed_small", "failed",  # bad first: biggest drop, then the rest
                      "improved",  # has a drop figure (negative): before those without one
                      "ungated_low", "close", "fine", "unmeasured"]
@@ -124,7 +124,7 @@ def test_summary_markdown_table() -> None:
                    artifacts=(".roofline/sessions/x/t.png", ".roofline/sessions/x/t.kernels.csv"))]
     machine = {"name": "Xeon 2c", "peak_flops": {}, "bandwidth": {},
                "info": {"device": "cpu", "fingerprint_hash": "abc123"}}
-    text = step_summary.summary_markdown(tests, machine, ".roofline/results.json", ".roofline/sessions/x", 1)
+    text = ci_report.summary_markdown(tests, machine, ".roofline/results.json", ".roofline/sessions/x", 1)
     lines = text.splitlines()
     assert lines[0] == "### pytest-roofline"
     assert "**2 roofline tests, 1 failed, 1 regressed, 0 improved** · exit status 1" in lines
@@ -141,12 +141,12 @@ def test_summary_markdown_table() -> None:
 
 def test_append_never_raises(tmp_path: Path) -> None:
     tests = [_test("t.py::ok", "passed", 0.8, 0.5)]
-    assert step_summary.append_step_summary(tests, None, "r.json", environ={}) is None  # not on GitHub: nothing
+    assert ci_report.append_step_summary(tests, None, "r.json", environ={}) is None  # not on GitHub: nothing
     target = tmp_path / "summary.md"
     target.write_text("earlier step\n")
-    assert step_summary.append_step_summary(tests, None, "r.json", environ={"GITHUB_STEP_SUMMARY": str(target)}) is None
+    assert ci_report.append_step_summary(tests, None, "r.json", environ={"GITHUB_STEP_SUMMARY": str(target)}) is None
     assert target.read_text().startswith("earlier step\n### pytest-roofline\n")  # appended, not replaced
-    problem = step_summary.append_step_summary(tests, None, "r.json", environ={"GITHUB_STEP_SUMMARY": str(tmp_path)})
+    problem = ci_report.append_step_summary(tests, None, "r.json", environ={"GITHUB_STEP_SUMMARY": str(tmp_path)})
     assert problem is not None and "could not write the step summary" in problem
 
 

@@ -44,8 +44,8 @@ from pytest_roofline.ab.paired_stats import (
     yuen_interval,
 )
 from pytest_roofline.ab.pairs import MAX_SET_ASIDE, MIN_TURNS, SiteResult, measure_site, one_pair
-from pytest_roofline.ab.report import failure_message, inside_band_move, process_effects, said_move, summary_lines
 from pytest_roofline.ab.verdict import compare_regions, process_record, time_verdict, verdict
+from pytest_roofline.ab.verdict_text import failure_message, inside_band_move, process_effects, said_move, summary_lines
 from pytest_roofline.gates.comparison import Tolerances
 from pytest_roofline.history.baseline import _measured
 from pytest_roofline.measure.timing import TimingPolicy

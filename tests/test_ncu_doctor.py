@@ -248,7 +248,7 @@ def test_cpu_checks_name_what_is_missing_and_the_fix(tmp_path: Path) -> None:
     import datetime as dt
     import os
 
-    from pytest_roofline.doctor import cpu as cpu_doctor
+    from pytest_roofline.doctor import cpu_checks as cpu_doctor
 
     missing = cpu_doctor.check_compiler(find=lambda: None)
     assert missing.status == "FAIL" and missing.fix is not None and "$CC" in missing.fix

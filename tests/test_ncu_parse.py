@@ -8,7 +8,7 @@ from typing import ClassVar
 import pytest
 
 from pytest_roofline.counters.ncu import NcuParseError, load_report, parse_csv_text, parse_report_text
-from pytest_roofline.counters.ncu.units import parse_number, to_si, unit_factor
+from pytest_roofline.counters.ncu.ncu_units import parse_number, to_si, unit_factor
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ncu"
 GEMM = "void gemm<float, 2, true>(float const*, float const*, float*, int, int, int)"

@@ -13,7 +13,7 @@ import torch
 
 from pytest_roofline.counters.analytic import AnalyticCounter
 from pytest_roofline.measure.ops import profile as op_profile
-from pytest_roofline.measure.ops.diagnostics import (
+from pytest_roofline.measure.ops.findings import (
     OpRow,
     fp32_fallback,
     no_flop_share,

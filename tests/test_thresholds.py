@@ -1,4 +1,4 @@
-"""Thresholds from history (``history/thresholds.py`` and ``python -m pytest_roofline thresholds``), checked
+"""Thresholds from history (``history/suggested_thresholds.py`` and ``python -m pytest_roofline thresholds``), checked
 against values worked out by hand."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from pytest_roofline.commands import main
 from pytest_roofline.history.reader import Session
-from pytest_roofline.history.thresholds import advise, advise_test, t_999
+from pytest_roofline.history.suggested_thresholds import advise, advise_test, t_999
 from pytest_roofline.output.record import TestRecord
 
 

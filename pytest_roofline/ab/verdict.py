@@ -26,8 +26,8 @@ from pytest_roofline.ab.paired_stats import (
     over_process_pairs,
     sure_move,
 )
-from pytest_roofline.ab.report import failure_message
-from pytest_roofline.gates.baseline import tolerances_of
+from pytest_roofline.ab.verdict_text import failure_message
+from pytest_roofline.gates.baseline_gate import tolerances_of
 from pytest_roofline.gates.baseline_stats import Change
 from pytest_roofline.gates.comparison import TestComparison, Tolerances, combine
 from pytest_roofline.gates.judgement import Judgement

@@ -105,7 +105,7 @@ def cache_sizes() -> dict[str, int]:
 
 
 def cpu_fingerprint() -> dict[str, object]:
-    from pytest_roofline.characterize.build import compiler_identity
+    from pytest_roofline.characterize.compile_kernel import compiler_identity
     from pytest_roofline.host.allocator import thp_mode
 
     cores = affinity_cores()

@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pytest_roofline.doctor.cpu import cpu_checks
+    from pytest_roofline.doctor.cpu_checks import cpu_checks
 
     cpu = cpu_checks()
     print("CPU path (any machine):")

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from pytest_roofline.errors import StoreError, StoreSettingError
     from pytest_roofline.history.location import cli_location
     from pytest_roofline.history.reader import load
-    from pytest_roofline.history.thresholds import advise, table
+    from pytest_roofline.history.suggested_thresholds import advise, table
     from pytest_roofline.output.safe_text import printable
 
     try:

@@ -1,5 +1,5 @@
 """``pytest-roofline doctor``: will ``--roofline`` work here? The CPU path on any machine
-(:mod:`pytest_roofline.doctor.cpu`), then, with the ncu counter on a GPU runner:
+(:mod:`pytest_roofline.doctor.cpu_checks`), then, with the ncu counter on a GPU runner:
 
 Checks, one line each, with the fix for each failure:
 

@@ -75,7 +75,7 @@ def paired(entry: TestEntry) -> bool:
 
 def _with_baseline(state: RooflineState, entry: TestEntry, options: MarkerOptions | None, xfail: bool,
                    outcome: Judgement) -> Judgement:
-    from pytest_roofline.gates.baseline import compare_entry, judge_baseline, tolerances_of
+    from pytest_roofline.gates.baseline_gate import compare_entry, judge_baseline, tolerances_of
 
     if outcome.failure is None:
         return judge_baseline(state, entry, options, xfail, outcome)
@@ -230,7 +230,7 @@ def remeasure_contended(state: RooflineState) -> list[Remeasured]:
         below = threshold is not None and verdict is not None and verdict.fraction < threshold
         compared = None
         if state.baseline is not None and verdict is not None and "baseline" in entry.extra:
-            from pytest_roofline.gates.baseline import compare_entry, tolerances_from_record
+            from pytest_roofline.gates.baseline_gate import compare_entry, tolerances_from_record
 
             # compared again on the new measurement; a regression fails like a fraction below its threshold
             tolerances = tolerances_from_record(entry.extra["baseline"])
@@ -263,7 +263,7 @@ def _late_failure(state: RooflineState, entry: TestEntry, verdict: Verdict | Non
                   judged: str | None = None) -> str:
     """The failure message of a test failed after it was measured again, as the gate would have said it."""
     if regression is not None or entry.min_fraction is None:
-        from pytest_roofline.gates.baseline import regression_report
+        from pytest_roofline.gates.baseline_gate import regression_report
 
         assert regression is not None  # without a threshold only a regression fails a test late
 

@@ -22,7 +22,7 @@ class CountedRegion(Protocol):
 
 
 class LostOp(Protocol):
-    """One op's time against its roof (measure.ops.diagnostics.OpRow)."""
+    """One op's time against its roof (measure.ops.findings.OpRow)."""
 
     @property
     def name(self) -> str: ...

@@ -255,7 +255,7 @@ class MeasuringSession:
             else:
                 entry.outcome = report.outcome
         if entry is not None and report.when == "teardown":
-            from pytest_roofline.plugin.ci_report import finish_record
+            from pytest_roofline.plugin.ci_output import finish_record
 
             finish_record(item, report, entry)  # the test is done: its record, once
         return report
@@ -293,7 +293,7 @@ class MeasuringSession:
         if self.writes_results:
             self._write_results(session)
             fail_unsaved(state, session)
-            from pytest_roofline.plugin.ci_report import write_step_summary
+            from pytest_roofline.plugin.ci_output import write_step_summary
 
             machine = state.loaded_machine.to_dict() if state.loaded_machine is not None else None
             write_step_summary(state, self.records, machine, int(session.exitstatus))

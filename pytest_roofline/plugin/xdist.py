@@ -114,7 +114,7 @@ class XdistController:
         if not self.payloads:  # no worker measured anything (a worker sends records only when it did)
             return
         from pytest_roofline.output.worker_records import merge_payloads
-        from pytest_roofline.plugin.ci_report import write_step_summary
+        from pytest_roofline.plugin.ci_output import write_step_summary
 
         merged = self.merged = merge_payloads(self.payloads, self.collected)
         # a worker whose baseline store could not be read judged nothing against it: the run must not pass

@@ -42,7 +42,7 @@ class TestEntry:
     extra: dict[str, Any] = field(default_factory=dict)  # results.json fields: clock_policy, definitions, ncu
     details: list[str] = field(default_factory=list)  # extra lines for a failure message (ncu diagnostics)
     nothing_counted: NothingCounted | None = None  # no FLOPs, no bytes (gates.judge.keep)
-    # its record, built once when the test is done (plugin.ci_report.finish_record) and read by every output
+    # its record, built once when the test is done (plugin.ci_output.finish_record) and read by every output
     record: TestRecord | None = None
 
 

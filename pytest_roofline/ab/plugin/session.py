@@ -290,7 +290,7 @@ class CompareSession:
             self._cost_line(terminalreporter)
             if state.compare_ref is None:
                 return
-            from pytest_roofline.ab.report import process_effects, summary_lines
+            from pytest_roofline.ab.verdict_text import process_effects, summary_lines
             from pytest_roofline.output.ab_record import ABRecord
 
             blocks = [(e.nodeid, ABRecord.from_dict(e.extra.get("compare") or {})) for e in state.tests.values()

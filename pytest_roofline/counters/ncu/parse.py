@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pytest_roofline.counters.ncu.metrics import parse_cc
-from pytest_roofline.counters.ncu.units import NonFiniteNumber, is_known_unit, to_si
+from pytest_roofline.counters.ncu.ncu_units import NonFiniteNumber, is_known_unit, to_si
 from pytest_roofline.errors import NcuParseError
 
 FORMAT_DETAILS = "details"

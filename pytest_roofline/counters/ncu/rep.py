@@ -18,8 +18,8 @@ from types import ModuleType
 from typing import Any
 
 from pytest_roofline.counters.ncu.command import NVTX_DOMAIN
+from pytest_roofline.counters.ncu.ncu_units import unit_factor
 from pytest_roofline.counters.ncu.parse import FORMAT_RAW, LaunchRecord, ParsedLaunches, parse_csv_text
-from pytest_roofline.counters.ncu.units import unit_factor
 from pytest_roofline.errors import ReportReaderMissing, ReportReadError
 
 FORMAT_NCU_REP = "ncu-rep"

@@ -3,7 +3,7 @@
 The verdict stays the bare timed loop's; this adds, per op (kernel sample), a time, its own fraction
 (``t_min / time``), its bound and its lost time (``time - t_min``), and per region the coverage (sum of the
 op times / the bare region time), the profiler's overhead and the CPU diagnostics
-(:mod:`pytest_roofline.measure.ops.diagnostics`).
+(:mod:`pytest_roofline.measure.ops.findings`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from pytest_roofline.measure.ops.diagnostics import OpRow, diagnose, gpu_idle
+from pytest_roofline.measure.ops.findings import OpRow, diagnose, gpu_idle
 from pytest_roofline.measure.ops.join import KernelTimes, kernel_times
 from pytest_roofline.model import KernelSample, Machine, lower_bound
 from pytest_roofline.model.op_trace import TracedOp

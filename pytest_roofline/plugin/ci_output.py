@@ -1,7 +1,7 @@
 """CI reporting glue: each roofline test's record, built once, with its figures as JUnit XML properties, and
 the session's table in the GitHub Actions step summary (``$GITHUB_STEP_SUMMARY``). The contents come from plain
 modules
-(:mod:`pytest_roofline.output.ci_report`, :mod:`pytest_roofline.output.step_summary`)."""
+(:mod:`pytest_roofline.output.ci_report`, :mod:`pytest_roofline.output.ci_report`)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def write_step_summary(state: RooflineState, tests: Sequence[TestRecord], machin
     """Append the session's table to ``$GITHUB_STEP_SUMMARY`` when it is set; a failure is said in the terminal
     summary, never raised. Called once per session by the process that writes ``results.json`` (a serial
     session or the xdist controller; workers inherit the variable but never call it)."""
-    from pytest_roofline.output.step_summary import append_step_summary
+    from pytest_roofline.output.ci_report import append_step_summary
 
     directory = state.settings.directory
     problem = append_step_summary(tests, machine, str(directory / RESULTS_FILE), str(state.session_dir),
