@@ -61,6 +61,29 @@ def test_exception_classes_live_in_errors() -> None:
     assert defined_elsewhere == []
 
 
+def test_no_two_modules_share_a_file_name() -> None:
+    """A name found in a traceback or a grep points at one file."""
+    by_name: dict[str, list[str]] = {}
+    for path in MODULES:
+        if path.name != "__init__.py":
+            by_name.setdefault(path.name, []).append(str(path.relative_to(PACKAGE)))
+    assert {name: paths for name, paths in by_name.items() if len(paths) > 1} == {}
+
+
+# a day (2026-11-27), a path out of the repository, or a commit id quoted in backticks or after "commit"
+RUN_NOTES = re.compile(r"\b(?:19|20)\d\d-[01]\d-[0-3]\d\b|\.\./shared|commit `?[0-9a-f]{7,40}\b|`[0-9a-f]{7,40}`")
+
+
+def test_the_package_names_no_run_day_shared_path_or_commit() -> None:
+    """Which run on which day measured what belongs in the docs and the commit messages, not in the package."""
+    found = [f"{path.relative_to(PACKAGE)}:{n}" for path in sorted(PACKAGE.rglob("*"))
+             if path.suffix in (".py", ".md", ".c", ".cu", ".txt") and path.is_file()
+             for n, line in enumerate(path.read_text().splitlines(), 1) if RUN_NOTES.search(line)]
+    assert found == []
+    assert RUN_NOTES.search("on the H100, 2026-11-27") and RUN_NOTES.search("see ../shared/x")  # it sees them
+    assert RUN_NOTES.search("at commit e3efc6fc") and not RUN_NOTES.search("THRESHOLD = 1e-3")
+
+
 def test_every_folder_is_a_documented_layer() -> None:
     folders = sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
     architecture = (PACKAGE.parent / "docs" / "architecture.md").read_text()
