@@ -12,7 +12,7 @@ from pathlib import Path
 import matplotlib.pyplot  # noqa: F401 - imported once, before pytester's in-process runs
 import numpy  # noqa: F401
 import pytest
-from test_plugin_compare import committed_repo
+from test_ab_plugin import committed_repo
 
 from pytest_roofline.ab.impact import Reason
 from pytest_roofline.ab.reach import Cost, TestReach

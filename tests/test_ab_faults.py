@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_plugin_compare import CODE, MACHINE, TEST, commit, git, repo, results  # noqa: F401 - repo: a fixture
+from test_ab_plugin import CODE, MACHINE, TEST, commit, git, repo, results  # noqa: F401 - repo: a fixture
 
 TWO_TESTS = """
 import pytest
