@@ -49,7 +49,7 @@ sys.path.insert(0, str(HERE))
 from common import git, require, roofline_session, start_neighbours, stop_neighbours
 
 from pytest_roofline.ab.verdict_text import said_move  # reads any checkout's records
-from pytest_roofline.output.ab_record import ABRecord
+from pytest_roofline.record.ab_record import ABRecord
 
 WORKLOADS = '''
 import functools, math, time

@@ -55,9 +55,9 @@ def session_document(key: str, index: int, tests: int) -> dict[str, Any]:
 def fill(url: str, sessions: int, machines: int, tests: int) -> list[str]:
     from concurrent.futures import ThreadPoolExecutor
 
-    from pytest_roofline.history.document import SessionRecord
     from pytest_roofline.history.location import open_store
     from pytest_roofline.history.writer import write_history
+    from pytest_roofline.record.sessions import SessionRecord
 
     store = open_store(url)
     keys = [f"runner-{m:02d}-{m:08x}" for m in range(machines)]

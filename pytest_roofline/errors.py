@@ -142,7 +142,7 @@ class NonFiniteNumber(ValueError):
     """A report's number is infinite or too large for a float (``1e400``)."""
 
 
-# --- raised by pytest_roofline.history.validate
+# --- raised by pytest_roofline.record.validate
 
 class InvalidRecord(ValueError):
     """A file or record read back cannot be trusted; the message starts with the field that failed."""

@@ -10,7 +10,7 @@ from pytest_roofline.ab.paired_stats import (
 )
 from pytest_roofline.ab.pairs import measure_site
 from pytest_roofline.measure.timing import TimingPolicy
-from pytest_roofline.output.ab_record import ABRecord
+from pytest_roofline.record.ab_record import ABRecord
 
 ab = ABRecord.from_dict  # a block as results.json holds it
 

@@ -16,7 +16,7 @@ from pytest_roofline.ab.cuda_turns import (
     event_runner,
     run_batch_events,
 )
-from pytest_roofline.output.ab_record import ABRecord
+from pytest_roofline.record.ab_record import ABRecord
 
 ab = ABRecord.from_dict  # a block as results.json holds it
 

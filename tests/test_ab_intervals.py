@@ -28,7 +28,7 @@ from pytest_roofline.ab.paired_stats import (
 from pytest_roofline.ab.verdict import compare_regions, process_record, verdict
 from pytest_roofline.ab.verdict_text import failure_message
 from pytest_roofline.gates.comparison import Tolerances
-from pytest_roofline.output.ab_record import ABRecord
+from pytest_roofline.record.ab_record import ABRecord
 
 ab = ABRecord.from_dict  # a block as results.json holds it
 

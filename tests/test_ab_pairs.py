@@ -23,7 +23,7 @@ from pytest_roofline.ab.paired_stats import (
 from pytest_roofline.ab.pairs import MAX_SET_ASIDE, MIN_TURNS, SiteResult, measure_site, one_pair
 from pytest_roofline.ab.verdict import time_verdict, verdict
 from pytest_roofline.measure.timing import TimingPolicy
-from pytest_roofline.output.ab_record import ABRecord
+from pytest_roofline.record.ab_record import ABRecord
 
 ab = ABRecord.from_dict  # a block as results.json holds it
 

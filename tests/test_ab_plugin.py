@@ -333,7 +333,7 @@ def test_nightly_compare_last_whose_commit_is_not_fetched_says_so_and_judges_on_
         monkeypatch: pytest.MonkeyPatch) -> None:
     from test_plugin_history import fake_session
 
-    from pytest_roofline.history.machine_key import machine_key
+    from pytest_roofline.record.machine_key import machine_key
 
     monkeypatch.setenv("COLUMNS", "250")
     branch = subprocess.run(["git", "rev-parse", "--abbrev-ref", "HEAD"], cwd=repo, capture_output=True, text=True,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pytest_roofline.measure.timing import TimingPolicy
-from pytest_roofline.output.ab_record import ABRecord
+from pytest_roofline.record.ab_record import ABRecord
 
 ab = ABRecord.from_dict  # a block as results.json holds it
 

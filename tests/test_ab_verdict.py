@@ -1,4 +1,4 @@
-"""The A/B verdict and its words (ab/verdict.py, ab/verdict_text.py, output/ab_record.py): work against time,
+"""The A/B verdict and its words (ab/verdict.py, ab/verdict_text.py, record/ab_record.py): work against time,
 inconclusive and steady notes, the table, the typed record, and the band a test was judged on."""
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from pytest_roofline.ab.verdict import compare_regions, process_record
 from pytest_roofline.ab.verdict_text import failure_message, inside_band_move, process_effects, said_move, summary_lines
 from pytest_roofline.gates.comparison import Tolerances
 from pytest_roofline.history.baseline import _measured
-from pytest_roofline.output.ab_record import ABRecord
-from pytest_roofline.output.record import TestRecord
+from pytest_roofline.record.ab_record import ABRecord
+from pytest_roofline.record.tests import TestRecord
 
 ab = ABRecord.from_dict  # a block as results.json holds it
 

@@ -96,6 +96,7 @@ def test_every_folder_is_a_documented_layer() -> None:
 LAYERS: list[set[str]] = [
     {"errors", "_atomic", "_redact", "_version", "fixture_types"},
     {"model"},
+    {"record"},
     {"host"},
     {"output"},
     {"history"},

@@ -15,7 +15,7 @@ from pytest_roofline.gates.baseline_stats import (
     compare_quantity,
     pooled_spread,
 )
-from pytest_roofline.output.record import TestRecord
+from pytest_roofline.record.tests import TestRecord
 
 T_MIN = 1e-3
 

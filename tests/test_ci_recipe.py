@@ -19,8 +19,8 @@ import numpy  # noqa: F401
 import pytest
 from test_plugin_history import fake_session as history_session
 
-from pytest_roofline.history.machine_key import machine_key
 from pytest_roofline.measure import contention
+from pytest_roofline.record.machine_key import machine_key
 
 MACHINE = {"name": "pinned-test-machine", "peak_flops": {"fp32": 100e9}, "bandwidth": {"DRAM": 10e9}}
 KEY = machine_key(MACHINE)

@@ -16,7 +16,7 @@ import pytest
 
 from pytest_roofline.output import ci_report
 from pytest_roofline.output.ci_report import junit_properties
-from pytest_roofline.output.record import TestRecord
+from pytest_roofline.record.tests import TestRecord
 
 SUITE = """
 import time, pytest

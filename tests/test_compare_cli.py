@@ -20,7 +20,7 @@ import numpy  # noqa: F401
 import pytest
 
 from pytest_roofline.commands import main
-from pytest_roofline.history.machine_key import machine_key
+from pytest_roofline.record.machine_key import machine_key
 
 PINNED = {"name": "pinned-test-machine", "peak_flops": {"fp32": 100e9}, "bandwidth": {"DRAM": 10e9}}
 KEY = machine_key(PINNED)

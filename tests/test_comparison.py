@@ -14,7 +14,7 @@ from pytest_roofline.gates.baseline_stats import Change, Spread
 from pytest_roofline.gates.comparison import combine, explain
 from pytest_roofline.history.retention import Keep, parse_keep, prune_machine
 from pytest_roofline.measure.work import Work, usual_work, work_change
-from pytest_roofline.output.record import TestRecord
+from pytest_roofline.record.tests import TestRecord
 
 SPREAD = Spread(0.01, 4, "own")
 

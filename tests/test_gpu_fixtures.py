@@ -13,7 +13,7 @@ from pytest_roofline.counters.agreement import agreement, markdown
 from pytest_roofline.model import KernelSample, Machine
 from pytest_roofline.output.artifacts import kernel_rows
 from pytest_roofline.output.kernel_view import shares
-from pytest_roofline.output.record import TestRecord
+from pytest_roofline.record.tests import TestRecord
 
 FIXTURES = Path(__file__).parent / "fixtures" / "gpu-h100"
 GEMM = "sm80_xmma_fprop_implicit_gemm_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x64x32"
@@ -114,8 +114,8 @@ def test_counters_agree_command_reads_two_results_files(capsys: pytest.CaptureFi
 
 def test_the_history_site_shows_the_kernels_at_every_level(tmp_path: Path) -> None:
     pytest.importorskip("ruptures", reason="the site needs pytest-roofline[site]")
-    from pytest_roofline.history.document import GitState, SessionInfo, SessionRecord
     from pytest_roofline.history.writer import write_history
+    from pytest_roofline.record.sessions import GitState, SessionInfo, SessionRecord
     from pytest_roofline.site.build import build_site
 
     results = json.loads((FIXTURES / "conv2d_forward_fp32_ncu.results.json").read_text())

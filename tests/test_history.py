@@ -14,10 +14,10 @@ import pytest
 from pytest_roofline.errors import StoreError
 from pytest_roofline.history import environment, writer
 from pytest_roofline.history.baseline import for_test, load_baseline, same_environment, select
-from pytest_roofline.history.document import GitState, SessionInfo, SessionRecord
-from pytest_roofline.history.machine_key import UNKNOWN_KEY, machine_key, readable_name
-from pytest_roofline.history.reader import Session, load
-from pytest_roofline.output.record import TestRecord
+from pytest_roofline.history.reader import load
+from pytest_roofline.record.machine_key import UNKNOWN_KEY, machine_key, readable_name
+from pytest_roofline.record.sessions import GitState, Session, SessionInfo, SessionRecord
+from pytest_roofline.record.tests import TestRecord
 
 MACHINE = {"name": "AMD EPYC 9R14 (2 cores)", "peak_flops": {"fp32": 1e11}, "bandwidth": {"DRAM": 1e10},
            "info": {}}

@@ -22,9 +22,7 @@ import pytest
 from pytest_roofline.errors import StoreError, StoreSettingError
 from pytest_roofline.history import git_store, object_store, writer
 from pytest_roofline.history.baseline import load_baseline
-from pytest_roofline.history.document import SessionRecord
 from pytest_roofline.history.location import open_store
-from pytest_roofline.history.machine_key import machine_key
 from pytest_roofline.history.reader import load
 from pytest_roofline.history.retention import Keep, prune
 from pytest_roofline.history.store import (
@@ -36,6 +34,8 @@ from pytest_roofline.history.store import (
     read_all,
     safe_name,
 )
+from pytest_roofline.record.machine_key import machine_key
+from pytest_roofline.record.sessions import SessionRecord
 
 MACHINE = {"name": "pinned-test-machine", "peak_flops": {"fp32": 100e9}, "bandwidth": {"DRAM": 10e9}}
 KEY = machine_key(MACHINE)
@@ -145,7 +145,7 @@ WRITER = """
 import json, sys
 from pytest_roofline.history.location import open_store
 from dataclasses import replace
-from pytest_roofline.history.document import SessionRecord
+from pytest_roofline.record.sessions import SessionRecord
 from pytest_roofline.history.writer import write_history
 doc = SessionRecord.from_dict(json.loads(sys.argv[2]))
 for round in range(int(sys.argv[3])):

@@ -19,11 +19,12 @@ from pytest_roofline._redact import redact
 from pytest_roofline.errors import StoreError, StoreSettingError
 from pytest_roofline.history.baseline import load_baseline
 from pytest_roofline.history.location import open_store
-from pytest_roofline.history.machine_key import machine_key
 from pytest_roofline.history.nightly import LastNight, resolve_last
-from pytest_roofline.history.reader import Session, load
+from pytest_roofline.history.reader import load
 from pytest_roofline.history.retention import Keep, prune_folder
 from pytest_roofline.history.store import DirectoryStore, HistoryStore
+from pytest_roofline.record.machine_key import machine_key
+from pytest_roofline.record.sessions import Session
 
 MACHINE = {"name": "pinned-test-machine", "peak_flops": {"fp32": 100e9}, "bandwidth": {"DRAM": 10e9}}
 KEY = machine_key(MACHINE)

@@ -13,8 +13,8 @@ import pytest
 from pytest_roofline.commands import main
 from pytest_roofline.history.chain import Z95, trajectory
 from pytest_roofline.history.nightly import last_back, resolve_last
-from pytest_roofline.history.reader import Session
-from pytest_roofline.output.record import TestRecord
+from pytest_roofline.record.sessions import Session
+from pytest_roofline.record.tests import TestRecord
 
 NODE = "perf/test_x.py::test_gemm"
 

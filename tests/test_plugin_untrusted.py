@@ -17,7 +17,7 @@ import matplotlib.pyplot  # noqa: F401
 import numpy  # noqa: F401
 import pytest
 
-from pytest_roofline.history.machine_key import machine_key
+from pytest_roofline.record.machine_key import machine_key
 
 MACHINE = {"name": "pinned-test-machine", "peak_flops": {"fp32": 100e9}, "bandwidth": {"DRAM": 10e9}}
 KEY = machine_key(MACHINE)

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_roofline.output.record import TestRecord
 from pytest_roofline.output.summary import compact_row
 from pytest_roofline.output.table import Row
 from pytest_roofline.output.worker_records import merge_payloads, plain, worker_payload
+from pytest_roofline.record.tests import TestRecord
 
 MACHINE = {"name": "pinned-test-machine", "peak_flops": {"fp32": 100e9}, "bandwidth": {"DRAM": 10e9}}
 

@@ -1,4 +1,4 @@
-"""The typed test record (``output/record.py``): read, written back unchanged, migrated, refused when newer."""
+"""The typed test record (``record/tests.py``): read, written back unchanged, migrated, refused when newer."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_roofline.output import record as record_module
-from pytest_roofline.output.record import SCHEMA, TestRecord, migrate, threads_of
+from pytest_roofline.record import tests as record_module
+from pytest_roofline.record.tests import SCHEMA, TestRecord, migrate, threads_of
 
 H100 = Path(__file__).parent / "fixtures" / "gpu-h100"
 

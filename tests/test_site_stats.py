@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_roofline.history.reader import Session as GateSession
+from pytest_roofline.record.sessions import Session as GateSession
 from pytest_roofline.site import verdicts
 from pytest_roofline.site.history_reader import HistoryFileWarning, read_history
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from pytest_roofline.commands import main
-from pytest_roofline.history.reader import Session
 from pytest_roofline.history.suggested_thresholds import advise, advise_test, t_999
-from pytest_roofline.output.record import TestRecord
+from pytest_roofline.record.sessions import Session
+from pytest_roofline.record.tests import TestRecord
 
 
 def test_student_t_quantiles_come_from_the_table_and_tend_to_the_normal() -> None:

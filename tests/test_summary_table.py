@@ -7,9 +7,9 @@ from dataclasses import replace
 import pytest
 
 from pytest_roofline.model.units import time_text
-from pytest_roofline.output.record import TestRecord
 from pytest_roofline.output.summary import marked_table
 from pytest_roofline.output.table import Row, fraction_text, render, shorten_id
+from pytest_roofline.record.tests import TestRecord
 
 LONG = "tests/integration/models/vision/test_mobilenet_variants.py::test_depthwise_separable_block[fp32-224-batch8]"
 

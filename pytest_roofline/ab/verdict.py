@@ -34,7 +34,7 @@ from pytest_roofline.gates.judgement import Judgement
 from pytest_roofline.measure.work import Work, work_change
 from pytest_roofline.model import sum_maps
 from pytest_roofline.model.roofline import arithmetic_intensity
-from pytest_roofline.output.ab_record import ABRecord, claim_level_of
+from pytest_roofline.record.ab_record import ABRecord, claim_level_of
 from pytest_roofline.session.settings import MarkerOptions
 from pytest_roofline.session.state import RooflineState, TestEntry
 

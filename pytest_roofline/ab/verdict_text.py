@@ -8,7 +8,7 @@ from collections.abc import Iterable, Sequence
 from pytest_roofline.ab.paired_stats import AUTO_BANDS, AUTO_STEADY_CV, level_text, sure_move
 from pytest_roofline.gates.comparison import TestComparison
 from pytest_roofline.model.units import time_text
-from pytest_roofline.output.ab_record import ABRecord
+from pytest_roofline.record.ab_record import ABRecord
 
 
 def failure_message(nodeid: str, result: TestComparison, record: ABRecord) -> str:

@@ -28,8 +28,8 @@ from pathlib import Path
 
 from pytest_roofline.characterize import roof_checks
 from pytest_roofline.characterize.precision import cpuinfo_flags, native_precisions
-from pytest_roofline.history.validate import MAX_DEPTH, Invalid, nesting_depth_exceeds, read_bytes
 from pytest_roofline.model import Machine
+from pytest_roofline.record.validate import MAX_DEPTH, Invalid, nesting_depth_exceeds, read_bytes
 
 LEVEL_PATTERN = re.compile(r"^(L[1-4]|DRAM|HBM)$")
 PRECISION_PATTERN = re.compile(r"^(fp64|fp32|tf32|bf16|fp16|fp8|int8)(_tensor)?$")

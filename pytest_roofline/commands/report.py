@@ -78,7 +78,7 @@ def _build_from_store(store: HistoryStore, args: argparse.Namespace) -> BuildRes
     import tempfile
 
     from pytest_roofline.history.store import DirectoryStore, copy_sessions
-    from pytest_roofline.history.validate import MAX_FILE_BYTES
+    from pytest_roofline.record.validate import MAX_FILE_BYTES
     from pytest_roofline.site.build import build_site
 
     with tempfile.TemporaryDirectory(prefix="roofline-site-history-") as work:

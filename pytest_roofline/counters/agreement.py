@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pytest_roofline.model import TENSOR_SUFFIX
-from pytest_roofline.output.record import TestRecord
+from pytest_roofline.record.tests import TestRecord
 
 TOLERANCE = 0.05
 

@@ -26,7 +26,7 @@ from pytest_roofline.gates.baseline_stats import (
 from pytest_roofline.gates.comparison import TestComparison, Tolerances, compare_test
 from pytest_roofline.measure.work import Work
 from pytest_roofline.model.units import time_text
-from pytest_roofline.output.record import threads_of
+from pytest_roofline.record.tests import threads_of
 from pytest_roofline.session.settings import MarkerOptions
 from pytest_roofline.session.state import RooflineState, TestEntry
 

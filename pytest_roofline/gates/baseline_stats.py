@@ -22,7 +22,7 @@ from typing import Any, TypeGuard
 import numpy as np
 
 from pytest_roofline.measure.work import Work
-from pytest_roofline.output.record import TestRecord
+from pytest_roofline.record.tests import TestRecord
 
 REPLICATES = 1000
 CONFIDENCE = 0.95

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pytest_roofline.gates.baseline_stats import Measurement, Spread, pooled_over, seed_for
 from pytest_roofline.gates.comparison import TestComparison, Tolerances, compare_test
 from pytest_roofline.history.baseline import for_test, pool_by_test
-from pytest_roofline.history.reader import Session
 from pytest_roofline.history.selectors import Selection, SelectorError, describe, select_sessions
+from pytest_roofline.record.sessions import Session
 
 REFERENCE_SESSIONS = 5  # as the gate's --roofline-baseline-sessions default
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from pytest_roofline.gates.judgement import Judgement
-from pytest_roofline.output.record import NothingCounted
+from pytest_roofline.record.tests import NothingCounted
 from pytest_roofline.session.settings import MarkerOptions
 from pytest_roofline.session.state import RooflineState, TestEntry
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from pytest_roofline.output.record import NothingCounted
+from pytest_roofline.record.tests import NothingCounted
 
 
 class _Same:

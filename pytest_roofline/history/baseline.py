@@ -13,9 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_roofline.history.reader import Loaded, Session, load
+from pytest_roofline.history.reader import Loaded, load
 from pytest_roofline.history.store import HistoryStore
-from pytest_roofline.output.record import TestRecord
+from pytest_roofline.record.sessions import Session
+from pytest_roofline.record.tests import TestRecord
 
 # Environment fields a baseline session must share with the current one when both recorded them.
 ENVIRONMENT_KEYS = ("torch", "threads")

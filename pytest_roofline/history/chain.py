@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeGuard
 
-from pytest_roofline.history.reader import Session
+from pytest_roofline.record.sessions import Session
 
 Z95 = 1.959964
 

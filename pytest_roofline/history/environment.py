@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 
-from pytest_roofline.history.document import GitState
+from pytest_roofline.record.sessions import GitState
 
 GIT_TIMEOUT_S = 3.0
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_roofline.history.reader import Session
+from pytest_roofline.record.sessions import Session
 
 _LAST = re.compile(r"(?:history:)?last(?:~(\d+))?")
 

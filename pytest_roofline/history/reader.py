@@ -1,63 +1,24 @@
 """Read history files and ``results.json`` files back, skipping what cannot be trusted (docs/history-format.md).
 
 A file that does not parse, is not a history file, has a newer schema or a header that fails
-``history.validate`` is skipped and named in ``Loaded.skipped``; so is each test record that fails it (one line
+``record.validate`` is skipped and named in ``Loaded.skipped``; so is each test record that fails it (one line
 per file, naming the field). The caller says so in one warning. Nothing here raises for a bad file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 
 from pytest_roofline.errors import StoreError
-from pytest_roofline.history.document import SessionRecord
-from pytest_roofline.history.machine_key import machine_key
 from pytest_roofline.history.store import MACHINE_KEY, DirectoryStore, Entry, HistoryStore, read_all
-from pytest_roofline.history.validate import (
+from pytest_roofline.record.sessions import Session, session_from
+from pytest_roofline.record.validate import (
     MAX_FILE_BYTES,
     Invalid,
-    check_header,
-    describe_skipped,
     parse_json,
-    parse_start,
     read_json,
-    valid_tests,
 )
-from pytest_roofline.output.record import SCHEMA as SCHEMA_OF_TESTS
-from pytest_roofline.output.record import TestRecord, records_by_id
-
-
-@dataclass(frozen=True)
-class Session:
-    """One session as every reader sees it (the gates, ``thresholds``, the nightly chain, the site): its identity
-    and its test records by node id, built once from a document that passed ``history.validate``."""
-
-    id: str
-    start: str  # canonical_start's one spelling: ordering by the text is ordering by the time; "" for none
-    machine_key: str
-    commit: str | None
-    branch: str | None
-    source: str  # the file or object it was read from
-    tests: Mapping[str, TestRecord]
-    machine: Mapping[str, object] = field(default_factory=dict)  # key, fingerprint and the machine's roofs
-    environment: Mapping[str, str] = field(default_factory=dict)  # {"torch": version} where recorded
-    exit_status: int | None = None
-    dirty: bool = False
-
-    @property
-    def started(self) -> datetime:
-        """The start as a time (UTC); the earliest time a start may have where the record has none."""
-        if not self.start:
-            return datetime.min.replace(tzinfo=timezone.utc)
-        when = datetime.fromisoformat(self.start)
-        return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
-
-    @property
-    def short_commit(self) -> str:
-        return (self.commit or "nogit")[:12]
 
 
 @dataclass
@@ -82,49 +43,6 @@ class Loaded:
         return None
 
 
-def session_from(document: object, source: str, skipped: list[str] | None = None) -> Session:
-    """A :class:`Session` from a history document or a ``results.json`` document; ValueError (naming the
-    field) when neither or when its header cannot be trusted. Test records that fail ``validate.check_test``
-    are left out, one line for them all appended to ``skipped``."""
-    problems: list[str] = []
-    if check_header(document) == "history":
-        record = SessionRecord.from_dict(document, problems)
-        session = Session(id=record.session.id or Path(source).stem, start=canonical_start(record.session.start),
-                          machine_key=record.machine_key, commit=record.session.git.commit,
-                          branch=record.session.git.branch, source=source, tests=records_by_id(record.tests),
-                          machine={"key": record.machine_key, "fingerprint": record.fingerprint, **record.machine},
-                          environment=_environment(record.session.versions),
-                          exit_status=record.session.exit_status, dirty=bool(record.session.git.dirty))
-    else:  # a results.json
-        if not isinstance(document, dict):  # check_header refused it already; this tells the type checker
-            raise ValueError("not a JSON object")
-        schema = document["schema"]
-        if schema > SCHEMA_OF_TESTS:
-            raise ValueError(f"results schema {schema!r} is newer than this reader's {SCHEMA_OF_TESTS}")
-        meta, machine = document.get("session") or {}, document.get("machine") or {}
-        tests, problems = valid_tests(document["tests"], schema)
-        session = Session(id=str(meta.get("id") or Path(source).stem), start=canonical_start(meta.get("start")),
-                          machine_key=machine_key(machine), commit=None, branch=None, source=source,
-                          tests=records_by_id(tests), machine=machine,
-                          environment=_environment(meta.get("versions")))
-    if problems and skipped is not None:
-        skipped.append(describe_skipped(source, problems))
-    return session
-
-
-def canonical_start(start: object) -> str:
-    """A start that passed ``validate.parse_start`` written one way (UTC, microseconds, ``+00:00``), so that
-    ordering by the text is ordering by the time; "" where a results.json has none (it sorts first)."""
-    if start is None:
-        return ""
-    return start_text(parse_start(start))
-
-
-def start_text(when: datetime) -> str:
-    """An aware time in :func:`canonical_start`'s one spelling."""
-    return f"{when.astimezone(timezone.utc):%Y-%m-%dT%H:%M:%S.%f+00:00}"
-
-
 def check_placement(name: str, session: Session) -> None:
     """Invalid when an object in a machine's folder holds another machine's session: the folder names the
     machine key of the record it holds, so a record moved or written under another key cannot join that
@@ -134,11 +52,6 @@ def check_placement(name: str, session: Session) -> None:
         return  # a results.json or a file outside the store's layout: its content alone decides
     if parts[-2] != session.machine_key:
         raise Invalid(f"machine.key {session.machine_key!r} is not the folder {parts[-2]!r} it sits in")
-
-
-def _environment(versions: object) -> dict[str, str]:
-    torch = versions.get("torch") if isinstance(versions, Mapping) else None
-    return {"torch": str(torch)} if torch else {}
 
 
 def read_file(path: Path, loaded: Loaded) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from pytest_roofline.errors import SelectorError
-from pytest_roofline.history.reader import Session
+from pytest_roofline.record.sessions import Session
 
 __all__ = ["ACCEPTED", "Selection", "SelectorError", "describe", "resolve_revision", "select_sessions", "what_exists"]
 

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_roofline.history.document import SessionInfo, SessionRecord
 from pytest_roofline.history.store import HistoryStore
 from pytest_roofline.output.artifacts import results_document
-from pytest_roofline.output.record import TestRecord
 from pytest_roofline.output.results_dir import write_session
 from pytest_roofline.output.session_output import MeasuredTest, test_result
+from pytest_roofline.record.sessions import SessionInfo, SessionRecord
+from pytest_roofline.record.tests import TestRecord
 
 if TYPE_CHECKING:
     from pytest_roofline.history.retention import Keep

@@ -25,7 +25,7 @@ from pytest_roofline._atomic import write_bytes_new
 from pytest_roofline.errors import NoSuchObject, StoreError, WriteInDoubt
 
 _NAME = re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
-# a machine key (history.machine_key): a readable name and 8 hex of the fingerprint
+# a machine key (record.machine_key): a readable name and 8 hex of the fingerprint
 MACHINE_KEY = re.compile(r"[a-z0-9-]+-[0-9a-f]{8}")
 CREATE_TRIES = 3  # creates of one name whose outcome was unknown, each followed by a read-back
 
@@ -153,7 +153,7 @@ def holds(store: HistoryStore, name: str, data: bytes) -> bool:
     """Whether the object ``name`` holds exactly ``data`` (False: absent, or other bytes); StoreError when it
     cannot be read. Read with a record's bound, not ours: a larger object there is someone else's, not an
     error."""
-    from pytest_roofline.history.validate import MAX_FILE_BYTES
+    from pytest_roofline.record.validate import MAX_FILE_BYTES
 
     try:
         return store.read(name, max(len(data), MAX_FILE_BYTES)) == data
@@ -195,7 +195,7 @@ class DirectoryStore:
         return self.path / name
 
     def read(self, name: str, max_bytes: int) -> bytes:
-        from pytest_roofline.history.validate import read_bytes
+        from pytest_roofline.record.validate import read_bytes
 
         try:
             return read_bytes(self.file(name), max_bytes)
@@ -234,7 +234,7 @@ def copy_sessions(source: HistoryStore, target: HistoryStore, max_bytes: int,
                   folder: str | None = None) -> tuple[list[str], list[str], list[str]]:
     """Copy every session object of ``source`` (one machine's ``folder``) that ``target`` lacks, create-only:
     the names copied, those already there, and ``name: why`` for each that could not be copied. The bytes
-    are copied as they are: whoever reads them checks them (history.validate)."""
+    are copied as they are: whoever reads them checks them (record.validate)."""
     entries = source.entries(folder=folder)
     # each lands as <machine key>/<file>, the layout the gate and retention read, whatever folders it was
     # nested in (a merged CI artifact); a file outside any machine-key folder has no place there

@@ -25,8 +25,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_roofline.history.reader import Session
-from pytest_roofline.output.record import TestRecord
+from pytest_roofline.record.sessions import Session
+from pytest_roofline.record.tests import TestRecord
 
 MIN_SESSIONS = 3  # two degrees of freedom: below that no spread can be told
 WORST_MARGIN = 0.99  # never above 99 % of the worst clean session seen

@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 
 from pytest_roofline.errors import StoreError
-from pytest_roofline.history.document import SessionRecord
 from pytest_roofline.history.store import DirectoryStore, HistoryStore, create_once
+from pytest_roofline.record.sessions import SessionRecord
 
 
 def check_writable(directory: Path) -> None:

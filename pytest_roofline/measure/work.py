@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pytest_roofline.output.record import TestRecord
+from pytest_roofline.record.tests import TestRecord
 
 # Counts are floats in the records (JSON); two counts of the same work agree far closer than this.
 EXACT = 1e-9

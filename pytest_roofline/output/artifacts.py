@@ -15,8 +15,8 @@ from pathlib import Path
 
 from pytest_roofline._atomic import write_json_atomic, write_text_atomic
 from pytest_roofline.model import KernelSample, Machine, lower_bound
-from pytest_roofline.output.record import SCHEMA
 from pytest_roofline.output.safe_text import csv_row
+from pytest_roofline.record.tests import SCHEMA
 
 # One cell of the kernel table: a number (a bool for ``tensor_core``), a name, or "" where not known.
 KernelRow = dict[str, float | str]

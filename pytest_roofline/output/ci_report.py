@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pytest_roofline.output.record import KEYS, JsonObject, TestRecord
+from pytest_roofline.record.tests import KEYS, JsonObject, TestRecord
 
 PREFIX = "roofline_"
 
@@ -30,7 +30,7 @@ def junit_properties(result: TestRecord) -> list[tuple[str, str]]:
     """``(name, value)`` pairs from a test's ``results.json`` record:
     ``roofline_fraction``, ``roofline_min_fraction``, ``roofline_bound``, ``roofline_not_gated`` (why its
     gate did not hold it: ``contended``, ``warn-only``), a test that counted nothing (``roofline_`` and
-    ``nothing_counted``'s results.json key, ``output.record.KEYS``), and from the baseline gate's
+    ``nothing_counted``'s results.json key, ``record.tests.KEYS``), and from the baseline gate's
     ``baseline`` record ``roofline_baseline_fraction``, ``roofline_drop``, ``roofline_verdict`` and
     ``roofline_time_ratio``; from ``--roofline-compare``'s ``compare`` record ``roofline_compare_ref`` (REF's
     commit), ``roofline_compare_ratio`` (time here / at REF), ``roofline_compare_ci_low``/``_high`` and

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from pytest_roofline.model import KernelSample, Machine, Verdict
 from pytest_roofline.output.artifacts import artifact_path, write_kernels_csv
-from pytest_roofline.output.record import NothingCounted, TestRecord
 from pytest_roofline.output.text import OpRegion, failure_message, op_lines
+from pytest_roofline.record.tests import NothingCounted, TestRecord
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_roofline.model import Machine
-from pytest_roofline.output.record import TestRecord
 from pytest_roofline.output.text import ABOVE_ONE, uncounted_text
+from pytest_roofline.record.tests import TestRecord
 
 if TYPE_CHECKING:
     from pytest_roofline.host.cores import Placement

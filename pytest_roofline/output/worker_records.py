@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from pytest_roofline.output.record import TestRecord
+from pytest_roofline.record.tests import TestRecord
 
 OUTPUT_KEY = "pytest_roofline"  # the worker's entry in config.workeroutput
 SESSION_KEY = "pytest_roofline_session_id"  # the controller's session id in each worker's workerinput

@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from pytest_roofline.output.record import TestRecord
 from pytest_roofline.output.results_dir import RESULTS_FILE
+from pytest_roofline.record.tests import TestRecord
 from pytest_roofline.session.state import RooflineState, TestEntry
 
 

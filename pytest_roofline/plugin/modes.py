@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_roofline.fixture_types import RooflineFixture
-from pytest_roofline.output.record import TestRecord
 from pytest_roofline.plugin.keys import ENTRY, STATE, TEARDOWN_ERROR
 from pytest_roofline.plugin.markers import marker_options, wants_roofline
+from pytest_roofline.record.tests import TestRecord
 from pytest_roofline.session.state import RooflineState, TestEntry
 
 if TYPE_CHECKING:
@@ -449,7 +449,7 @@ def _load_baseline(state: RooflineState, config: pytest.Config,
     from pytest_roofline.errors import RooflineWarning
     from pytest_roofline.history.baseline import load_baseline
     from pytest_roofline.history.environment import git_state, versions
-    from pytest_roofline.history.machine_key import machine_key
+    from pytest_roofline.record.machine_key import machine_key
 
     settings = state.settings
     reference = settings.baseline if fallback is None else fallback

@@ -20,7 +20,7 @@ from collections.abc import Generator
 import pytest
 
 from pytest_roofline.output.ci_report import PREFIX, junit_properties
-from pytest_roofline.output.record import TestRecord
+from pytest_roofline.record.tests import TestRecord
 
 REREPORT = "roofline_rereport"  # attribute of a re-sent report (it travels through xdist's serialization too)
 ERROR_PENDING = "roofline_error_pending"  # a call report whose test is an error, raised in its teardown

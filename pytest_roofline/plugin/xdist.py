@@ -104,8 +104,8 @@ class XdistController:
         if isinstance(payload, dict):
             self.payloads.append(payload)
             if self.rereports is not None:  # tests the worker measured again: pytest reports them once more
-                from pytest_roofline.output.record import TestRecord
                 from pytest_roofline.plugin.modes import rereport
+                from pytest_roofline.record.tests import TestRecord
 
                 for record in payload.get("tests") or []:
                     rereport(self.rereports, TestRecord.from_dict(record))

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_roofline.output.record import NothingCounted, TestRecord
 from pytest_roofline.output.results_dir import new_session_id, session_dir
+from pytest_roofline.record.tests import NothingCounted, TestRecord
 from pytest_roofline.session.settings import Settings
 
 if TYPE_CHECKING:

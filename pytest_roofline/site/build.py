@@ -26,11 +26,12 @@ from typing import Any
 import pandas as pd
 
 from pytest_roofline.errors import SiteError
-from pytest_roofline.output.record import TestRecord
+from pytest_roofline.record.sessions import Session
+from pytest_roofline.record.tests import TestRecord
 
 from . import charts, label_layout, pages
 from .changepoints import change_points
-from .history_reader import Session, Skipped, load_history
+from .history_reader import Skipped, load_history
 from .model import (
     TestSummary,
     history_frame,
@@ -70,7 +71,7 @@ def _time(session_start: datetime) -> str:
 
 def _roofs(machine: Mapping[str, object]) -> charts.Roofs:
     def positive(values: object) -> dict[str, float]:
-        if not isinstance(values, Mapping):  # absent (history.validate let only objects through)
+        if not isinstance(values, Mapping):  # absent (record.validate let only objects through)
             return {}
         return {str(k): float(v) for k, v in values.items() if isinstance(v, (int, float)) and v > 0}
     return charts.Roofs(positive(machine.get("peak_flops")), positive(machine.get("bandwidth")))

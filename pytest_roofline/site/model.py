@@ -26,9 +26,9 @@ from datetime import timedelta
 
 import pandas as pd
 
-from pytest_roofline.output.record import TestRecord, finite_number
+from pytest_roofline.record.sessions import Session
+from pytest_roofline.record.tests import TestRecord, finite_number
 
-from .history_reader import Session
 from .verdicts import WINDOW, Comparison, trend
 
 NOW_SESSIONS = 3

@@ -291,7 +291,7 @@ class CompareSession:
             if state.compare_ref is None:
                 return
             from pytest_roofline.ab.verdict_text import process_effects, summary_lines
-            from pytest_roofline.output.ab_record import ABRecord
+            from pytest_roofline.record.ab_record import ABRecord
 
             blocks = [(e.nodeid, ABRecord.from_dict(e.extra.get("compare") or {})) for e in state.tests.values()
                       if e.recorder is not None]
@@ -473,9 +473,9 @@ def resolve_last_night(state: RooflineState, config: pytest.Config) -> Path | Hi
     from pytest_roofline.ab.worktree import resolve
     from pytest_roofline.errors import CompareError, StoreError
     from pytest_roofline.history.environment import git_state
-    from pytest_roofline.history.machine_key import machine_key
     from pytest_roofline.history.nightly import last_back, resolve_last
     from pytest_roofline.history.reader import load
+    from pytest_roofline.record.machine_key import machine_key
 
     s = state.settings
     back = last_back(s.compare)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pytest_roofline.output.json_values import JsonObject, finite_number, text_of
+from pytest_roofline.record.json_values import JsonObject, finite_number, text_of
 
 # keys of the block held in typed fields; the rest (sites' diagnosis, the REF twin's outcome ...) stay in extra
 _KNOWN = ("verdict", "explanation", "failed_on", "fail_on", "changes", "ref", "commit", "pairs", "max_drop",

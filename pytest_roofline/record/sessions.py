@@ -1,6 +1,8 @@
-"""One history file as a typed record (docs/history-format.md): what the writer builds, what the gate's reader
-and the site's reader load. :class:`SessionRecord` saves itself (``to_dict``, ``encode``, ``name``), loads a
-document that passed ``history.validate`` and brings an older schema to this package's (``MIGRATIONS``).
+"""A session's records (docs/history-format.md). :class:`SessionRecord` is one history file, typed: what the writer
+builds; it saves itself (``to_dict``, ``encode``, ``name``), loads a document that passed ``record.validate`` and
+brings an older schema to this package's (``MIGRATIONS``). :class:`Session` is the one form every reader loads
+(the gates, ``thresholds``, the nightly chain, the site), made by :func:`session_from` from a history file or a
+``results.json``.
 """
 
 from __future__ import annotations
@@ -10,11 +12,20 @@ import json
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
 
-from pytest_roofline.history.machine_key import fingerprint_of, machine_key
-from pytest_roofline.history.validate import HISTORY_FORMAT, HISTORY_SCHEMA, check_header, valid_tests
-from pytest_roofline.output.record import SCHEMA as SCHEMA_OF_TESTS
-from pytest_roofline.output.record import TestRecord
+from pytest_roofline.record.machine_key import fingerprint_of, machine_key
+from pytest_roofline.record.tests import SCHEMA as SCHEMA_OF_TESTS
+from pytest_roofline.record.tests import TestRecord, records_by_id
+from pytest_roofline.record.validate import (
+    HISTORY_FORMAT,
+    HISTORY_SCHEMA,
+    check_header,
+    describe_skipped,
+    parse_start,
+    valid_tests,
+)
 
 FORMAT = HISTORY_FORMAT
 SCHEMA = HISTORY_SCHEMA  # the newest history schema this package writes and reads
@@ -158,3 +169,85 @@ class SessionRecord:
         tag = commit[:12] if commit else "nogit"
         return (f"{self.machine_key}/{self.start.astimezone(_dt.timezone.utc):%Y%m%dT%H%M%SZ}"
                 f"-{tag}-{os.urandom(2).hex()}.json")
+
+
+@dataclass(frozen=True)
+class Session:
+    """One session as every reader sees it (the gates, ``thresholds``, the nightly chain, the site): its identity
+    and its test records by node id, built once from a document that passed ``history.validate``."""
+
+    id: str
+    start: str  # canonical_start's one spelling: ordering by the text is ordering by the time; "" for none
+    machine_key: str
+    commit: str | None
+    branch: str | None
+    source: str  # the file or object it was read from
+    tests: Mapping[str, TestRecord]
+    machine: Mapping[str, object] = field(default_factory=dict)  # key, fingerprint and the machine's roofs
+    environment: Mapping[str, str] = field(default_factory=dict)  # {"torch": version} where recorded
+    exit_status: int | None = None
+    dirty: bool = False
+
+    @property
+    def started(self) -> datetime:
+        """The start as a time (UTC); the earliest time a start may have where the record has none."""
+        if not self.start:
+            return datetime.min.replace(tzinfo=timezone.utc)
+        when = datetime.fromisoformat(self.start)
+        return when if when.tzinfo is not None else when.replace(tzinfo=timezone.utc)
+
+    @property
+    def short_commit(self) -> str:
+        return (self.commit or "nogit")[:12]
+
+
+
+
+def session_from(document: object, source: str, skipped: list[str] | None = None) -> Session:
+    """A :class:`Session` from a history document or a ``results.json`` document; ValueError (naming the
+    field) when neither or when its header cannot be trusted. Test records that fail ``validate.check_test``
+    are left out, one line for them all appended to ``skipped``."""
+    problems: list[str] = []
+    if check_header(document) == "history":
+        record = SessionRecord.from_dict(document, problems)
+        session = Session(id=record.session.id or Path(source).stem, start=canonical_start(record.session.start),
+                          machine_key=record.machine_key, commit=record.session.git.commit,
+                          branch=record.session.git.branch, source=source, tests=records_by_id(record.tests),
+                          machine={"key": record.machine_key, "fingerprint": record.fingerprint, **record.machine},
+                          environment=_environment(record.session.versions),
+                          exit_status=record.session.exit_status, dirty=bool(record.session.git.dirty))
+    else:  # a results.json
+        if not isinstance(document, dict):  # check_header refused it already; this tells the type checker
+            raise ValueError("not a JSON object")
+        schema = document["schema"]
+        if schema > SCHEMA_OF_TESTS:
+            raise ValueError(f"results schema {schema!r} is newer than this reader's {SCHEMA_OF_TESTS}")
+        meta, machine = document.get("session") or {}, document.get("machine") or {}
+        tests, problems = valid_tests(document["tests"], schema)
+        session = Session(id=str(meta.get("id") or Path(source).stem), start=canonical_start(meta.get("start")),
+                          machine_key=machine_key(machine), commit=None, branch=None, source=source,
+                          tests=records_by_id(tests), machine=machine,
+                          environment=_environment(meta.get("versions")))
+    if problems and skipped is not None:
+        skipped.append(describe_skipped(source, problems))
+    return session
+
+
+def canonical_start(start: object) -> str:
+    """A start that passed ``validate.parse_start`` written one way (UTC, microseconds, ``+00:00``), so that
+    ordering by the text is ordering by the time; "" where a results.json has none (it sorts first)."""
+    if start is None:
+        return ""
+    return start_text(parse_start(start))
+
+
+def start_text(when: datetime) -> str:
+    """An aware time in :func:`canonical_start`'s one spelling."""
+    return f"{when.astimezone(timezone.utc):%Y-%m-%dT%H:%M:%S.%f+00:00}"
+
+
+
+
+def _environment(versions: object) -> dict[str, str]:
+    torch = versions.get("torch") if isinstance(versions, Mapping) else None
+    return {"torch": str(torch)} if torch else {}

@@ -20,14 +20,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pytest_roofline.errors import InvalidRecord as Invalid  # the name the readers catch
-from pytest_roofline.output.record import SCHEMA, TestRecord
-from pytest_roofline.output.record import finite_number as _finite
+from pytest_roofline.record.tests import SCHEMA, TestRecord
+from pytest_roofline.record.tests import finite_number as _finite
 
 MAX_FILE_BYTES = 32 * 2**20  # a 1000-test history file is about 8 MB
 MAX_DEPTH = 64  # the deepest record the plugin writes nests about 10 deep
 MAX_FRACTION = 1.2  # output.session_output.IMPOSSIBLE_FRACTION: above it the roof was wrong, not the code fast
 HISTORY_FORMAT = "pytest-roofline-history"
-HISTORY_SCHEMA = 1  # the newest history schema this package writes and reads (history.document.SCHEMA)
+HISTORY_SCHEMA = 1  # the newest history schema this package writes and reads (record.sessions.SCHEMA)
 # Physical ranges of every number read back: wide enough for any machine and test there is, narrow enough that
 # the products and quotients computed from them (FLOP/s, ridge points, log axes, chained A/B ratios) stay finite.
 TIME_RANGE = (1e-12, 1e7)  # seconds of one call: a picosecond to about four months

@@ -2,7 +2,7 @@
 
 The fields a reader uses by name are typed here; every other field a counter or a gate wrote (``clock_policy``,
 ``definitions``, ``ncu``, ``confirmed`` ...) is kept as written in ``extra``, so a record read and written
-again is the record that was read. Records read back from disk are checked first (``history.validate``):
+again is the record that was read. Records read back from disk are checked first (``record.validate``):
 :meth:`TestRecord.from_dict` does not judge trust, it only gives each field its type.
 """
 
@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from pytest_roofline.output.ab_record import ABRecord
-from pytest_roofline.output.json_values import JsonObject, finite_number, text_of
+from pytest_roofline.record.ab_record import ABRecord
+from pytest_roofline.record.json_values import JsonObject, finite_number, text_of
 
 SCHEMA = 1  # the newest test-record schema this package writes and reads (results.json's and history's "schema")
 
@@ -121,7 +121,7 @@ class TestRecord:
     @classmethod
     def from_dict(cls, data: Mapping[str, object], schema: int = SCHEMA) -> TestRecord:
         """The record of a ``results.json`` / history test object (migrated from ``schema``). A field of the
-        wrong type reads as unset: records read from disk were checked by ``history.validate`` already."""
+        wrong type reads as unset: records read from disk were checked by ``record.validate`` already."""
         record = migrate(data, schema)
         nodeid = record.get("nodeid")
         if not isinstance(nodeid, str) or not nodeid:
