@@ -17,7 +17,7 @@ class RooflineWarning(UserWarning):
     """Something about a roofline measurement deserves attention but does not fail the test."""
 
 
-# --- raised by pytest_roofline.characterize.compile_kernel
+# --- raised by pytest_roofline.characterize.build
 
 class BuildError(RuntimeError):
     """The C compiler is missing or rejected the kernel."""
@@ -41,7 +41,7 @@ class DisturbedCharacterizationWarning(UserWarning):
     """Other work on the machine kept the characterization from measuring undisturbed: roofs may be low."""
 
 
-# --- raised by pytest_roofline.characterize.roof_checks
+# --- raised by pytest_roofline.characterize.validate
 
 class RoofError(ValueError):
     """A machine record failed the checks; the message names the file (if any) and every bad key."""
@@ -142,7 +142,7 @@ class NonFiniteNumber(ValueError):
     """A report's number is infinite or too large for a float (``1e400``)."""
 
 
-# --- raised by pytest_roofline.record.validate
+# --- raised by pytest_roofline.record.loader
 
 class InvalidRecord(ValueError):
     """A file or record read back cannot be trusted; the message starts with the field that failed."""

@@ -9,12 +9,12 @@ from typing import Any, ClassVar
 
 import pytest
 
-from pytest_roofline.characterize import blas_probe, compile_kernel, cpu, cpu_ert
+from pytest_roofline.characterize import blas_probe, build, cpu, cpu_ert
 from pytest_roofline.characterize import machine as machine_api
 from pytest_roofline.characterize.fingerprint import cpu_fingerprint
 from pytest_roofline.model import Machine
 
-needs_compiler = pytest.mark.skipif(compile_kernel.find_compiler() is None, reason="no C compiler on this machine")
+needs_compiler = pytest.mark.skipif(build.find_compiler() is None, reason="no C compiler on this machine")
 
 
 @functools.cache
@@ -27,7 +27,7 @@ def _library(build_dir: str) -> cpu_ert.ErtLibrary:
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory: pytest.TempPathFactory) -> cpu_ert.ErtLibrary:
-    if compile_kernel.find_compiler() is None:
+    if build.find_compiler() is None:
         pytest.skip("no C compiler on this machine")
     return _library(str(tmp_path_factory.mktemp("ert-build")))
 
@@ -55,22 +55,22 @@ class _FakeGemm:
 def test_build_is_cached_by_source_compiler_and_flags(library: cpu_ert.ErtLibrary, tmp_path: Path) -> None:
     built = library.paths[16]
     defines: dict[str, str | int] = {"ERT_CHAINS": 8, "ERT_WIDTH": 16, "ERT_FULL_SWEEP": int(library.widths == [16])}
-    again = compile_kernel.build_shared_library(cpu_ert.KERNEL_SOURCE, defines, ("-march=native",), built.parent)
+    again = build.build_shared_library(cpu_ert.KERNEL_SOURCE, defines, ("-march=native",), built.parent)
     assert again == built  # same inputs, same file: nothing recompiled
-    other = compile_kernel.build_shared_library(cpu_ert.KERNEL_SOURCE, {**defines, "ERT_CHAINS": 4}, (), tmp_path)
+    other = build.build_shared_library(cpu_ert.KERNEL_SOURCE, {**defines, "ERT_CHAINS": 4}, (), tmp_path)
     assert other.name != built.name
     assert len(set(library.paths.values())) == len(library.paths)  # one library per vector width
 
 
 def test_flags_keep_trials_as_separate_memory_passes() -> None:
-    assert "-fno-loop-unroll-and-jam" in compile_kernel.BASE_FLAGS  # gcc would otherwise fuse two trials into one pass
-    assert "-fopenmp" in compile_kernel.BASE_FLAGS  # the -march/-mcpu tuning flag comes from arch.select
+    assert "-fno-loop-unroll-and-jam" in build.BASE_FLAGS  # gcc would otherwise fuse two trials into one pass
+    assert "-fopenmp" in build.BASE_FLAGS  # the -march/-mcpu tuning flag comes from arch.select
 
 
 def test_missing_compiler_is_a_build_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(compile_kernel, "find_compiler", lambda: None)
-    with pytest.raises(compile_kernel.BuildError, match="no C compiler"):
-        compile_kernel.build_shared_libraries(cpu_ert.KERNEL_SOURCE, [{}], (), tmp_path)
+    monkeypatch.setattr(build, "find_compiler", lambda: None)
+    with pytest.raises(build.BuildError, match="no C compiler"):
+        build.build_shared_libraries(cpu_ert.KERNEL_SOURCE, [{}], (), tmp_path)
 
 
 # --- kernel ------------------------------------------------------------------------------------------------
@@ -220,7 +220,7 @@ def test_without_a_compiler_it_falls_back_and_says_so(monkeypatch: pytest.Monkey
 
 def test_a_failed_build_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(*args: Any, **kwargs: Any) -> Path:
-        raise compile_kernel.BuildError("cc: error: unrecognized option")
+        raise build.BuildError("cc: error: unrecognized option")
 
     monkeypatch.setattr(cpu, "find_compiler", lambda: "/usr/bin/cc")
     monkeypatch.setattr(cpu_ert, "build_shared_libraries", broken)

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_roofline.characterize import machine as machine_api
-from pytest_roofline.characterize import roof_checks
+from pytest_roofline.characterize import validate
 from pytest_roofline.characterize.pinned import load_machine_file
 from pytest_roofline.errors import DisturbedCharacterizationWarning
 from pytest_roofline.model import Machine
@@ -46,8 +46,8 @@ def test_the_recorded_h100_measurement_is_consistent_and_keeps_cuda_core_roofs_a
     fresh = _fresh_h100()
     assert fresh.peak_flops["fp16"] == pytest.approx(63.46 * TERA)  # from the record's sources, by hand
     assert fresh.peak_flops["fp64"] == pytest.approx(31.97 * TERA)
-    assert roof_checks.check_machine(fresh) == []
-    reconciled = roof_checks.reconcile(fresh, native={"fp16", "bf16"})
+    assert validate.check_machine(fresh) == []
+    reconciled = validate.reconcile(fresh, native={"fp16", "bf16"})
     # CUDA-core roofs stay what the FMA kernels read; each GEMM sets only its Tensor Core roof.
     assert reconciled.peak_flops["fp16"] == pytest.approx(63.46 * TERA)
     assert reconciled.peak_flops["bf16"] == pytest.approx(63.57 * TERA)
@@ -62,7 +62,7 @@ def test_the_recorded_h100_measurement_is_consistent_and_keeps_cuda_core_roofs_a
 def test_the_recorded_h100_file_pins_as_it_is() -> None:
     machine = load_machine_file(RECORD)  # raises on any inconsistency
     assert machine.bandwidth_for("HBM") == pytest.approx(2.817383055 * TERA)
-    assert roof_checks.check_machine(machine) == []
+    assert validate.check_machine(machine) == []
     assert machine.info["pinned_from"]["sources"]["bandwidth.HBM"] == "ert-update-fp64"
     assert "kept" not in machine.info["pinned_from"]
 
@@ -72,7 +72,7 @@ def test_the_same_h100_record_under_the_cpu_rule_would_be_inconsistent() -> None
     fresh = _fresh_h100()
     as_cpu = Machine(name="cpu", peak_flops={k: v for k, v in fresh.peak_flops.items() if "_tensor" not in k},
                      bandwidth=fresh.bandwidth, info={**fresh.info, "device": "cpu", "method": "ert"})
-    assert sorted(p.key for p in roof_checks.check_gemm(as_cpu)) == ["peak_flops.bf16", "peak_flops.fp16",
+    assert sorted(p.key for p in validate.check_gemm(as_cpu)) == ["peak_flops.bf16", "peak_flops.fp16",
                                                                    "peak_flops.fp64"]
 
 
@@ -80,17 +80,17 @@ def test_a_gpu_gemm_far_above_its_tensor_roof_is_still_inconsistent() -> None:
     fresh = _fresh_h100()
     low = Machine(name=fresh.name, peak_flops={**fresh.peak_flops, "bf16_tensor": 300 * TERA},
                   bandwidth=fresh.bandwidth, info=fresh.info)
-    problems = roof_checks.check_gemm(low)
+    problems = validate.check_gemm(low)
     assert [p.key for p in problems] == ["peak_flops.bf16_tensor"]
     assert "783.5" in problems[0].message or "7.835e+05" in problems[0].message
 
 
 def test_gemm_roof_names_per_device() -> None:
     fresh = _fresh_h100()
-    assert roof_checks.gemm_roof_name(fresh, "fp16") == "fp16_tensor"
-    assert roof_checks.gemm_roof_name(fresh, "tf32_tensor") == "tf32_tensor"
+    assert validate.gemm_roof_name(fresh, "fp16") == "fp16_tensor"
+    assert validate.gemm_roof_name(fresh, "tf32_tensor") == "tf32_tensor"
     cpu = Machine(name="cpu", peak_flops={"fp32": 1e12}, bandwidth={"DRAM": 1e11}, info={"device": "cpu"})
-    assert roof_checks.gemm_roof_name(cpu, "fp32") == "fp32"
+    assert validate.gemm_roof_name(cpu, "fp32") == "fp32"
 
 
 def test_the_names_match_the_ncu_counter() -> None:

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from pytest_roofline.characterize import cuda, roof_checks
+from pytest_roofline.characterize import cuda, validate
 
 MiB = 2**20
 LAUNCH_S = 5e-6
@@ -135,8 +135,8 @@ def test_characterize_cuda_on_a_modelled_gpu(fake_gpu: types.SimpleNamespace) ->
     assert machine.peak_flops["fp16_tensor"] == pytest.approx(750e12, rel=0.01)
     assert machine.peak_flops["fp64_tensor"] == pytest.approx(64e12, rel=0.01)
     assert machine.info["gemm_runs"]["fp16"] >= 10
-    assert roof_checks.check_machine(machine) == []
-    reconciled = roof_checks.reconcile(machine, native={"fp16", "bf16"})
+    assert validate.check_machine(machine) == []
+    reconciled = validate.reconcile(machine, native={"fp16", "bf16"})
     assert reconciled.peak_flops["fp16"] == machine.peak_flops["fp16"]  # no GEMM overwrote it
     assert {"l1_read_v2", "l1_read_v4", "l1_read_v8", "hbm_triad", "peak_bf16x2"} <= set(fake_gpu.names)
     assert any(line.startswith("L1: ") for line in lines), lines

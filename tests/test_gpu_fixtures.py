@@ -116,7 +116,7 @@ def test_the_history_site_shows_the_kernels_at_every_level(tmp_path: Path) -> No
     pytest.importorskip("ruptures", reason="the site needs pytest-roofline[site]")
     from pytest_roofline.history.writer import write_history
     from pytest_roofline.record.sessions import GitState, SessionInfo, SessionRecord
-    from pytest_roofline.site.build import build_site
+    from pytest_roofline.site.generate import build_site
 
     results = json.loads((FIXTURES / "conv2d_forward_fp32_ncu.results.json").read_text())
     meta = SessionInfo.from_dict(results["session"])
@@ -138,7 +138,7 @@ def test_a_kernel_in_a_precision_the_roofs_lack_leaves_the_site_standing() -> No
     """A record's kernels are placed against its judged roofs; one in a precision or at a level those roofs do
     not have is placed on what it has (here: its L2 bytes only), never an error that stops the site."""
     from pytest_roofline.site import charts
-    from pytest_roofline.site.build import _kernel_view
+    from pytest_roofline.site.generate import _kernel_view
 
     roofs = charts.Roofs({"fp32": 1e12}, {"L2": 1e12, "HBM": 1e11})
     record = TestRecord("t", kernels=({"name": "gemm", "flops": {"fp32": 1e9, "fp8_tensor": 5e9},

@@ -253,3 +253,12 @@ def test_the_spot_check_line_fits_120_columns() -> None:
     assert summary == "L1 413/359 DRAM 44.8/52.3 GB/s, fp64 101/53.5 GFLOP/s"
     longest = f"roofline: spot check unconfirmed, cached roofs used (now/cached: {summary})"
     assert len(longest) <= 120, len(longest)
+
+
+def test_every_measurement_source_the_fingerprint_hashes_exists() -> None:
+    """The fingerprint, and with it the machine key every history file is filed under, hashes these files: one
+    renamed would hash as absent, silently move every machine to a new key and leave its history behind."""
+    from pytest_roofline.characterize.fingerprint import MEASUREMENT_SOURCES, PACKAGE_DIR
+
+    assert [name for name in MEASUREMENT_SOURCES if not (PACKAGE_DIR / name).is_file()] == []
+    assert "build.py" in MEASUREMENT_SOURCES and "cpu.py" in MEASUREMENT_SOURCES

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from pytest_roofline.characterize import build, precision, validate
 from pytest_roofline.characterize import ceiling_cache as cache
-from pytest_roofline.characterize import compile_kernel, precision, roof_checks
 from pytest_roofline.characterize import machine as machine_api
 from pytest_roofline.model import KernelSample, Machine, evaluate
 from pytest_roofline.output.session_output import impossible_fraction_message, machine_line, roof_notes
@@ -25,7 +25,7 @@ from pytest_roofline.output.session_output import impossible_fraction_message, m
 FIELDS: dict[str, Any] = {"device": "cpu", "cpu_model": "Test CPU", "machine": "x86_64", "cores": [0, 1],
                           "core_count": 2, "isa": ["avx", "avx2", "avx512f"], "threads": 2}
 CLOCK = (4.6e9, "test clock")
-BOUNDS = roof_checks.physical_bounds(FIELDS, CLOCK)
+BOUNDS = validate.physical_bounds(FIELDS, CLOCK)
 
 
 def _good(**info: Any) -> Machine:
@@ -36,22 +36,22 @@ def _good(**info: Any) -> Machine:
 # --- the checks, one roof at a time --------------------------------------------------------------------------
 
 def test_a_consistent_record_passes() -> None:
-    assert roof_checks.check_machine(_good(), BOUNDS) == []
+    assert validate.check_machine(_good(), BOUNDS) == []
 
 
 def test_peak_far_below_its_own_gemm_is_named() -> None:
     # The disturbed record: fp32 peak 9.5 GFLOP/s while the same run's fp32 GEMM did 94.9.
     record = Machine("box", {"fp32": 9.5e9}, {"DRAM": 20e9}, {"gemm_flops": {"fp32": 94.9e9}})
-    problems = roof_checks.check_machine(record, BOUNDS)
+    problems = validate.check_machine(record, BOUNDS)
     assert [p.key for p in problems] == ["peak_flops.fp32"]
     assert "94.9 GFLOP/s" in problems[0].message
 
 
 def test_bandwidth_rising_from_a_cache_level_to_a_farther_one_is_named() -> None:
     record = Machine("box", {"fp64": 100e9}, {"L1": 467e9, "L2": 0.37e9, "L3": 360e9, "DRAM": 20e9})
-    assert [p.key for p in roof_checks.check_order(record)] == ["bandwidth.L2"]
+    assert [p.key for p in validate.check_order(record)] == ["bandwidth.L2"]
     # Within noise (L3 25 % above L2 at most) is accepted.
-    assert roof_checks.check_order(Machine("b", {}, {"L2": 100e9, "L3": 124e9})) == []
+    assert validate.check_order(Machine("b", {}, {"L2": 100e9, "L3": 124e9})) == []
 
 
 @pytest.mark.parametrize(("table", "key", "value"), [
@@ -60,7 +60,7 @@ def test_bandwidth_rising_from_a_cache_level_to_a_farther_one_is_named() -> None
 def test_absurd_values_are_outside_the_plausible_range(table: str, key: str, value: float) -> None:
     data = _good().to_dict()
     data[table][key] = value
-    assert f"{table}.{key}" in [p.key for p in roof_checks.check_machine(Machine.from_dict(data))]
+    assert f"{table}.{key}" in [p.key for p in validate.check_machine(Machine.from_dict(data))]
 
 
 def test_physical_bounds_from_cores_clock_and_vector_width() -> None:
@@ -69,29 +69,29 @@ def test_physical_bounds_from_cores_clock_and_vector_width() -> None:
     assert BOUNDS.flops("fp32") == pytest.approx(2 * BOUNDS.fp64)
     assert BOUNDS.bandwidth == pytest.approx(2 * 4.6e9 * 4 * 64)
     too_fast = Machine("box", {"fp64": 400e9}, {"L1": 3e12})
-    assert {p.key for p in roof_checks.check_physical(too_fast, BOUNDS)} == {"peak_flops.fp64", "bandwidth.L1"}
-    zen3 = roof_checks.physical_bounds({**FIELDS, "isa": ["avx", "avx2", "fma"]}, CLOCK)
+    assert {p.key for p in validate.check_physical(too_fast, BOUNDS)} == {"peak_flops.fp64", "bandwidth.L1"}
+    zen3 = validate.physical_bounds({**FIELDS, "isa": ["avx", "avx2", "fma"]}, CLOCK)
     assert zen3 is not None and zen3.vector_bits == 256 and not zen3.matrix_units
-    assert roof_checks.physical_bounds({"device": "cuda:0"}) is None
+    assert validate.physical_bounds({"device": "cuda:0"}) is None
 
 
 def test_clock_from_cpuinfo_or_cpufreq() -> None:
-    assert roof_checks.cpu_clock_hz("cpu MHz\t\t: 2300.000\n", "")[0] == pytest.approx(4.6e9)
-    assert roof_checks.cpu_clock_hz("model name : X @ 3.50GHz\ncpu MHz : 1200.0\n", "")[0] == pytest.approx(7e9)
-    assert roof_checks.cpu_clock_hz("", "3900000\n")[0] == pytest.approx(7.8e9)
-    assert roof_checks.cpu_clock_hz("", "")[0] == roof_checks.UNKNOWN_CLOCK_HZ
+    assert validate.cpu_clock_hz("cpu MHz\t\t: 2300.000\n", "")[0] == pytest.approx(4.6e9)
+    assert validate.cpu_clock_hz("model name : X @ 3.50GHz\ncpu MHz : 1200.0\n", "")[0] == pytest.approx(7e9)
+    assert validate.cpu_clock_hz("", "3900000\n")[0] == pytest.approx(7.8e9)
+    assert validate.cpu_clock_hz("", "")[0] == validate.UNKNOWN_CLOCK_HZ
 
 
 @pytest.mark.parametrize(("raw", "expected"), [({"L2": 4194304}, {"L2": 4194304.0}),
                                                ({"L1": "48 KiB", "L3": "105M"}, {"L1": 49152.0, "L3": 105e6})])
 def test_capacities_accept_numbers_and_unit_strings(raw: dict[str, Any], expected: dict[str, float]) -> None:
-    assert roof_checks.parse_capacities(raw) == (expected, [])
+    assert validate.parse_capacities(raw) == (expected, [])
 
 
 @pytest.mark.parametrize(("raw", "key"), [({"L2": "big"}, "info.capacities.L2"), ({"L2": -1}, "info.capacities.L2"),
                                           ({"L9": 1 << 20}, "info.capacities.L9"), ("4 MiB", "info.capacities")])
 def test_bad_capacities_name_the_key(raw: Any, key: str) -> None:
-    assert [p.key for p in roof_checks.parse_capacities(raw)[1]] == [key]
+    assert [p.key for p in validate.parse_capacities(raw)[1]] == [key]
 
 
 # --- reduced precisions: never below the units that compute them exactly -----------------------------------
@@ -103,7 +103,7 @@ ZEN3 = Machine("zen3", {"fp64": 101e9, "fp32": 203e9, "bf16": 1.0e9, "fp16": 1.3
 
 
 def test_emulated_precision_gets_the_fp32_roof_and_is_recorded() -> None:
-    fixed = roof_checks.reconcile(ZEN3, native=set())
+    fixed = validate.reconcile(ZEN3, native=set())
     assert fixed.peak_flops["bf16"] == fixed.peak_flops["fp16"] == 203e9
     assert fixed.info["emulated"]["bf16"] == {"measured_flops": 1.0e9, "roof_from": "fp32",
                                               "measured_source": "torch-gemm"}
@@ -114,7 +114,7 @@ def test_emulated_precision_gets_the_fp32_roof_and_is_recorded() -> None:
 
 
 def test_a_bf16_gemm_on_an_emulating_cpu_reads_a_tiny_fraction_with_a_note() -> None:
-    fixed = roof_checks.reconcile(ZEN3, native=set())
+    fixed = validate.reconcile(ZEN3, native=set())
     n = 1024
     gemm = KernelSample("mm", {"bf16": 2.0 * n**3}, {"DRAM": 3 * 2 * n * n})
     seconds = 2.0 * n**3 / 1.0e9  # what the emulated GEMM takes at 1 GFLOP/s
@@ -127,7 +127,7 @@ def test_a_bf16_gemm_on_an_emulating_cpu_reads_a_tiny_fraction_with_a_note() -> 
 def test_a_native_but_slower_precision_is_raised_not_called_emulated() -> None:
     # avx512_bf16 without AMX: torch's bf16 GEMM ran at 79 GFLOP/s below the 233 GFLOP/s fp32 FMA roof.
     slow = Machine("spr", {"fp32": 233e9, "bf16": 79e9}, {"DRAM": 20e9})
-    fixed = roof_checks.reconcile(slow, native={"bf16"})
+    fixed = validate.reconcile(slow, native={"bf16"})
     assert fixed.peak_flops["bf16"] == 233e9 and "emulated" not in fixed.info
 
 
@@ -135,7 +135,7 @@ def test_peak_taken_from_a_faster_gemm_with_its_source() -> None:
     record = Machine("b", {"fp32": 150e9}, {"DRAM": 20e9},
                      {"gemm_flops": {"fp32": 160e9}, "gemm": {"fp32": {"source": "torch-gemm"}},
                       "sources": {"peak_flops.fp32": "ert-fma-512bit"}})
-    fixed = roof_checks.reconcile(record)
+    fixed = validate.reconcile(record)
     assert fixed.peak_flops["fp32"] == 160e9
     assert fixed.info["sources"]["peak_flops.fp32"] == "torch-gemm (above ert-fma-512bit 150 GFLOP/s)"
 
@@ -179,7 +179,7 @@ def fake(monkeypatch: pytest.MonkeyPatch) -> list[Machine]:
 
     monkeypatch.setattr(machine_api, "fingerprint", lambda device="cpu": dict(FIELDS))
     monkeypatch.setattr(machine_api, "_measure", measure)
-    monkeypatch.setattr(roof_checks, "cpu_clock_hz", lambda *a: CLOCK)
+    monkeypatch.setattr(validate, "cpu_clock_hz", lambda *a: CLOCK)
     monkeypatch.delenv("PYTEST_XDIST_TESTRUNUID", raising=False)
     queue.append(_good())
     fake_calls.clear()
@@ -309,10 +309,10 @@ def test_an_interrupted_build_leaves_no_compiler_running(monkeypatch: pytest.Mon
     # A compiler driver that starts a child (like cc1) and waits for it.
     compiler.write_text(f"#!/bin/sh\nsleep 60 &\necho $! >> {pids}\nwait\n")
     compiler.chmod(0o755)
-    monkeypatch.setattr(compile_kernel, "find_compiler", lambda: str(compiler))
-    monkeypatch.setattr(compile_kernel, "compiler_identity", lambda: "fakecc 1")
-    monkeypatch.setattr(compile_kernel, "_accepts_flag", lambda c, f: True)
-    started = compile_kernel._start_in_own_group
+    monkeypatch.setattr(build, "find_compiler", lambda: str(compiler))
+    monkeypatch.setattr(build, "compiler_identity", lambda: "fakecc 1")
+    monkeypatch.setattr(build, "_accepts_flag", lambda c, f: True)
+    started = build._start_in_own_group
 
     def start(command: list[str]) -> subprocess.Popen[str]:
         process = started(command)
@@ -324,11 +324,11 @@ def test_an_interrupted_build_leaves_no_compiler_running(monkeypatch: pytest.Mon
         process.communicate = interrupted  # type: ignore[method-assign]
         return process
 
-    monkeypatch.setattr(compile_kernel, "_start_in_own_group", start)
+    monkeypatch.setattr(build, "_start_in_own_group", start)
     source = tmp_path / "k.c"
     source.write_text("int x;\n")
     with pytest.raises(KeyboardInterrupt):
-        compile_kernel.build_shared_libraries(source, [{"A": 1}], (), tmp_path / "out")
+        build.build_shared_libraries(source, [{"A": 1}], (), tmp_path / "out")
     child = int(pids.read_text().split()[0])
     for _ in range(100):
         if not _alive(child):

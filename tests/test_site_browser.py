@@ -22,7 +22,7 @@ pytestmark = pytest.mark.skipif(BROWSER is None, reason="no Chromium: apt-get in
 
 from site_helpers import write_history
 
-from pytest_roofline.site.build import build_site
+from pytest_roofline.site.generate import build_site
 
 CHARTS_DRAWN = ("document.querySelectorAll('div.chart').length === "
                 "document.querySelectorAll('div.chart.rendered').length")

@@ -15,7 +15,7 @@ pytest.importorskip("ruptures", reason="the site needs the 'site' extra: pip ins
 from site_helpers import write_history
 
 from pytest_roofline.commands import main
-from pytest_roofline.site.build import build_site
+from pytest_roofline.site.generate import build_site
 from pytest_roofline.site.history_reader import read_history
 from pytest_roofline.site.model import history_frame, summarize
 

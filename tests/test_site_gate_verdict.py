@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("plotly", reason="the site needs the 'site' extra: pip install -e '.[site]'")
 pytest.importorskip("ruptures", reason="the site needs the 'site' extra: pip install -e '.[site]'")
 
-from pytest_roofline.site.build import build_site
+from pytest_roofline.site.generate import build_site
 
 EXPLANATION = "time ×2.00 since the baseline: work ×2.00 at the same fraction (0.80)"
 GATE = {"verdict": "regressed", "failed_on": ["time"], "fail_on": ["time", "fraction"], "explanation": EXPLANATION,

@@ -14,7 +14,7 @@ pytest.importorskip("plotly", reason="the site needs the 'site' extra: pip insta
 pytest.importorskip("ruptures", reason="the site needs the 'site' extra: pip install -e '.[site]'")
 
 from pytest_roofline.site import label_layout, pages
-from pytest_roofline.site.build import build_site
+from pytest_roofline.site.generate import build_site
 from pytest_roofline.site.history_reader import read_history
 from pytest_roofline.site.model import history_frame, summarize
 

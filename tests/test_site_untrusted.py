@@ -118,7 +118,7 @@ def test_a_bad_out_is_exit_2_naming_it(root: Path, capsys: pytest.CaptureFixture
 
 def test_a_full_disk_leaves_the_old_site_whole(root: Path, monkeypatch: pytest.MonkeyPatch,
                                                capsys: pytest.CaptureFixture[str]) -> None:
-    from pytest_roofline.site import build
+    from pytest_roofline.site import generate as build
 
     assert main(["report", ".roofline/history", "--out", "site"]) == 0
     before = {p.relative_to(root / "site"): p.read_bytes() for p in (root / "site").rglob("*") if p.is_file()}
@@ -468,7 +468,7 @@ def test_a_digest_collision_is_told_apart_not_written_over(tmp_path: Path, monke
 
 def test_a_page_whose_arithmetic_fails_says_so_and_the_index_names_it(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_roofline.site import build as site_build
+    from pytest_roofline.site import generate as site_build
 
     def overflow(machine: str, sessions: object) -> str:
         raise OverflowError("math range error")
@@ -491,7 +491,7 @@ def test_a_lone_surrogate_is_written_as_its_escape(tmp_path: Path) -> None:
 
 
 def test_the_index_names_the_first_100_skipped_files_and_counts_the_rest() -> None:
-    from pytest_roofline.site.build import skipped_section
+    from pytest_roofline.site.generate import skipped_section
     from pytest_roofline.site.history_reader import Skipped
 
     section = skipped_section([Skipped(f"{i}.json", "not a JSON object") for i in range(102)])

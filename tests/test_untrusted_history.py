@@ -14,7 +14,7 @@ import pytest
 from pytest_roofline.commands import main
 from pytest_roofline.errors import HistoryFileWarning
 from pytest_roofline.history.reader import check_reference, load
-from pytest_roofline.record import validate
+from pytest_roofline.record import loader as validate
 from pytest_roofline.site.history_reader import read_history
 
 KEY = "box-00000000"

@@ -16,7 +16,7 @@ from types import ModuleType
 import numpy as np
 
 from pytest_roofline.characterize.best_of import best_seconds
-from pytest_roofline.characterize.roof_checks import EMULATED_SHARE, EXACT_ON
+from pytest_roofline.characterize.validate import EMULATED_SHARE, EXACT_ON
 
 
 @dataclass

@@ -16,7 +16,7 @@ from pathlib import Path
 from pytest_roofline._atomic import write_json_atomic
 from pytest_roofline.errors import CacheWarning
 from pytest_roofline.model import Machine
-from pytest_roofline.record.validate import check_machine, read_json
+from pytest_roofline.record.loader import check_machine, read_json
 
 CACHE_FORMAT = "pytest-roofline-machine/1"
 CACHE_ENV = "PYTEST_ROOFLINE_CACHE"

@@ -210,7 +210,7 @@ def _exact_floor(peaks: Mapping[str, float]) -> dict[str, float]:
     """Reduced precisions at least at the roof that computes them exactly (validate.EXACT_ON), as a finished
     record holds them: a fresh record's raw bf16 (an emulated few GFLOP/s) is otherwise compared with a cached
     record's floored one, and never agrees."""
-    from pytest_roofline.characterize.roof_checks import EXACT_ON
+    from pytest_roofline.characterize.validate import EXACT_ON
 
     floored = dict(peaks)
     for precision, exact_on in EXACT_ON.items():
@@ -344,7 +344,7 @@ def structure_reasons(peak_flops: Mapping[str, float], bandwidth: Mapping[str, f
       ``info.isa_peaks`` (FLOPs) or the update kernel's rate of that level (``info.levels``);
     - a reduced precision at least the roof that computes it exactly (``validate.EXACT_ON``), as every
       characterization leaves it (``validate.reconcile``)."""
-    from pytest_roofline.characterize.roof_checks import EXACT_ON
+    from pytest_roofline.characterize.validate import EXACT_ON
 
     reasons = []
     floor = 1 - OWN_EVIDENCE_SLACK

@@ -17,8 +17,8 @@ from pytest_roofline.characterize import (
     dram_samples,
     plateaus,
 )
+from pytest_roofline.characterize.build import BuildError, find_compiler
 from pytest_roofline.characterize.cache_sizes import os_cache_sharing, os_cache_sizes
-from pytest_roofline.characterize.compile_kernel import BuildError, find_compiler
 from pytest_roofline.characterize.fingerprint import count_field, isa_flags
 from pytest_roofline.model import Machine
 
@@ -304,7 +304,7 @@ def _plateaus(points: Sequence[cpu_ert.SweepPoint] | Sequence[cpu_ert.TriadPoint
 
 def _arch_flags(fields: Mapping[str, object]) -> arch.ArchFlags:
     """Tuning flags and vector widths for this CPU and compiler (see characterize/arch.py)."""
-    from pytest_roofline.characterize.compile_kernel import accepts_flag
+    from pytest_roofline.characterize.build import accepts_flag
 
     compiler = find_compiler() or "cc"
     return arch.select(str(fields.get("machine", "")), isa_flags(fields),

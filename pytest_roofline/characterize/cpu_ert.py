@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 
 from pytest_roofline.characterize.blas_probe import optional_torch
-from pytest_roofline.characterize.compile_kernel import build_shared_libraries
+from pytest_roofline.characterize.build import build_shared_libraries
 from pytest_roofline.host.allocator import HUGE_PAGE_BYTES, advise_huge_pages
 
 if TYPE_CHECKING:

@@ -22,7 +22,8 @@ from pytest_roofline.characterize import CHARACTERIZATION_VERSION
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
-# Files whose content decides the measured numbers; editing any of them invalidates every cache.
+# Files whose content decides the measured numbers; editing (or renaming) any of them invalidates every cache and
+# files every machine's history under a new machine key: leave them alone unless the numbers change.
 MEASUREMENT_SOURCES = ("ert_kernel.c", "ert_kernel.cu", "cpu.py", "cpu_ert.py", "cuda_ert.py", "blas_probe.py",
                        "plateaus.py", "dram_samples.py", "build.py", "cuda.py", "cuda_roofs.py", "roof_kernels.cu")
 
@@ -105,7 +106,7 @@ def cache_sizes() -> dict[str, int]:
 
 
 def cpu_fingerprint() -> dict[str, object]:
-    from pytest_roofline.characterize.compile_kernel import compiler_identity
+    from pytest_roofline.characterize.build import compiler_identity
     from pytest_roofline.host.allocator import thp_mode
 
     cores = affinity_cores()

@@ -338,7 +338,7 @@ def _still_usable(machine: Machine, report: Callable[[str], None]) -> bool:
     return False
 
 
-# --- checks around measuring and loading (see characterize/roof_checks.py) ----------------------------------------
+# --- checks around measuring and loading (see characterize/validate.py) ----------------------------------------
 
 MAX_ATTEMPTS = 2  # a characterization that is disturbed or inconsistent is measured once more, no more
 
@@ -382,15 +382,15 @@ def _checked_cached(path: Path, fields: Mapping[str, object], report: Callable[[
     """The cached record if it reads and passes the roof checks (a CPU record also the rules that need no probe,
     ``clean.structure_reasons``); else None, with a warning naming file and key (``quiet``: a missing file is
     simply None)."""
-    from pytest_roofline.characterize import roof_checks
+    from pytest_roofline.characterize import validate
 
     if quiet and not path.exists():
         return None
     cached = _cache.read_cached(path, fields)
     if cached is None or _flag_of(cached):
         return cached  # a flagged record is reused by its own test run only (_still_usable), never checked clean
-    problems: list[object] = list(roof_checks.check_machine(cached, roof_checks.physical_bounds(fields)))
-    if str(fields.get("device") or "cpu") == "cpu" and not roof_checks.is_gpu_record(cached):
+    problems: list[object] = list(validate.check_machine(cached, validate.physical_bounds(fields)))
+    if str(fields.get("device") or "cpu") == "cpu" and not validate.is_gpu_record(cached):
         from pytest_roofline.characterize import clean
 
         problems += clean.structure_reasons(cached.peak_flops, cached.bandwidth, cached.info)
@@ -411,18 +411,18 @@ def _measure_checked(kind: str, index: int, fields: Mapping[str, object], digest
     physical bounds catch anything too fast). The result carries ``info["attempts"]`` and, when it is still
     not clean, ``disturbed`` / ``inconsistent`` / ``degraded``, which keep it from being reused as clean.
     """
-    from pytest_roofline.characterize import roof_checks
+    from pytest_roofline.characterize import validate
     from pytest_roofline.characterize.precision import native_precisions
 
-    bounds = roof_checks.physical_bounds(fields)
+    bounds = validate.physical_bounds(fields)
     native = native_precisions(isa_flags(fields)) if kind == "cpu" else {"bf16", "fp16"}
     attempts: list[Attempt] = []
     merged: Machine | None = None
-    problems: list[roof_checks.Problem] = []
+    problems: list[validate.Problem] = []
     for attempt in range(1, MAX_ATTEMPTS + 1):
         raw = _measure(kind, index, fields, digest, report, cache_dir)
-        problems = roof_checks.check_machine(raw, bounds)
-        degraded = roof_checks.degraded_reason(raw)
+        problems = validate.check_machine(raw, bounds)
+        degraded = validate.degraded_reason(raw)
         disturbed = raw.info.get("disturbed")
         own, against_sibling = _keep_reasons(raw, kind, sibling)
         unkept = own + against_sibling
@@ -453,14 +453,14 @@ def _measure_checked(kind: str, index: int, fields: Mapping[str, object], digest
     assert merged is not None
     clean_attempt = bool(attempts[-1].get("used_alone"))
     if len(attempts) > 1 and not clean_attempt:  # the merged roofs are re-checked
-        problems = roof_checks.check_machine(merged, bounds)
+        problems = validate.check_machine(merged, bounds)
     info = {**merged.info, "disturbed": None if clean_attempt else merged.info.get("disturbed")}
     unkept = [] if clean_attempt else list(attempts[-1]["not_kept"])
     info["not_kept"] = ("; ".join(unkept[:2]) + (f" (+{len(unkept) - 2} more)" if len(unkept) > 2 else "")) or None
     info["not_kept_reasons"] = unkept or None
     info["attempts"] = attempts
     info["inconsistent"] = "; ".join(map(str, problems)) or None
-    info["degraded"] = roof_checks.degraded_reason(merged)
+    info["degraded"] = validate.degraded_reason(merged)
     info["run_id"] = _run_id()
     if attempts[-1].get("replaces_other_core_count") and sibling is not None:
         info["dropped_other_core_count"] = {"path": str(sibling.path),
@@ -469,7 +469,7 @@ def _measure_checked(kind: str, index: int, fields: Mapping[str, object], digest
         if not info.get(key):
             info.pop(key, None)
     checked = Machine(name=merged.name, peak_flops=merged.peak_flops, bandwidth=merged.bandwidth, info=info)
-    return roof_checks.reconcile(checked, native)
+    return validate.reconcile(checked, native)
 
 
 def _keep_reasons(machine: Machine, kind: str, sibling: Sibling | None) -> tuple[list[str], list[str]]:

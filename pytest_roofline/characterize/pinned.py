@@ -14,7 +14,7 @@ Accepted layout (the one ``Machine.to_dict()`` writes; ``compute`` is accepted f
 
 Plain numbers are SI (FLOP/s, bytes/s). A plain number below 1e6 is rejected: it is almost surely in
 GB/s or GFLOP/s, and a roof off by 1e9 would silently pass every test. Every roof, number or unit string, and
-``info.capacities`` ({level: bytes or '4 MiB'}) then go through the checks of ``characterize/roof_checks.py``
+``info.capacities`` ({level: bytes or '4 MiB'}) then go through the checks of ``characterize/validate.py``
 (plausible range, bandwidth not rising from L1 to DRAM, peaks not below ``info.gemm_flops``); a failure is a
 ``ValueError`` naming the file and the key.
 """
@@ -26,10 +26,10 @@ import re
 import sys
 from pathlib import Path
 
-from pytest_roofline.characterize import roof_checks
+from pytest_roofline.characterize import validate
 from pytest_roofline.characterize.precision import cpuinfo_flags, native_precisions
 from pytest_roofline.model import Machine
-from pytest_roofline.record.validate import MAX_DEPTH, Invalid, nesting_depth_exceeds, read_bytes
+from pytest_roofline.record.loader import MAX_DEPTH, Invalid, nesting_depth_exceeds, read_bytes
 
 LEVEL_PATTERN = re.compile(r"^(L[1-4]|DRAM|HBM)$")
 PRECISION_PATTERN = re.compile(r"^(fp64|fp32|tf32|bf16|fp16|fp8|int8)(_tensor)?$")
@@ -120,7 +120,7 @@ def _machine_from(data: object, default_name: str) -> Machine:
     info = data.get("info", {})
     if not isinstance(info, dict):
         raise _Problem("'info' must be a table/object")
-    capacities, problems = roof_checks.parse_capacities(info.get("capacities"))
+    capacities, problems = validate.parse_capacities(info.get("capacities"))
     if problems:
         raise _Problem("; ".join(map(str, problems)))
     summary = {key: data[key] for key in SUMMARY_KEYS if key in data and key not in ("kept", "not_kept")}
@@ -128,10 +128,10 @@ def _machine_from(data: object, default_name: str) -> Machine:
             **({"pinned_from": summary} if summary else {})}
     name = data.get("name", default_name)
     machine = Machine(name=str(name), peak_flops=compute, bandwidth=bandwidth, info=info)
-    problems = roof_checks.check_machine(machine)
+    problems = validate.check_machine(machine)
     if problems:
         raise _Problem("; ".join(map(str, problems)))
-    return roof_checks.reconcile(machine, native_precisions(cpuinfo_flags()))
+    return validate.reconcile(machine, native_precisions(cpuinfo_flags()))
 
 
 def _ceilings(table: object, what: str, pattern: re.Pattern[str], unit: str, accepted: str) -> dict[str, float]:

@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pytest_roofline.counters.agreement import agreements, markdown
     from pytest_roofline.output.safe_text import printable
-    from pytest_roofline.record.validate import read_json, valid_tests
+    from pytest_roofline.record.loader import read_json, valid_tests
 
     records = []
     for path in (args.analytic, args.ncu):

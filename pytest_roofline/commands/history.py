@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from pytest_roofline.history.location import open_store
     from pytest_roofline.history.store import copy_sessions
     from pytest_roofline.output.safe_text import printable
-    from pytest_roofline.record.validate import MAX_FILE_BYTES
+    from pytest_roofline.record.loader import MAX_FILE_BYTES
 
     if args.action == "chain":
         return _chain(args)

@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _load_machine(path: str) -> Machine:
     """Roofs from a JSON file, read bounded and checked (positive finite roofs) as every file read back."""
-    from pytest_roofline.record.validate import check_machine, read_json
+    from pytest_roofline.record.loader import check_machine, read_json
 
     data = read_json(Path(path))
     if not isinstance(data, dict):

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pytest_roofline.history.store import HistoryStore
-    from pytest_roofline.site.build import BuildResult
+    from pytest_roofline.site.generate import BuildResult
 
 
 def _date(text: str) -> datetime:
@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from pytest_roofline.errors import SiteError, SiteOutputError, StoreError, StoreSettingError
     from pytest_roofline.history.location import cli_location
-    from pytest_roofline.site.build import build_site
+    from pytest_roofline.site.generate import build_site
 
     try:
         history = cli_location(args.history, "report")
@@ -78,8 +78,8 @@ def _build_from_store(store: HistoryStore, args: argparse.Namespace) -> BuildRes
     import tempfile
 
     from pytest_roofline.history.store import DirectoryStore, copy_sessions
-    from pytest_roofline.record.validate import MAX_FILE_BYTES
-    from pytest_roofline.site.build import build_site
+    from pytest_roofline.record.loader import MAX_FILE_BYTES
+    from pytest_roofline.site.generate import build_site
 
     with tempfile.TemporaryDirectory(prefix="roofline-site-history-") as work:
         failed = copy_sessions(store, DirectoryStore(Path(work)), MAX_FILE_BYTES, folder=args.machine)[2]

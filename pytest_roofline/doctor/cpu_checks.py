@@ -22,7 +22,7 @@ CACHE_OLD_DAYS = 90  # a characterization this old still matches its fingerprint
 
 def check_compiler(find: Callable[[], str | None] | None = None, identity: Callable[[], str | None] | None = None
                    ) -> Check:
-    from pytest_roofline.characterize.compile_kernel import compiler_identity, find_compiler
+    from pytest_roofline.characterize.build import compiler_identity, find_compiler
     from pytest_roofline.doctor.checks import FAIL, OK, Check
 
     path = (find or find_compiler)()

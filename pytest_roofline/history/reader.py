@@ -1,7 +1,7 @@
 """Read history files and ``results.json`` files back, skipping what cannot be trusted (docs/history-format.md).
 
 A file that does not parse, is not a history file, has a newer schema or a header that fails
-``record.validate`` is skipped and named in ``Loaded.skipped``; so is each test record that fails it (one line
+``record.loader`` is skipped and named in ``Loaded.skipped``; so is each test record that fails it (one line
 per file, naming the field). The caller says so in one warning. Nothing here raises for a bad file.
 """
 
@@ -12,13 +12,13 @@ from pathlib import Path
 
 from pytest_roofline.errors import StoreError
 from pytest_roofline.history.store import MACHINE_KEY, DirectoryStore, Entry, HistoryStore, read_all
-from pytest_roofline.record.sessions import Session, session_from
-from pytest_roofline.record.validate import (
+from pytest_roofline.record.loader import (
     MAX_FILE_BYTES,
     Invalid,
     parse_json,
     read_json,
 )
+from pytest_roofline.record.sessions import Session, session_from
 
 
 @dataclass

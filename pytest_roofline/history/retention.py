@@ -62,7 +62,7 @@ def _when(session: Session, entry: Entry, now: float) -> float:
     """The time retention orders a session by: its parsed start, or the store's own write time where that is
     later (a runner whose clock is behind is not pruned first). A write time beyond the clock's skew (a touched
     file) counts as now plus the skew, never as the far future."""
-    from pytest_roofline.record.validate import MAX_CLOCK_SKEW_S, parse_start
+    from pytest_roofline.record.loader import MAX_CLOCK_SKEW_S, parse_start
 
     start = parse_start(session.start).timestamp() if session.start else 0.0
     if entry.modified is None:
@@ -74,8 +74,8 @@ def _parse(entries: Sequence[Entry], store: HistoryStore, folder: str, now: floa
     """The objects that parse as sessions of this folder's machine, and how many did not (those are never
     removed: retention cannot tell what they hold, nor whether they are someone's baseline)."""
     from pytest_roofline.history.reader import check_placement
+    from pytest_roofline.record.loader import MAX_FILE_BYTES, parse_json
     from pytest_roofline.record.sessions import session_from
-    from pytest_roofline.record.validate import MAX_FILE_BYTES, parse_json
 
     held: list[_Held] = []
     unparsed = 0

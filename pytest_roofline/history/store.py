@@ -153,7 +153,7 @@ def holds(store: HistoryStore, name: str, data: bytes) -> bool:
     """Whether the object ``name`` holds exactly ``data`` (False: absent, or other bytes); StoreError when it
     cannot be read. Read with a record's bound, not ours: a larger object there is someone else's, not an
     error."""
-    from pytest_roofline.record.validate import MAX_FILE_BYTES
+    from pytest_roofline.record.loader import MAX_FILE_BYTES
 
     try:
         return store.read(name, max(len(data), MAX_FILE_BYTES)) == data
@@ -195,7 +195,7 @@ class DirectoryStore:
         return self.path / name
 
     def read(self, name: str, max_bytes: int) -> bytes:
-        from pytest_roofline.record.validate import read_bytes
+        from pytest_roofline.record.loader import read_bytes
 
         try:
             return read_bytes(self.file(name), max_bytes)
@@ -234,7 +234,7 @@ def copy_sessions(source: HistoryStore, target: HistoryStore, max_bytes: int,
                   folder: str | None = None) -> tuple[list[str], list[str], list[str]]:
     """Copy every session object of ``source`` (one machine's ``folder``) that ``target`` lacks, create-only:
     the names copied, those already there, and ``name: why`` for each that could not be copied. The bytes
-    are copied as they are: whoever reads them checks them (record.validate)."""
+    are copied as they are: whoever reads them checks them (record.loader)."""
     entries = source.entries(folder=folder)
     # each lands as <machine key>/<file>, the layout the gate and retention read, whatever folders it was
     # nested in (a merged CI artifact); a file outside any machine-key folder has no place there

@@ -1,5 +1,5 @@
 """A session's records (docs/history-format.md). :class:`SessionRecord` is one history file, typed: what the writer
-builds; it saves itself (``to_dict``, ``encode``, ``name``), loads a document that passed ``record.validate`` and
+builds; it saves itself (``to_dict``, ``encode``, ``name``), loads a document that passed ``record.loader`` and
 brings an older schema to this package's (``MIGRATIONS``). :class:`Session` is the one form every reader loads
 (the gates, ``thresholds``, the nightly chain, the site), made by :func:`session_from` from a history file or a
 ``results.json``.
@@ -15,10 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pytest_roofline.record.machine_key import fingerprint_of, machine_key
-from pytest_roofline.record.tests import SCHEMA as SCHEMA_OF_TESTS
-from pytest_roofline.record.tests import TestRecord, records_by_id
-from pytest_roofline.record.validate import (
+from pytest_roofline.record.loader import (
     HISTORY_FORMAT,
     HISTORY_SCHEMA,
     check_header,
@@ -26,6 +23,9 @@ from pytest_roofline.record.validate import (
     parse_start,
     valid_tests,
 )
+from pytest_roofline.record.machine_key import fingerprint_of, machine_key
+from pytest_roofline.record.tests import SCHEMA as SCHEMA_OF_TESTS
+from pytest_roofline.record.tests import TestRecord, records_by_id
 
 FORMAT = HISTORY_FORMAT
 SCHEMA = HISTORY_SCHEMA  # the newest history schema this package writes and reads

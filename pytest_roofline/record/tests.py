@@ -2,7 +2,7 @@
 
 The fields a reader uses by name are typed here; every other field a counter or a gate wrote (``clock_policy``,
 ``definitions``, ``ncu``, ``confirmed`` ...) is kept as written in ``extra``, so a record read and written
-again is the record that was read. Records read back from disk are checked first (``record.validate``):
+again is the record that was read. Records read back from disk are checked first (``record.loader``):
 :meth:`TestRecord.from_dict` does not judge trust, it only gives each field its type.
 """
 
@@ -121,7 +121,7 @@ class TestRecord:
     @classmethod
     def from_dict(cls, data: Mapping[str, object], schema: int = SCHEMA) -> TestRecord:
         """The record of a ``results.json`` / history test object (migrated from ``schema``). A field of the
-        wrong type reads as unset: records read from disk were checked by ``record.validate`` already."""
+        wrong type reads as unset: records read from disk were checked by ``record.loader`` already."""
         record = migrate(data, schema)
         nodeid = record.get("nodeid")
         if not isinstance(nodeid, str) or not nodeid:

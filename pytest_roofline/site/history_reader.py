@@ -1,6 +1,6 @@
 """Read a history directory (docs/history-format.md, schema 1): one session per file, grouped by machine.
 
-Every file goes through ``record.validate`` (the reader the gate and ``thresholds`` use as well): a file that
+Every file goes through ``record.loader`` (the reader the gate and ``thresholds`` use as well): a file that
 does not parse, is not a history file, has a newer schema or a header that cannot be trusted is skipped with
 one warning naming it and the field; a test record that cannot be trusted is left out, one warning per file
 naming them. Nothing here stops the reader.
@@ -19,9 +19,9 @@ from datetime import datetime
 from pathlib import Path
 
 from pytest_roofline.errors import HistoryFileWarning
+from pytest_roofline.record.loader import Invalid, describe_skipped, parse_start, read_json
 from pytest_roofline.record.sessions import FORMAT, SCHEMA, Session, SessionRecord, start_text
 from pytest_roofline.record.tests import records_by_id
-from pytest_roofline.record.validate import Invalid, describe_skipped, parse_start, read_json
 
 __all__ = ["FORMAT", "SCHEMA", "History", "HistoryFileWarning", "Session", "Skipped", "load_history", "parse_time",
            "read_history", "read_session"]

@@ -71,7 +71,7 @@ def _time(session_start: datetime) -> str:
 
 def _roofs(machine: Mapping[str, object]) -> charts.Roofs:
     def positive(values: object) -> dict[str, float]:
-        if not isinstance(values, Mapping):  # absent (record.validate let only objects through)
+        if not isinstance(values, Mapping):  # absent (record.loader let only objects through)
             return {}
         return {str(k): float(v) for k, v in values.items() if isinstance(v, (int, float)) and v > 0}
     return charts.Roofs(positive(machine.get("peak_flops")), positive(machine.get("bandwidth")))
