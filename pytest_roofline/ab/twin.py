@@ -79,9 +79,9 @@ def twin_arguments(args: Sequence[str], toplevel: Path | None = None, worktree: 
 # How an OpenMP runtime's idle threads wait. By default they spin after each parallel region (libgomp, which
 # PyTorch's Linux wheels use: about 300,000 spins, milliseconds; Intel's: 200 ms), and the two twins of a pair take
 # turns on the same cores: the side that just finished spins on the cores the other side's timed call runs on.
-# Two identical processes of two threads on the 2-vCPU VM, in turns: a 3x3 conv read 15.0 ms a call, a 768^3 GEMM
-# 11.4 ms, against 8.8 and 5.8 ms alone; with passive waiting, 9.5 and 6.2 ms (docs/ab-compare.md, "ninth
-# round"). A side's time must not depend on how the other side's code leaves its threads.
+# Two identical processes taking turns on two cores read a conv and a GEMM about twice as slow as alone, and
+# within a tenth of it with passive waiting (docs/ab-compare.md). A side's time must not depend on how the other
+# side's code leaves its threads.
 OMP_WAIT_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
 
 

@@ -1,9 +1,8 @@
 """Cache-level samples spread over the whole characterization, beside the sweeps' plateaus.
 
 Why. On a VM whose cores are shared with other tenants, a core's L1 and L2 speed switches between modes for
-seconds at a time (a 2-vCPU AMD EPYC Zen 5 VM: one thread's in-place update at 16 KiB had a median of 463-475
-GB/s in some quarter-seconds and 319-354 in others, while its FMA peak varied by 1.7 % over eight
-characterizations). A level's plateau comes from
+seconds at a time (an L1 update by a third between quarter-seconds, while the core's FMA peak holds within
+a few percent: docs/characterization-under-load.md). A level's plateau comes from
 the few milliseconds in which the sweep passed through that level's window, twice; when both passes fell in a
 slow mode the roof read low (L1 643-1388 GB/s and L2 492-736 GB/s over eight cold characterizations). So at
 each of the moments the DRAM samples are taken, every cache level is timed again at one working set in the

@@ -5,9 +5,8 @@ list when it is. ``characterize/machine.py`` keeps a record in the cache only wh
 where the other core count's record is cached, ``core_count_reasons``) are empty; otherwise the record is
 used by this session only and the next one measures again.
 
-Why these rules. Beside other work the roofs move both ways: on a 2-vCPU AMD EPYC VM the issue saw all-core
-DRAM roofs of 103-115 and 32-39 GB/s (quiet: 53-56) kept in the cache; on the 2-vCPU Zen 3 VM here, four runs
-beside other work read DRAM 55-67 GB/s and L1 337-373 (the one quiet run: DRAM 40.6, L1 update 413). The
+Why these rules. Beside other work the roofs move both ways, DRAM by up to twice its quiet value or to
+two thirds of it, L1 by a tenth or more (docs/characterization-under-load.md has the runs). The
 per-thread CPU-time check alone lets much of that through: a pass in which no thread of ours was descheduled
 can still share the host with the neighbour. So a pass is also judged by what /proc/stat saw beside it
 (``pass_reason``: other processes' ticks on our cores, the hypervisor's steal), a record by how many of its
@@ -28,8 +27,8 @@ TICK_SLACK = 1           # ticks are 10 ms: one tick of other work in a short sp
 
 # --- one record ------------------------------------------------------------------------------------------
 MAX_DISTURBED_SPANS = 0.1  # of the watched spans (a level's part of a sweep pass, a moment of DRAM passes): a
-# neighbour that disturbed more than this also reaches the spans it did not show in (on the 2-vCPU VM, a test
-# run beside a characterization left 20 of 28 spans looking quiet, and those read L1 at 0.8x, DRAM at 1.4x)
+# neighbour that disturbed more than this also reaches the spans it did not show in: spans that look quiet
+# beside it still read their roofs off by tens of percent (docs/characterization-under-load.md)
 MIN_WINDOW_POINTS = 3     # undisturbed sweep points of the roof's kernel inside each cache level's window
 MIN_DRAM_SAMPLES = 12     # undisturbed single passes of the DRAM roof's kernel (of 32 taken)
 # Their interquartile range / median. Not a neighbour detector (the spans are): on a quiet but shared host DRAM
@@ -40,9 +39,9 @@ MAX_DRAM_SPREAD = 0.5
 DRAM_OVER_CACHE = 1.0     # DRAM at most the last cache level's roof
 # Every all-core roof at least ONE_CORE_FLOOR x the same roof on one core, and at most CORE_SCALING_MARGIN x
 # cores x it. The two records are measured minutes to days apart, and one roof of a quiet host moves a lot
-# between moments: on the 2-vCPU Zen 3 VM a clean all-core L1 of 412 GB/s met a cached 1-core 174 (206 a
-# core, x1.18), and in a CI run 537 met 207 (x1.30); the 1.1 first chosen refused such clean records. The floor
-# still refuses the issue's all-core DRAM of 39 beside a neighbour against a 1-core 50 (0.78). A record that is
+# between moments: clean all-core L1 roofs have read 1.2-1.3x two cores' worth of a cached one-core roof, which
+# a margin of 1.1 refused. The floor still refuses an all-core DRAM that a neighbour pushed below the one-core
+# roof (docs/characterization-under-load.md). A record that is
 # clean by its own evidence twice and refused only by this rule replaces the other record
 # (machine._sibling_is_the_odd_one), so an odd cached record cannot refuse every fresh one for good.
 ONE_CORE_FLOOR = 0.8
@@ -247,8 +246,8 @@ class Spot:
     """A spot reading against a cached record: ``low``..``high`` is what the record itself saw of that roof.
 
     For DRAM that is the interquartile range of the record's single passes, spread over its run: on a shared
-    host DRAM moves from moment to moment (the 2-vCPU Zen 3 VM: 37-53 GB/s from one second to the next, quiet),
-    and a spot check of six passes sees one moment. For L1 it is the cached roof alone."""
+    host DRAM moves from moment to moment (by a third from one second to the next, quiet), and a spot check of
+    six passes sees one moment. For L1 it is the cached roof alone."""
 
     spot: float
     cached: float

@@ -111,9 +111,8 @@ def plan(info: dict[str, Any], peak_flops: Mapping[str, float] | None = None) ->
     rows = [r for r in (info.get("sweep") or {}).get("update") or () if low <= r.get("working_set_bytes", -1) <= high]
     if not rows:
         return None
-    # The middle of the L1 window, not its fastest point: that is often at the window's top edge (38 of 8-48 KiB
-    # on 2 threads of the Zen 3 VM), where later calls sometimes spill to L2 and read half (189-225 GB/s
-    # against 392-412 at 24-32 KiB, one minute, quiet).
+    # The middle of the L1 window, not its fastest point: that is often at the window's top edge, where later
+    # calls sometimes spill to L2 and read about half the plateau (docs/characterization-under-load.md).
     sizes = [int(r["working_set_bytes"]) for r in rows]
     middle = math.sqrt(max(low, min(sizes)) * high)
     l1_size = min(sizes, key=lambda size: abs(math.log(size / middle)))

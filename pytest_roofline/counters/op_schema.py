@@ -63,7 +63,7 @@ def _classify(func: OpOverload) -> tuple[str, Formula | None, int | str]:
 
 
 # Elementwise by nature, but without torch's pointwise tag (torch 2.13): activations and their backward ops.
-# leaky_relu and _conj_physical carry the tag in 2.13 but not in 2.11 (uncounted on the H100 runner).
+# leaky_relu and _conj_physical carry the tag in 2.13 but not in 2.11, where they would go uncounted.
 _UNTAGGED_POINTWISE = set(_packets(
     "leaky_relu", "leaky_relu_", "_conj_physical",
     "hardswish", "hardswish_", "_prelu_kernel", "glu", "rrelu_with_noise", "log_sigmoid_forward",

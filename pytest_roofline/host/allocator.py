@@ -21,11 +21,10 @@ the same (562-577 faults for eight calls) in 3 of 8. A single fault-free call is
 state: the timing loop's warm-up waits for ``quiet_warmup`` fault-free calls in a row.
 
 Fault-free is not yet the same speed in every session: on 4 KiB pages each process gets other physical
-pages, and so other cache-set conflicts, for the same tensors. Measured on a 2-vCPU AMD EPYC (Zen 4) VM,
-5 + 5 alternating ``--roofline`` sessions on one core: an 8 MiB add (fresh output per call) read 0.69-1.02
-of its roof on 4 KiB pages and 0.97-1.15 with PyTorch's huge-page allocation (``THP_MEM_ALLOC_ENABLE=1``:
-blocks of 2 MiB and more are 2 MiB-aligned and ``madvise(MADV_HUGEPAGE)``), a 768x1024x768 matmul
-0.74-0.88 and 0.83-0.88. ``enable_torch_thp`` asks for it where the kernel allows huge pages on request.
+pages, and so other cache-set conflicts, for the same tensors: a memory-bound add's fraction spread about
+three times wider between sessions on 4 KiB pages than with PyTorch's huge-page allocation
+(``THP_MEM_ALLOC_ENABLE=1``: blocks of 2 MiB and more are 2 MiB-aligned and ``madvise(MADV_HUGEPAGE)``;
+docs/noise.md has the sessions). ``enable_torch_thp`` asks for it where the kernel allows huge pages on request.
 PyTorch reads the variable once, at its first CPU allocation, so it is set before conftest files load.
 """
 

@@ -1,9 +1,9 @@
 """Live roof probes: measure the DRAM roof again while a call site is timed, and judge each call against it.
 
-Why only DRAM. Over ten cold characterizations of the 2-vCPU AMD EPYC (Zen 4) VM, every compute roof and
-every cache roof varied by at most 1 % (CV), and fp32 FMA probes timed in eight separate processes by 0.2 %;
-the DRAM roof varied by 4 % on one core and far more on two (56-112 GB/s): main memory is shared with the
-host's other tenants, and what it gives changes from one minute to the next. A cached DRAM roof then moves
+Why only DRAM. Over repeated cold characterizations of a shared VM, every compute roof and every cache roof
+holds within about 1 % (CV), while the DRAM roof moves several percent on one core and up to twice over on
+all cores (docs/noise.md): main memory is shared with the host's other tenants, and what it gives changes
+from one minute to the next. A cached DRAM roof then moves
 every memory-bound fraction with it. So a region whose bytes are judged at DRAM is timed *beside* the roof:
 before its timed calls, the kernel that set the roof (ERT's in-place update, one pass over a working set in
 the DRAM window) runs once, and each call is judged against the DRAM bandwidth of the probe nearest before it,

@@ -47,9 +47,8 @@ class TimingPolicy:
     warmup_share: float = 0.5  # warm-up stops before it uses more than this share of the budget
     rel_tolerance: float = 0.01  # stop when the median moves less than this between checks
     # The timed calls span at least this long before the median may be called stable. Ten calls of a 0.5 ms
-    # LSTM or a 3 us add sample one instant of a shared host: their session medians varied with CV 17 and 22 %
-    # on the Zen 4 VM, against 1.2 and 3.3 % when the calls spanned 0.25 s (benchmarks/gate_stability.py
-    # --compare).
+    # LSTM or a 3 us add sample one instant of a shared host: their session medians vary several times more
+    # than when the calls span a quarter of a second (docs/noise.md; benchmarks/gate_stability.py --compare).
     min_time_s: float = 0.0
 
     def __post_init__(self) -> None:

@@ -10,8 +10,8 @@ Kineto writes (``ph: "X"``, ``ts``/``dur`` in microseconds):
   (and the launching op's ``args["External id"]``);
 * ``cat: "user_annotation"``: our ``record_function("roofline.call")`` range around one call; the ops of every
   host thread inside its span belong to it (autograd's backward runs on a thread of its own on CUDA) (its device-side
-  twin, ``gpu_user_annotation``, is ignored: it has no host children, and counting it as a call is what made
-  "0 of 4 op calls matched" on the H100).
+  twin, ``gpu_user_annotation``, is ignored: it has no host children, and counting it as a call leaves every
+  op call unmatched).
 
 Each device event goes to the innermost ``cpu_op`` whose span holds its launch call on the same thread (the
 correlation id is the link; ``External id`` names the same op and is used when the launch call is missing).
