@@ -103,7 +103,8 @@ def test_judging_writes_nothing_to_the_test_it_judges(tmp_path: Path) -> None:
     entry = entry_for(state, 0.5, [T_MIN / 0.25, T_MIN / 0.3])  # below its threshold twice: fails, with a chart
     outcome = judge(state, entry, MarkerOptions(min_fraction=0.5), xfail=False)
     assert outcome.failure is not None and entry.extra == {} and entry.artifacts == []
-    assert outcome.fields["confirmed"] == {"first": pytest.approx(0.25), "second": pytest.approx(0.3)}
+    assert outcome.confirmed == (pytest.approx(0.25), pytest.approx(0.3))
+    assert outcome.record_fields()["confirmed"] == {"first": pytest.approx(0.25), "second": pytest.approx(0.3)}
     assert [Path(p).suffix for p in outcome.artifacts] == [".png", ".csv"] and outcome.min_fraction == 0.5
     keep(entry, outcome)
     assert entry.extra["confirmed"]["second"] == pytest.approx(0.3) and entry.artifacts == list(outcome.artifacts)
@@ -358,7 +359,7 @@ def test_nothing_counted_without_a_threshold_passes_and_says_so(tmp_path: Path) 
     entry = no_work(state, None)
     outcome = judge(state, entry, None, xfail=False)
     assert (outcome.failure, outcome.error, outcome.warning) == (None, None, None) and entry.extra == {}
-    assert outcome.fields == {} and outcome.min_fraction is None
+    assert outcome.record_fields() == {} and outcome.min_fraction is None
     assert outcome.nothing_counted is not None and entry.nothing_counted is None  # kept on the entry by keep()
     keep(entry, outcome)
     entry.outcome = "passed"

@@ -289,11 +289,11 @@ def judge_compare(state: RooflineState, entry: TestEntry, options: MarkerOptions
                 "max_slowdown": tolerances.max_slowdown, "auto_band": compare_band(state, options) is None,
                 **pairs_record(test)}
     if result.verdict != "regressed":
-        return Judgement(fields={"compare": compared})
+        return Judgement(compare=compared)
     paths, notes = compare_artifacts(state, entry, result, regions)
     message = failure_message(entry.nodeid, result, ABRecord.from_dict(compared))
     return Judgement(failure="\n".join([message, *(f"  {p}" for p in paths), *(f"  note: {n}" for n in notes)]),
-                     fields={"compare": compared}, artifacts=tuple(str(p) for p in paths))
+                     compare=compared, artifacts=tuple(str(p) for p in paths))
 
 
 def compare_artifacts(state: RooflineState, entry: TestEntry, result: TestComparison,

@@ -12,6 +12,7 @@ and docs/comparison.md.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pytest_roofline.gates.baseline_stats import (
@@ -123,29 +124,27 @@ def judge_baseline(state: RooflineState, entry: TestEntry, options: MarkerOption
     tolerances = tolerances_of(state, options)
     result, block = compare_entry(state, entry, tolerances)
     if block is not None:
-        outcome = outcome.adding({"baseline": block})
+        outcome = replace(outcome, baseline=block)
     if result is None or block is None or result.verdict != "regressed":
         return outcome
     if not state.settings.strict and not xfail and entry.recorder.is_contended():
         # measured again at the end of the session
-        return outcome.adding({"baseline": {**block, "excused": "contended"}, "not_gated": "contended"})
-    if state.settings.confirm == "on" and not xfail and "confirmed" not in outcome.fields:
+        return replace(outcome, baseline={**block, "excused": "contended"}, not_gated="contended")
+    if state.settings.confirm == "on" and not xfail and outcome.confirmed is None:
         first = result.fraction.now
         if entry.recorder.confirm() and result.failed_on != ("work",):
             again, again_block = compare_entry(state, entry, tolerances)
             if again is not None and again_block is not None:
                 result, block = again, again_block
-            outcome = outcome.adding({"baseline": block, "confirmed": {"first": first, "second": result.fraction.now}})
+            outcome = replace(outcome, baseline=block, confirmed=(first, result.fraction.now))
             if result.verdict != "regressed":
                 return outcome
-    confirmed = outcome.fields.get("confirmed")  # set above, as a mapping, when it was measured again
-    message, paths = regression_report(state, entry, result, block,
-                                       confirmed if isinstance(confirmed, Mapping) else None)
+    message, paths = regression_report(state, entry, result, block, outcome.confirmed)
     return outcome.adding(artifacts=paths, failure=message)
 
 
 def regression_report(state: RooflineState, entry: TestEntry, result: TestComparison, record: Mapping[str, Any],
-                      confirmed: Mapping[str, object] | None = None) -> tuple[str, list[str]]:
+                      confirmed: tuple[float, float] | None = None) -> tuple[str, list[str]]:
     """One message: what got worse and why (the explanation), the figures now and in the baseline
     (``record``: the record's ``baseline`` block), the sessions, the statistic, the tolerances, and the chart's
     path; and the paths of the artifacts written."""
@@ -171,7 +170,7 @@ def regression_report(state: RooflineState, entry: TestEntry, result: TestCompar
         lines.append(f"  work: {now.total_flops:.4g} FLOPs now, {ref.total_flops:.4g} in the baseline{moved}")
     lines.append(f"  statistic: {record['statistic']}")
     if confirmed is not None:
-        lines.append(f"  measured again at once: fraction {confirmed['first']:.3g} then {confirmed['second']:.3g}; "
+        lines.append(f"  measured again at once: fraction {confirmed[0]:.3g} then {confirmed[1]:.3g}; "
                      "the faster is kept")
     paths, notes = regression_artifacts(state, entry, result)
     lines += [f"  {p}" for p in paths] + [f"  note: {n}" for n in notes]

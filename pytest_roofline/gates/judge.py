@@ -24,7 +24,7 @@ def keep(entry: TestEntry, judgement: Judgement) -> None:
     """Put what the gates decided on the test's entry, for its record; a test with nothing counted has nothing
     to measure again at the end of the session."""
     entry.min_fraction = judgement.min_fraction
-    entry.extra.update(judgement.fields)
+    entry.extra.update(judgement.record_fields())
     entry.artifacts.extend(judgement.artifacts)
     if judgement.nothing_counted is not None:
         entry.nothing_counted = judgement.nothing_counted
@@ -45,11 +45,11 @@ def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
 
     A per-device threshold (``min_fraction={"cpu": ..., "cuda": ...}``) is chosen here, by where the test's
     call sites ran: ``cuda`` if any ran on a GPU. Nothing is written to ``entry``: :func:`keep` does that."""
-    min_fraction, fields = entry.min_fraction, {}
+    min_fraction, by_device = entry.min_fraction, None
     if options is not None and options.min_fraction_by_device is not None:
         min_fraction = options.fraction_for(entry.recorder.device())
-        fields["min_fraction_by_device"] = dict(options.min_fraction_by_device)
-    outcome = judge_threshold(state, entry, options, xfail, min_fraction).adding(fields)
+        by_device = dict(options.min_fraction_by_device)
+    outcome = replace(judge_threshold(state, entry, options, xfail, min_fraction), min_fraction_by_device=by_device)
     if outcome.error is not None or outcome.nothing_counted is not None:  # no fraction to compare
         return outcome
     if state.baseline is not None:  # numpy is imported only when there is a baseline to compare with
@@ -60,11 +60,11 @@ def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
         if compare is None:
             raise ValueError("an A/B session's tests are judged with its A/B gate: pass compare=judge_compare")
         paired = compare(state, entry, options)  # keeps a roof warning
-        outcome = outcome.adding(paired.fields, paired.artifacts, failure=paired.failure)
+        outcome = replace(outcome.adding(paired.artifacts, failure=paired.failure), compare=paired.compare)
     if outcome.failure is not None and state.settings.warn_only:
         warned = f"{outcome.failure}\n  (--roofline-warn-only: reported, not failed)"
-        return outcome.adding({"not_gated": "warn-only"}, failure=None,
-                              warning=warned if outcome.warning is None else f"{outcome.warning}\n{warned}")
+        return replace(outcome, not_gated="warn-only").adding(
+            failure=None, warning=warned if outcome.warning is None else f"{outcome.warning}\n{warned}")
     return outcome
 
 
@@ -80,7 +80,7 @@ def _with_baseline(state: RooflineState, entry: TestEntry, options: MarkerOption
     if outcome.failure is None:
         return judge_baseline(state, entry, options, xfail, outcome)
     _, block = compare_entry(state, entry, tolerances_of(state, options))  # failed on its threshold: recorded
-    return outcome.adding({"baseline": block} if block is not None else {})
+    return replace(outcome, baseline=block) if block is not None else outcome
 
 
 def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
@@ -110,13 +110,13 @@ def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptio
     if verdict is None:  # nothing measured: nothing to gate
         return held
     notes = roof_notes_of(entry, verdict)
-    held = held.adding({"roof_notes": notes} if notes else {})
+    held = replace(held, roof_notes=tuple(notes))
     impossible = roof_check(state, entry, verdict)
     if impossible is not None and state.compare_ref is not None and paired(entry):
         # an A/B session has no live probe (both sides on the cached roofs): on a host running faster than when
         # it was characterized, a memory-bound call passes its cached roof; the A/B verdict compares times and
         # does not rest on it, so it is still given (an error here lost it), with the roof named as a warning
-        return held.adding({"roof_warning": impossible}, warning=(
+        return replace(held, roof_warning=impossible).adding(warning=(
             f"{impossible}\n  (an A/B session judges on the cached roofs, with no live probe: the A/B verdict "
             "compares times and stands; the fraction does not)"))
     if impossible is not None:
@@ -124,13 +124,13 @@ def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptio
     if min_fraction is None or verdict.fraction >= min_fraction:
         return held
     if not state.settings.strict and not xfail and entry.recorder.is_contended():
-        return held.adding({"not_gated": "contended"})  # measured again at the end of the session
+        return replace(held, not_gated="contended")  # measured again at the end of the session
     if state.settings.confirm == "on" and not xfail:
         first = verdict.fraction
         again = entry.recorder.verdict() if entry.recorder.confirm() else None  # the faster one is kept
         if again is not None:
             verdict = again
-            held = held.adding({"confirmed": {"first": first, "second": verdict.fraction}})
+            held = replace(held, confirmed=(first, verdict.fraction))
             if verdict.fraction >= min_fraction:
                 return held
     from pytest_roofline.output.session_output import failure_report
@@ -267,8 +267,9 @@ def _late_failure(state: RooflineState, entry: TestEntry, verdict: Verdict | Non
 
         assert regression is not None  # without a threshold only a regression fails a test late
 
+        confirmed = entry.extra.get("confirmed")  # Judgement.record_fields wrote it
         message, paths = regression_report(state, entry, regression, entry.extra["baseline"],
-                                           entry.extra.get("confirmed"))
+                                           None if confirmed is None else (confirmed["first"], confirmed["second"]))
         entry.artifacts.extend(paths)
     else:
         from pytest_roofline.output.session_output import failure_report

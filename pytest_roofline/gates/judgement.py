@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
+from typing import Literal
 
+from pytest_roofline.record.json_values import JsonObject
 from pytest_roofline.record.tests import NothingCounted
 
 
@@ -14,27 +16,51 @@ class _Same:
 
 SAME = _Same()
 
+# why a fraction or a regression below its gate did not fail the test
+NotGated = Literal["contended", "warn-only"]
+# the fields a judgement adds to the test's record, in the order they are written
+RECORD_FIELDS = ("min_fraction_by_device", "roof_notes", "roof_warning", "confirmed", "baseline", "not_gated",
+                 "compare")
+
 
 @dataclass(frozen=True)
 class Judgement:
-    """What the gates decided of one test. Judging writes nothing to the test: ``gates.judge.keep`` puts ``fields``
-    (the record's ``not_gated``, ``confirmed``, ``baseline``, ``compare`` ...), ``nothing_counted``,
-    ``artifacts`` and the threshold it was held to on its entry."""
+    """What the gates decided of one test, each decision a typed field. Judging writes nothing to the test:
+    ``gates.judge.keep`` puts :meth:`record_fields`, ``nothing_counted``, ``artifacts`` and the threshold it
+    was held to on its entry. ``dataclasses.replace`` sets a field; :meth:`adding` adds artifacts and changes
+    the failure, warning or error."""
 
     failure: str | None = None  # the test fails with this message
     warning: str | None = None  # --roofline-warn-only: what would have failed it, as a warning
     error: str | None = None  # an error of the test (a fraction no roof allows), raised in its teardown
-    fields: Mapping[str, object] = field(default_factory=dict)  # results.json fields of the test
     artifacts: tuple[str, ...] = ()  # charts and kernel tables written for it
     min_fraction: float | None = None  # the threshold it was held to (a per-device marker's, chosen here)
     nothing_counted: NothingCounted | None = None  # no FLOPs, no bytes: no fraction to gate or compare
+    min_fraction_by_device: Mapping[str, float] | None = None  # the marker's per-device thresholds
+    roof_notes: tuple[str, ...] = ()  # emulated precisions among the roofs that judged it
+    roof_warning: str | None = None  # an A/B session's fraction no cached roof allows (the A/B verdict stands)
+    confirmed: tuple[float, float] | None = None  # measured once more before failing: (first, second) fraction
+    baseline: JsonObject | None = None  # the baseline gate's block
+    not_gated: NotGated | None = None
+    compare: JsonObject | None = None  # the A/B gate's block
 
-    def adding(self, fields: Mapping[str, object] | None = None, artifacts: Sequence[str] = (), *,
-               failure: str | None | _Same = SAME, warning: str | None | _Same = SAME,
-               error: str | None | _Same = SAME) -> Judgement:
-        """This judgement with more record fields and artifacts, and ``failure``/``warning``/``error`` changed
-        where given."""
+    def adding(self, artifacts: Sequence[str] = (), *, failure: str | None | _Same = SAME,
+               warning: str | None | _Same = SAME, error: str | None | _Same = SAME) -> Judgement:
+        """This judgement with more artifacts, and ``failure``/``warning``/``error`` changed where given."""
         return replace(self, failure=self.failure if isinstance(failure, _Same) else failure,
                        warning=self.warning if isinstance(warning, _Same) else warning,
                        error=self.error if isinstance(error, _Same) else error,
-                       fields={**self.fields, **(fields or {})}, artifacts=(*self.artifacts, *artifacts))
+                       artifacts=(*self.artifacts, *artifacts))
+
+    def record_fields(self) -> dict[str, object]:
+        """What it adds to the test's record, as results.json writes it: the fields set, nothing for the rest."""
+        out: dict[str, object] = {}
+        for name in RECORD_FIELDS:
+            value = getattr(self, name)
+            if value is None or value == ():
+                continue
+            if name == "confirmed":
+                value = {"first": value[0], "second": value[1]}
+            out[name] = dict(value) if isinstance(value, Mapping) else list(value) if isinstance(value, tuple) \
+                else value
+        return out
