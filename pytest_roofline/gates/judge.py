@@ -17,7 +17,7 @@ from pytest_roofline.session.state import RooflineState, TestEntry
 if TYPE_CHECKING:
     from pytest_roofline.gates.comparison import TestComparison
     from pytest_roofline.measure.regions import Recorder
-    from pytest_roofline.model import Verdict
+    from pytest_roofline.model import Machine, Verdict
 
 
 def keep(entry: TestEntry, judgement: Judgement) -> None:
@@ -102,16 +102,16 @@ def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptio
                 f"roofline: FLOP-bearing ops without a counting rule ran ({missing}); the fraction would be too "
                 "low. Declare the work (roofline.declare) or set uncounted='warn'."))
     verdict = entry.recorder.verdict()
-    nothing = nothing_counted_message(entry)
+    nothing = nothing_counted_message(entry, verdict)
     if nothing is not None:
         held = replace(held, nothing_counted=NothingCounted(tuple(seen_ops(entry.recorder)), nothing))
         # with a threshold there is nothing to hold it to: an error of the test, never a pass
         return held.adding(error=f"roofline: {nothing}") if min_fraction is not None else held
     if verdict is None:  # nothing measured: nothing to gate
         return held
-    notes = roof_notes_of(entry, verdict)
-    held = replace(held, roof_notes=tuple(notes))
-    impossible = roof_check(state, entry, verdict)
+    machine = entry.recorder.judged_machine()
+    held = replace(held, roof_notes=tuple(roof_notes_of(machine, verdict)))
+    impossible = roof_check(state, machine, verdict)
     if impossible is not None and state.compare_ref is not None and paired(entry):
         # an A/B session has no live probe (both sides on the cached roofs): on a host running faster than when
         # it was characterized, a memory-bound call passes its cached roof; the A/B verdict compares times and
@@ -141,18 +141,17 @@ def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptio
     return held.adding(artifacts=[str(p) for p in paths], failure=message)
 
 
-def roof_notes_of(entry: TestEntry, verdict: Verdict) -> list[str]:
-    """Notes for emulated precisions (into results.json)."""
+def roof_notes_of(machine: Machine, verdict: Verdict) -> list[str]:
+    """Notes for emulated precisions among the roofs of ``machine`` that judged it (into results.json)."""
     from pytest_roofline.output.session_output import roof_notes
 
-    return roof_notes(entry.recorder.judged_machine(), verdict.flops)
+    return roof_notes(machine, verdict.flops)
 
 
-def roof_check(state: RooflineState, entry: TestEntry, verdict: Verdict) -> str | None:
-    """The error for a fraction no roof allows, else None."""
+def roof_check(state: RooflineState, machine: Machine, verdict: Verdict) -> str | None:
+    """The error for a fraction no roof of ``machine`` (the roofs that judged it) allows, else None."""
     from pytest_roofline.output.session_output import impossible_fraction_message
 
-    machine = entry.recorder.judged_machine()
     s = state.settings
     origin = (f"pinned file {s.machine_file}" if s.machine_file is not None else
               f"the characterization cache (fingerprint {state.machine().info.get('fingerprint_hash', '?')})")
@@ -174,9 +173,9 @@ def seen_ops(recorder: Recorder) -> list[str]:
     return list(names)
 
 
-def nothing_counted_message(entry: TestEntry) -> str | None:
-    """What to say of a measured test whose calls counted no FLOPs and no bytes (None when they did)."""
-    verdict = entry.recorder.verdict()
+def nothing_counted_message(entry: TestEntry, verdict: Verdict | None) -> str | None:
+    """What to say of a measured test whose calls counted no FLOPs and no bytes (None when they did), from its
+    ``verdict``."""
     if verdict is None or has_work(verdict):
         return None
     ops = seen_ops(entry.recorder)

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 from pytest_roofline.history.store import HistoryStore
 from pytest_roofline.output.artifacts import results_document
 from pytest_roofline.output.results_dir import write_session
-from pytest_roofline.output.session_output import MeasuredTest, test_result
 from pytest_roofline.record.sessions import SessionInfo, SessionRecord
 from pytest_roofline.record.tests import TestRecord
 
@@ -46,22 +45,22 @@ class Written:
     history_unsent: bool = False  # a remote store refused the entry (kept locally): the session must fail
 
 
-def write_session_files(targets: Targets, machine: Machine | None, records: Iterable[MeasuredTest | TestRecord],
+def write_session_files(targets: Targets, machine: Machine | None, records: Iterable[TestRecord],
                         meta: Mapping[str, object], pytest_args: Sequence[str], *, counter_label: str | None = None,
                         root: Path | None = None) -> Written:
     """Write the session's ``results.json`` and its history file. Never raises: a full disk must not hide the
     verdicts.
 
     ``machine``: the ``Machine`` measured against (the xdist controller passes the workers', as it
-    characterizes nothing itself). ``records``: each test's record, or a ``TestEntry`` (anything
-    ``session_output.MeasuredTest``) to make it from. ``meta``: the ``session`` block of ``results.json``
+    characterizes nothing itself). ``records``: each test's record, as built once when it
+    finished (``plugin.ci_output.finish_record``). ``meta``: the ``session`` block of ``results.json``
     (``id``, ``start``, ``end``, ``exit_status``, ...). ``pytest_args``: the command line's arguments, for the
     history. ``counter_label``: the session's counter (``"analytic (auto)"``). ``root``: where to ask git for
     the commit (the rootdir; default: cwd).
     """
     written = Written()
     try:
-        tests = [test_result(r) for r in records]
+        tests = list(records)
         document = results_document(machine, [t.to_dict() for t in tests], {"session": dict(meta)})
     except Exception as exc:  # noqa: BLE001 - said in the summary; the verdicts stand
         written.errors.append(f"roofline: could not build the results: {exc!r}")

@@ -154,7 +154,7 @@ class MeasuringSession:
 
             if isinstance(state.compare_link, TestReach):  # the only link ab.plugin.session keeps there
                 recorder.site_timer = PairedSites(state.compare_link, compare_band(state, options))
-        entry = TestEntry(request.node.nodeid, options.min_fraction if options else None, recorder)
+        entry = TestEntry(request.node.nodeid, options.min_fraction if options else None, recorder, options=options)
         entry.extra.update(_identity(request.node))
         request.node.stash[ENTRY] = entry
         state.tests[entry.nodeid] = entry
@@ -190,7 +190,7 @@ class MeasuringSession:
             from pytest_roofline.ab.verdict import judge_compare
 
             compare = judge_compare
-        outcome = judge(self.state, entry, marker_options(item), xfail=item.get_closest_marker("xfail") is not None,
+        outcome = judge(self.state, entry, entry.options, xfail=item.get_closest_marker("xfail") is not None,
                         compare=compare)
         keep(entry, outcome)
         if outcome.warning is not None:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_roofline.output.results_dir import new_session_id, session_dir
 from pytest_roofline.record.tests import NothingCounted, TestRecord
-from pytest_roofline.session.settings import Settings
+from pytest_roofline.session.settings import MarkerOptions, Settings
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -42,6 +42,7 @@ class TestEntry:
     extra: dict[str, Any] = field(default_factory=dict)  # results.json fields: clock_policy, definitions, ncu
     details: list[str] = field(default_factory=list)  # extra lines for a failure message (ncu diagnostics)
     nothing_counted: NothingCounted | None = None  # no FLOPs, no bytes (gates.judge.keep)
+    options: MarkerOptions | None = None  # the marker's arguments, read once when the fixture is made
     # its record, built once when the test is done (plugin.ci_output.finish_record) and read by every output
     record: TestRecord | None = None
 
