@@ -16,6 +16,7 @@ import pytest
 
 from pytest_roofline.output import ci_report
 from pytest_roofline.output.ci_report import junit_properties
+from pytest_roofline.record.baseline_record import BaselineRecord
 from pytest_roofline.record.tests import TestRecord
 
 SUITE = """
@@ -54,13 +55,15 @@ def properties(xml_path: Path) -> dict[str, dict[str, str]]:
 
 def test_junit_properties_from_a_record() -> None:
     record = TestRecord("t", fraction=0.123456789, min_fraction=0.1, bound="memory:DRAM",
-                        baseline={"fraction": 0.14, "drop": 0.1181, "verdict": "regressed", "sessions": ["a"]})
+                        baseline=BaselineRecord.from_dict({"fraction": 0.14, "drop": 0.1181, "verdict": "regressed",
+                                                           "sessions": ["a"]}))
     assert junit_properties(record) == [
         ("roofline_fraction", "0.123457"), ("roofline_min_fraction", "0.1"), ("roofline_bound", "memory:DRAM"),
         ("roofline_baseline_fraction", "0.14"), ("roofline_drop", "0.1181"), ("roofline_verdict", "regressed")]
     # a new test has a verdict but no baseline figures; a test that measured nothing has no properties
     assert junit_properties(TestRecord("t", fraction=0.5, min_fraction=None, bound="compute:fp32",
-                                       baseline={"fraction": None, "drop": None, "verdict": "new"})) == [
+                                       baseline=BaselineRecord.from_dict({"fraction": None, "drop": None,
+                                                                          "verdict": "new"}))) == [
         ("roofline_fraction", "0.5"), ("roofline_bound", "compute:fp32"), ("roofline_verdict", "new")]
     assert junit_properties(TestRecord("t", fraction=None, min_fraction=0.5, bound=None)) == [
         ("roofline_min_fraction", "0.5")]

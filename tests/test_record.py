@@ -59,3 +59,21 @@ def test_a_newer_schema_is_refused_and_an_older_one_is_migrated(monkeypatch: pyt
                         lambda r: {**{k: v for k, v in r.items() if k != "seconds"}, "time_s": r.get("seconds")})
     assert TestRecord.from_dict({"nodeid": "t", "seconds": 2e-3}, 1).time_s == 2e-3
     assert TestRecord.from_dict({"nodeid": "t", "time_s": 3e-3}, 2).time_s == 3e-3
+
+
+def test_the_baseline_block_reads_typed_and_writes_back_unchanged() -> None:
+    from pytest_roofline.record.baseline_record import BaselineRecord
+
+    block = {"verdict": "regressed", "fraction": 0.5, "drop": 0.2, "statistic": "99% CI [0.7, 0.9]",
+             "explanation": "time x1.25", "excused": "contended", "sessions": ["s1", "s2"],
+             "changes": {"time": {"ratio": 1.25}}, "max_drop": 0.1, "future_field": [1, 2]}
+    record = TestRecord.from_dict({"nodeid": "t.py::test", "baseline": block})
+    assert record.baseline is not None
+    assert (record.baseline.verdict, record.baseline.fraction, record.baseline.drop) == ("regressed", 0.5, 0.2)
+    assert record.baseline.time_ratio == 1.25 and record.baseline.sessions == ("s1", "s2")
+    assert record.baseline.excused == "contended" and record.baseline.explanation == "time x1.25"
+    assert record.to_dict()["baseline"] == block  # every field as written, unknown ones too
+    # a field of the wrong type reads as unset, never as a verdict
+    odd = BaselineRecord.from_dict({"verdict": 3, "drop": "x", "sessions": "s1", "changes": {"time": 5}})
+    assert odd is not None and (odd.verdict, odd.drop, odd.sessions, odd.time_ratio) == (None, None, (), None)
+    assert BaselineRecord.from_dict(None) is None and BaselineRecord.from_dict([1]) is None

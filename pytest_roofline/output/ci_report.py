@@ -16,7 +16,8 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from pytest_roofline.record.tests import KEYS, JsonObject, TestRecord
+from pytest_roofline.record.baseline_record import BaselineRecord
+from pytest_roofline.record.tests import KEYS, TestRecord
 
 PREFIX = "roofline_"
 
@@ -48,15 +49,14 @@ def junit_properties(result: TestRecord) -> list[tuple[str, str]]:
         pairs.append((f"{PREFIX}{KEYS['nothing_counted']}", "1"))
     baseline = result.baseline
     if baseline is not None:
-        if baseline.get("fraction") is not None:
-            pairs.append((f"{PREFIX}baseline_fraction", number(baseline["fraction"])))
-        if baseline.get("drop") is not None:
-            pairs.append((f"{PREFIX}drop", number(baseline["drop"])))
-        if baseline.get("verdict"):
-            pairs.append((f"{PREFIX}verdict", str(baseline["verdict"])))
-        time = (baseline.get("changes") or {}).get("time") or {}
-        if time.get("ratio") is not None:
-            pairs.append((f"{PREFIX}time_ratio", number(time["ratio"])))
+        if baseline.fraction is not None:
+            pairs.append((f"{PREFIX}baseline_fraction", number(baseline.fraction)))
+        if baseline.drop is not None:
+            pairs.append((f"{PREFIX}drop", number(baseline.drop)))
+        if baseline.verdict:
+            pairs.append((f"{PREFIX}verdict", baseline.verdict))
+        if baseline.time_ratio is not None:
+            pairs.append((f"{PREFIX}time_ratio", number(baseline.time_ratio)))
     compare = result.compare
     if compare is not None and compare.time is not None and (ratio := compare.time.ratio) is not None:
         ci = compare.time.ci
@@ -76,21 +76,22 @@ def junit_properties(result: TestRecord) -> list[tuple[str, str]]:
 ENV = "GITHUB_STEP_SUMMARY"
 MAX_ROWS = 300  # GitHub keeps at most 1 MiB of summary per step; a suite larger than this is cut with a note
 BAD_OUTCOMES = ("failed", "error")
+NO_BASELINE = BaselineRecord(None)  # a test the baseline gate did not judge
 
 
-def _baseline(result: TestRecord) -> JsonObject:
-    return result.baseline or {}
+def _baseline(result: TestRecord) -> BaselineRecord:
+    return result.baseline or NO_BASELINE
 
 
 def is_bad(result: TestRecord) -> bool:
     """Failed (its own gate, an error) or regressed against the baseline."""
-    return result.outcome in BAD_OUTCOMES or _baseline(result).get("verdict") == "regressed"
+    return result.outcome in BAD_OUTCOMES or _baseline(result).verdict == "regressed"
 
 
 def sort_key(result: TestRecord) -> tuple[int, float, float]:
     """Bad tests first; then the largest drop since the baseline; then the smallest fraction relative to the
     test's threshold (its fraction alone when it has none); tests without a figure last."""
-    drop = _baseline(result).get("drop")
+    drop = _baseline(result).drop
     fraction, minimum = result.fraction, result.min_fraction
     if fraction is None:
         margin = math.inf
@@ -114,7 +115,7 @@ def _num(value: float | None, fmt: str = ".3f") -> str:
 def _mark(result: TestRecord) -> str:
     if is_bad(result):
         return "❌"
-    verdict = _baseline(result).get("verdict")
+    verdict = _baseline(result).verdict
     if verdict == "improved":
         return "⬆️"
     if verdict == "noisy":
@@ -124,12 +125,12 @@ def _mark(result: TestRecord) -> str:
 
 def _row(result: TestRecord) -> str:
     baseline = _baseline(result)
-    drop = baseline.get("drop")
+    drop = baseline.drop
     artifacts = "<br>".join(_code(path) for path in result.artifacts)
     cells = [_mark(result), _code(result.nodeid), _cell(result.outcome),
              _num(result.fraction), _num(result.min_fraction, "g"), _cell(result.bound or ""),
-             _num(baseline.get("fraction")), "" if drop is None else f"{float(drop):+.1%}",
-             _cell(baseline.get("verdict") or ""), artifacts]
+             _num(baseline.fraction), "" if drop is None else f"{float(drop):+.1%}",
+             _cell(baseline.verdict or ""), artifacts]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -153,10 +154,10 @@ def summary_markdown(tests: Sequence[TestRecord], machine: Mapping[str, object] 
     """The markdown block: a headline with the counts, the machine, the table and where the files are."""
     ordered = sorted(tests, key=sort_key)
     failed = sum(1 for t in tests if t.outcome in BAD_OUTCOMES)
-    regressed = sum(1 for t in tests if _baseline(t).get("verdict") == "regressed")
-    improved = sum(1 for t in tests if _baseline(t).get("verdict") == "improved")
+    regressed = sum(1 for t in tests if _baseline(t).verdict == "regressed")
+    improved = sum(1 for t in tests if _baseline(t).verdict == "improved")
     counts = [f"{len(tests)} roofline test{'s' if len(tests) != 1 else ''}", f"{failed} failed"]
-    if regressed or improved or any(_baseline(t) for t in tests):
+    if regressed or improved or any(t.baseline is not None for t in tests):
         counts += [f"{regressed} regressed", f"{improved} improved"]
     status = f" · exit status {exit_status}" if exit_status is not None else ""
     lines = [f"### {title}", "", f"**{', '.join(counts)}**{status}", "", machine_text(machine), "",

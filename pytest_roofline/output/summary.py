@@ -72,8 +72,8 @@ def verdict_text(record: TestRecord) -> str:
     reason, minimum, baseline, compared = record.not_gated, record.min_fraction, record.baseline, record.compare
     if minimum is not None and fraction < minimum:
         detail = "below min"
-    elif baseline:
-        detail = str(baseline.get("verdict"))
+    elif baseline is not None and baseline.raw:
+        detail = str(baseline.verdict)
     elif compared is not None and compared.verdict:
         detail = f"A/B {compared.verdict}"
     elif minimum is None:

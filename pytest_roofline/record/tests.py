@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from pytest_roofline.record.ab_record import ABRecord
+from pytest_roofline.record.baseline_record import BaselineRecord
 from pytest_roofline.record.json_values import JsonObject, finite_number, text_of
 
 SCHEMA = 1  # the newest test-record schema this package writes and reads (results.json's and history's "schema")
@@ -112,7 +113,7 @@ class TestRecord:
     regions: tuple[JsonObject, ...] = ()  # per call site: its counts, timing, cores (Region.to_dict)
     judged_roofs: JsonObject | None = None  # the roofs the fraction was judged on
     compare: ABRecord | None = None  # the A/B verdict (--roofline-compare)
-    baseline: JsonObject | None = None  # the baseline gate's verdict (--roofline-baseline)
+    baseline: BaselineRecord | None = None  # the baseline gate's verdict (--roofline-baseline)
     nothing_counted: NothingCounted | None = None  # no FLOPs and no bytes: the ops seen and the message
     not_gated: str | None = None  # why a failing fraction did not fail it: "contended", "warn-only"
     contended: JsonObject | None = None  # measured again at the end of the session, and what came of it
@@ -141,7 +142,7 @@ class TestRecord:
             artifacts=_texts(record.get("artifacts")),
             kernels=_objects(record.get("kernels")), regions=_objects(record.get("regions")),
             judged_roofs=_object(record.get("judged_roofs")), compare=_ab(record.get("compare")),
-            baseline=_object(record.get("baseline")),
+            baseline=BaselineRecord.from_dict(record.get("baseline")),
             nothing_counted=NothingCounted.from_dict(record.get(KEYS["nothing_counted"])),
             not_gated=text_of(record.get("not_gated")), contended=_object(record.get("contended")),
             extra={k: v for k, v in record.items() if k not in known},
@@ -156,7 +157,7 @@ class TestRecord:
         out["bytes"] = dict(self.bytes)
         for name in _OPTIONAL:
             value = getattr(self, name)
-            if isinstance(value, (ABRecord, NothingCounted)):
+            if isinstance(value, (ABRecord, BaselineRecord, NothingCounted)):
                 out[KEYS.get(name, name)] = value.to_dict()
             elif value is not None:
                 out[KEYS.get(name, name)] = dict(value) if name in ("flops_by_precision", "ai") else value

@@ -206,8 +206,7 @@ def _chain_section(nodeid: str, nights: Sequence[Session]) -> str:
 
 
 def _gate_verdict(record: TestRecord) -> str | None:
-    verdict = (record.baseline or {}).get("verdict")
-    return verdict if isinstance(verdict, str) else None
+    return record.baseline.verdict if record.baseline is not None else None
 
 
 def _verdict_note(summary: TestSummary) -> str:

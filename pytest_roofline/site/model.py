@@ -48,13 +48,12 @@ class GateVerdict:
     @classmethod
     def from_record(cls, record: TestRecord, session_id: str, commit: str) -> GateVerdict | None:
         block = record.baseline
-        if block is None or not isinstance(block.get("verdict"), str):
+        if block is None or block.verdict is None:
             return None
-        statistic = str(block.get("statistic") or "")
-        explanation = str(block.get("explanation") or statistic)
-        if block.get("excused") == "contended":
+        explanation = block.explanation or block.statistic
+        if block.excused == "contended":
             explanation += " (contended: not failed)"
-        return cls(block["verdict"], explanation, statistic, session_id, commit)
+        return cls(block.verdict, explanation, block.statistic, session_id, commit)
 
 
 def number(value: object) -> float | None:
@@ -202,14 +201,14 @@ def gate_baseline(measured: pd.DataFrame) -> tuple[tuple[float, float, float] | 
         block = row.record.baseline
         if block is None:
             continue
-        ids = block.get("sessions")
-        if not isinstance(ids, list) or not ids:
+        ids = block.sessions
+        if not ids:
             continue
         chosen = measured[measured["session_id"].isin([str(i) for i in ids])]
         values = [float(f) for f in chosen["fraction"]]
         if not values:
             return None, (), None
-        reference = number(block.get("fraction"))
+        reference = block.fraction
         median = reference if reference is not None else statistics.median(values)
         return ((median, min(min(values), median), max(max(values), median)),
                 tuple(str(i) for i in chosen["session_id"]), str(row.session_id))
