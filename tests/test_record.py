@@ -77,3 +77,16 @@ def test_the_baseline_block_reads_typed_and_writes_back_unchanged() -> None:
     odd = BaselineRecord.from_dict({"verdict": 3, "drop": "x", "sessions": "s1", "changes": {"time": 5}})
     assert odd is not None and (odd.verdict, odd.drop, odd.sessions, odd.time_ratio) == (None, None, (), None)
     assert BaselineRecord.from_dict(None) is None and BaselineRecord.from_dict([1]) is None
+
+
+def test_the_contended_block_reads_typed_and_writes_back_unchanged() -> None:
+    block = {"remeasured": True, "still_contended": False, "failed_when_remeasured": True, "message": "below",
+             "judged": True, "spread": 0.031}
+    record = TestRecord.from_dict({"nodeid": "t.py::test", "contended": block})
+    assert record.contended is not None and record.contended.remeasured and not record.contended.still_contended
+    assert record.contended.failed_when_remeasured and record.contended.message == "below"
+    assert record.contended.judged and record.contended.spread == 0.031
+    assert record.to_dict()["contended"] == block
+    # only true is true: a forged "yes" does not report a test again
+    forged = TestRecord.from_dict({"nodeid": "t.py::test", "contended": {"remeasured": "yes"}}).contended
+    assert forged is not None and not forged.remeasured

@@ -425,9 +425,9 @@ def write_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Conf
 
 def rereport(rereports: Rereports, record: TestRecord) -> None:
     """Report a test measured again at the end of the session once more, as its record now says."""
-    again = record.contended or {}
-    if again.get("remeasured"):
-        rereports.rereport(record, again.get("message"))
+    again = record.contended
+    if again is not None and again.remeasured:
+        rereports.rereport(record, again.message)
 
 
 def _identity(node: pytest.Item) -> dict[str, object]:

@@ -60,7 +60,7 @@ class XdistWorker(MeasuringSession):
         from pytest_roofline.host.gpus import assignment_note
         from pytest_roofline.output.worker_records import worker_payload
 
-        failed_late = any((r.contended or {}).get("failed_when_remeasured") for r in self.records)
+        failed_late = any(r.contended is not None and r.contended.failed_when_remeasured for r in self.records)
         machine = state.loaded_machine.to_dict() if state.loaded_machine is not None else None
         worker = str(getattr(self.config, "workerinput", {}).get("workerid")
                      or os.environ.get("PYTEST_XDIST_WORKER", "gw?"))

@@ -88,6 +88,32 @@ class NothingCounted:
 
 
 @dataclass(frozen=True)
+class Contended:
+    """A test measured on a contended core and measured again at the end of the session: what came of it."""
+
+    remeasured: bool  # measured again (False: no call fit the budget again)
+    still_contended: bool  # contended the second time too
+    judged: bool = False  # judged all the same (--roofline-contended judge), its tolerance widened
+    spread: float | None = None  # that widening: the spread of its two contended measurements
+    failed_when_remeasured: bool = False
+    message: str | None = None  # the failure it was reported again with
+    raw: JsonObject = field(default_factory=dict, repr=False)  # the block as written
+
+    @classmethod
+    def from_dict(cls, block: object) -> Contended | None:
+        """The record's ``contended`` block (None where there is none); a field of the wrong type reads as unset."""
+        if not isinstance(block, Mapping):
+            return None
+        return cls(remeasured=block.get("remeasured") is True, still_contended=block.get("still_contended") is True,
+                   judged=block.get("judged") is True, spread=finite_number(block.get("spread")),
+                   failed_when_remeasured=block.get("failed_when_remeasured") is True,
+                   message=text_of(block.get("message")), raw=block)
+
+    def to_dict(self) -> JsonObject:
+        return dict(self.raw)
+
+
+@dataclass(frozen=True)
 class TestRecord:
     """One measured (or skipped, or failed) test of a session."""
 
@@ -116,7 +142,7 @@ class TestRecord:
     baseline: BaselineRecord | None = None  # the baseline gate's verdict (--roofline-baseline)
     nothing_counted: NothingCounted | None = None  # no FLOPs and no bytes: the ops seen and the message
     not_gated: str | None = None  # why a failing fraction did not fail it: "contended", "warn-only"
-    contended: JsonObject | None = None  # measured again at the end of the session, and what came of it
+    contended: Contended | None = None  # measured again at the end of the session, and what came of it
     extra: JsonObject = field(default_factory=dict)  # every other field, as written
 
     @classmethod
@@ -144,7 +170,7 @@ class TestRecord:
             judged_roofs=_object(record.get("judged_roofs")), compare=_ab(record.get("compare")),
             baseline=BaselineRecord.from_dict(record.get("baseline")),
             nothing_counted=NothingCounted.from_dict(record.get(KEYS["nothing_counted"])),
-            not_gated=text_of(record.get("not_gated")), contended=_object(record.get("contended")),
+            not_gated=text_of(record.get("not_gated")), contended=Contended.from_dict(record.get("contended")),
             extra={k: v for k, v in record.items() if k not in known},
         )
 
@@ -157,7 +183,7 @@ class TestRecord:
         out["bytes"] = dict(self.bytes)
         for name in _OPTIONAL:
             value = getattr(self, name)
-            if isinstance(value, (ABRecord, BaselineRecord, NothingCounted)):
+            if isinstance(value, (ABRecord, BaselineRecord, Contended, NothingCounted)):
                 out[KEYS.get(name, name)] = value.to_dict()
             elif value is not None:
                 out[KEYS.get(name, name)] = dict(value) if name in ("flops_by_precision", "ai") else value
