@@ -141,24 +141,33 @@ def test_serial_and_xdist_sessions_render_their_results_json_alike(pytester: pyt
 def test_each_test_record_is_built_once_and_every_output_reads_it(pytester: pytest.Pytester,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """The JUnit properties, the step summary, results.json and the terminal rows all read the record built when
-    the test's teardown report is made; none builds another."""
-    from pytest_roofline.output import session_output
+    the test's teardown report is made; none builds another. A conftest counts the builds in the session's own
+    process (a subprocess: what an in-process run imports is dropped after it)."""
+    pytester.makeconftest("""
+        import json, os
+        from pytest_roofline.output import session_output
 
-    built: list[str] = []
-    real = session_output._result_fields
+        BUILT = []
+        real = session_output._result_fields
 
-    def counting(record: Any) -> dict[str, object]:
-        built.append(record.nodeid)
-        return real(record)
+        def counting(record):
+            BUILT.append(record.nodeid)
+            return real(record)
 
-    monkeypatch.setattr(session_output, "_result_fields", counting)
+        session_output._result_fields = counting
+
+        def pytest_unconfigure(config):
+            with open(os.path.join(str(config.rootpath), "built.json"), "w") as out:
+                json.dump(BUILT, out)
+    """)
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(pytester.path / "summary.md"))
     (pytester.path / "machine.json").write_text(json.dumps(MACHINE))
     pytester.makepyfile(test_suite=SUITE)
-    result = pytester.runpytest_inprocess(
+    result = pytester.runpytest_subprocess(
         "-q", "--roofline", "--roofline-machine", str(pytester.path / "machine.json"), "--roofline-max-time", "0.05",
         "--roofline-confirm", "off", "--roofline-dir", "out", "-p", "no:cacheprovider", "--junitxml", "r.xml")
     document = json.loads((pytester.path / "out" / "results.json").read_text())
+    built = json.loads((pytester.path / "built.json").read_text())
     assert len(document["tests"]) == 6  # three parametrized, the one below its threshold, two more
     assert sorted(built) == sorted(t["nodeid"] for t in document["tests"])  # one build each, no more
     properties = {case.get("name"): {p.get("name") for p in case.iter("property")}

@@ -36,27 +36,15 @@ def junit_properties(result: TestRecord) -> list[tuple[str, str]]:
     ``roofline_time_ratio``; from ``--roofline-compare``'s ``compare`` record ``roofline_compare_ref`` (REF's
     commit), ``roofline_compare_ratio`` (time here / at REF), ``roofline_compare_ci_low``/``_high`` and
     ``roofline_compare_verdict``."""
-    pairs: list[tuple[str, str]] = []
-    if result.fraction is not None:
-        pairs.append((f"{PREFIX}fraction", number(result.fraction)))
-    if result.min_fraction is not None:
-        pairs.append((f"{PREFIX}min_fraction", number(result.min_fraction)))
-    if result.bound:
-        pairs.append((f"{PREFIX}bound", result.bound))
-    if result.not_gated:
-        pairs.append((f"{PREFIX}not_gated", result.not_gated))
-    if result.nothing_counted is not None:
-        pairs.append((f"{PREFIX}{KEYS['nothing_counted']}", "1"))
-    baseline = result.baseline
-    if baseline is not None:
-        if baseline.fraction is not None:
-            pairs.append((f"{PREFIX}baseline_fraction", number(baseline.fraction)))
-        if baseline.drop is not None:
-            pairs.append((f"{PREFIX}drop", number(baseline.drop)))
-        if baseline.verdict:
-            pairs.append((f"{PREFIX}verdict", baseline.verdict))
-        if baseline.time_ratio is not None:
-            pairs.append((f"{PREFIX}time_ratio", number(baseline.time_ratio)))
+    baseline = result.baseline or NO_BASELINE
+    figures: list[tuple[str, float | str | None]] = [
+        ("fraction", result.fraction), ("min_fraction", result.min_fraction), ("bound", result.bound or None),
+        ("not_gated", result.not_gated or None),
+        (KEYS["nothing_counted"], "1" if result.nothing_counted is not None else None),
+        ("baseline_fraction", baseline.fraction), ("drop", baseline.drop), ("verdict", baseline.verdict or None),
+        ("time_ratio", baseline.time_ratio)]
+    pairs = [(f"{PREFIX}{name}", value if isinstance(value, str) else number(value))
+             for name, value in figures if value is not None]
     compare = result.compare
     if compare is not None and compare.time is not None and (ratio := compare.time.ratio) is not None:
         ci = compare.time.ci

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from pytest_roofline.record.json_values import migrated
 from pytest_roofline.record.loader import (
     HISTORY_FORMAT,
     HISTORY_SCHEMA,
@@ -94,12 +95,7 @@ class SessionInfo:
 
 def migrate(document: Mapping[str, object], schema: int) -> dict[str, object]:
     """A history document of ``schema`` brought to :data:`SCHEMA`; ValueError for a newer one."""
-    if schema > SCHEMA:
-        raise ValueError(f"schema {schema!r} is newer than this reader's {SCHEMA}")
-    data = dict(document)
-    for step in range(schema, SCHEMA):
-        data = MIGRATIONS[step](data)
-    return data
+    return migrated(document, schema, SCHEMA, MIGRATIONS)
 
 
 @dataclass(frozen=True)

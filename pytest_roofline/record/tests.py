@@ -14,7 +14,7 @@ from typing import ClassVar
 
 from pytest_roofline.record.ab_record import ABRecord
 from pytest_roofline.record.baseline_record import BaselineRecord
-from pytest_roofline.record.json_values import JsonObject, finite_number, text_of
+from pytest_roofline.record.json_values import JsonObject, finite_number, migrated, text_of
 
 SCHEMA = 1  # the newest test-record schema this package writes and reads (results.json's and history's "schema")
 
@@ -59,14 +59,7 @@ def _texts(value: object) -> tuple[str, ...]:
 
 def migrate(data: Mapping[str, object], schema: int) -> dict[str, object]:
     """A record of ``schema`` brought to :data:`SCHEMA`; ValueError for a schema newer than this package's."""
-    if isinstance(schema, bool) or not isinstance(schema, int) or schema < 1:
-        raise ValueError(f"schema: {schema!r} is not a positive integer")
-    if schema > SCHEMA:
-        raise ValueError(f"schema {schema} is newer than this package's {SCHEMA}: upgrade pytest-roofline")
-    record = dict(data)
-    for step in range(schema, SCHEMA):
-        record = MIGRATIONS[step](record)
-    return record
+    return migrated(data, schema, SCHEMA, MIGRATIONS)
 
 
 @dataclass(frozen=True)
