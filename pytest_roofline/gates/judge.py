@@ -10,6 +10,9 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from pytest_roofline.gates.judgement import Judgement
+from pytest_roofline.measure import contention
+from pytest_roofline.output.session_output import failure_report, impossible_fraction_message, roof_notes
+from pytest_roofline.output.text import regions_uncounted
 from pytest_roofline.record.tests import NothingCounted
 from pytest_roofline.session.settings import MarkerOptions
 from pytest_roofline.session.state import RooflineState, TestEntry
@@ -94,8 +97,6 @@ def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptio
     held = Judgement(min_fraction=min_fraction)
     policy = (options.uncounted if options and options.uncounted else None) or state.settings.uncounted
     if policy == "fail":
-        from pytest_roofline.output.text import regions_uncounted
-
         missing = regions_uncounted(entry.recorder.regions)
         if missing:
             return held.adding(failure=(
@@ -133,8 +134,6 @@ def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptio
             held = replace(held, confirmed=(first, verdict.fraction))
             if verdict.fraction >= min_fraction:
                 return held
-    from pytest_roofline.output.session_output import failure_report
-
     entry.recorder.time_ops()  # per-op times for its artifacts (--roofline-ops failed|always)
     message, paths = failure_report(state.session_dir, entry.nodeid, entry.recorder.judged_machine(),
                                     entry.recorder.regions, verdict, min_fraction, entry.details)
@@ -143,15 +142,11 @@ def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptio
 
 def roof_notes_of(machine: Machine, verdict: Verdict) -> list[str]:
     """Notes for emulated precisions among the roofs of ``machine`` that judged it (into results.json)."""
-    from pytest_roofline.output.session_output import roof_notes
-
     return roof_notes(machine, verdict.flops)
 
 
 def roof_check(state: RooflineState, machine: Machine, verdict: Verdict) -> str | None:
     """The error for a fraction no roof of ``machine`` (the roofs that judged it) allows, else None."""
-    from pytest_roofline.output.session_output import impossible_fraction_message
-
     s = state.settings
     origin = (f"pinned file {s.machine_file}" if s.machine_file is not None else
               f"the characterization cache (fingerprint {state.machine().info.get('fingerprint_hash', '?')})")
@@ -202,8 +197,6 @@ def remeasure_contended(state: RooflineState) -> list[Remeasured]:
     A test still below its threshold, or regressed against the baseline, uncontended is failed now; one still
     contended is failed too under ``--roofline-contended judge``, its tolerance widened by the spread of its two
     contended measurements (:mod:`pytest_roofline.measure.contention`)."""
-    from pytest_roofline.measure import contention
-
     judge_mode = contention.resolve(state.settings.contended, baseline=state.baseline is not None,
                                     compare=state.compare_ref is not None or bool(state.settings.compare))
     done: list[Remeasured] = []
@@ -271,8 +264,6 @@ def _late_failure(state: RooflineState, entry: TestEntry, verdict: Verdict | Non
                                            None if confirmed is None else (confirmed["first"], confirmed["second"]))
         entry.artifacts.extend(paths)
     else:
-        from pytest_roofline.output.session_output import failure_report
-
         assert verdict is not None  # below its threshold: it was measured
 
         message, written = failure_report(state.session_dir, entry.nodeid, entry.recorder.judged_machine(),
