@@ -18,7 +18,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_roofline.errors import SettingError, StoreError
+from pytest_roofline.history.reader import check_placement
 from pytest_roofline.history.store import DirectoryStore, Entry, HistoryStore, read_all
+from pytest_roofline.record.loader import MAX_CLOCK_SKEW_S, MAX_FILE_BYTES, parse_json, parse_start
+from pytest_roofline.record.sessions import session_from
 
 if TYPE_CHECKING:
     from pytest_roofline.record.sessions import Session
@@ -62,7 +65,6 @@ def _when(session: Session, entry: Entry, now: float) -> float:
     """The time retention orders a session by: its parsed start, or the store's own write time where that is
     later (a runner whose clock is behind is not pruned first). A write time beyond the clock's skew (a touched
     file) counts as now plus the skew, never as the far future."""
-    from pytest_roofline.record.loader import MAX_CLOCK_SKEW_S, parse_start
 
     start = parse_start(session.start).timestamp() if session.start else 0.0
     if entry.modified is None:
@@ -73,9 +75,6 @@ def _when(session: Session, entry: Entry, now: float) -> float:
 def _parse(entries: Sequence[Entry], store: HistoryStore, folder: str, now: float) -> tuple[list[_Held], int]:
     """The objects that parse as sessions of this folder's machine, and how many did not (those are never
     removed: retention cannot tell what they hold, nor whether they are someone's baseline)."""
-    from pytest_roofline.history.reader import check_placement
-    from pytest_roofline.record.loader import MAX_FILE_BYTES, parse_json
-    from pytest_roofline.record.sessions import session_from
 
     held: list[_Held] = []
     unparsed = 0

@@ -11,9 +11,13 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pytest_roofline.history.environment import git_state, versions
+from pytest_roofline.history.location import as_store
+from pytest_roofline.history.retention import prune
 from pytest_roofline.history.store import HistoryStore
+from pytest_roofline.history.writer import write_history
 from pytest_roofline.output.artifacts import results_document
-from pytest_roofline.output.results_dir import write_session
+from pytest_roofline.output.results_dir import RESULTS_FILE, session_dir, write_session
 from pytest_roofline.record.sessions import SessionInfo, SessionRecord
 from pytest_roofline.record.tests import TestRecord
 
@@ -86,7 +90,6 @@ def write_session_files(targets: Targets, machine: Machine | None, records: Iter
 def history_record(machine: Machine | None, tests: Sequence[TestRecord], meta: Mapping[str, object],
                    pytest_args: Sequence[str], counter: str | None, *, root: Path | None = None) -> SessionRecord:
     """The session's history entry: its tests, the machine, and what only the history keeps (git, versions)."""
-    from pytest_roofline.history.environment import git_state, versions
 
     info = dict(machine.info) if machine is not None else {}
     session = replace(SessionInfo.from_dict(meta), git=git_state(root), versions=versions(info),
@@ -98,8 +101,6 @@ def _write_history(targets: Targets, history: Path | HistoryStore, record: Sessi
     """The history entry, then retention. A remote store that cannot be written keeps the entry under
     ``<--roofline-dir>/history-unsent/`` and says the session must fail (its history gate must not go green
     on a record the fleet never got)."""
-    from pytest_roofline.history.location import as_store
-    from pytest_roofline.history.writer import write_history
 
     store = as_store(history)
     try:
@@ -114,8 +115,6 @@ def _write_history(targets: Targets, history: Path | HistoryStore, record: Sessi
                               f"{_keep_unsent(targets.directory, record)}")
         return
     try:
-        from pytest_roofline.history.retention import prune
-
         # the folder stays within --roofline-history-keep; each test keeps its baseline's sessions
         prune(store, targets.history_keep, protect=targets.protect,
               folders=[record.machine_key] if store.remote else None)
@@ -125,7 +124,6 @@ def _write_history(targets: Targets, history: Path | HistoryStore, record: Sessi
 
 def _keep_unsent(directory: Path, record: SessionRecord) -> str:
     """Write the entry a store refused into a local folder, and say how to send it later."""
-    from pytest_roofline.history.writer import write_history
 
     unsent = directory / "history-unsent"
     try:
@@ -138,7 +136,6 @@ def _keep_unsent(directory: Path, record: SessionRecord) -> str:
 def _drop_stale_top(directory: Path) -> str:
     """This session wrote no results.json: the one on top is an earlier session's, and anything reading it
     (a CI step, a chart) would take it for this run's. Removed (its session folder keeps its own copy)."""
-    from pytest_roofline.output.results_dir import RESULTS_FILE, session_dir
 
     top = directory / RESULTS_FILE
     try:

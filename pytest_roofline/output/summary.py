@@ -11,15 +11,14 @@ import textwrap
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from pytest_roofline.host.cores import Placement
 from pytest_roofline.model import Machine
+from pytest_roofline.output.results_dir import RESULTS_FILE
+from pytest_roofline.output.session_output import auto_cores_line, baseline_lines, machine_line, short_machine_line
+from pytest_roofline.output.table import LEGEND, Row, marker_lines, render
 from pytest_roofline.output.text import ABOVE_ONE, uncounted_text
 from pytest_roofline.record.tests import TestRecord
-
-if TYPE_CHECKING:
-    from pytest_roofline.host.cores import Placement
-    from pytest_roofline.output.table import Row
 
 NOT_GATED_WHY = {
     "contended": ("measured under contention (no free core) and excused (--roofline-contended judge or "
@@ -45,8 +44,6 @@ ERROR_CHARS = 400  # of an error's cause said under the table (results.json keep
 
 
 def placements(record: TestRecord) -> list[Placement]:
-    from pytest_roofline.host.cores import Placement
-
     return [Placement.from_dict(r["cores"]) for r in record.regions if isinstance(r.get("cores"), Mapping)]
 
 
@@ -134,8 +131,6 @@ def beaten_roof(record: TestRecord) -> str:
 
 
 def compact_row(record: TestRecord) -> Row:
-    from pytest_roofline.output.table import Row
-
     fraction = record.fraction
     marks, _ = marks_of(record)
     if fraction is None:
@@ -150,7 +145,6 @@ def compact_row(record: TestRecord) -> Row:
 def marked_table(records: Sequence[TestRecord], width: int) -> list[str]:
     """The table, one line per test (markers as letters after the verdict), the markers explained once below
     it, and the legend."""
-    from pytest_roofline.output.table import LEGEND, marker_lines, render
 
     rows = [compact_row(r) for r in records]
     details: dict[str, list[str]] = {}
@@ -178,12 +172,6 @@ def summary_lines(records: Iterable[TestRecord], context: SummaryContext) -> lis
     """The roofline section: machines, the table, what was uncounted, the counter, the cores, the baseline
     gate and where the results are (:func:`not_gated_line` ends it). Lines longer than ``context.width`` are
     wrapped (the table shortens node ids instead)."""
-    from pytest_roofline.output.session_output import (
-        auto_cores_line,
-        baseline_lines,
-        machine_line,
-        short_machine_line,
-    )
 
     records = list(records)
     lines: list[str] = []
@@ -219,8 +207,6 @@ def summary_lines(records: Iterable[TestRecord], context: SummaryContext) -> lis
     if context.baseline is not None:
         tail += baseline_lines(context.baseline, records)
     if context.directory is not None:
-        from pytest_roofline.output.results_dir import RESULTS_FILE
-
         tail.append(f"results: {context.directory / RESULTS_FILE}")
     return [*wrap(lines, context.width), *table, *wrap(tail, context.width)]
 
