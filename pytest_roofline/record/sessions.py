@@ -170,7 +170,7 @@ class SessionRecord:
 @dataclass(frozen=True)
 class Session:
     """One session as every reader sees it (the gates, ``thresholds``, the nightly chain, the site): its identity
-    and its test records by node id, built once from a document that passed ``history.validate``."""
+    and its test records by node id, built once from a document that passed ``record.loader``."""
 
     id: str
     start: str  # canonical_start's one spelling: ordering by the text is ordering by the time; "" for none
