@@ -61,6 +61,9 @@ class Judgement:
                 continue
             if name == "confirmed":
                 value = {"first": value[0], "second": value[1]}
-            out[name] = dict(value) if isinstance(value, Mapping) else list(value) if isinstance(value, tuple) \
-                else value
+            elif isinstance(value, Mapping):
+                value = dict(value)
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[name] = value
         return out

@@ -65,7 +65,6 @@ def _when(session: Session, entry: Entry, now: float) -> float:
     """The time retention orders a session by: its parsed start, or the store's own write time where that is
     later (a runner whose clock is behind is not pruned first). A write time beyond the clock's skew (a touched
     file) counts as now plus the skew, never as the far future."""
-
     start = parse_start(session.start).timestamp() if session.start else 0.0
     if entry.modified is None:
         return start
@@ -75,7 +74,6 @@ def _when(session: Session, entry: Entry, now: float) -> float:
 def _parse(entries: Sequence[Entry], store: HistoryStore, folder: str, now: float) -> tuple[list[_Held], int]:
     """The objects that parse as sessions of this folder's machine, and how many did not (those are never
     removed: retention cannot tell what they hold, nor whether they are someone's baseline)."""
-
     held: list[_Held] = []
     unparsed = 0
     by_name = {e.name: e for e in entries}

@@ -90,7 +90,6 @@ def write_session_files(targets: Targets, machine: Machine | None, records: Iter
 def history_record(machine: Machine | None, tests: Sequence[TestRecord], meta: Mapping[str, object],
                    pytest_args: Sequence[str], counter: str | None, *, root: Path | None = None) -> SessionRecord:
     """The session's history entry: its tests, the machine, and what only the history keeps (git, versions)."""
-
     info = dict(machine.info) if machine is not None else {}
     session = replace(SessionInfo.from_dict(meta), git=git_state(root), versions=versions(info),
                       pytest_args=tuple(str(a) for a in pytest_args), counter=counter)
@@ -101,7 +100,6 @@ def _write_history(targets: Targets, history: Path | HistoryStore, record: Sessi
     """The history entry, then retention. A remote store that cannot be written keeps the entry under
     ``<--roofline-dir>/history-unsent/`` and says the session must fail (its history gate must not go green
     on a record the fleet never got)."""
-
     store = as_store(history)
     try:
         written.history_file = str(write_history(store, record))
@@ -124,7 +122,6 @@ def _write_history(targets: Targets, history: Path | HistoryStore, record: Sessi
 
 def _keep_unsent(directory: Path, record: SessionRecord) -> str:
     """Write the entry a store refused into a local folder, and say how to send it later."""
-
     unsent = directory / "history-unsent"
     try:
         path = write_history(unsent, record)
@@ -136,7 +133,6 @@ def _keep_unsent(directory: Path, record: SessionRecord) -> str:
 def _drop_stale_top(directory: Path) -> str:
     """This session wrote no results.json: the one on top is an earlier session's, and anything reading it
     (a CI step, a chart) would take it for this run's. Removed (its session folder keeps its own copy)."""
-
     top = directory / RESULTS_FILE
     try:
         top.unlink()

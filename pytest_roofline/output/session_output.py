@@ -192,18 +192,19 @@ def baseline_lines(description: str, records: Iterable[TestRecord]) -> list[str]
     (regressions first, then changes that were not significant or not gated, then improvements and tests too new to
     judge), each with its explanation, and a count per verdict."""
     lines = [description]
-    compared = [(r.nodeid, r.baseline) for r in records if r.baseline is not None and r.baseline.verdict]
+    compared = [(r.nodeid, r.baseline, r.baseline.verdict) for r in records
+                if r.baseline is not None and r.baseline.verdict]
     order = list(BASELINE_WORDS)
-    for nodeid, b in sorted((x for x in compared if x[1].verdict in BASELINE_WORDS),
-                            key=lambda x: order.index(str(x[1].verdict))):
-        word = BASELINE_WORDS[str(b.verdict)]
+    for nodeid, b, verdict in sorted((x for x in compared if x[2] in BASELINE_WORDS),
+                                     key=lambda x: order.index(x[2])):
+        word = BASELINE_WORDS[verdict]
         if b.excused:
             word += f" ({b.excused}: not failed)"
-        detail = b.statistic if b.verdict == "inconclusive" else b.explanation
+        detail = b.statistic if verdict == "inconclusive" else b.explanation
         lines.append(f"  {word}: {nodeid}: {detail}")
     counts: dict[str, int] = {}
-    for _, b in compared:
-        counts[str(b.verdict)] = counts.get(str(b.verdict), 0) + 1
+    for _, _, verdict in compared:
+        counts[verdict] = counts.get(verdict, 0) + 1
     if counts:
         lines.append("  " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
     return lines

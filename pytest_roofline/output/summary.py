@@ -145,7 +145,6 @@ def compact_row(record: TestRecord) -> Row:
 def marked_table(records: Sequence[TestRecord], width: int) -> list[str]:
     """The table, one line per test (markers as letters after the verdict), the markers explained once below
     it, and the legend."""
-
     rows = [compact_row(r) for r in records]
     details: dict[str, list[str]] = {}
     for record in records:
@@ -172,7 +171,6 @@ def summary_lines(records: Iterable[TestRecord], context: SummaryContext) -> lis
     """The roofline section: machines, the table, what was uncounted, the counter, the cores, the baseline
     gate and where the results are (:func:`not_gated_line` ends it). Lines longer than ``context.width`` are
     wrapped (the table shortens node ids instead)."""
-
     records = list(records)
     lines: list[str] = []
     describe = machine_line if context.verbose else short_machine_line

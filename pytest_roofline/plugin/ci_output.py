@@ -1,7 +1,6 @@
 """CI reporting glue: each roofline test's record, built once, with its figures as JUnit XML properties, and
-the session's table in the GitHub Actions step summary (``$GITHUB_STEP_SUMMARY``). The contents come from plain
-modules
-(:mod:`pytest_roofline.output.ci_report`, :mod:`pytest_roofline.output.ci_report`)."""
+the session's table in the GitHub Actions step summary (``$GITHUB_STEP_SUMMARY``). The contents come from
+:mod:`pytest_roofline.output.ci_report`."""
 
 from __future__ import annotations
 

@@ -196,22 +196,26 @@ class Session:
     def short_commit(self) -> str:
         return (self.commit or "nogit")[:12]
 
-
+    @classmethod
+    def of_record(cls, record: SessionRecord, source: str, start: str) -> Session:
+        """The session a history file holds; ``start`` in :func:`canonical_start`'s spelling (the caller parses
+        the record's start against its own clock)."""
+        git = record.session.git
+        return cls(id=record.session.id or Path(source).stem, start=start, machine_key=record.machine_key,
+                   commit=git.commit, branch=git.branch, source=source, tests=records_by_id(record.tests),
+                   machine={"key": record.machine_key, "fingerprint": record.fingerprint, **record.machine},
+                   environment=_environment(record.session.versions), exit_status=record.session.exit_status,
+                   dirty=bool(git.dirty))
 
 
 def session_from(document: object, source: str, skipped: list[str] | None = None) -> Session:
     """A :class:`Session` from a history document or a ``results.json`` document; ValueError (naming the
-    field) when neither or when its header cannot be trusted. Test records that fail ``validate.check_test``
+    field) when neither or when its header cannot be trusted. Test records that fail ``loader.check_test``
     are left out, one line for them all appended to ``skipped``."""
     problems: list[str] = []
     if check_header(document) == "history":
         record = SessionRecord.from_dict(document, problems)
-        session = Session(id=record.session.id or Path(source).stem, start=canonical_start(record.session.start),
-                          machine_key=record.machine_key, commit=record.session.git.commit,
-                          branch=record.session.git.branch, source=source, tests=records_by_id(record.tests),
-                          machine={"key": record.machine_key, "fingerprint": record.fingerprint, **record.machine},
-                          environment=_environment(record.session.versions),
-                          exit_status=record.session.exit_status, dirty=bool(record.session.git.dirty))
+        session = Session.of_record(record, source, canonical_start(record.session.start))
     else:  # a results.json
         if not isinstance(document, dict):  # check_header refused it already; this tells the type checker
             raise ValueError("not a JSON object")
@@ -230,7 +234,7 @@ def session_from(document: object, source: str, skipped: list[str] | None = None
 
 
 def canonical_start(start: object) -> str:
-    """A start that passed ``validate.parse_start`` written one way (UTC, microseconds, ``+00:00``), so that
+    """A start that passed ``loader.parse_start`` written one way (UTC, microseconds, ``+00:00``), so that
     ordering by the text is ordering by the time; "" where a results.json has none (it sorts first)."""
     if start is None:
         return ""
@@ -240,8 +244,6 @@ def canonical_start(start: object) -> str:
 def start_text(when: datetime) -> str:
     """An aware time in :func:`canonical_start`'s one spelling."""
     return f"{when.astimezone(timezone.utc):%Y-%m-%dT%H:%M:%S.%f+00:00}"
-
-
 
 
 def _environment(versions: object) -> dict[str, str]:

@@ -30,6 +30,7 @@ KEYS = {"nothing_counted": "no_work"}
 # schema -> the step that turns a record of that schema into one of the next; none yet (schema 1 is the first)
 MIGRATIONS: dict[int, Callable[[dict[str, object]], dict[str, object]]] = {}
 
+
 def _object(value: object) -> JsonObject | None:
     return value if isinstance(value, Mapping) else None
 
@@ -196,7 +197,6 @@ class TestRecord:
     def threads(self) -> int | None:
         """The cores its calls ran on (the most of its call sites' ``cores.count``), where recorded."""
         return threads_of(self.regions)
-
 
 
 def threads_of(regions: Sequence[JsonObject]) -> int | None:

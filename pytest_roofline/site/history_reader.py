@@ -21,7 +21,6 @@ from pathlib import Path
 from pytest_roofline.errors import HistoryFileWarning
 from pytest_roofline.record.loader import Invalid, describe_skipped, parse_start, read_json
 from pytest_roofline.record.sessions import FORMAT, SCHEMA, Session, SessionRecord, start_text
-from pytest_roofline.record.tests import records_by_id
 
 __all__ = ["FORMAT", "SCHEMA", "History", "HistoryFileWarning", "Session", "Skipped", "load_history", "parse_time",
            "read_history", "read_session"]
@@ -69,12 +68,7 @@ def _session(path: Path, document: object, now: datetime | None) -> tuple[Sessio
         start = parse_time(record.session.start or "", now)
     except ValueError as exc:
         raise _Skip(str(exc)) from None
-    git = record.session.git
-    session = Session(id=record.session.id or path.stem, start=start_text(start), machine_key=record.machine_key,
-                      commit=git.commit, branch=git.branch, source=str(path), tests=records_by_id(record.tests),
-                      machine={"key": record.machine_key, "fingerprint": record.fingerprint, **record.machine},
-                      exit_status=record.session.exit_status, dirty=bool(git.dirty))
-    return session, problems
+    return Session.of_record(record, str(path), start_text(start)), problems
 
 
 def _read(path: Path, now: datetime | None) -> tuple[Session | None, str | None]:
