@@ -3,10 +3,12 @@ the session (issue: "a test's record is built once and flows one way").
 
 Runs one marked test of a tiny suite in process under a profile hook and logs every call into a module of the
 package that receives, as an argument, the pytest item, the test's ``TestEntry``, its ``Recorder``, a
-``Judgement`` or its ``TestRecord`` (the suite has one test: every such object is that test's), from
-collection to the end of the session. Prints the modules in the order entered, then: stays (runs of calls in
-one module), modules, folders, returns to a module already left, and folders entered again after leaving.
-Compare two checkouts with ``--checkout DIR`` (their own package is imported).
+``Judgement``, its ``Measured`` or its ``TestRecord`` (the suite has one test: every such object is that
+test's), from collection to the end of the session. Prints the modules in the order entered, then: stays (runs
+of calls in one module), modules, folders, returns to a module already left, folders entered again after
+leaving, and the same within one trip. A trip begins where the package is entered with none of its frames on
+the stack (pytest calls a hook, or the test calls the fixture), so "within trips" counts the folders the
+package's own calls go back to. Compare two checkouts with ``--checkout DIR`` (their own package is imported).
 
     python benchmarks/record_path.py [--checkout DIR] [--show]
 """
@@ -43,9 +45,10 @@ CHILD = textwrap.dedent("""
 
     package = str(Path(pytest_roofline.__file__).parent)
     log = []
+    trip = [True]  # whether the next logged call is the first of a trip
 
     # the suite has one test: every object of these types is that test's, as it flows
-    FOLLOWED = {"Function", "TestEntry", "TestRecord", "Recorder", "Judgement"}
+    FOLLOWED = {"Function", "TestEntry", "TestRecord", "Recorder", "Judgement", "Measured"}
 
     def hook(frame, event, arg):
         if event != "call":
@@ -53,10 +56,16 @@ CHILD = textwrap.dedent("""
         filename = frame.f_code.co_filename
         if not filename.startswith(package):
             return
+        below = frame.f_back
+        while below is not None and not below.f_code.co_filename.startswith(package):
+            below = below.f_back
+        if below is None:  # no frame of the package under it: pytest, pluggy or the test calls in, a trip begins
+            trip[0] = True
         code = frame.f_code
         arguments = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
         if any(type(frame.f_locals.get(name)).__name__ in FOLLOWED for name in arguments):
-            log.append((filename[len(package) + 1:], code.co_name))
+            log.append((filename[len(package) + 1:], code.co_name, trip[0]))
+            trip[0] = False
 
     sys.setprofile(hook)
     import threading
@@ -67,7 +76,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
-def measure(checkout: Path | None) -> list[tuple[str, str]]:
+def measure(checkout: Path | None) -> list[tuple[str, str, bool]]:
     with tempfile.TemporaryDirectory() as work:
         root = Path(work)
         (root / "test_path.py").write_text(SUITE)
@@ -87,23 +96,36 @@ def measure(checkout: Path | None) -> list[tuple[str, str]]:
         if result["code"] != 0 or not result["log"]:
             raise SystemExit(f"record_path: the run failed or logged nothing (exit {result['code']}):\n"
                              f"{done.stdout[-2000:]}")
-        return [tuple(x) for x in result["log"]]
+        return [(str(m), str(f), bool(outside)) for m, f, outside in result["log"]]
 
 
-def figures(log: list[tuple[str, str]]) -> dict[str, int]:
-    stays: list[str] = []
-    for module, _ in log:
-        if not stays or stays[-1] != module:
-            stays.append(module)
-    folders = [m.split("/")[0] if "/" in m else "." for m in stays]
-    folder_runs: list[str] = []
-    for folder in folders:
-        if not folder_runs or folder_runs[-1] != folder:
-            folder_runs.append(folder)
-    returns = sum(1 for i, m in enumerate(stays) if m in stays[:i])
-    folder_returns = sum(1 for i, f in enumerate(folder_runs) if f in folder_runs[:i])
+def _runs(items: list[str]) -> list[str]:
+    runs: list[str] = []
+    for item in items:
+        if not runs or runs[-1] != item:
+            runs.append(item)
+    return runs
+
+
+def _entered_again(runs: list[str]) -> int:
+    return sum(1 for i, item in enumerate(runs) if item in runs[:i])
+
+
+def folder_of(module: str) -> str:
+    return module.split("/")[0] if "/" in module else "."
+
+
+def figures(log: list[tuple[str, str, bool]]) -> dict[str, int]:
+    stays = _runs([module for module, _, _ in log])
+    folders = [folder_of(m) for m in stays]
+    trips: list[list[str]] = []
+    for module, _, outside in log:
+        if outside or not trips:
+            trips.append([])
+        trips[-1].append(folder_of(module))
     return {"calls": len(log), "stays": len(stays), "modules": len(set(stays)), "folders": len(set(folders)),
-            "returns": returns, "folders entered again": folder_returns}
+            "returns": _entered_again(stays), "folders entered again": _entered_again(_runs(folders)),
+            "trips": len(trips), "folders entered again within trips": sum(_entered_again(_runs(t)) for t in trips)}
 
 
 def main() -> None:
@@ -114,9 +136,9 @@ def main() -> None:
     log = measure(args.checkout)
     if args.show:
         last = None
-        for module, function in log:
-            if module != last:
-                print(f"{module}: {function}")
+        for module, function, outside in log:
+            if module != last or outside:
+                print(f"{'> ' if outside else '  '}{module}: {function}")
                 last = module
     print(json.dumps(figures(log)))
 

@@ -18,7 +18,8 @@ import pytest
 from pytest_roofline.characterize import cuda_ert
 from pytest_roofline.counters import CounterBase
 from pytest_roofline.measure import cuda_probe, probes
-from pytest_roofline.measure.regions import Recorder, _judge_live
+from pytest_roofline.measure.device_roofs import judge_live
+from pytest_roofline.measure.regions import Recorder
 from pytest_roofline.measure.timing import TimingPolicy, summarize
 from pytest_roofline.model import KernelSample, Machine, evaluate_region
 
@@ -327,7 +328,7 @@ def test_each_call_is_judged_against_its_probes_hbm_roof() -> None:
     kernels = [KernelSample("copy", {}, {"DRAM": 3e9})]
     timing = summarize([0.00125, 0.0025, 0.00125])
     cached = evaluate_region(kernels, m, 0.00125)
-    verdict, record, note = _judge_live(kernels, m, timing, schedule, cached)
+    verdict, record, note = judge_live(kernels, m, timing, schedule, cached)
     assert verdict.fraction == pytest.approx(0.8)  # 1 ms / 1.25 ms against each call's live roof
     assert record["level"] == "HBM" and record["device"] == "cuda:1" and record["kernel"] == "ert_fp64_f1"
     assert record["live_ratio_median"] == pytest.approx(1.0) and record["probes"] == 3

@@ -25,8 +25,8 @@ from pytest_roofline.counters.ncu import metrics as ncu_metrics
 from pytest_roofline.measure.regions import Recorder
 from pytest_roofline.measure.timing import TimingPolicy
 from pytest_roofline.model import KernelSample, Machine, sum_maps
-from pytest_roofline.output import session_output
 from pytest_roofline.output.session_output import failure_report
+from pytest_roofline.record.tests import TestRecord
 from pytest_roofline.session.settings import MarkerOptions, SettingError
 
 H100 = Path(__file__).parent / "fixtures" / "h100_characterize.json"
@@ -153,12 +153,10 @@ def test_half_precision_gemms_on_cuda_count_on_the_tensor_core_roof(fake: FakeTe
 
 # --- 2. and 4. each call judged on its device's roofs; messages quote what results.json records ------------
 
-class _Declared:
-    """The test record :func:`test_result` and :func:`failure_report` read."""
-
-    def __init__(self, recorder: Recorder) -> None:
-        self.nodeid, self.min_fraction, self.recorder = "test_x", 0.9, recorder
-        self.outcome, self.artifacts, self.extra, self.nothing_counted = "failed", [], {}, None
+def _record(recorder: Recorder) -> TestRecord:
+    """The record of a failed test of these call sites, as the plugin builds it."""
+    return TestRecord.of(recorder.measured(), nodeid="test_x", outcome="failed", min_fraction=0.9, artifacts=[],
+                         nothing_counted=None, fields={})
 
 
 def recorder(session: Machine, host: Machine | None = None) -> Recorder:
@@ -177,12 +175,12 @@ def test_host_code_in_a_cuda_session_is_judged_on_the_cpus_roofs(tmp_path: Path)
     region = r.regions[0]
     assert region.device == "cpu" and r.device() == "cpu" and r.judged_machine() is CPU
     assert region.verdict.t_min == pytest.approx(2 * 256**3 / 100e9)  # the host's fp64, not the H100's 64.6 T
-    record = session_output.test_result(_Declared(r)).to_dict()
+    record = _record(r).to_dict()
     assert record["device"] == "cpu" and record["judged_roofs"]["peak_flops"] == dict(CPU.peak_flops)
     r.declare(bytes=3e9, device="cuda").measure(lambda: None)  # a CuPy kernel, declared on the GPU
     assert r.regions[1].device == "cuda" and r.regions[1].kernels[0].bytes == {"HBM": 3e9}
     assert r.regions[1].verdict.t_min == pytest.approx(3e9 / h100().bandwidth["HBM"])
-    assert r.device() == "cuda" and session_output.test_result(_Declared(r)).device == "cpu+cuda"
+    assert r.device() == "cuda" and _record(r).device == "cpu+cuda"
 
 
 def test_without_another_devices_roofs_everything_is_judged_on_the_sessions() -> None:
@@ -195,7 +193,7 @@ def test_every_roof_a_gpu_failure_quotes_is_the_one_results_json_records(tmp_pat
     r = recorder(h100(), CPU)
     r.declare(flops={"tf32": 4e9}, bytes=4e9, device="cuda").measure(lambda: None)
     r.declare(bytes={"HBM": 4e8}, device="cuda").measure(lambda: None)
-    record = session_output.test_result(_Declared(r)).to_dict()
+    record = _record(r).to_dict()
     judged = record["judged_roofs"]
     verdict = r.verdict()
     assert verdict is not None
@@ -261,7 +259,7 @@ def test_the_gate_applies_the_threshold_of_the_device_the_test_ran_on(tmp_path: 
         r = recorder(state.machine(), CPU)
         r.declare(flops=1e4, device=device).measure(lambda: sum(range(10_000)))  # 50 ns of work in ~100 us
         entry = TestEntry(f"test_{device}", None, r)
-        outcome = judge(state, entry, options, xfail=False)
+        outcome = judge(state, entry, entry.recorder.measured(), options, xfail=False)
         keep(entry, outcome)
         assert entry.min_fraction == (1.0 if device == "cpu" else 1e-9)
         assert (outcome.failure is not None) is fails

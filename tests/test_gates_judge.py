@@ -14,6 +14,7 @@ from pytest_roofline.gates.judge import Judgement, judge, keep, remeasure_conten
 from pytest_roofline.measure.regions import Region
 from pytest_roofline.measure.timing import summarize
 from pytest_roofline.model import KernelSample, Machine, evaluate
+from pytest_roofline.record.tests import Measured
 from pytest_roofline.session import ncu_fallback
 from pytest_roofline.session.settings import MarkerOptions, Settings
 from pytest_roofline.session.state import RooflineState, TestEntry
@@ -46,6 +47,10 @@ class FakeRecorder:
 
     def judged_machine(self) -> Machine:
         return self.machine
+
+    def measured(self) -> Measured:
+        return Measured(self.verdict(), self.machine, None, (), "declared", tuple(r.to_dict() for r in self.regions),
+                        tuple(k for r in self.regions for k in r.kernel_dicts()))
 
     def is_contended(self) -> bool:
         return self.busy_now
@@ -93,7 +98,7 @@ def test_a_test_at_its_threshold_passes(tmp_path: Path) -> None:
 
 def judged(state: RooflineState, entry: TestEntry, options: MarkerOptions | None, xfail: bool) -> Judgement:
     """Judge the test and keep the judgement on its entry, as the plugin does."""
-    outcome = judge(state, entry, options, xfail=xfail)
+    outcome = judge(state, entry, entry.recorder.measured(), options, xfail=xfail)
     keep(entry, outcome)
     return outcome
 
@@ -101,7 +106,7 @@ def judged(state: RooflineState, entry: TestEntry, options: MarkerOptions | None
 def test_judging_writes_nothing_to_the_test_it_judges(tmp_path: Path) -> None:
     state = make_state(tmp_path, confirm="on")
     entry = entry_for(state, 0.5, [T_MIN / 0.25, T_MIN / 0.3])  # below its threshold twice: fails, with a chart
-    outcome = judge(state, entry, MarkerOptions(min_fraction=0.5), xfail=False)
+    outcome = judge(state, entry, entry.recorder.measured(), MarkerOptions(min_fraction=0.5), xfail=False)
     assert outcome.failure is not None and entry.extra == {} and entry.artifacts == []
     assert outcome.confirmed == (pytest.approx(0.25), pytest.approx(0.3))
     assert outcome.record_fields()["confirmed"] == {"first": pytest.approx(0.25), "second": pytest.approx(0.3)}
@@ -352,18 +357,18 @@ def test_nothing_counted_under_a_threshold_is_an_error_naming_the_ops(tmp_path: 
 
 
 def test_nothing_counted_without_a_threshold_passes_and_says_so(tmp_path: Path) -> None:
-    from pytest_roofline.output.session_output import test_result
     from pytest_roofline.output.summary import verdict_text
+    from pytest_roofline.plugin.ci_output import record_of
 
     state = make_state(tmp_path)
     entry = no_work(state, None)
-    outcome = judge(state, entry, None, xfail=False)
+    outcome = judge(state, entry, entry.recorder.measured(), None, xfail=False)
     assert (outcome.failure, outcome.error, outcome.warning) == (None, None, None) and entry.extra == {}
     assert outcome.record_fields() == {} and outcome.min_fraction is None
     assert outcome.nothing_counted is not None and entry.nothing_counted is None  # kept on the entry by keep()
     keep(entry, outcome)
     entry.outcome = "passed"
-    record = test_result(entry)
+    record = record_of(entry)
     assert record.fraction is None and record.bound is None and record.time_s == pytest.approx(1e-3)
     assert verdict_text(record) == "passed (no work counted)"
     # written under its results.json key, read back the same

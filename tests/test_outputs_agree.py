@@ -145,16 +145,16 @@ def test_each_test_record_is_built_once_and_every_output_reads_it(pytester: pyte
     process (a subprocess: what an in-process run imports is dropped after it)."""
     pytester.makeconftest("""
         import json, os
-        from pytest_roofline.output import session_output
+        from pytest_roofline.record.tests import TestRecord
 
         BUILT = []
-        real = session_output._result_fields
+        real = TestRecord.of.__func__
 
-        def counting(record):
-            BUILT.append(record.nodeid)
-            return real(record)
+        def counting(cls, measured, **fields):
+            BUILT.append(fields["nodeid"])
+            return real(cls, measured, **fields)
 
-        session_output._result_fields = counting
+        TestRecord.of = classmethod(counting)
 
         def pytest_unconfigure(config):
             with open(os.path.join(str(config.rootpath), "built.json"), "w") as out:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_roofline.measure import probes
-from pytest_roofline.measure.regions import _judge_live
+from pytest_roofline.measure.device_roofs import judge_live
 from pytest_roofline.measure.timing import summarize
 from pytest_roofline.model import KernelSample, Machine, evaluate_region
 
@@ -94,7 +94,7 @@ def test_each_call_is_judged_against_its_probe(tmp_path: Path) -> None:
     kernels = [KernelSample("copy", {}, {"DRAM": 1e9})]
     timing = summarize([0.025, 0.050, 0.025])
     cached = evaluate_region(kernels, m, 0.025)
-    verdict, record, note = _judge_live(kernels, m, timing, schedule, cached)
+    verdict, record, note = judge_live(kernels, m, timing, schedule, cached)
     assert verdict.fraction == pytest.approx(0.8)  # 20 ms / 25 ms: every call reads 0.8 against its live roof
     assert record["fraction_cached_roofs"] == pytest.approx(0.8)
     assert record["live_ratio_median"] == pytest.approx(1.0) and record["probes"] == 3

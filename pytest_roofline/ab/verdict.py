@@ -35,6 +35,7 @@ from pytest_roofline.measure.work import Work, work_change
 from pytest_roofline.model import sum_maps
 from pytest_roofline.model.roofline import arithmetic_intensity
 from pytest_roofline.record.ab_record import ABRecord, claim_level_of
+from pytest_roofline.record.tests import Measured
 from pytest_roofline.session.settings import MarkerOptions
 from pytest_roofline.session.state import RooflineState, TestEntry
 
@@ -271,15 +272,16 @@ def compare_tolerances(state: RooflineState, options: MarkerOptions | None,
     return Tolerances(base.max_drop, band if band is not None else sites_band(regions), base.fail_on)
 
 
-def judge_compare(state: RooflineState, entry: TestEntry, options: MarkerOptions | None) -> Judgement:
+def judge_compare(state: RooflineState, entry: TestEntry, measured: Measured,
+                  options: MarkerOptions | None) -> Judgement:
     """The A/B gate (``--roofline-compare``): the test's paired comparison with REF as the record's
     ``compare`` field, and the failure message and charts when it regressed. Writes nothing to ``entry``."""
-    regions = [r.to_dict() for r in entry.recorder.regions]
+    regions = [dict(r) for r in measured.regions]
     tolerances = compare_tolerances(state, options, regions)
     test = compared_test(regions, tolerances.max_slowdown)
     if test is None:
         return Judgement()
-    bound = entry.recorder.verdict()
+    bound = measured.verdict
     ref = state.compare_ref or {}
     result = decide(test, tolerances, f"{ref.get('ref')} ({str(ref.get('commit'))[:12]})",
                     None if bound is None else bound.bound)
@@ -290,13 +292,13 @@ def judge_compare(state: RooflineState, entry: TestEntry, options: MarkerOptions
                 **pairs_record(test)}
     if result.verdict != "regressed":
         return Judgement(compare=compared)
-    paths, notes = compare_artifacts(state, entry, result, regions)
+    paths, notes = compare_artifacts(state, entry, measured, result, regions)
     message = failure_message(entry.nodeid, result, ABRecord.from_dict(compared))
     return Judgement(failure="\n".join([message, *(f"  {p}" for p in paths), *(f"  note: {n}" for n in notes)]),
                      compare=compared, artifacts=tuple(str(p) for p in paths))
 
 
-def compare_artifacts(state: RooflineState, entry: TestEntry, result: TestComparison,
+def compare_artifacts(state: RooflineState, entry: TestEntry, measured: Measured, result: TestComparison,
                       regions: list[dict[str, Any]]) -> tuple[list[Path], list[str]]:
     """The roofline chart with REF's point joined to this one by an arrow, and the kernel table."""
     from pytest_roofline.output.session_output import all_kernels, test_artifacts
@@ -307,7 +309,9 @@ def compare_artifacts(state: RooflineState, entry: TestEntry, result: TestCompar
     ref_time = result.time.reference
     reference = (arithmetic_intensity(ref_flops, ref_bytes), ref_flops / ref_time if ref_time > 0 else 0.0,
                  f"REF: fraction {result.fraction.reference:.2f}")
-    return test_artifacts(state.session_dir, entry.nodeid, entry.recorder.judged_machine(),
-                          all_kernels(entry.recorder.regions), entry.recorder.verdict(),
+    if measured.judged is None:
+        return [], []  # nothing measured: nothing to draw
+    return test_artifacts(state.session_dir, entry.nodeid, measured.judged,
+                          all_kernels(entry.recorder.regions), measured.verdict,
                           title=f"{entry.nodeid}\n{result.explanation}", min_fraction=entry.min_fraction,
                           reference=reference)

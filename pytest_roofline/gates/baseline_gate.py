@@ -11,7 +11,7 @@ and docs/comparison.md.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,7 @@ from pytest_roofline.gates.baseline_stats import (
 from pytest_roofline.gates.comparison import TestComparison, Tolerances, compare_test
 from pytest_roofline.measure.work import Work
 from pytest_roofline.model.units import time_text
-from pytest_roofline.record.tests import threads_of
+from pytest_roofline.record.tests import Measured, threads_of
 from pytest_roofline.session.settings import MarkerOptions
 from pytest_roofline.session.state import RooflineState, TestEntry
 
@@ -38,9 +38,6 @@ if TYPE_CHECKING:
     from pytest_roofline.history.baseline import Baseline
 
 
-def current_bound(entry: TestEntry) -> str | None:
-    verdict = entry.recorder.verdict()
-    return None if verdict is None else verdict.bound
 
 
 def tolerances_of(state: RooflineState, options: MarkerOptions | None) -> Tolerances:
@@ -56,11 +53,11 @@ def tolerances_from_record(record: dict[str, Any]) -> Tolerances:
     return Tolerances(float(record["max_drop"]), float(record["max_slowdown"]), tuple(record["fail_on"]))
 
 
-def current_measurement(entry: TestEntry, regions: Sequence[Mapping[str, object]]) -> Measurement | None:
-    verdict = entry.recorder.verdict()
+def current_measurement(measured: Measured) -> Measurement | None:
+    verdict = measured.verdict
     if verdict is None:
         return None
-    return Measurement.of(verdict.fraction, verdict.time_s, regions, Work.of(verdict.flops, verdict.bytes))
+    return Measurement.of(verdict.fraction, verdict.time_s, measured.regions, Work.of(verdict.flops, verdict.bytes))
 
 
 def baseline_of(state: RooflineState) -> Baseline:
@@ -82,14 +79,15 @@ def pooled(state: RooflineState, quantity: str) -> Spread | None:
     return found if isinstance(found, Spread) else None
 
 
-def compare_entry(state: RooflineState, entry: TestEntry,
+def compare_entry(state: RooflineState, entry: TestEntry, measured: Measured,
                   tolerances: Tolerances) -> tuple[TestComparison | None, dict[str, Any] | None]:
-    """Compare the test with its baseline sessions: the comparison (None when there is nothing to compare: no
-    measurement, or a new test) and the record's ``baseline`` block (None without a measurement)."""
-    regions = [r.to_dict() for r in entry.recorder.regions]
-    current = current_measurement(entry, regions)
-    if current is None:
+    """Compare the test (``measured``: what its call sites measured) with its baseline sessions: the comparison
+    (None when there is nothing to compare: no measurement, or a new test) and the record's ``baseline`` block
+    (None without a measurement)."""
+    current = current_measurement(measured)
+    if current is None or measured.verdict is None:
         return None, None
+    regions = measured.regions
     record_base = {"max_drop": tolerances.max_drop, "max_slowdown": tolerances.max_slowdown,
                    "fail_on": list(tolerances.fail_on)}
     chosen = baseline_of(state).sessions_for(entry.nodeid, entry.extra.get("params"), threads_of(regions))
@@ -98,7 +96,7 @@ def compare_entry(state: RooflineState, entry: TestEntry,
     if not found:
         return None, {"fraction": None, "drop": None, "verdict": "new", "sessions": [], "ci": None,
                       "statistic": "no baseline session measured this test", **record_base}
-    result = compare_test(current, [m for _, m in found], tolerances, bound=current_bound(entry),
+    result = compare_test(current, [m for _, m in found], tolerances, bound=measured.verdict.bound,
                           pooled={q: pooled(state, q) for q in ("time", "fraction")}, seed=seed_for(entry.nodeid))
     time, fraction = result.time, result.fraction
     statistic = (f"{describe_interval(time)}; {describe_interval(fraction)} ({describe_method(time)})"
@@ -110,8 +108,8 @@ def compare_entry(state: RooflineState, entry: TestEntry,
     return result, block
 
 
-def judge_baseline(state: RooflineState, entry: TestEntry, options: MarkerOptions | None, xfail: bool,
-                   outcome: Judgement) -> Judgement:
+def judge_baseline(state: RooflineState, entry: TestEntry, measured: Measured, options: MarkerOptions | None,
+                   xfail: bool, outcome: Judgement) -> Judgement:
     """``outcome`` (the threshold gate's, passed) with the baseline gate's record and, for a significant
     regression against the baseline, its failure.
 
@@ -122,7 +120,7 @@ def judge_baseline(state: RooflineState, entry: TestEntry, options: MarkerOption
     if state.baseline is None:
         return outcome
     tolerances = tolerances_of(state, options)
-    result, block = compare_entry(state, entry, tolerances)
+    result, block = compare_entry(state, entry, measured, tolerances)
     if block is not None:
         outcome = replace(outcome, baseline=block)
     if result is None or block is None or result.verdict != "regressed":
@@ -133,18 +131,19 @@ def judge_baseline(state: RooflineState, entry: TestEntry, options: MarkerOption
     if state.settings.confirm == "on" and not xfail and outcome.confirmed is None:
         first = result.fraction.now
         if entry.recorder.confirm() and result.failed_on != ("work",):
-            again, again_block = compare_entry(state, entry, tolerances)
+            measured = entry.recorder.measured()
+            again, again_block = compare_entry(state, entry, measured, tolerances)
             if again is not None and again_block is not None:
                 result, block = again, again_block
             outcome = replace(outcome, baseline=block, confirmed=(first, result.fraction.now))
             if result.verdict != "regressed":
                 return outcome
-    message, paths = regression_report(state, entry, result, block, outcome.confirmed)
+    message, paths = regression_report(state, entry, measured, result, block, outcome.confirmed)
     return outcome.adding(artifacts=paths, failure=message)
 
 
-def regression_report(state: RooflineState, entry: TestEntry, result: TestComparison, record: Mapping[str, Any],
-                      confirmed: tuple[float, float] | None = None) -> tuple[str, list[str]]:
+def regression_report(state: RooflineState, entry: TestEntry, measured: Measured, result: TestComparison,
+                      record: Mapping[str, Any], confirmed: tuple[float, float] | None = None) -> tuple[str, list[str]]:
     """One message: what got worse and why (the explanation), the figures now and in the baseline
     (``record``: the record's ``baseline`` block), the sessions, the statistic, the tolerances, and the chart's
     path; and the paths of the artifacts written."""
@@ -172,18 +171,20 @@ def regression_report(state: RooflineState, entry: TestEntry, result: TestCompar
     if confirmed is not None:
         lines.append(f"  measured again at once: fraction {confirmed[0]:.3g} then {confirmed[1]:.3g}; "
                      "the faster is kept")
-    paths, notes = regression_artifacts(state, entry, result)
+    paths, notes = regression_artifacts(state, entry, measured, result)
     lines += [f"  {p}" for p in paths] + [f"  note: {n}" for n in notes]
     return "\n".join(lines), [str(p) for p in paths]
 
 
-def regression_artifacts(state: RooflineState, entry: TestEntry,
+def regression_artifacts(state: RooflineState, entry: TestEntry, measured: Measured,
                          result: TestComparison) -> tuple[list[Path], list[str]]:
     """The roofline chart with the baseline's point beside the current one, and the kernel table."""
     from pytest_roofline.output.session_output import all_kernels, test_artifacts
 
+    if measured.judged is None:
+        return [], []  # nothing measured: nothing to draw
     # the roofs of the cores it ran on, as its fraction
-    return test_artifacts(state.session_dir, entry.nodeid, entry.recorder.judged_machine(),
-                          all_kernels(entry.recorder.regions), entry.recorder.verdict(),
+    return test_artifacts(state.session_dir, entry.nodeid, measured.judged,
+                          all_kernels(entry.recorder.regions), measured.verdict,
                           title=f"{entry.nodeid}: regression against the baseline", min_fraction=entry.min_fraction,
                           baseline_fraction=result.fraction.reference)

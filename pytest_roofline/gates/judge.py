@@ -13,7 +13,7 @@ from pytest_roofline.gates.judgement import Judgement
 from pytest_roofline.measure import contention
 from pytest_roofline.output.session_output import failure_report, impossible_fraction_message, roof_notes
 from pytest_roofline.output.text import regions_uncounted
-from pytest_roofline.record.tests import NothingCounted
+from pytest_roofline.record.tests import Measured, NothingCounted
 from pytest_roofline.session.settings import MarkerOptions
 from pytest_roofline.session.state import RooflineState, TestEntry
 
@@ -36,10 +36,10 @@ def keep(entry: TestEntry, judgement: Judgement) -> None:
 
 # The A/B gate (pytest_roofline.ab.verdict.judge_compare): its judgement (the failure message, the record's
 # "compare" and the charts). It sits above the gates (it runs the twins), so the caller hands it in.
-CompareJudge = Callable[[RooflineState, TestEntry, "MarkerOptions | None"], Judgement]
+CompareJudge = Callable[[RooflineState, TestEntry, Measured, "MarkerOptions | None"], Judgement]
 
 
-def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None, xfail: bool,
+def judge(state: RooflineState, entry: TestEntry, measured: Measured, options: MarkerOptions | None, xfail: bool,
           compare: CompareJudge | None = None) -> Judgement:
     """Gate one measured test (:func:`judge_threshold`, then the baseline gate, or ``compare``, the A/B gate, in
     an A/B session); under ``--roofline-warn-only`` a failure becomes a warning (an error, a fraction no roof
@@ -47,22 +47,24 @@ def judge(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
     given: :func:`judge_threshold`).
 
     A per-device threshold (``min_fraction={"cpu": ..., "cuda": ...}``) is chosen here, by where the test's
-    call sites ran: ``cuda`` if any ran on a GPU. Nothing is written to ``entry``: :func:`keep` does that."""
+    call sites ran: ``cuda`` if any ran on a GPU. ``measured``: what its call sites measured
+    (``Recorder.measured``), read once before judging. Nothing is written to ``entry``: :func:`keep` does that."""
     min_fraction, by_device = entry.min_fraction, None
     if options is not None and options.min_fraction_by_device is not None:
-        min_fraction = options.fraction_for(entry.recorder.device())
+        min_fraction = options.fraction_for(measured.device)
         by_device = dict(options.min_fraction_by_device)
-    outcome = replace(judge_threshold(state, entry, options, xfail, min_fraction), min_fraction_by_device=by_device)
+    outcome = replace(judge_threshold(state, entry, measured, options, xfail, min_fraction),
+                      min_fraction_by_device=by_device)
     if outcome.error is not None or outcome.nothing_counted is not None:  # no fraction to compare
         return outcome
     if state.baseline is not None:  # numpy is imported only when there is a baseline to compare with
-        outcome = _with_baseline(state, entry, options, xfail, outcome)
+        outcome = _with_baseline(state, entry, measured, options, xfail, outcome)
     if state.compare_error is not None and outcome.failure is None:  # the A/B gate could not run: never a pass
         outcome = outcome.adding(failure=f"roofline: {state.compare_error}", warning=None)
     elif state.compare_ref is not None and outcome.failure is None:
         if compare is None:
             raise ValueError("an A/B session's tests are judged with its A/B gate: pass compare=judge_compare")
-        paired = compare(state, entry, options)  # keeps a roof warning
+        paired = compare(state, entry, measured, options)  # keeps a roof warning
         outcome = replace(outcome.adding(paired.artifacts, failure=paired.failure), compare=paired.compare)
     if outcome.failure is not None and state.settings.warn_only:
         warned = f"{outcome.failure}\n  (--roofline-warn-only: reported, not failed)"
@@ -76,17 +78,17 @@ def paired(entry: TestEntry) -> bool:
     return any((getattr(region, "compare", None) or {}).get("compared") for region in entry.recorder.regions)
 
 
-def _with_baseline(state: RooflineState, entry: TestEntry, options: MarkerOptions | None, xfail: bool,
-                   outcome: Judgement) -> Judgement:
+def _with_baseline(state: RooflineState, entry: TestEntry, measured: Measured, options: MarkerOptions | None,
+                   xfail: bool, outcome: Judgement) -> Judgement:
     from pytest_roofline.gates.baseline_gate import compare_entry, judge_baseline, tolerances_of
 
     if outcome.failure is None:
-        return judge_baseline(state, entry, options, xfail, outcome)
-    _, block = compare_entry(state, entry, tolerances_of(state, options))  # failed on its threshold: recorded
+        return judge_baseline(state, entry, measured, options, xfail, outcome)
+    _, block = compare_entry(state, entry, measured, tolerances_of(state, options))  # failed on its threshold: recorded
     return replace(outcome, baseline=block) if block is not None else outcome
 
 
-def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptions | None,
+def judge_threshold(state: RooflineState, entry: TestEntry, measured: Measured, options: MarkerOptions | None,
                     xfail: bool, min_fraction: float | None) -> Judgement:
     """Gate one measured test: uncounted work, an impossible fraction, then its threshold.
 
@@ -102,15 +104,15 @@ def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptio
             return held.adding(failure=(
                 f"roofline: FLOP-bearing ops without a counting rule ran ({missing}); the fraction would be too "
                 "low. Declare the work (roofline.declare) or set uncounted='warn'."))
-    verdict = entry.recorder.verdict()
+    verdict = measured.verdict
     nothing = nothing_counted_message(entry, verdict)
     if nothing is not None:
         held = replace(held, nothing_counted=NothingCounted(tuple(seen_ops(entry.recorder)), nothing))
         # with a threshold there is nothing to hold it to: an error of the test, never a pass
         return held.adding(error=f"roofline: {nothing}") if min_fraction is not None else held
-    if verdict is None:  # nothing measured: nothing to gate
+    machine = measured.judged
+    if verdict is None or machine is None:  # nothing measured: nothing to gate
         return held
-    machine = entry.recorder.judged_machine()
     held = replace(held, roof_notes=tuple(roof_notes_of(machine, verdict)))
     impossible = roof_check(state, machine, verdict)
     if impossible is not None and state.compare_ref is not None and paired(entry):
@@ -128,15 +130,15 @@ def judge_threshold(state: RooflineState, entry: TestEntry, options: MarkerOptio
         return replace(held, not_gated="contended")  # measured again at the end of the session
     if state.settings.confirm == "on" and not xfail:
         first = verdict.fraction
-        again = entry.recorder.verdict() if entry.recorder.confirm() else None  # the faster one is kept
-        if again is not None:
-            verdict = again
+        again = entry.recorder.measured() if entry.recorder.confirm() else None  # the faster one is kept
+        if again is not None and again.verdict is not None and again.judged is not None:
+            verdict, machine = again.verdict, again.judged
             held = replace(held, confirmed=(first, verdict.fraction))
             if verdict.fraction >= min_fraction:
                 return held
     entry.recorder.time_ops()  # per-op times for its artifacts (--roofline-ops failed|always)
-    message, paths = failure_report(state.session_dir, entry.nodeid, entry.recorder.judged_machine(),
-                                    entry.recorder.regions, verdict, min_fraction, entry.details)
+    message, paths = failure_report(state.session_dir, entry.nodeid, machine, entry.recorder.regions, verdict,
+                                    min_fraction, entry.details)
     return held.adding(artifacts=[str(p) for p in paths], failure=message)
 
 
@@ -216,7 +218,8 @@ def remeasure_contended(state: RooflineState) -> list[Remeasured]:
             widen = contention.spread(first_times, contention.region_times(entry.recorder.regions),
                                       contention.region_iqr(entry.recorder.regions))
             entry.extra["contended"].update(judged=True, spread=round(widen, 4))
-        verdict = entry.recorder.verdict()
+        measured = entry.recorder.measured()
+        verdict = measured.verdict
         threshold = (None if entry.min_fraction is None else
                      contention.widened_min_fraction(entry.min_fraction, widen) if judged else entry.min_fraction)
         below = threshold is not None and verdict is not None and verdict.fraction < threshold
@@ -229,7 +232,7 @@ def remeasure_contended(state: RooflineState) -> list[Remeasured]:
             if judged:
                 drop, slowdown = contention.widened_tolerances(tolerances.max_drop, tolerances.max_slowdown, widen)
                 tolerances = type(tolerances)(drop, slowdown, tolerances.fail_on)
-            compared, block = compare_entry(state, entry, tolerances)
+            compared, block = compare_entry(state, entry, measured, tolerances)
             if block is not None:
                 entry.extra["baseline"] = block
             if compared is not None and compared.verdict == "regressed" and contended and not judged:
@@ -242,7 +245,7 @@ def remeasure_contended(state: RooflineState) -> list[Remeasured]:
         elif (below or regressed) and state.settings.warn_only:
             entry.extra["not_gated"] = "warn-only"
         elif below or regressed:
-            failure = _late_failure(state, entry, verdict, compared if regressed and not below else None,
+            failure = _late_failure(state, entry, measured, compared if regressed and not below else None,
                                     contention.describe(widen) if judged else None)
             entry.outcome = "failed"
             entry.extra["contended"]["failed_when_remeasured"] = True
@@ -251,7 +254,7 @@ def remeasure_contended(state: RooflineState) -> list[Remeasured]:
     return done
 
 
-def _late_failure(state: RooflineState, entry: TestEntry, verdict: Verdict | None, regression: TestComparison | None,
+def _late_failure(state: RooflineState, entry: TestEntry, measured: Measured, regression: TestComparison | None,
                   judged: str | None = None) -> str:
     """The failure message of a test failed after it was measured again, as the gate would have said it."""
     if regression is not None or entry.min_fraction is None:
@@ -260,14 +263,15 @@ def _late_failure(state: RooflineState, entry: TestEntry, verdict: Verdict | Non
         assert regression is not None  # without a threshold only a regression fails a test late
 
         confirmed = entry.extra.get("confirmed")  # Judgement.record_fields wrote it
-        message, paths = regression_report(state, entry, regression, entry.extra["baseline"],
+        message, paths = regression_report(state, entry, measured, regression, entry.extra["baseline"],
                                            None if confirmed is None else (confirmed["first"], confirmed["second"]))
         entry.artifacts.extend(paths)
     else:
-        assert verdict is not None  # below its threshold: it was measured
+        verdict, machine = measured.verdict, measured.judged
+        assert verdict is not None and machine is not None  # below its threshold: it was measured
 
-        message, written = failure_report(state.session_dir, entry.nodeid, entry.recorder.judged_machine(),
-                                          entry.recorder.regions, verdict, entry.min_fraction, entry.details)
+        message, written = failure_report(state.session_dir, entry.nodeid, machine, entry.recorder.regions, verdict,
+                                          entry.min_fraction, entry.details)
         entry.artifacts.extend(str(p) for p in written)
     if judged is not None:
         return message + f"\n  (contended: measured again at the end of the session, still contended; {judged})"

@@ -7,7 +7,9 @@ that does not know is judged on the session's roofs.
 
 Memory levels follow the device: the CPU record's main memory is ``DRAM`` with caches up to ``L3``; the GPU
 record's is ``HBM`` with ``L2`` before it. A GPU record carries no cache capacities, so its L2 size (from the
-fingerprint) is the capacity a working set must fit to be judged at ``L2``.
+fingerprint) is the capacity a working set must fit to be judged at ``L2``. Under a live probe
+(``--roofline-probe``), each timed call is judged on the main-memory roof its probe measured beside it
+(:func:`judge_live`).
 
 Plain Python, no torch.
 """
@@ -16,8 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from pytest_roofline.model import DEVICES, MAIN_MEMORY, Machine
+from pytest_roofline.model import DEVICES, MAIN_MEMORY, KernelSample, Machine, Verdict, evaluate_region
+
+if TYPE_CHECKING:
+    from pytest_roofline.measure.probes import ProbeSchedule
+    from pytest_roofline.measure.timing import TimingStats
 
 
 def machine_device(machine: Machine) -> str:
@@ -53,3 +60,32 @@ def gating_device(devices: Iterable[str | None]) -> str | None:
     """The device a test's thresholds are chosen by: ``cuda`` if any of its call sites ran on a GPU."""
     seen = {d for d in devices if d}
     return "cuda" if "cuda" in seen else ("cpu" if seen else None)
+
+
+def judge_live(kernels: list[KernelSample], machine: Machine, timing: TimingStats, schedule: ProbeSchedule,
+                cached: Verdict) -> tuple[Verdict, dict[str, object], str]:
+    """The verdict of the median call judged against its probe's live DRAM roof, what to record, a note."""
+    from pytest_roofline.measure import cuda_probe, probes
+
+    spec = schedule.probe.spec
+    rates = [rate for _, rate in zip(timing.samples_s, schedule.rates)]  # one per timed call
+    if isinstance(spec, cuda_probe.CudaProbeSpec):  # GPU: HBM
+        roofs = [cuda_probe.live_machine(machine, spec, rate) for rate in rates]
+        record = cuda_probe.summary(spec, schedule, cached.fraction)
+    elif isinstance(spec, probes.ProbeSpec):  # CPU: DRAM, or the last cache at the call site's working set
+        roofs = [probes.live_machine(machine, spec, rate) for rate in rates]
+        record = probes.summary(spec, schedule, cached.fraction)
+    else:
+        raise TypeError(f"no live roof for a probe of {type(spec).__name__}")
+    verdicts = sorted((evaluate_region(kernels, roof, seconds) for seconds, roof in zip(timing.samples_s, roofs)),
+                      key=lambda v: v.fraction)
+    verdict = verdicts[(len(verdicts) - 1) // 2]  # the median call (the lower one of an even count)
+    record["fraction_live"] = verdict.fraction
+    memory = {"DRAM": "main memory", "HBM": "HBM"}.get(str(record["level"]), "the memory system at this working set")
+    note = (f"live {record['level']} probe: {memory} gave "
+            f"{record['live_ratio_median']:.2f} of its characterized bandwidth "
+            f"while this was timed ({record['probes']} probes of {spec.working_set_bytes / 2**20:.0f} MiB"
+            + ("; one untimed call after each put the data back" if record.get("rewarm") else "")
+            + f"); each call judged against its probe's roof: fraction {verdict.fraction:.3g} (against the cached "
+            f"roof {cached.fraction:.3g})")
+    return verdict, record, note

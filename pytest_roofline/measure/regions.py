@@ -21,6 +21,7 @@ from pytest_roofline.errors import CounterUnavailableError  # noqa: F401 (re-exp
 from pytest_roofline.host.devices import synchronizer
 from pytest_roofline.measure.device_roofs import (
     gating_device,
+    judge_live,
     machine_device,
     main_memory,
     placement_view,
@@ -37,6 +38,7 @@ from pytest_roofline.measure.timing import (
 from pytest_roofline.model import KernelSample, Machine, Verdict, combine, evaluate_region, sum_maps
 from pytest_roofline.model.placement import place_working_set
 from pytest_roofline.output.text import above_one_note
+from pytest_roofline.record.tests import Measured
 
 if TYPE_CHECKING:
     from pytest_roofline.host.cores import Placement, Planner
@@ -413,7 +415,7 @@ class Recorder:
         verdict = evaluate_region(kernels, machine, timing.median_s)
         probed = None
         if probe is not None and probe.rates:
-            verdict, probed, note = _judge_live(kernels, machine, timing, probe, verdict)
+            verdict, probed, note = judge_live(kernels, machine, timing, probe, verdict)
             notes.append(note)
         elif unprobed := getattr(probe, "note", None):  # wanted a live probe, could not have one (cuda_probe.Unprobed)
             notes.append(unprobed)
@@ -521,34 +523,16 @@ class Recorder:
         """The combined verdict of every region measured so far (None if nothing was measured)."""
         return combine(r.verdict for r in self.regions) if self.regions else None
 
-
-def _judge_live(kernels: list[KernelSample], machine: Machine, timing: TimingStats, schedule: ProbeSchedule,
-                cached: Verdict) -> tuple[Verdict, dict[str, object], str]:
-    """The verdict of the median call judged against its probe's live DRAM roof, what to record, a note."""
-    from pytest_roofline.measure import cuda_probe, probes
-
-    spec = schedule.probe.spec
-    rates = [rate for _, rate in zip(timing.samples_s, schedule.rates)]  # one per timed call
-    if isinstance(spec, cuda_probe.CudaProbeSpec):  # GPU: HBM
-        roofs = [cuda_probe.live_machine(machine, spec, rate) for rate in rates]
-        record = cuda_probe.summary(spec, schedule, cached.fraction)
-    elif isinstance(spec, probes.ProbeSpec):  # CPU: DRAM, or the last cache at the call site's working set
-        roofs = [probes.live_machine(machine, spec, rate) for rate in rates]
-        record = probes.summary(spec, schedule, cached.fraction)
-    else:
-        raise TypeError(f"no live roof for a probe of {type(spec).__name__}")
-    verdicts = sorted((evaluate_region(kernels, roof, seconds) for seconds, roof in zip(timing.samples_s, roofs)),
-                      key=lambda v: v.fraction)
-    verdict = verdicts[(len(verdicts) - 1) // 2]  # the median call (the lower one of an even count)
-    record["fraction_live"] = verdict.fraction
-    memory = {"DRAM": "main memory", "HBM": "HBM"}.get(str(record["level"]), "the memory system at this working set")
-    note = (f"live {record['level']} probe: {memory} gave "
-            f"{record['live_ratio_median']:.2f} of its characterized bandwidth "
-            f"while this was timed ({record['probes']} probes of {spec.working_set_bytes / 2**20:.0f} MiB"
-            + ("; one untimed call after each put the data back" if record.get("rewarm") else "")
-            + f"); each call judged against its probe's roof: fraction {verdict.fraction:.3g} (against the cached "
-            f"roof {cached.fraction:.3g})")
-    return verdict, record, note
+    def measured(self) -> Measured:
+        """What the call sites measured so far, read at once: what the gates judge and the record holds."""
+        verdict = self.verdict()
+        if verdict is None:
+            return Measured()
+        return Measured(verdict, self.judged_machine(), self.device(),
+                        tuple(sorted({str(r.device) for r in self.regions if r.device})),
+                        "+".join(sorted({r.counter for r in self.regions})),
+                        tuple(r.to_dict() for r in self.regions),
+                        tuple(k for r in self.regions for k in r.kernel_dicts()))
 
 
 def _load_text(placement: Placement | None) -> str:

@@ -6,14 +6,13 @@ No pytest here: the plugin passes in plain values, so the CLI and other runners 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from pytest_roofline.model import KernelSample, Machine, Verdict
 from pytest_roofline.output.artifacts import artifact_path, write_kernels_csv
 from pytest_roofline.output.text import OpRegion, failure_message, op_lines
-from pytest_roofline.record.tests import NothingCounted, TestRecord
+from pytest_roofline.record.tests import TestRecord
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -21,8 +20,8 @@ if TYPE_CHECKING:
     from pytest_roofline.host.cores import Placement
     from pytest_roofline.output.chart import ChartOptions
 
-# measure.regions' Region and Recorder, read here by their attributes and never made: output sits below measure
-# in the layers (docs/architecture.md), so it names what it reads without importing them.
+# measure.regions' Region, read here by its attributes and never made: output sits below measure in the layers
+# (docs/architecture.md), so it names what it reads without importing it.
 
 
 class Timing(Protocol):
@@ -51,34 +50,6 @@ class Region(OpRegion, Protocol):
     def device(self) -> str | None: ...
     def kernel_dicts(self) -> Sequence[Mapping[str, object]]: ...
     def to_dict(self) -> Mapping[str, object]: ...
-
-
-class Recorder(Protocol):
-    """A test's measured call sites and their combined verdict (measure.regions.Recorder)."""
-
-    @property
-    def regions(self) -> Sequence[Region]: ...
-    def verdict(self) -> Verdict | None: ...
-    def judged_machine(self) -> Machine: ...
-
-
-# How an unprofiled region's time was taken (results.json's clock_policy); the ncu counter sets its own.
-UNPROFILED_CLOCK_POLICY: dict[str, str] = {
-    "time": "bare timed loop in the pytest process: unprofiled, device-synchronized, normal clocks",
-}
-
-
-class MeasuredTest(Protocol):
-    """A test as the session measured it (session.state.TestEntry): :func:`test_result` makes its record."""
-
-    nodeid: str
-    min_fraction: float | None
-    outcome: str
-    artifacts: list[str]
-    nothing_counted: NothingCounted | None
-
-    @property
-    def recorder(self) -> Recorder: ...
 
 
 def all_kernels(regions: Sequence[Region]) -> list[KernelSample]:
@@ -132,55 +103,6 @@ def timing_spread(regions: Sequence[Region]) -> str:
     return (f"IQR {widest.timing.iqr_rel:.1%} of the median ({widest.label}); {rounds} timed calls"
             + ("" if all(r.timing.stable for r in regions)
                else ", median not settled (or --roofline-min-time not spanned) within the time budget"))
-
-
-def counter_of(regions: Sequence[Region]) -> str | None:
-    """The counter(s) a test's regions used: ``"ncu"``, ``"analytic"``, or ``"declared+ncu"`` for a mix."""
-    names = sorted({region.counter for region in regions})
-    return "+".join(names) if names else None
-
-
-def test_result(record: MeasuredTest | TestRecord) -> TestRecord:
-    """The results.json record of a measured test (a record already made, an xdist worker's, as it is)."""
-    if isinstance(record, TestRecord):
-        return record
-    # the one typed field a live test carries past the record's dict
-    return replace(TestRecord.from_dict(_result_fields(record)), nothing_counted=record.nothing_counted)
-
-
-def _result_fields(record: MeasuredTest) -> dict[str, object]:
-    regions = record.recorder.regions
-    verdict = record.recorder.verdict()
-    # Per-counter fields (clock_policy, definitions, ncu); optional so other runners' records still work.
-    extra = dict(getattr(record, "extra", None) or {})
-    clock_policy = extra.pop("clock_policy", dict(UNPROFILED_CLOCK_POLICY) if regions else None)
-    base: dict[str, object] = {
-        "nodeid": record.nodeid,
-        "outcome": record.outcome,
-        "min_fraction": record.min_fraction,
-        "artifacts": list(record.artifacts),
-        "counter": counter_of(regions) or ("ncu" if "ncu" in extra else None),
-        "clock_policy": clock_policy,
-        **extra,
-    }
-    if verdict is None:
-        return {**base, "fraction": None, "bound": None, "time_s": None, "flops": None, "bytes": {},
-                "kernels": [], "regions": []}
-    judged = record.recorder.judged_machine()
-    # no counted work: a time, but no fraction or bound (none to chart, gate or compare with later sessions)
-    nothing = {"fraction": None, "bound": None, "headroom": None} if record.nothing_counted is not None else {}
-    devices = sorted({str(r.device) for r in regions if getattr(r, "device", None)})
-    return {
-        **base,
-        **verdict.to_dict(),
-        **nothing,
-        "device": "+".join(devices) or None,  # cpu|cuda (cpu+cuda): the devices whose roofs judged it
-        # the roofs the fraction was judged against (those of the cores it ran on), for charts drawn later
-        "judged_roofs": {"name": judged.name, "peak_flops": dict(judged.peak_flops),
-                         "bandwidth": dict(judged.bandwidth)},
-        "kernels": [k for region in regions for k in region.kernel_dicts()],
-        "regions": [r.to_dict() for r in regions],
-    }
 
 
 BASELINE_WORDS = {"regressed": "REGRESSED", "noisy": "worse, not significant", "changed": "changed, not gated",

@@ -9,8 +9,16 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from pytest_roofline.output.results_dir import RESULTS_FILE
-from pytest_roofline.record.tests import TestRecord
+from pytest_roofline.record.tests import Measured, TestRecord
 from pytest_roofline.session.state import RooflineState, TestEntry
+
+
+def record_of(entry: TestEntry) -> TestRecord:
+    """The test's record, from what its call sites measured (read now, once) and what its gates, counter and
+    runner put on its entry: where every live test's record is built."""
+    measured = entry.recorder.measured() if entry.recorder is not None else Measured()
+    return TestRecord.of(measured, nodeid=entry.nodeid, outcome=entry.outcome, min_fraction=entry.min_fraction,
+                         artifacts=entry.artifacts, nothing_counted=entry.nothing_counted, fields=entry.extra)
 
 
 def finish_record(item: pytest.Item, report: pytest.TestReport, entry: TestEntry) -> None:
@@ -19,10 +27,9 @@ def finish_record(item: pytest.Item, report: pytest.TestReport, entry: TestEntry
     the item's ``user_properties``: pytest's ``--junitxml`` writes the teardown report's properties, and xdist
     carries them to the controller with it. A test that measured nothing gets no properties."""
     from pytest_roofline.output.ci_report import PREFIX, junit_properties
-    from pytest_roofline.output.session_output import test_result
 
     try:
-        entry.record = test_result(entry)
+        entry.record = record_of(entry)
     except Exception:  # noqa: BLE001 - a verdict that cannot be made failed the test already; built at the end
         return
     if entry.recorder is None or not entry.recorder.regions:

@@ -138,6 +138,7 @@ class MeasuringSession:
 
         state = self.state
         options = marker_options(request.node) if isinstance(request.node, pytest.Item) else None
+        identity = _identity(request.node)  # read from the item before the recorder exists: one way
         recorder = Recorder(enabled=True, machine=state.machine, counter=state.counter,
                             policy=state.settings.timing_policy())
         recorder.cores = state.core_planner()  # cores of its own, judged against roofs for that many cores
@@ -155,7 +156,7 @@ class MeasuringSession:
             if isinstance(state.compare_link, TestReach):  # the only link ab.plugin.session keeps there
                 recorder.site_timer = PairedSites(state.compare_link, compare_band(state, options))
         entry = TestEntry(request.node.nodeid, options.min_fraction if options else None, recorder, options=options)
-        entry.extra.update(_identity(request.node))
+        entry.extra.update(identity)
         request.node.stash[ENTRY] = entry
         state.tests[entry.nodeid] = entry
         return recorder
@@ -190,8 +191,9 @@ class MeasuringSession:
             from pytest_roofline.ab.verdict import judge_compare
 
             compare = judge_compare
-        outcome = judge(self.state, entry, entry.options, xfail=item.get_closest_marker("xfail") is not None,
-                        compare=compare)
+        measured = entry.recorder.measured()  # read once: what the gates judge
+        outcome = judge(self.state, entry, measured, entry.options,
+                        xfail=item.get_closest_marker("xfail") is not None, compare=compare)
         keep(entry, outcome)
         if outcome.warning is not None:
             from pytest_roofline.errors import RooflineWarning
@@ -268,7 +270,7 @@ class MeasuringSession:
         if not state.tests:
             return
         from pytest_roofline.gates.judge import remeasure_contended
-        from pytest_roofline.output.session_output import test_result
+        from pytest_roofline.plugin.ci_output import record_of
 
         remeasured = remeasure_contended(state)
         if any(r.failure for r in remeasured):
@@ -281,7 +283,7 @@ class MeasuringSession:
         again = {id(done.entry) for done in remeasured}  # measured again: a new measurement, a new record
         try:
             self.records = [entry.record if entry.record is not None and id(entry) not in again
-                            else test_result(entry) for entry in state.tests.values()]
+                            else record_of(entry) for entry in state.tests.values()]
         except Exception as exc:  # noqa: BLE001 - never raise at the end of a run: said in the summary
             state.write_error = f"roofline: could not build the results: {exc!r}"
             if self.writes_results:

@@ -9,9 +9,10 @@ again is the record that was read. Records read back from disk are checked first
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
+from pytest_roofline.model import Machine, Verdict
 from pytest_roofline.record.ab_record import ABRecord
 from pytest_roofline.record.baseline_record import BaselineRecord
 from pytest_roofline.record.json_values import JsonObject, finite_number, migrated, text_of
@@ -26,6 +27,11 @@ _OPTIONAL = ("function", "params", "device", "t_min_s", "flops_by_precision", "a
              "baseline", "nothing_counted", "not_gated", "contended")
 # A field's key in results.json and the history where it differs from the field's name (a JUnit property too)
 KEYS = {"nothing_counted": "no_work"}
+
+# How an unprofiled call site's time was taken (results.json's clock_policy); the ncu counter sets its own.
+UNPROFILED_CLOCK_POLICY: dict[str, str] = {
+    "time": "bare timed loop in the pytest process: unprofiled, device-synchronized, normal clocks",
+}
 
 # schema -> the step that turns a record of that schema into one of the next; none yet (schema 1 is the first)
 MIGRATIONS: dict[int, Callable[[dict[str, object]], dict[str, object]]] = {}
@@ -108,6 +114,20 @@ class Contended:
 
 
 @dataclass(frozen=True)
+class Measured:
+    """What a test's call sites measured, read once from its recorder (``Recorder.measured``): what the gates
+    judge and what its record holds. Nothing measured: every field empty."""
+
+    verdict: Verdict | None = None  # the call sites' combined verdict
+    judged: Machine | None = None  # the roofs it was judged on (those of the cores its calls ran on)
+    device: str | None = None  # the device whose thresholds gate it: cuda if any call site ran on a GPU
+    devices: tuple[str, ...] = ()  # every device its call sites ran on
+    counter: str | None = None  # "analytic", "ncu", "declared+ncu" for a mix ...
+    regions: tuple[JsonObject, ...] = ()  # per call site, as results.json writes it
+    kernels: tuple[JsonObject, ...] = ()
+
+
+@dataclass(frozen=True)
 class TestRecord:
     """One measured (or skipped, or failed) test of a session."""
 
@@ -182,6 +202,37 @@ class TestRecord:
             elif value is not None:
                 out[KEYS.get(name, name)] = dict(value) if name in ("flops_by_precision", "ai") else value
         return {**out, **self.extra}
+
+    @classmethod
+    def of(cls, measured: Measured, *, nodeid: str, outcome: str, min_fraction: float | None,
+           artifacts: Sequence[str], nothing_counted: NothingCounted | None,
+           fields: Mapping[str, object]) -> TestRecord:
+        """The record of a test measured in this session: its measurement, its outcome, and the ``fields`` its
+        gates, counter and runner added (``clock_policy``, ``baseline``, ``failure`` ...). The one place a live
+        test's record is made."""
+        extra = dict(fields)
+        clock_policy = extra.pop("clock_policy", dict(UNPROFILED_CLOCK_POLICY) if measured.regions else None)
+        base: dict[str, object] = {
+            "nodeid": nodeid, "outcome": outcome, "min_fraction": min_fraction, "artifacts": list(artifacts),
+            "counter": measured.counter or ("ncu" if "ncu" in extra else None), "clock_policy": clock_policy,
+            **extra,
+        }
+        verdict, judged = measured.verdict, measured.judged
+        if verdict is None or judged is None:
+            record = cls.from_dict({**base, "fraction": None, "bound": None, "time_s": None, "flops": None,
+                                    "bytes": {}, "kernels": [], "regions": []})
+            return replace(record, nothing_counted=nothing_counted)
+        # no counted work: a time, but no fraction or bound (none to chart, gate or compare with later sessions)
+        nothing = {"fraction": None, "bound": None, "headroom": None} if nothing_counted is not None else {}
+        record = cls.from_dict({
+            **base, **verdict.to_dict(), **nothing,
+            "device": "+".join(measured.devices) or None,  # cpu|cuda (cpu+cuda): the devices whose roofs judged it
+            # the roofs the fraction was judged against (those of the cores it ran on), for charts drawn later
+            "judged_roofs": {"name": judged.name, "peak_flops": dict(judged.peak_flops),
+                             "bandwidth": dict(judged.bandwidth)},
+            "kernels": list(measured.kernels), "regions": list(measured.regions),
+        })
+        return replace(record, nothing_counted=nothing_counted)
 
     @property
     def measured(self) -> bool:
