@@ -210,7 +210,7 @@ class MissingCeilingError(ValueError):
     """A sample uses a precision or memory level the machine has no ceiling for."""
 
 
-# --- raised by pytest_roofline.output.results_dir
+# --- raised by pytest_roofline.history.results_dir
 
 class ResultsDirError(ValueError):
     """The results directory cannot be written; the message names the path and the reason."""

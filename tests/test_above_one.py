@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pytest_roofline.model import KernelSample, Machine, evaluate_region
-from pytest_roofline.output.text import above_one_note
+from pytest_roofline.model.above_one import above_one_note
 
 MACHINE = Machine(name="m", peak_flops={"fp32": 100e9}, bandwidth={"L3": 200e9, "DRAM": 20e9})
 

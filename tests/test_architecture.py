@@ -94,16 +94,16 @@ def test_every_folder_is_a_documented_layer() -> None:
 # The layer order, lowest first: a module may import its own layer and the layers before it, never one after.
 # docs/architecture.md draws it and names each exception.
 LAYERS: list[set[str]] = [
-    {"errors", "_atomic", "_redact", "_version", "fixture_types"},
+    {"errors", "_atomic", "_redact", "_safe_text", "_version", "fixture_types"},
     {"model"},
     {"record"},
     {"host"},
-    {"output"},
     {"history"},
     {"characterize"},
     {"counters"},
     {"measure"},
     {"session"},
+    {"output"},
     {"gates"},
     {"ab"},
     {"doctor", "site"},

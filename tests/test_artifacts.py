@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from pytest_roofline._atomic import write_json_atomic
 from pytest_roofline.model import KernelSample, Machine, evaluate_region
-from pytest_roofline.output.artifacts import artifact_path, safe_stem, write_kernels_csv, write_results
+from pytest_roofline.output.artifacts import artifact_path, safe_stem, write_kernels_csv
 from pytest_roofline.output.text import failure_message
 
 MACHINE = Machine("hand", {"fp32": 100e9}, {"DRAM": 20e9})
@@ -60,9 +61,9 @@ def test_kernels_csv_has_hand_computed_columns(tmp_path: Path) -> None:
 
 def test_results_are_written_atomically_and_keep_the_old_file_on_error(tmp_path: Path) -> None:
     target = tmp_path / "results.json"
-    write_results(target, {"schema": 1, "tests": []})
+    write_json_atomic(target, {"schema": 1, "tests": []})
     with pytest.raises(ValueError):
-        write_results(target, {"schema": 1, "tests": [float("nan")]})  # NaN is not JSON
+        write_json_atomic(target, {"schema": 1, "tests": [float("nan")]})  # NaN is not JSON
     assert json.loads(target.read_text()) == {"schema": 1, "tests": []}
     assert [p.name for p in tmp_path.iterdir()] == ["results.json"]  # no temp file left behind
 

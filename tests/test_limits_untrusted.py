@@ -13,14 +13,14 @@ import pytest
 
 from pytest_roofline._atomic import write_text_atomic
 from pytest_roofline.commands import main
-from pytest_roofline.host.cores import base_affinity
-from pytest_roofline.output.results_dir import (
+from pytest_roofline.history.results_dir import (
     ABANDONED_S,
     RESULTS_FILE,
     STALE_S,
     is_abandoned,
     prune_sessions,
 )
+from pytest_roofline.host.cores import base_affinity
 
 
 @pytest.mark.parametrize("flag", [[], ["--fingerprint"]])

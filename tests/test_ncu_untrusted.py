@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from pytest_roofline._safe_text import csv_cell, printable
 from pytest_roofline.commands import main
 from pytest_roofline.counters.ncu.ncu_units import is_known_unit
 from pytest_roofline.counters.ncu.parse import parse_csv_text
 from pytest_roofline.model import KernelSample, Machine
 from pytest_roofline.output.artifacts import write_kernels_csv
-from pytest_roofline.output.safe_text import csv_cell, printable
 
 HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Section Name",'
           '"Metric Name","Metric Unit","Metric Value"\n')

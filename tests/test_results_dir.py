@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pytest_roofline._atomic import write_text_atomic
-from pytest_roofline.output.results_dir import RESULTS_FILE, new_session_id, prune_sessions
+from pytest_roofline.history.results_dir import RESULTS_FILE, new_session_id, prune_sessions
 
 MACHINE = {"name": "pinned-test-machine", "peak_flops": {"fp32": "100 GFLOP/s"},
            "bandwidth": {"DRAM": "10 GB/s"}, "info": {"source": "test"}}
@@ -104,7 +104,7 @@ def test_a_full_disk_never_announces_the_old_results_as_this_runs(
         run_roofline: Callable[..., pytest.RunResult]) -> None:
     import errno
 
-    from pytest_roofline.output import results_dir
+    from pytest_roofline.history import results_dir
 
     pytester.makepyfile("""
 import time

@@ -17,10 +17,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_roofline._safe_text import printable
 from pytest_roofline.ab.twin import PACKAGE_DIR, TWIN_BOOT
 from pytest_roofline.ab.worktree import Checkout, git, prepare, resolve
 from pytest_roofline.errors import CompareError, StepCannotRun
-from pytest_roofline.output.safe_text import printable
 from pytest_roofline.record.ab_record import ABRecord
 
 

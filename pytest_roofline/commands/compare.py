@@ -51,6 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pytest_roofline._safe_text import printable
     from pytest_roofline.errors import StoreError, StoreSettingError
     from pytest_roofline.gates.compare_table import table
     from pytest_roofline.gates.comparison import Tolerances
@@ -58,7 +59,6 @@ def run(args: argparse.Namespace) -> int:
     from pytest_roofline.history.location import is_location_url, open_store
     from pytest_roofline.history.reader import load
     from pytest_roofline.history.selectors import SelectorError
-    from pytest_roofline.output.safe_text import printable
 
     if getattr(args, "command", None) == "compare":
         print("pytest-roofline: compare is deprecated; use history compare (the same arguments)", file=sys.stderr)
@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _print(text: str, code: int) -> int:
     """Print; a reader that closed the pipe early (``| head``) gets no traceback, and the exit code stays."""
-    from pytest_roofline.output.safe_text import printable  # test ids from the history: no escape sequences
+    from pytest_roofline._safe_text import printable  # test ids from the history: no escape sequences
 
     try:
         print(printable(text))

@@ -17,8 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pytest_roofline._safe_text import printable
     from pytest_roofline.counters.agreement import agreements, markdown
-    from pytest_roofline.output.safe_text import printable
     from pytest_roofline.record.loader import read_json, valid_tests
 
     records = []

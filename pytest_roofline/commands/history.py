@@ -34,10 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pytest_roofline._safe_text import printable
     from pytest_roofline.errors import StoreError, StoreSettingError
     from pytest_roofline.history.location import open_store
     from pytest_roofline.history.store import copy_sessions
-    from pytest_roofline.output.safe_text import printable
     from pytest_roofline.record.loader import MAX_FILE_BYTES
 
     if args.action == "chain":
@@ -74,11 +74,11 @@ def run(args: argparse.Namespace) -> int:
 def _chain(args: argparse.Namespace) -> int:
     import json
 
+    from pytest_roofline._safe_text import printable
     from pytest_roofline.errors import StoreError, StoreSettingError
     from pytest_roofline.history.chain import table, trajectories
     from pytest_roofline.history.location import cli_location
     from pytest_roofline.history.reader import load
-    from pytest_roofline.output.safe_text import printable
 
     try:
         loaded = load(cli_location(args.history, "history chain"), key=args.machine_key)

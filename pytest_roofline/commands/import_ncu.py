@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pytest_roofline._safe_text import printable
 from pytest_roofline.counters.ncu.diagnostics import (
     diagnostics_dict,
     format_diagnostics,
@@ -26,7 +27,6 @@ from pytest_roofline.counters.ncu.parse import NcuParseError
 from pytest_roofline.counters.ncu.rep import ReportReaderMissing, ReportReadError
 from pytest_roofline.model import Machine, MissingCeilingError, evaluate, lower_bound, sum_maps
 from pytest_roofline.model.units import si
-from pytest_roofline.output.safe_text import printable
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -155,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     entries = _kernel_entries(report, machine)
     if args.plot:
-        from pytest_roofline.counters.ncu.plot import draw_hierarchical_roofline
+        from pytest_roofline.output.ncu_plot import draw_hierarchical_roofline
 
         draw_hierarchical_roofline(args.plot, report.kernels, machine, title=report.source)
     if args.json:

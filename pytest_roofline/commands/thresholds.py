@@ -33,11 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pytest_roofline._safe_text import printable
     from pytest_roofline.errors import StoreError, StoreSettingError
     from pytest_roofline.history.location import cli_location
     from pytest_roofline.history.reader import load
-    from pytest_roofline.history.suggested_thresholds import advise, table
-    from pytest_roofline.output.safe_text import printable
+    from pytest_roofline.history.suggested_thresholds import advise
+    from pytest_roofline.output.summary import thresholds_table
 
     try:
         loaded = load(cli_location(args.history, "thresholds"), key=args.machine)
@@ -57,5 +58,5 @@ def run(args: argparse.Namespace) -> int:
     else:
         from pytest_roofline.output.table import cli_width
 
-        print(printable(table(advice, cli_width())))  # test ids from the history: no escape sequences
+        print(printable(thresholds_table(advice, cli_width())))  # test ids from the history: no escape sequences
     return 0

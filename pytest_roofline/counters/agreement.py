@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pytest_roofline.counters.ncu.diagnostics import kernel_name
 from pytest_roofline.model import TENSOR_SUFFIX
 from pytest_roofline.record.tests import TestRecord
 
@@ -72,8 +73,6 @@ class Agreement:
         if not self.flops_agree(tolerance):
             ratio = "—" if self.ratio is None else f"{self.ratio:.3f}"
             parts.append(f"FLOPs: ncu/analytic {ratio} ({self.ncu_flops:.4g} against {self.analytic_flops:.4g})")
-        from pytest_roofline.output.chart import kernel_name
-
         extra = "; ".join(f"{kernel_name(name)} {flops:.3g}" for name, flops in self.extra_kernels[:3])
         return "; ".join(parts) + (f"; ncu kernels in a precision the analytic counter did not count: {extra}"
                                    if extra else "")

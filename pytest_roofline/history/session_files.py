@@ -13,11 +13,10 @@ from typing import TYPE_CHECKING
 
 from pytest_roofline.history.environment import git_state, versions
 from pytest_roofline.history.location import as_store
+from pytest_roofline.history.results_dir import RESULTS_FILE, results_document, session_dir, write_session
 from pytest_roofline.history.retention import prune
 from pytest_roofline.history.store import HistoryStore
 from pytest_roofline.history.writer import write_history
-from pytest_roofline.output.artifacts import results_document
-from pytest_roofline.output.results_dir import RESULTS_FILE, session_dir, write_session
 from pytest_roofline.record.sessions import SessionInfo, SessionRecord
 from pytest_roofline.record.tests import TestRecord
 

@@ -36,8 +36,8 @@ from pytest_roofline.measure.timing import (
     time_callable,
 )
 from pytest_roofline.model import KernelSample, Machine, Verdict, combine, evaluate_region, sum_maps
+from pytest_roofline.model.above_one import above_one_note
 from pytest_roofline.model.placement import place_working_set
-from pytest_roofline.output.text import above_one_note
 from pytest_roofline.record.tests import Measured
 
 if TYPE_CHECKING:

@@ -10,13 +10,12 @@ import csv
 import hashlib
 import io
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_roofline._atomic import write_json_atomic, write_text_atomic
+from pytest_roofline._atomic import write_text_atomic
+from pytest_roofline._safe_text import csv_row
 from pytest_roofline.model import KernelSample, Machine, lower_bound
-from pytest_roofline.output.safe_text import csv_row
-from pytest_roofline.record.tests import SCHEMA
 
 # One cell of the kernel table: a number (a bool for ``tensor_core``), a name, or "" where not known.
 KernelRow = dict[str, float | str]
@@ -81,18 +80,3 @@ def write_kernels_csv(path: Path, kernels: Sequence[KernelSample], machine: Mach
         writer.writeheader()
         writer.writerows(safe)
     return write_text_atomic(path, buffer.getvalue())
-
-
-def results_document(machine: Machine | None, tests: Iterable[Mapping[str, object]],
-                     extra: Mapping[str, object] | None = None) -> dict[str, object]:
-    return {
-        "schema": SCHEMA,
-        "units": {"time": "s", "flops": "FLOP", "bytes": "byte", "ai": "FLOP/byte"},
-        "machine": machine.to_dict() if machine is not None else None,
-        **dict(extra or {}),
-        "tests": list(tests),
-    }
-
-
-def write_results(path: Path, document: Mapping[str, object]) -> Path:
-    return write_json_atomic(path, document)

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Protocol, TypedDict
 from weakref import WeakKeyDictionary
 
 from pytest_roofline._atomic import write_bytes_atomic
+from pytest_roofline._safe_text import printable
+from pytest_roofline.counters.ncu.diagnostics import kernel_name
 from pytest_roofline.model import KernelSample, Machine, Verdict, lower_bound
 from pytest_roofline.model.units import si
 from pytest_roofline.output.kernel_view import is_tensor_kernel, shares
 from pytest_roofline.output.kernel_view import is_tensor_precision as is_tensor
 from pytest_roofline.output.label_place import Candidate, Label, box_of, line_boxes, place_labels, renderer_of
-from pytest_roofline.output.safe_text import printable
 
 if TYPE_CHECKING:  # matplotlib is imported only when a chart is drawn
     from matplotlib import RcParams
@@ -283,23 +284,6 @@ def chart_points(kernels: Sequence[KernelSample], machine: Machine) -> tuple[lis
 
 MATMUL_OPS = ("mm", "addmm", "bmm", "baddbmm", "mv", "addmv", "matmul", "linear", "dot", "vdot")
 TOP_OPS_NAMED = 4  # the ops that took the most time are named beside their markers
-
-
-def kernel_name(name: str) -> str:
-    """A C++ kernel's name without ``void``, namespaces, template arguments and parameters:
-    ``void cudnn::nchwToNhwcKernel<float, ...>(...)`` -> ``nchwToNhwcKernel``; other names unchanged."""
-    text = name.removeprefix("void ")
-    if "<" not in text and "(" not in text:
-        return text
-    depth, kept = 0, []
-    for char in text:
-        if char == "(" and depth == 0:
-            break
-        depth += char == "<"
-        if depth == 0:
-            kept.append(char)
-        depth -= char == ">" and depth > 0
-    return "".join(kept).rsplit("::", 1)[-1].strip() or text
 
 
 def op_label(name: str, launches: int = 1, width: int = 48) -> str:

@@ -1,4 +1,4 @@
-"""What happens after a test is measured: its failure report, the session's results and summary.
+"""What happens after a test is measured: its failure report and chart, and the summary's lines.
 
 No pytest here: the plugin passes in plain values, so the CLI and other runners can reuse it.
 """
@@ -7,49 +7,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from pytest_roofline.model import KernelSample, Machine, Verdict
 from pytest_roofline.output.artifacts import artifact_path, write_kernels_csv
-from pytest_roofline.output.text import OpRegion, failure_message, op_lines
+from pytest_roofline.output.text import failure_message, op_lines
 from pytest_roofline.record.tests import TestRecord
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from pytest_roofline.host.cores import Placement
+    from pytest_roofline.measure.regions import Region
     from pytest_roofline.output.chart import ChartOptions
-
-# measure.regions' Region, read here by its attributes and never made: output sits below measure in the layers
-# (docs/architecture.md), so it names what it reads without importing it.
-
-
-class Timing(Protocol):
-    """A region's timing (measure.timing.TimingStats)."""
-
-    @property
-    def iqr_rel(self) -> float: ...
-    @property
-    def rounds(self) -> int: ...
-    @property
-    def stable(self) -> bool: ...
-
-
-class Region(OpRegion, Protocol):
-    """One measured call site (measure.regions.Region)."""
-
-    @property
-    def counter(self) -> str: ...
-    @property
-    def kernels(self) -> Sequence[KernelSample]: ...
-    @property
-    def notes(self) -> Sequence[str]: ...
-    @property
-    def timing(self) -> Timing: ...
-    @property
-    def device(self) -> str | None: ...
-    def kernel_dicts(self) -> Sequence[Mapping[str, object]]: ...
-    def to_dict(self) -> Mapping[str, object]: ...
 
 
 def all_kernels(regions: Sequence[Region]) -> list[KernelSample]:

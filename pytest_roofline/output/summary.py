@@ -12,12 +12,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_roofline.history.results_dir import RESULTS_FILE
+from pytest_roofline.history.suggested_thresholds import MIN_SESSIONS, Advice
 from pytest_roofline.host.cores import Placement
 from pytest_roofline.model import Machine
-from pytest_roofline.output.results_dir import RESULTS_FILE
+from pytest_roofline.model.above_one import ABOVE_ONE
 from pytest_roofline.output.session_output import auto_cores_line, baseline_lines, machine_line, short_machine_line
-from pytest_roofline.output.table import LEGEND, Row, marker_lines, render
-from pytest_roofline.output.text import ABOVE_ONE, uncounted_text
+from pytest_roofline.output.table import LEGEND, MIN_ID, Row, marker_lines, render, shorten_id
+from pytest_roofline.output.text import uncounted_text
 from pytest_roofline.record.tests import TestRecord
 
 NOT_GATED_WHY = {
@@ -240,3 +242,33 @@ MESSAGE_WIDTH = 120  # a failure message does not know the terminal's width; it 
 def fit_message(text: str, width: int = MESSAGE_WIDTH) -> str:
     """A failure message with every line within ``width`` columns (paths stay whole)."""
     return "\n".join(wrap(text.splitlines(), width))
+
+
+def thresholds_table(advice: Sequence[Advice], width: int = 0) -> str:
+    """The advice as text, one block per machine; with ``width``, test ids are shortened from the middle and a
+    warning goes on its own line so that each line fits."""
+    lines: list[str] = []
+    fixed = 2 + 8 + 7 + 9 + 6 + 6 + 9 + 8 + 7  # the indent, the columns after the id and their spaces
+    for key in sorted({a.machine_key for a in advice}):
+        rows = [a for a in advice if a.machine_key == key]
+        size = max(len(a.nodeid) for a in rows)
+        if width:
+            size = min(size, max(MIN_ID, width - fixed))
+        header = (f"  {'test':{size}s} {'sessions':>8s} {'median':>7s} {'worst/med':>9s} {'sd':>6s} "
+                  f"{'now':>6s} {'suggested':>9s} {'catches':>8s}")
+        lines += [f"machine {key}:", header]
+        for a in rows:
+            now = "-" if a.current is None else f"{a.current:.3g}"
+            suggested = "-" if a.suggested is None else f"{a.suggested:.3f}"
+            catches = "-" if a.catches is None else f"{a.catches:.0%}"
+            line = (f"  {shorten_id(a.nodeid, size):{size}s} {a.sessions:8d} {a.median:7.3f} "
+                    f"{a.worst / a.median:9.3f} {a.log_sd:6.1%} {now:>6s} {suggested:>9s} {catches:>8s}")
+            note = f"  <- {a.warning}" if a.warning else "  (xfail)" if a.expected_failure else ""
+            if width and len(line + note) > width and note.strip():
+                lines += [line, *wrap([f"    {note.strip()}"], width)]
+            else:
+                lines.append(line + note)
+        if any(a.suggested is None for a in rows):
+            lines += wrap([(f"  (-: fewer than {MIN_SESSIONS} sessions; a threshold needs the spread between "
+                            "sessions)")], width)
+    return "\n".join(lines)

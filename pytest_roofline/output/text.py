@@ -5,62 +5,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING
 
-from pytest_roofline.model import KernelSample, Machine, Verdict
-from pytest_roofline.output.safe_text import printable
+from pytest_roofline._safe_text import printable
+from pytest_roofline.model import Machine, Verdict
 
-# measure's regions and per-op reports, as read here: output sits below measure in the layers
-# (docs/architecture.md), so it names what it reads instead of importing them.
-
-
-class CountedRegion(Protocol):
-    """A measured call site's kernels (measure.regions.Region)."""
-
-    @property
-    def kernels(self) -> Sequence[KernelSample]: ...
-
-
-class LostOp(Protocol):
-    """One op's time against its roof (measure.ops.findings.OpRow)."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def time_s(self) -> float | None: ...
-    @property
-    def lost_s(self) -> float | None: ...
-    @property
-    def fraction(self) -> float | None: ...
-    @property
-    def bound(self) -> str: ...
-
-
-class OpTimes(Protocol):
-    """A region's per-op timing pass (measure.ops.times.OpReport)."""
-
-    @property
-    def coverage(self) -> float: ...
-    @property
-    def overhead(self) -> float: ...
-    @property
-    def calls(self) -> int: ...
-    @property
-    def total(self) -> int: ...
-    @property
-    def unmatched(self) -> Mapping[str, int]: ...
-    @property
-    def diagnostics(self) -> Sequence[str]: ...
-    def top_lost(self) -> Sequence[LostOp]: ...
-
-
-class OpRegion(Protocol):
-    """A measured call site with its per-op timing pass, where one ran (measure.regions.Region)."""
-
-    @property
-    def label(self) -> str: ...
-    @property
-    def ops(self) -> OpTimes | None: ...
+if TYPE_CHECKING:
+    from pytest_roofline.measure.ops.times import OpReport
+    from pytest_roofline.measure.regions import Region
 
 
 def format_ai(verdict: Verdict) -> str:
@@ -134,31 +86,13 @@ def uncounted_text(moved: Mapping[str, int], total_bytes: float) -> str:
     return f"{shown} ({sum(moved.values()) / (total_bytes or 1):.0%} of the bytes)"
 
 
-def regions_uncounted(regions: Sequence[CountedRegion]) -> str:
+def regions_uncounted(regions: Sequence[Region]) -> str:
     """:func:`uncounted_text` of the regions a test ran."""
     moved: dict[str, int] = {}
     for region in regions:
         for op, count in getattr(region, "uncounted", {}).items():
             moved[op] = moved.get(op, 0) + count
     return uncounted_text(moved, sum(sum(k.bytes.values()) for region in regions for k in region.kernels))
-
-
-ABOVE_ONE = 1.05  # a fraction above this beat its roof: a modeling error to name, not a speed to celebrate
-
-
-def above_one_note(verdict: Verdict, machine: Machine) -> str | None:
-    """Why a fraction above :data:`ABOVE_ONE` cannot be real, naming the roof it was judged against."""
-    if verdict.fraction <= ABOVE_ONE:
-        return None
-    kind, _, name = verdict.bound.partition(":")
-    if kind == "memory":
-        roof = f"the {name} bandwidth roof ({machine.bandwidth_for(name) / 1e9:.4g} GB/s)"
-        cause = (f"its data sat partly in a level nearer than {name} (the placement judged {name}), or that roof "
-                 "is below the machine's real one")
-    else:
-        roof = f"the {name} compute roof ({machine.peak_for(name) / 1e9:.4g} GFLOP/s)"
-        cause = "that roof is below the machine's real one (a disturbed or pinned value), or FLOPs are over-counted"
-    return f"fraction {verdict.fraction:.3f} is above 1: the call beat {roof}; likely {cause}"
 
 
 def emulated_note(machine: Machine, precision: str) -> str | None:
@@ -171,11 +105,11 @@ def emulated_note(machine: Machine, precision: str) -> str | None:
             f"against the {entry.get('roof_from', 'fp32')} roof the hardware can compute it on")
 
 
-def op_lines(regions: Sequence[OpRegion]) -> list[str]:
+def op_lines(regions: Sequence[Region]) -> list[str]:
     """Lines for a failure message from the per-op timing pass (regions with ``ops``): coverage and
     overhead per region, the ops that lose the most time (time - t_min) with their fractions, findings."""
     # getattr: a region without an ``ops`` attribute has had no per-op pass
-    reports: list[tuple[str, OpTimes]] = [(region.label, ops) for region in regions
+    reports: list[tuple[str, OpReport]] = [(region.label, ops) for region in regions
                                           if (ops := getattr(region, "ops", None)) is not None]
     if not reports:
         return []

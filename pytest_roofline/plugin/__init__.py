@@ -69,7 +69,7 @@ def pytest_configure(config: pytest.Config) -> None:
     state = config.stash[STATE] = RooflineState(settings)
     name, mode = select_mode(config, state)
     if settings.enabled and name in ("roofline-session", "roofline-xdist-controller"):
-        from pytest_roofline.output.results_dir import ResultsDirError, check_writable
+        from pytest_roofline.history.results_dir import ResultsDirError, check_writable
 
         try:
             check_writable(settings.directory)

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from pytest_roofline.output.results_dir import RESULTS_FILE
+from pytest_roofline.history.results_dir import RESULTS_FILE
 from pytest_roofline.record.tests import Measured, TestRecord
 from pytest_roofline.session.state import RooflineState, TestEntry
 

@@ -409,7 +409,7 @@ def write_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Conf
     state = config.stash[STATE]
     try:
         # test ids and kernel names: no escape sequences
-        from pytest_roofline.output.safe_text import printable
+        from pytest_roofline._safe_text import printable
         from pytest_roofline.output.summary import not_gated_line, summary_lines, wrap
 
         terminalreporter.write_sep("=", "roofline")

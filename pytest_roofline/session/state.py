@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from pytest_roofline.output.results_dir import new_session_id, session_dir
+from pytest_roofline.history.results_dir import new_session_id, session_dir
 from pytest_roofline.record.tests import NothingCounted, TestRecord
 from pytest_roofline.session.settings import MarkerOptions, Settings
 

@@ -260,7 +260,7 @@ class CompareSession:
     def _cost_line(self, terminalreporter: pytest.TerminalReporter) -> None:
         """How many tests were compared, how many were unchanged at REF, why every test was compared (where it
         was), and what the comparison cost."""
-        from pytest_roofline.output.safe_text import printable
+        from pytest_roofline._safe_text import printable
 
         reach = self.reach
         if reach is None:
@@ -279,7 +279,7 @@ class CompareSession:
             self.checkout.release()
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        from pytest_roofline.output.safe_text import printable
+        from pytest_roofline._safe_text import printable
 
         try:
             state = self.state

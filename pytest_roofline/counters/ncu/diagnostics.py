@@ -43,10 +43,27 @@ def format_seconds(seconds: float | None) -> str:
 
 def short_name(name: str, width: int = 70) -> str:
     """A kernel name for the terminal: no control characters (a report's names are untrusted), bounded."""
-    from pytest_roofline.output.safe_text import printable
+    from pytest_roofline._safe_text import printable
 
     text = printable(name.removeprefix("void "))
     return text if len(text) <= width else text[: width - 1] + "\u2026"
+
+
+def kernel_name(name: str) -> str:
+    """A C++ kernel's name without ``void``, namespaces, template arguments and parameters:
+    ``void cudnn::nchwToNhwcKernel<float, ...>(...)`` -> ``nchwToNhwcKernel``; other names unchanged."""
+    text = name.removeprefix("void ")
+    if "<" not in text and "(" not in text:
+        return text
+    depth, kept = 0, []
+    for char in text:
+        if char == "(" and depth == 0:
+            break
+        depth += char == "<"
+        if depth == 0:
+            kept.append(char)
+        depth -= char == ">" and depth > 0
+    return "".join(kept).rsplit("::", 1)[-1].strip() or text
 
 
 def tensor_flops_of(kernel: Kernel) -> float | None:

@@ -16,11 +16,13 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from pytest_roofline._atomic import write_json_atomic
 from pytest_roofline.errors import ResultsDirError
+from pytest_roofline.model import Machine
+from pytest_roofline.record.tests import SCHEMA
 
 RESULTS_FILE = "results.json"
 SESSIONS = "sessions"
@@ -106,3 +108,16 @@ def prune_sessions(directory: Path, *, keep: int, current: str) -> list[Path]:
             shutil.rmtree(old, ignore_errors=True)
             removed.append(old)
     return removed
+
+
+def results_document(machine: Machine | None, tests: Iterable[Mapping[str, object]],
+                     extra: Mapping[str, object] | None = None) -> dict[str, object]:
+    """The ``results.json`` document of a session: its schema and units, the machine, ``extra`` (the session
+    block) and the tests' records."""
+    return {
+        "schema": SCHEMA,
+        "units": {"time": "s", "flops": "FLOP", "bytes": "byte", "ai": "FLOP/byte"},
+        "machine": machine.to_dict() if machine is not None else None,
+        **dict(extra or {}),
+        "tests": list(tests),
+    }
