@@ -74,6 +74,13 @@ def write(folder: Path, name: str, document: Any) -> Path:
      "judged_roofs.peak_flops.fp32: 0 is not a finite number in [1000, 1e+20]"),
     ("judged_roofs", {"bandwidth": {"DRAM": 2e20}},
      "judged_roofs.bandwidth.DRAM: 2e+20 is not a finite number in [1000, 1e+20]"),
+    # the record's words come from closed sets (record.outcomes)
+    ("outcome", "PASSED", "outcome: 'PASSED' is not one of passed, failed, skipped, xfailed, xpassed, error, not run"),
+    ("not_gated", "trusted", "not_gated: 'trusted' is not one of contended, warn-only"),
+    ("baseline", {"verdict": "fine"}, ("baseline.verdict: 'fine' is not one of regressed, improved, steady, noisy, "
+     "inconclusive, changed, new")),
+    ("compare", {"verdict": "error; rm -rf"}, ("compare.verdict: 'error; rm -rf' is not one of regressed, improved, "
+     "steady, noisy, inconclusive, changed, new, error, unchanged")),
 ])
 def test_check_test_names_the_field(field: str, value: Any, expected: str) -> None:
     with pytest.raises(validate.Invalid) as info:
@@ -88,6 +95,9 @@ def test_a_sound_record_passes() -> None:
     validate.check_test(test_record(time_s=1e-12, t_min_s=1e7, flops=1e24, ai={"DRAM": 0, "L2": 1e-12, "L1": 1e12},
                                     judged_roofs={"peak_flops": {"fp32": 1e3}, "bandwidth": {"DRAM": 1e20}},
                                     compare={"changes": {"time": {"ratio": 1e6, "ci": [1e-6, 1e6]}}}))
+    for outcome in ("passed", "failed", "skipped", "xfailed", "xpassed", "error", "not run"):  # every word of its set
+        validate.check_test(test_record(outcome=outcome, not_gated="warn-only", baseline={"verdict": "new"},
+                                        compare={"verdict": "unchanged"}))
 
 
 def test_deep_nesting_is_refused_before_json_recurses(tmp_path: Path) -> None:

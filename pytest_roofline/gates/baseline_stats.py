@@ -28,7 +28,6 @@ REPLICATES = 1000
 CONFIDENCE = 0.95
 MIN_OWN_SESSIONS = 3  # below this a test's own session-to-session spread is not trusted (1 or 2 df)
 MIN_POOLED_DF = 4  # the pooled spread needs at least this many degrees of freedom to stand in for it
-VERDICTS = ("regressed", "improved", "steady", "new", "noisy", "inconclusive")
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 
 from pytest_roofline.gates.baseline_stats import Change, Measurement, Spread, compare_quantity
 from pytest_roofline.measure.work import WorkChange, usual_work, work_change
+from pytest_roofline.record.outcomes import GATE_VERDICTS, GateVerdict
 
 QUANTITIES = ("time", "fraction", "work")
 DEFAULT_FAIL_ON = ("time", "fraction")
-# One word per test. ``changed``: worse, or other work, in a quantity the test is not failed on (reported).
-VERDICTS = ("regressed", "improved", "steady", "noisy", "inconclusive", "changed", "new")
+# One word per test (record.outcomes.GATE_VERDICTS). ``changed``: worse, or other work, in a quantity the test
+# is not failed on (reported).
+VERDICTS = GATE_VERDICTS
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class TestComparison:
     fraction: Change
     work: WorkChange | None  # None when either side has no counts
     fail_on: tuple[str, ...]
-    verdict: str
+    verdict: GateVerdict
     failed_on: tuple[str, ...]  # the quantities that fail the test (empty: it passes this gate)
     explanation: str
 
@@ -69,6 +71,7 @@ def combine(against: str, time: Change, fraction: Change, work: WorkChange | Non
     if work is not None and work.verdict != "same":
         worse.append("work")
     failed = tuple(q for q in worse if q in fail_on)
+    verdict: GateVerdict
     if failed:
         verdict = "regressed"
     elif worse:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
 
 from pytest_roofline.record.json_values import JsonObject
+from pytest_roofline.record.outcomes import NotGated
 from pytest_roofline.record.tests import NothingCounted
 
 
@@ -16,8 +16,6 @@ class _Same:
 
 SAME = _Same()
 
-# why a fraction or a regression below its gate did not fail the test
-NotGated = Literal["contended", "warn-only"]
 # the fields a judgement adds to the test's record, in the order they are written
 RECORD_FIELDS = ("min_fraction_by_device", "roof_notes", "roof_warning", "confirmed", "baseline", "not_gated",
                  "compare")

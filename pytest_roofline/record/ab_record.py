@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pytest_roofline.record.json_values import JsonObject, finite_number, text_of
+from pytest_roofline.record.outcomes import AB_VERDICTS, ABVerdict, word_of
 
 # keys of the block held in typed fields; the rest (sites' diagnosis, the REF twin's outcome ...) stay in extra
 _KNOWN = ("verdict", "explanation", "failed_on", "fail_on", "changes", "ref", "commit", "pairs", "max_drop",
@@ -78,7 +79,7 @@ class ABRecord:
     """The A/B block of one test. ``time`` is None where the test was not compared (``verdict`` then says
     ``error``, or the REF twin's own outcome)."""
 
-    verdict: str | None = None  # regressed, steady, inconclusive ... (gates.comparison.VERDICTS), or error
+    verdict: ABVerdict | None = None  # a gate's verdict, or why it was not compared
     explanation: str = ""
     time: Moved | None = None
     fraction: Moved | None = None
@@ -110,7 +111,7 @@ class ABRecord:
         work = changes.get("work")
         ratios = data.get("pair_ratios")
         return cls(
-            verdict=text_of(data.get("verdict")), explanation=text_of(data.get("explanation")) or "",
+            verdict=word_of(data.get("verdict"), AB_VERDICTS), explanation=text_of(data.get("explanation")) or "",
             time=Moved.from_dict(changes.get("time")), fraction=Moved.from_dict(changes.get("fraction")),
             work=work if isinstance(work, Mapping) else None,
             failed_on=_words(data.get("failed_on")), fail_on=_words(data.get("fail_on")),

@@ -8,13 +8,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from pytest_roofline.record.json_values import JsonObject, finite_number, text_of
+from pytest_roofline.record.outcomes import GATE_VERDICTS, GateVerdict, word_of
 
 
 @dataclass(frozen=True)
 class BaselineRecord:
     """What the baseline gate decided of a test against its past sessions."""
 
-    verdict: str | None  # regressed, improved, steady, new, noisy, inconclusive, changed; None: not recorded
+    verdict: GateVerdict | None  # None: not recorded
     statistic: str = ""  # the interval or test it rests on ("inconclusive: ..." without one)
     explanation: str = ""  # what moved and why, where the gate said so
     excused: str | None = None  # why a regression did not fail the test ("contended")
@@ -32,7 +33,8 @@ class BaselineRecord:
         changes = block.get("changes")
         time = changes.get("time") if isinstance(changes, Mapping) else None
         sessions = block.get("sessions")
-        return cls(verdict=text_of(block.get("verdict")), statistic=text_of(block.get("statistic")) or "",
+        return cls(verdict=word_of(block.get("verdict"), GATE_VERDICTS),
+                   statistic=text_of(block.get("statistic")) or "",
                    explanation=text_of(block.get("explanation")) or "", excused=text_of(block.get("excused")),
                    fraction=finite_number(block.get("fraction")), drop=finite_number(block.get("drop")),
                    time_ratio=finite_number(time.get("ratio")) if isinstance(time, Mapping) else None,

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pytest_roofline.errors import InvalidRecord as Invalid  # the name the readers catch
+from pytest_roofline.record.outcomes import AB_VERDICTS, GATE_VERDICTS, NOT_GATED, OUTCOMES
 from pytest_roofline.record.tests import SCHEMA, TestRecord
 from pytest_roofline.record.tests import finite_number as _finite
 
@@ -170,6 +171,12 @@ def _string(value: object, field: str, *, optional: bool = True) -> None:
         raise Invalid(f"{field}: {_text(value)} is not a string")
 
 
+def _word(value: object, field: str, words: Sequence[str]) -> None:
+    """A word of a closed set (absent: unset)."""
+    if value is not None and value not in words:
+        raise Invalid(f"{field}: {_text(value)} is not one of {', '.join(words)}")
+
+
 def _mapping(value: object, field: str) -> Mapping[str, object]:
     """A JSON object (absent: empty)."""
     if value is None:
@@ -225,6 +232,7 @@ def _compare(value: object, field: str) -> None:
     if value is None:
         return
     block = _mapping(value, field)
+    _word(block.get("verdict"), f"{field}.verdict", AB_VERDICTS)
     changes = _mapping(block.get("changes"), f"{field}.changes")
     for quantity in ("time", "fraction"):
         moved = _mapping(changes.get(quantity), f"{field}.changes.{quantity}")
@@ -284,8 +292,9 @@ def check_test(record: object) -> dict[str, object]:
     nodeid = record.get("nodeid")
     if not isinstance(nodeid, str) or not nodeid:
         raise Invalid(f"nodeid: {_text(nodeid)} is not a non-empty string")
-    for key in ("outcome", "function"):
-        _string(record.get(key), key)
+    _word(record.get("outcome"), "outcome", OUTCOMES)
+    _word(record.get("not_gated"), "not_gated", NOT_GATED)
+    _string(record.get("function"), "function")
     _fraction(record.get("min_fraction"), "min_fraction", 1.0)
     _measured(record, "")
     for key, value in _mapping(record.get("params"), "params").items():
@@ -297,7 +306,7 @@ def check_test(record: object) -> dict[str, object]:
         _roofs(record.get("judged_roofs"), "judged_roofs")
     baseline = _mapping(record.get("baseline"), "baseline")
     _fraction(baseline.get("fraction"), "baseline.fraction")
-    _string(baseline.get("verdict"), "baseline.verdict")
+    _word(baseline.get("verdict"), "baseline.verdict", GATE_VERDICTS)
     _compare(record.get("compare"), "compare")
     for i, region in enumerate(_list(record.get("regions"), "regions")):
         where = f"regions[{i}]"

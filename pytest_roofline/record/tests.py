@@ -16,6 +16,7 @@ from pytest_roofline.model import Machine, Verdict
 from pytest_roofline.record.ab_record import ABRecord
 from pytest_roofline.record.baseline_record import BaselineRecord
 from pytest_roofline.record.json_values import JsonObject, finite_number, migrated, text_of
+from pytest_roofline.record.outcomes import NOT_GATED, OUTCOMES, NotGated, Outcome, word_of
 
 SCHEMA = 1  # the newest test-record schema this package writes and reads (results.json's and history's "schema")
 
@@ -134,7 +135,7 @@ class TestRecord:
     __test__: ClassVar[bool] = False  # not a test class, despite its name
 
     nodeid: str
-    outcome: str = "not run"  # pytest's outcome: passed, failed, skipped, xfailed ...
+    outcome: Outcome = "not run"  # pytest's outcome: passed, failed, skipped, xfailed ...
     min_fraction: float | None = None  # the threshold it was held to
     fraction: float | None = None  # attained fraction of the roof that binds; None: no counted work
     bound: str | None = None  # "compute:fp32", "memory:DRAM" ...
@@ -155,7 +156,7 @@ class TestRecord:
     compare: ABRecord | None = None  # the A/B verdict (--roofline-compare)
     baseline: BaselineRecord | None = None  # the baseline gate's verdict (--roofline-baseline)
     nothing_counted: NothingCounted | None = None  # no FLOPs and no bytes: the ops seen and the message
-    not_gated: str | None = None  # why a failing fraction did not fail it: "contended", "warn-only"
+    not_gated: NotGated | None = None  # why a failing fraction did not fail it: "contended", "warn-only"
     contended: Contended | None = None  # measured again at the end of the session, and what came of it
     extra: JsonObject = field(default_factory=dict)  # every other field, as written
 
@@ -170,7 +171,7 @@ class TestRecord:
         known = set(_ALWAYS) | {KEYS.get(name, name) for name in _OPTIONAL}
         flops_by, ai = record.get("flops_by_precision"), record.get("ai")
         return cls(
-            nodeid=nodeid, outcome=text_of(record.get("outcome")) or "not run",
+            nodeid=nodeid, outcome=word_of(record.get("outcome"), OUTCOMES) or "not run",
             min_fraction=finite_number(record.get("min_fraction")), fraction=finite_number(record.get("fraction")),
             bound=text_of(record.get("bound")), time_s=finite_number(record.get("time_s")),
             t_min_s=finite_number(record.get("t_min_s")), flops=finite_number(record.get("flops")),
@@ -184,7 +185,8 @@ class TestRecord:
             judged_roofs=_object(record.get("judged_roofs")), compare=_ab(record.get("compare")),
             baseline=BaselineRecord.from_dict(record.get("baseline")),
             nothing_counted=NothingCounted.from_dict(record.get(KEYS["nothing_counted"])),
-            not_gated=text_of(record.get("not_gated")), contended=Contended.from_dict(record.get("contended")),
+            not_gated=word_of(record.get("not_gated"), NOT_GATED),
+            contended=Contended.from_dict(record.get("contended")),
             extra={k: v for k, v in record.items() if k not in known},
         )
 
@@ -204,7 +206,7 @@ class TestRecord:
         return {**out, **self.extra}
 
     @classmethod
-    def of(cls, measured: Measured, *, nodeid: str, outcome: str, min_fraction: float | None,
+    def of(cls, measured: Measured, *, nodeid: str, outcome: Outcome, min_fraction: float | None,
            artifacts: Sequence[str], nothing_counted: NothingCounted | None,
            fields: Mapping[str, object]) -> TestRecord:
         """The record of a test measured in this session: its measurement, its outcome, and the ``fields`` its

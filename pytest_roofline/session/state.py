@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_roofline.history.results_dir import new_session_id, session_dir
+from pytest_roofline.record.outcomes import Outcome
 from pytest_roofline.record.tests import NothingCounted, TestRecord
 from pytest_roofline.session.settings import MarkerOptions, Settings
 
@@ -37,7 +38,7 @@ class TestEntry:
     nodeid: str
     min_fraction: float | None
     recorder: Recorder = None  # type: ignore[assignment]  # set when the test asks for the fixture
-    outcome: str = "not run"
+    outcome: Outcome = "not run"
     artifacts: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)  # results.json fields: clock_policy, definitions, ncu
     details: list[str] = field(default_factory=list)  # extra lines for a failure message (ncu diagnostics)
