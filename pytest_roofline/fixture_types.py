@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
-# A setup's fresh ``(args, kwargs)``: any values, passed on to the measured function as they are.
+# A setup step returns None (it reset state in place) or fresh ``(args, kwargs)``: any values, passed on to the
+# measured function as they are. The one definition: the recorders and the timing loop use it too.
 Setup = Callable[[], "tuple[tuple[object, ...], Mapping[str, object]] | None"]
 Result = TypeVar("Result")  # what the measured function returns, and so what ``measure`` returns
-# ``measure``'s keywords stay untyped: they include ``setup``, which the recorders (a higher layer) type with
-# their own ``Setup``; ``object`` here would reject their signatures.
+# ``measure``'s keywords stay untyped: they include ``setup`` beside the function's own keywords, and ``object``
+# here would reject the recorders' signatures.
 
 
 @runtime_checkable

@@ -9,8 +9,9 @@ from collections.abc import Callable, Mapping
 from pytest_roofline.ab.channel import Channel
 from pytest_roofline.ab.lockstep import follow
 from pytest_roofline.counters import Counter
+from pytest_roofline.fixture_types import Setup
 from pytest_roofline.measure.regions import R, Recorder
-from pytest_roofline.measure.timing import Setup, TimingStats, calls_for, prepared_arguments
+from pytest_roofline.measure.timing import TimingStats, calls_for, prepared_arguments
 
 
 class Follower:

@@ -10,11 +10,12 @@ from dataclasses import replace
 from pytest_roofline.ab.code_trace import untraced
 from pytest_roofline.ab.reach import TestReach
 from pytest_roofline.counters import Counter
+from pytest_roofline.fixture_types import Setup
 from pytest_roofline.host.devices import synchronizer
 from pytest_roofline.measure.device_roofs import work_device
 from pytest_roofline.measure.probes import rewarm_pays, roofline_bound
 from pytest_roofline.measure.regions import R, Recorder, Region
-from pytest_roofline.measure.timing import Setup, side_stats, time_callable
+from pytest_roofline.measure.timing import side_stats, time_callable
 from pytest_roofline.model import KernelSample
 
 UNCHANGED_NOTE = "unchanged at REF: not compared (no change between REF and this checkout reaches it)"

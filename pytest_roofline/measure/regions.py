@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pytest_roofline.counters import Counter
 from pytest_roofline.errors import CounterUnavailableError  # noqa: F401 (re-exported under its old name)
+from pytest_roofline.fixture_types import Setup
 from pytest_roofline.host.devices import synchronizer
 from pytest_roofline.measure.device_roofs import (
     gating_device,
@@ -29,7 +30,6 @@ from pytest_roofline.measure.device_roofs import (
 )
 from pytest_roofline.measure.timing import (
     DEFAULT_POLICY,
-    Setup,
     TimingPolicy,
     TimingStats,
     prepared_arguments,

@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
+from pytest_roofline.fixture_types import Setup
+
 T = TypeVar("T")
 
 # Per-call samples kept in results.json; longer runs keep this many spread evenly over the run (the statistics
@@ -169,10 +171,6 @@ def page_faults() -> tuple[int, int]:
     """(minor, major) page faults of this process so far."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_minflt, usage.ru_majflt
-
-
-# A setup step returns None (it reset state in place) or fresh (args, kwargs): the user's values, passed through.
-Setup = Callable[[], "tuple[tuple[object, ...], Mapping[str, object]] | None"]
 
 
 def prepared_arguments(setup: Setup | None, args: tuple[object, ...],
