@@ -7,11 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from pytest_roofline.ab.channel import Channel
+from pytest_roofline.ab.cuda_turns import event_runner
 from pytest_roofline.ab.lockstep import follow
 from pytest_roofline.counters import Counter
 from pytest_roofline.fixture_types import Setup
+from pytest_roofline.host.devices import synchronizer
 from pytest_roofline.measure.regions import R, Recorder
 from pytest_roofline.measure.timing import TimingStats, calls_for, prepared_arguments
+from pytest_roofline.model import Machine
 
 
 class Follower:
@@ -27,9 +30,6 @@ class Follower:
     def measure_site(self, recorder: Recorder, counter: Counter, label: str, fn: Callable[..., R],
                      args: tuple[object, ...], kwargs: Mapping[str, object], setup: Setup | None) -> R:
         """The twin's site timer (``Recorder.site_timer``): run the call, then answer the comparing side's turns."""
-        from pytest_roofline.host.devices import synchronizer
-        from pytest_roofline.model import Machine
-
         call_args, call_kwargs = prepared_arguments(setup, args, kwargs)
         result = fn(*call_args, **call_kwargs)  # counted only if the comparing side asks for this twin's region
         if not self.following:
@@ -49,7 +49,6 @@ class Follower:
         calls = calls_for(fn, args, kwargs, setup=setup, synchronize=wait)
         runner = None
         if wait is not None:  # a GPU: CUDA events inside each turn, the host synchronized between turns
-            from pytest_roofline.ab.cuda_turns import event_runner
 
             runner = event_runner()
         self.following = follow(self.channel, calls, site, label, judge, runner)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from pytest_roofline.ab.channel import Channel
+from pytest_roofline.host.cores import pinned
 from pytest_roofline.measure.timing import TimingStats, side_stats
 
 TARGET_HALF_WIDTH = 0.005  # stop once the interval is about +-0.5 % (log scale)
@@ -71,7 +72,6 @@ def pinned_to(cores: list[int] | None) -> Iterator[None]:
         with nullcontext():
             yield
         return
-    from pytest_roofline.host.cores import pinned
 
     with pinned(cores):
         yield

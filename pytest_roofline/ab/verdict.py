@@ -34,6 +34,7 @@ from pytest_roofline.gates.judgement import Judgement
 from pytest_roofline.measure.work import Work, work_change
 from pytest_roofline.model import sum_maps
 from pytest_roofline.model.roofline import arithmetic_intensity
+from pytest_roofline.output.session_output import all_kernels, test_artifacts
 from pytest_roofline.record.ab_record import ABRecord, claim_level_of
 from pytest_roofline.record.tests import Measured
 from pytest_roofline.session.settings import MarkerOptions
@@ -301,8 +302,6 @@ def judge_compare(state: RooflineState, entry: TestEntry, measured: Measured,
 def compare_artifacts(state: RooflineState, entry: TestEntry, measured: Measured, result: TestComparison,
                       regions: list[dict[str, Any]]) -> tuple[list[Path], list[str]]:
     """The roofline chart with REF's point joined to this one by an arrow, and the kernel table."""
-    from pytest_roofline.output.session_output import all_kernels, test_artifacts
-
     refs = [r["compare"]["ref"] for r in regions if (r.get("compare") or {}).get("ref")]
     ref_flops = sum(sum((r.get("flops_by_precision") or {}).values()) for r in refs)
     ref_bytes = sum_maps(r.get("bytes") or {} for r in refs)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from pytest_roofline.characterize.ceiling_cache import default_cache_dir
 from pytest_roofline.errors import CompareError
 
 GIT_TIMEOUT_S = 120.0
@@ -75,8 +76,6 @@ def resolve(ref: str, where: Path) -> tuple[Path, str]:
 def worktrees_home(top: Path, cache_dir: Path | None = None) -> Path:
     """This repository's folder of worktrees: outside it, keyed by where it is (a moved repository starts
     afresh rather than inheriting worktrees whose links point at its old place)."""
-    from pytest_roofline.characterize.ceiling_cache import default_cache_dir
-
     base = (cache_dir or default_cache_dir()).expanduser().resolve() / "compare"
     digest = hashlib.sha256(str(top.resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:16]
     return base / f"{top.name[:40]}-{digest}"

@@ -20,6 +20,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from pytest_roofline.characterize.validate import EXACT_ON
+from pytest_roofline.host.load_watch import LoadWatch, watched_cores
+
 # --- one pass --------------------------------------------------------------------------------------------
 MAX_OTHERS_SHARE = 0.15  # other processes' busy ticks, as a share of the watched cores' ticks
 MAX_STEAL_SHARE = 0.05   # ticks the hypervisor gave to another guest
@@ -108,8 +111,6 @@ class PassGuard:
 
     @classmethod
     def for_cores(cls, cores: Sequence[int] | None = None) -> PassGuard:
-        from pytest_roofline.host.load_watch import LoadWatch, watched_cores
-
         return cls(lambda: LoadWatch.start(cores if cores is not None else watched_cores()), [])
 
     def run(self, body: Callable[[], T]) -> tuple[T, str | None]:
@@ -209,8 +210,6 @@ def _exact_floor(peaks: Mapping[str, float]) -> dict[str, float]:
     """Reduced precisions at least at the roof that computes them exactly (validate.EXACT_ON), as a finished
     record holds them: a fresh record's raw bf16 (an emulated few GFLOP/s) is otherwise compared with a cached
     record's floored one, and never agrees."""
-    from pytest_roofline.characterize.validate import EXACT_ON
-
     floored = dict(peaks)
     for precision, exact_on in EXACT_ON.items():
         floor = max((peaks[p] for p in exact_on if p in peaks), default=None)
@@ -343,8 +342,6 @@ def structure_reasons(peak_flops: Mapping[str, float], bandwidth: Mapping[str, f
       ``info.isa_peaks`` (FLOPs) or the update kernel's rate of that level (``info.levels``);
     - a reduced precision at least the roof that computes it exactly (``validate.EXACT_ON``), as every
       characterization leaves it (``validate.reconcile``)."""
-    from pytest_roofline.characterize.validate import EXACT_ON
-
     reasons = []
     floor = 1 - OWN_EVIDENCE_SLACK
     fp32, fp64 = _positive(peak_flops.get("fp32")), _positive(peak_flops.get("fp64"))

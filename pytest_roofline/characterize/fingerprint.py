@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from pytest_roofline.characterize import CHARACTERIZATION_VERSION
+from pytest_roofline.characterize.cache_sizes import os_cache_sizes
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -100,8 +101,6 @@ def torch_threads() -> int | None:
 
 def cache_sizes() -> dict[str, int]:
     """Data/unified cache sizes per level as the OS reports them (bytes, per instance)."""
-    from pytest_roofline.characterize.cache_sizes import os_cache_sizes
-
     return {f"L{level}": size for level, size in sorted(os_cache_sizes().items())}
 
 

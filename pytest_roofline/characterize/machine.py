@@ -39,9 +39,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TypedDict
 
 from pytest_roofline.characterize import ceiling_cache as _cache
+from pytest_roofline.characterize import clean, spot_check, validate
 from pytest_roofline.characterize.fingerprint import fingerprint, fingerprint_hash, isa_flags, parse_device
 from pytest_roofline.characterize.pinned import load_machine_file
+from pytest_roofline.characterize.precision import native_precisions
 from pytest_roofline.errors import DisturbedCharacterizationWarning
+from pytest_roofline.host import cores as host_cores
+from pytest_roofline.host.cores import base_affinity, core_count_fingerprint
 from pytest_roofline.model import Machine
 
 if TYPE_CHECKING:
@@ -82,8 +86,6 @@ def characterize(device: str = "cpu", *, fresh: bool = False, cache_dir: Path | 
     kind, index = parse_device(device)
     fields = fingerprint(device)
     if cores is not None and kind == "cpu":
-        from pytest_roofline.host.cores import base_affinity, core_count_fingerprint
-
         fields = core_count_fingerprint(fields, cores, base_affinity())
     digest = fingerprint_hash(fields)
     path = _cache.cache_path(Path(cache_dir) if cache_dir else default_cache_dir(), kind, digest)
@@ -201,8 +203,6 @@ def _drop_other_core_count(machine: Machine, report: Callable[[str], None]) -> N
 
 
 def _wants_spot_check(machine: Machine, kind: str) -> bool:
-    from pytest_roofline.characterize import spot_check
-
     return (kind == "cpu" and not _flag_of(machine) and spot_check.enabled()
             and spot_check.plan(dict(machine.info)) is not None)
 
@@ -228,8 +228,6 @@ def _spot_check_holds(machine: Machine, report: Callable[[str], None]) -> bool:
     clean.SPOT_MARGIN twice, on the same side, ``SPOT_CONFIRM_PAUSE`` apart: one disagreeing check may be a
     moment of the host (DRAM swings by a third from one second to the next on a shared VM), and measuring again
     costs half a minute."""
-    from pytest_roofline.characterize import clean, spot_check
-
     directions: dict[str, int] | None = None
     for turn in (1, 2):
         try:
@@ -280,8 +278,6 @@ class Sibling(NamedTuple):
 def _sibling(fields: Mapping[str, object], cores: int | None, cache_dir: Path | None) -> Sibling | None:
     """The cached clean record of the other core count this record is checked against; None where there is
     none."""
-    from pytest_roofline.host.cores import base_affinity, core_count_fingerprint
-
     machine_cores = len(base_affinity())
     if machine_cores < 2 or cores not in (None, 1, machine_cores):
         return None
@@ -312,10 +308,8 @@ def _on_cores(count: int | None) -> contextlib.AbstractContextManager[None]:
 
     if count is None:
         return nullcontext()
-    from pytest_roofline.host import cores
-
-    allowed = cores.current_affinity()
-    return cores.pinned(cores.least_loaded(min(count, len(allowed)), allowed, cores.sample_load()))
+    allowed = host_cores.current_affinity()
+    return host_cores.pinned(host_cores.least_loaded(min(count, len(allowed)), allowed, host_cores.sample_load()))
 
 
 def _still_usable(machine: Machine, report: Callable[[str], None]) -> bool:
@@ -382,8 +376,6 @@ def _checked_cached(path: Path, fields: Mapping[str, object], report: Callable[[
     """The cached record if it reads and passes the roof checks (a CPU record also the rules that need no probe,
     ``clean.structure_reasons``); else None, with a warning naming file and key (``quiet``: a missing file is
     simply None)."""
-    from pytest_roofline.characterize import validate
-
     if quiet and not path.exists():
         return None
     cached = _cache.read_cached(path, fields)
@@ -391,8 +383,6 @@ def _checked_cached(path: Path, fields: Mapping[str, object], report: Callable[[
         return cached  # a flagged record is reused by its own test run only (_still_usable), never checked clean
     problems: list[object] = list(validate.check_machine(cached, validate.physical_bounds(fields)))
     if str(fields.get("device") or "cpu") == "cpu" and not validate.is_gpu_record(cached):
-        from pytest_roofline.characterize import clean
-
         problems += clean.structure_reasons(cached.peak_flops, cached.bandwidth, cached.info)
     if not problems:
         return cached
@@ -411,9 +401,6 @@ def _measure_checked(kind: str, index: int, fields: Mapping[str, object], digest
     physical bounds catch anything too fast). The result carries ``info["attempts"]`` and, when it is still
     not clean, ``disturbed`` / ``inconsistent`` / ``degraded``, which keep it from being reused as clean.
     """
-    from pytest_roofline.characterize import validate
-    from pytest_roofline.characterize.precision import native_precisions
-
     bounds = validate.physical_bounds(fields)
     native = native_precisions(isa_flags(fields)) if kind == "cpu" else {"bf16", "fp16"}
     attempts: list[Attempt] = []
@@ -477,7 +464,6 @@ def _keep_reasons(machine: Machine, kind: str, sibling: Sibling | None) -> tuple
     record of the other core count)."""
     if kind != "cpu":
         return [], []
-    from pytest_roofline.characterize import clean
 
     own = clean.record_reasons(machine.bandwidth, machine.info)
     if sibling is None:
@@ -497,8 +483,6 @@ def _sibling_is_the_odd_one(attempts: list[Attempt]) -> bool:
 
 def _neighbour_still_there(report: Callable[[str], None], seconds: float = 0.3) -> bool:
     """Other work on our cores right now (watched for ``seconds``)."""
-    from pytest_roofline.characterize import clean
-
     guard = clean.PassGuard.for_cores()
     _, reason = guard.run(lambda: time.sleep(seconds))
     if reason is not None:

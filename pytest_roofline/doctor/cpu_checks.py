@@ -12,10 +12,10 @@ import datetime as _dt
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from pytest_roofline.doctor.checks import Check
+from pytest_roofline.characterize.ceiling_cache import CACHE_ENV, default_cache_dir
+from pytest_roofline.characterize.machine import cache_file_for
+from pytest_roofline.doctor.checks import FAIL, OK, WARN, Check
 
 CACHE_OLD_DAYS = 90  # a characterization this old still matches its fingerprint; re-measuring it is cheap
 
@@ -23,7 +23,6 @@ CACHE_OLD_DAYS = 90  # a characterization this old still matches its fingerprint
 def check_compiler(find: Callable[[], str | None] | None = None, identity: Callable[[], str | None] | None = None
                    ) -> Check:
     from pytest_roofline.characterize.build import compiler_identity, find_compiler
-    from pytest_roofline.doctor.checks import FAIL, OK, Check
 
     path = (find or find_compiler)()
     if path is None:
@@ -33,9 +32,6 @@ def check_compiler(find: Callable[[], str | None] | None = None, identity: Calla
 
 
 def check_cache_dir(directory: Path | None = None) -> Check:
-    from pytest_roofline.characterize.ceiling_cache import CACHE_ENV, default_cache_dir
-    from pytest_roofline.doctor.checks import FAIL, OK, Check
-
     folder = directory or default_cache_dir()
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -48,11 +44,7 @@ def check_cache_dir(directory: Path | None = None) -> Check:
 
 
 def check_characterization(path: Path | None = None, now: _dt.datetime | None = None) -> Check:
-    from pytest_roofline.doctor.checks import OK, WARN, Check
-
     if path is None:
-        from pytest_roofline.characterize.machine import cache_file_for
-
         path = cache_file_for("cpu")
     if not path.is_file():
         return Check("characterization", OK, "none cached for this machine yet: the first --roofline session "
@@ -66,7 +58,6 @@ def check_characterization(path: Path | None = None, now: _dt.datetime | None = 
 
 
 def check_allocator(probe: Callable[[], str | None] | None = None) -> Check:
-    from pytest_roofline.doctor.checks import OK, WARN, Check
     from pytest_roofline.host.allocator import tune_malloc
 
     done = (probe or tune_malloc)()  # sets glibc's thresholds in this short-lived process only
@@ -77,7 +68,6 @@ def check_allocator(probe: Callable[[], str | None] | None = None) -> Check:
 
 
 def check_thp(mode: str | None | Callable[[], str | None] = None) -> Check:
-    from pytest_roofline.doctor.checks import OK, WARN, Check
     from pytest_roofline.host.allocator import THP_SETTING, thp_mode
 
     value = mode() if callable(mode) else (mode if mode is not None else thp_mode())

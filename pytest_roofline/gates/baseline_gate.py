@@ -25,8 +25,10 @@ from pytest_roofline.gates.baseline_stats import (
     seed_for,
 )
 from pytest_roofline.gates.comparison import TestComparison, Tolerances, compare_test
+from pytest_roofline.history.baseline import session_label
 from pytest_roofline.measure.work import Work
 from pytest_roofline.model.units import time_text
+from pytest_roofline.output.session_output import all_kernels, test_artifacts
 from pytest_roofline.record.tests import Measured, threads_of
 from pytest_roofline.session.settings import MarkerOptions
 from pytest_roofline.session.state import RooflineState, TestEntry
@@ -147,8 +149,6 @@ def regression_report(state: RooflineState, entry: TestEntry, measured: Measured
     """One message: what got worse and why (the explanation), the figures now and in the baseline
     (``record``: the record's ``baseline`` block), the sessions, the statistic, the tolerances, and the chart's
     path; and the paths of the artifacts written."""
-    from pytest_roofline.history.baseline import session_label
-
     by_id = {s.id: s for s in baseline_of(state).sessions}
     sessions = ", ".join(session_label(by_id[i]) for i in record["sessions"] if i in by_id)
     count = len(record["sessions"])
@@ -179,8 +179,6 @@ def regression_report(state: RooflineState, entry: TestEntry, measured: Measured
 def regression_artifacts(state: RooflineState, entry: TestEntry, measured: Measured,
                          result: TestComparison) -> tuple[list[Path], list[str]]:
     """The roofline chart with the baseline's point beside the current one, and the kernel table."""
-    from pytest_roofline.output.session_output import all_kernels, test_artifacts
-
     if measured.judged is None:
         return [], []  # nothing measured: nothing to draw
     # the roofs of the cores it ran on, as its fraction

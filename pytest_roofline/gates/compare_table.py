@@ -9,6 +9,8 @@ from pytest_roofline.gates.baseline_stats import Spread
 from pytest_roofline.gates.comparison import VERDICTS, ratio_text
 from pytest_roofline.gates.history_compare import Plan, Row
 from pytest_roofline.history.selectors import describe
+from pytest_roofline.output.summary import wrap
+from pytest_roofline.output.table import MIN_ID, shorten_id
 from pytest_roofline.output.table import fraction_text as ft
 
 HEAD = ("test", "A time", "B time", "time ratio [95% CI]", "fraction A → B", "work", "verdict")
@@ -67,9 +69,6 @@ def _spread_text(pooled: dict[str, Spread | None]) -> str:
 def table(plan: Plan, rows: Sequence[Row], pooled: dict[str, Spread | None], width: int = 0) -> str:
     """The sessions compared, the table, each explanation under its row, the counts; with ``width``, test ids
     are shortened from the middle and the other lines wrapped so that every line fits."""
-    from pytest_roofline.output.summary import wrap
-    from pytest_roofline.output.table import MIN_ID, shorten_id
-
     cells = [_cells(r) for r in rows]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(HEAD)]
     if width:

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 
+from pytest_roofline._version import __version__
 from pytest_roofline.record.sessions import GitState
 
 GIT_TIMEOUT_S = 3.0
@@ -45,8 +46,6 @@ def _version(distribution: str) -> str | None:
 
 
 def _own_version() -> str:
-    from pytest_roofline._version import __version__
-
     return __version__
 
 

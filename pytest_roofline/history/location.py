@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from pytest_roofline.errors import StoreSettingError
+from pytest_roofline.history.object_store import ObjectStore
 from pytest_roofline.history.store import DirectoryStore, HistoryStore, is_azure_container, printable_url
 
 OBJECT_SCHEMES = ("s3", "s3a", "gs", "az", "azure", "abfs", "abfss")
@@ -57,8 +58,6 @@ def open_store(location: str | os.PathLike[str], *, where: str = "--roofline-his
     if scheme == "file":
         return DirectoryStore(Path(rest or "."))
     if scheme in OBJECT_SCHEMES:
-        from pytest_roofline.history.object_store import ObjectStore
-
         return ObjectStore.from_url(text, where=where)
     raise StoreSettingError(f"{where}: {printable_url(text)!r}: the scheme {scheme!r} is not a history store; "
                             f"accepted: {ACCEPTED}")

@@ -23,6 +23,7 @@ from typing import Protocol, runtime_checkable
 
 from pytest_roofline._atomic import write_bytes_new
 from pytest_roofline.errors import NoSuchObject, StoreError, WriteInDoubt
+from pytest_roofline.record.loader import MAX_FILE_BYTES, read_bytes
 
 _NAME = re.compile(r"[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*")
 # a machine key (record.machine_key): a readable name and 8 hex of the fingerprint
@@ -153,8 +154,6 @@ def holds(store: HistoryStore, name: str, data: bytes) -> bool:
     """Whether the object ``name`` holds exactly ``data`` (False: absent, or other bytes); StoreError when it
     cannot be read. Read with a record's bound, not ours: a larger object there is someone else's, not an
     error."""
-    from pytest_roofline.record.loader import MAX_FILE_BYTES
-
     try:
         return store.read(name, max(len(data), MAX_FILE_BYTES)) == data
     except NoSuchObject:
@@ -195,8 +194,6 @@ class DirectoryStore:
         return self.path / name
 
     def read(self, name: str, max_bytes: int) -> bytes:
-        from pytest_roofline.record.loader import read_bytes
-
         try:
             return read_bytes(self.file(name), max_bytes)
         except FileNotFoundError:

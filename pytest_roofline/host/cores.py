@@ -33,12 +33,10 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from pytest_roofline.errors import CoresSettingError
-
-if TYPE_CHECKING:
-    from pytest_roofline.model import Machine
+from pytest_roofline.model import Machine
 
 MODES = ("auto", "all")
 FREE_BELOW = 0.5        # busy share under which a core counts as free (ticks are 10 ms: 0.1 s gives 10 per core)
@@ -421,8 +419,6 @@ def interpolate(machines: Mapping[int, Machine], count: int) -> Machine:
     between the nearest measured counts below and above (a roof known at only one of them is taken as is).
     Per-core roofs (FLOP/s, private caches) grow linearly, so this is exact for them; shared roofs (L3, DRAM)
     saturate, and the line between two points lies under such a curve, so it errs towards a lower roof."""
-    from pytest_roofline.model import Machine
-
     if count in machines:
         return machines[count]
     low = max(c for c in machines if c < count)

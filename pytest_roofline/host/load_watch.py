@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_roofline.host.cores import read_proc_stat
+from pytest_roofline.host.cores import current_affinity, read_proc_stat
 
 
 @dataclass(frozen=True)
@@ -107,8 +107,6 @@ class LoadWatch:
 
 def watched_cores() -> list[int]:
     """The cores this process may run on now (the pinned ones inside ``cores.pinned``)."""
-    from pytest_roofline.host.cores import current_affinity
-
     return current_affinity()
 
 

@@ -43,6 +43,8 @@ from collections.abc import Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from pytest_roofline.characterize import cuda_ert
+from pytest_roofline.measure import probes
 from pytest_roofline.model import KernelSample, Machine
 
 if TYPE_CHECKING:
@@ -166,8 +168,6 @@ class CudaDramProbe:
 
         cupy = cupy if cupy is not None else importlib.import_module("cupy")
 
-        from pytest_roofline.characterize import cuda_ert
-
         device = cupy.cuda.Device(spec.device_index)
         with device:
             module = cupy.RawModule(code=cuda_ert.KERNEL_SOURCE.read_text(),
@@ -214,8 +214,6 @@ def schedule_for(machine: Machine, kernels: Sequence[KernelSample], footprint_by
                  ) -> ProbeSchedule | Unprobed | None:
     """A ``probes.ProbeSchedule`` around the device's HBM probe for a region that wants one, an
     :class:`Unprobed` with a note where it wants one and cannot have it, else None."""
-    from pytest_roofline.measure import probes
-
     hbm = sum(k.bytes.get(level, 0.0) for k in kernels for level in MEMORY_LEVELS)
     if not wants_probe(footprint_bytes, machine, hbm):
         return None
@@ -256,14 +254,10 @@ def summary(spec: CudaProbeSpec, schedule: ProbeSchedule, fraction_cached: float
 
 def cuda_ert_kernel() -> str:
     """The probe kernel's name in ``ert_kernel.cu``."""
-    from pytest_roofline.characterize import cuda_ert
-
     return cuda_ert.kernel_name(PRECISION, FLOPS)
 
 
 def probe_ptx(arch: int) -> str:
     """The probe kernel's PTX body for ``compute_<arch>`` (NVRTC, no GPU needed): what the tests inspect."""
-    from pytest_roofline.characterize import cuda_ert
-
     entries = cuda_ert.ptx_entries(str(cuda_ert.compile_kernels(PRECISION, arch)))
     return entries[cuda_ert_kernel()]

@@ -20,6 +20,8 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from pytest_roofline.measure import cuda_probe, probes
+from pytest_roofline.measure.cuda_probe import is_cuda, l2_bytes
 from pytest_roofline.model import DEVICES, MAIN_MEMORY, KernelSample, Machine, Verdict, evaluate_region
 
 if TYPE_CHECKING:
@@ -29,8 +31,6 @@ if TYPE_CHECKING:
 
 def machine_device(machine: Machine) -> str:
     """``cuda`` for a GPU's record, else ``cpu``."""
-    from pytest_roofline.measure.cuda_probe import is_cuda
-
     return "cuda" if is_cuda(machine) else "cpu"
 
 
@@ -50,7 +50,6 @@ def placement_view(machine: Machine) -> Machine:
     it has an L2 roof and no capacities of its own."""
     if machine.info.get("capacities") or machine_device(machine) != "cuda" or "L2" not in machine.bandwidth:
         return machine
-    from pytest_roofline.measure.cuda_probe import l2_bytes
 
     l2 = l2_bytes(machine)
     return replace(machine, info={**machine.info, "capacities": {"L2": l2}}) if l2 > 0 else machine
@@ -65,8 +64,6 @@ def gating_device(devices: Iterable[str | None]) -> str | None:
 def judge_live(kernels: list[KernelSample], machine: Machine, timing: TimingStats, schedule: ProbeSchedule,
                 cached: Verdict) -> tuple[Verdict, dict[str, object], str]:
     """The verdict of the median call judged against its probe's live DRAM roof, what to record, a note."""
-    from pytest_roofline.measure import cuda_probe, probes
-
     spec = schedule.probe.spec
     rates = [rate for _, rate in zip(timing.samples_s, schedule.rates)]  # one per timed call
     if isinstance(spec, cuda_probe.CudaProbeSpec):  # GPU: HBM

@@ -17,9 +17,11 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pytest_roofline.counters import Counter
+from pytest_roofline.counters.declared import DeclaredCounter
 from pytest_roofline.errors import CounterUnavailableError  # noqa: F401 (re-exported under its old name)
 from pytest_roofline.fixture_types import Setup
 from pytest_roofline.host.devices import synchronizer
+from pytest_roofline.measure import probes
 from pytest_roofline.measure.device_roofs import (
     gating_device,
     judge_live,
@@ -28,6 +30,7 @@ from pytest_roofline.measure.device_roofs import (
     placement_view,
     work_device,
 )
+from pytest_roofline.measure.ops.times import op_fields, time_ops
 from pytest_roofline.measure.timing import (
     DEFAULT_POLICY,
     TimingPolicy,
@@ -90,7 +93,6 @@ class Region:
         """Each kernel's record; with per-op times, also its t_min, bound, own fraction and lost time."""
         if self.ops is None:
             return [k.to_dict() for k in self.kernels]
-        from pytest_roofline.measure.ops.times import op_fields
 
         out: list[dict[str, object]] = []
         for kernel in self.kernels:
@@ -247,8 +249,6 @@ class Recorder:
         """Declare the work of code no counter can see; ``.measure(fn, *args)`` then times it. ``device`` is
         where that work runs: ``"cpu"`` (host code: judged on the CPU's roofs, bytes at ``DRAM`` by default)
         or ``"cuda"`` (bytes at ``HBM`` by default)."""
-        from pytest_roofline.counters.declared import DeclaredCounter
-
         counter = DeclaredCounter.from_user(flops, bytes, precision=precision, level=level,
                                             name=name or "declared", device=device)
         return DeclaredRegion(self, counter, name)
@@ -348,8 +348,6 @@ class Recorder:
     def _op_pass(self, counter: Counter, region: Region, trace: Sequence[TracedOp], fn: Callable[..., object],
                  args: tuple[object, ...], kwargs: Mapping[str, object], setup: Setup | None,
                  ) -> tuple[list[KernelSample], OpReport]:
-        from pytest_roofline.measure.ops.times import time_ops
-
         wait = synchronizer()
         with self.placement() as placed:
             # the same DRAM probes between calls as the timed loop had: the same cache state at each call's start
@@ -369,7 +367,6 @@ class Recorder:
         record's roofs (see ``cuda_probe``)."""
         if self.probe_mode != "live":
             return None
-        from pytest_roofline.measure import probes
 
         machine = self.machine_for(placed, work_device(counter))
         if machine_device(machine) == "cuda":

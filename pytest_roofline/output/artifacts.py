@@ -16,6 +16,7 @@ from pathlib import Path
 from pytest_roofline._atomic import write_text_atomic
 from pytest_roofline._safe_text import csv_row
 from pytest_roofline.model import KernelSample, Machine, lower_bound
+from pytest_roofline.output.kernel_view import by_time, is_tensor_kernel, kernel_seconds
 
 # One cell of the kernel table: a number (a bool for ``tensor_core``), a name, or "" where not known.
 KernelRow = dict[str, float | str]
@@ -43,8 +44,6 @@ def artifact_path(directory: Path, nodeid: str, suffix: str) -> Path:
 def kernel_rows(kernels: Sequence[KernelSample], machine: Machine) -> list[KernelRow]:
     """One row per kernel, the longest first: its share of the kernels' time, whether it ran on Tensor Cores,
     its FLOPs per precision, bytes and intensity per level, attained fraction and bound."""
-    from pytest_roofline.output.kernel_view import by_time, is_tensor_kernel, kernel_seconds
-
     precisions = sorted({p for k in kernels for p in k.flops})
     levels = sorted({lv for k in kernels for lv in k.bytes})
     total = sum(kernel_seconds(k, machine) for k in kernels)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from pytest_roofline.model import KernelSample, Machine, Verdict
 from pytest_roofline.output.artifacts import artifact_path, write_kernels_csv
-from pytest_roofline.output.text import failure_message, op_lines
+from pytest_roofline.output.text import emulated_note, failure_message, op_lines
 from pytest_roofline.record.tests import TestRecord
 
 if TYPE_CHECKING:
@@ -147,8 +147,6 @@ def impossible_fraction_message(verdict: Verdict, machine: Machine, origin: str)
 
 def roof_notes(machine: Machine, flops: Mapping[str, float]) -> list[str]:
     """Notes for precisions judged against another precision's roof because this machine emulates them."""
-    from pytest_roofline.output.text import emulated_note
-
     return [note for precision, count in flops.items() if count > 0
             for note in [emulated_note(machine, precision)] if note]
 

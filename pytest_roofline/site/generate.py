@@ -26,6 +26,10 @@ from typing import Any
 import pandas as pd
 
 from pytest_roofline.errors import SiteError
+from pytest_roofline.history.chain import trajectory
+from pytest_roofline.model import KernelSample, Machine
+from pytest_roofline.output.artifacts import kernel_rows
+from pytest_roofline.output.kernel_view import by_time, is_tensor_kernel, kernel_seconds, shares
 from pytest_roofline.record.sessions import Session
 from pytest_roofline.record.tests import TestRecord
 
@@ -189,8 +193,6 @@ def _test_page(summary: TestSummary, rows: pd.DataFrame, latest: Session, artifa
 
 def _chain_section(nodeid: str, nights: Sequence[Session]) -> str:
     """The nightly A/B chain (history/chain.py), where the test has A/B nights: empty otherwise."""
-    from pytest_roofline.history.chain import trajectory
-
     try:
         path = trajectory(nights, nodeid)
     except NOT_DRAWN as exc:  # chained ratios past what a float holds
@@ -260,10 +262,6 @@ def _roofline_section(rows: pd.DataFrame, latest: Session) -> str:
 def _kernel_view(record: TestRecord, roofs: charts.Roofs) -> tuple[list[charts.KernelPoint], str]:
     """The latest session's kernels, the paper's way: each at every level it moved bytes at, and a table of
     the longest with their share of the time, Tensor Core use, work, fraction and bound."""
-    from pytest_roofline.model import KernelSample, Machine
-    from pytest_roofline.output.artifacts import kernel_rows
-    from pytest_roofline.output.kernel_view import by_time, is_tensor_kernel, kernel_seconds, shares
-
     machine = Machine(name="judged", peak_flops=dict(roofs.peak_flops), bandwidth=dict(roofs.bandwidth))
     samples = []
     for row in record.kernels:

@@ -48,7 +48,7 @@ from pytest_roofline.counters.ncu.command import (
 from pytest_roofline.counters.ncu.kernel_report import build_report
 from pytest_roofline.counters.ncu.metrics import metric_set
 from pytest_roofline.counters.ncu.parse import ParsedLaunches, parse_csv_text
-from pytest_roofline.counters.ncu.rep import read_ncu_rep
+from pytest_roofline.counters.ncu.rep import find_ncu_report_module, read_ncu_rep
 from pytest_roofline.counters.ncu.trim import TRIMMED_SUFFIX, write_trimmed
 from pytest_roofline.errors import NcuNotFound, NoGpu, NoKernelsInRange
 from pytest_roofline.host.process_role import CHILD_ENV
@@ -70,8 +70,6 @@ def read_launches(path: str | os.PathLike[str], ncu: str | None = None) -> Parse
 def can_split(ncu: str | None) -> bool:
     """Whether a batched report can be split here: the launches' NVTX ranges come from ``ncu_report`` (the CSV
     pages of ``ncu --import`` have none), so without it every test would fall back after the batch."""
-    from pytest_roofline.counters.ncu.rep import find_ncu_report_module
-
     return (find_ncu_report_module(ncu) if ncu else find_ncu_report_module()) is not None
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import TypeVar
 
+from pytest_roofline.counters.declared import DeclaredCounter
 from pytest_roofline.counters.ncu.command import NVTX_DOMAIN
 from pytest_roofline.errors import NvtxMissing
 from pytest_roofline.host.devices import synchronizer
@@ -125,8 +126,6 @@ class ChildRecorder:
         name: str | None = None,
         device: str = "cpu",
     ) -> ChildDeclaredRegion:
-        from pytest_roofline.counters.declared import DeclaredCounter
-
         # Validated as in the parent, so a bad declaration fails the same way in both.
         DeclaredCounter.from_user(flops, bytes, precision=precision, level=level, name=name or "declared",
                                   device=device)

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pytest_roofline._safe_text import printable
 from pytest_roofline.counters.ncu.metrics import LEVEL_HBM, LEVEL_L1, LEVEL_L2, parse_cc
 from pytest_roofline.model import TENSOR_SUFFIX, KernelSample, Machine, MissingCeilingError, lower_bound
 
@@ -43,8 +44,6 @@ def format_seconds(seconds: float | None) -> str:
 
 def short_name(name: str, width: int = 70) -> str:
     """A kernel name for the terminal: no control characters (a report's names are untrusted), bounded."""
-    from pytest_roofline._safe_text import printable
-
     text = printable(name.removeprefix("void "))
     return text if len(text) <= width else text[: width - 1] + "\u2026"
 

@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from pytest_roofline.host.quiet_stderr import profiler_stderr
+from pytest_roofline.measure.ops.kineto import calls_from_trace
 from pytest_roofline.model.op_trace import ProfiledEvent
 
 if TYPE_CHECKING:
@@ -94,8 +96,6 @@ def profile_calls(
     call, outside its interval, so every call starts from the cache state the timed ones started from."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
-    from pytest_roofline.host.quiet_stderr import profiler_stderr
-
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
     walls: list[float] = []
     bares: list[float] = []
@@ -135,8 +135,6 @@ def kineto_calls(prof: torch.profiler.profile) -> list[KinetoCall]:
     import os
     import tempfile
 
-    from pytest_roofline.measure.ops.kineto import calls_from_trace
-
     handle, path = tempfile.mkstemp(suffix=".json", prefix="roofline-kineto-")
     os.close(handle)
     try:
@@ -152,8 +150,6 @@ def dispatch_cost_s(device: str = "cpu") -> float:
     pays before it does work. An op within a few times of it is too small to reach any roof."""
     import torch
     from torch.profiler import ProfilerActivity, profile
-
-    from pytest_roofline.host.quiet_stderr import profiler_stderr
 
     a = torch.ones(1, device=device)
     b = torch.ones(1, device=device)

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from pytest_roofline.measure.ops import profile as op_profile
 from pytest_roofline.measure.ops.findings import OpRow, diagnose, gpu_idle
 from pytest_roofline.measure.ops.join import KernelTimes, kernel_times
 from pytest_roofline.model import KernelSample, Machine, lower_bound
@@ -159,8 +160,6 @@ def time_ops(kernels: Sequence[KernelSample], trace: Sequence[TracedOp], machine
              ) -> tuple[list[KernelSample], OpReport]:
     """Profile ``fn`` a few times and join its ops to ``trace``; torch is imported here. ``before_call``: the
     DRAM probe schedule when the bare loop had one (see ``op_profile.profile_calls``)."""
-    from pytest_roofline.measure.ops import profile as op_profile
-
     if device not in _DISPATCH:  # once per process and device: a property of the host, not of the test
         _DISPATCH[device] = op_profile.dispatch_cost_s(device)
     profiled = op_profile.profile_calls(fn, args, kwargs, calls=op_profile.calls_for(region_s, budget_s),
