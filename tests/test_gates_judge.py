@@ -103,6 +103,26 @@ def judged(state: RooflineState, entry: TestEntry, options: MarkerOptions | None
     return outcome
 
 
+def test_after_a_confirmation_the_later_gate_judges_the_measurement_kept(tmp_path: Path) -> None:
+    """Below its threshold at first, above it measured once more: the A/B gate after it (as the baseline gate)
+    is handed the kept measurement, never the one thrown away."""
+    state = make_state(tmp_path, confirm="on")
+    state.compare_ref = {"ref": "HEAD", "commit": "0" * 40}
+    entry = entry_for(state, 0.5, [T_MIN / 0.25, T_MIN / 0.8])
+    seen: list[float] = []
+
+    def compare(state: RooflineState, entry: TestEntry, measured: Measured, options: MarkerOptions | None
+                ) -> Judgement:
+        assert measured.verdict is not None
+        seen.append(measured.verdict.fraction)
+        return Judgement()
+
+    outcome = judge(state, entry, entry.recorder.measured(), MarkerOptions(min_fraction=0.5), xfail=False,
+                    compare=compare)
+    assert outcome.failure is None and outcome.confirmed == (pytest.approx(0.25), pytest.approx(0.8))
+    assert seen == [pytest.approx(0.8)]
+
+
 def test_judging_writes_nothing_to_the_test_it_judges(tmp_path: Path) -> None:
     state = make_state(tmp_path, confirm="on")
     entry = entry_for(state, 0.5, [T_MIN / 0.25, T_MIN / 0.3])  # below its threshold twice: fails, with a chart

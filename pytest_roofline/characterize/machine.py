@@ -45,7 +45,6 @@ from pytest_roofline.characterize.pinned import load_machine_file
 from pytest_roofline.characterize.precision import native_precisions
 from pytest_roofline.errors import DisturbedCharacterizationWarning
 from pytest_roofline.host import cores as host_cores
-from pytest_roofline.host.cores import base_affinity, core_count_fingerprint
 from pytest_roofline.model import Machine
 
 if TYPE_CHECKING:
@@ -86,7 +85,7 @@ def characterize(device: str = "cpu", *, fresh: bool = False, cache_dir: Path | 
     kind, index = parse_device(device)
     fields = fingerprint(device)
     if cores is not None and kind == "cpu":
-        fields = core_count_fingerprint(fields, cores, base_affinity())
+        fields = host_cores.core_count_fingerprint(fields, cores, host_cores.base_affinity())
     digest = fingerprint_hash(fields)
     path = _cache.cache_path(Path(cache_dir) if cache_dir else default_cache_dir(), kind, digest)
 
@@ -278,12 +277,12 @@ class Sibling(NamedTuple):
 def _sibling(fields: Mapping[str, object], cores: int | None, cache_dir: Path | None) -> Sibling | None:
     """The cached clean record of the other core count this record is checked against; None where there is
     none."""
-    machine_cores = len(base_affinity())
+    machine_cores = len(host_cores.base_affinity())
     if machine_cores < 2 or cores not in (None, 1, machine_cores):
         return None
     base = {k: v for k, v in fields.items()}
     if cores in (None, machine_cores) and "measured_on_cores" not in fields:
-        other = core_count_fingerprint(base, 1, base_affinity())
+        other = host_cores.core_count_fingerprint(base, 1, host_cores.base_affinity())
         sibling_is_all = False
     elif cores == 1:
         other = fingerprint(str(fields.get("device") or "cpu"))

@@ -40,8 +40,6 @@ if TYPE_CHECKING:
     from pytest_roofline.history.baseline import Baseline
 
 
-
-
 def tolerances_of(state: RooflineState, options: MarkerOptions | None) -> Tolerances:
     """The marker's arguments where given, else the session's options."""
     s = state.settings

@@ -77,7 +77,8 @@ class Moved:
 @dataclass(frozen=True)
 class ABRecord:
     """The A/B block of one test. ``time`` is None where the test was not compared (``verdict`` then says
-    ``error``, or the REF twin's own outcome)."""
+    ``error``: REF's twin could not measure it, ``new``: REF has no such test, or ``unchanged``: no change
+    reaches it)."""
 
     verdict: ABVerdict | None = None  # a gate's verdict, or why it was not compared
     explanation: str = ""

@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 from pytest_roofline.errors import SiteError
-from pytest_roofline.history.chain import trajectory
+from pytest_roofline.history.chain import trajectory as chain_trajectory
 from pytest_roofline.model import KernelSample, Machine
 from pytest_roofline.output.artifacts import kernel_rows
 from pytest_roofline.output.kernel_view import by_time, is_tensor_kernel, kernel_seconds, shares
@@ -194,7 +194,7 @@ def _test_page(summary: TestSummary, rows: pd.DataFrame, latest: Session, artifa
 def _chain_section(nodeid: str, nights: Sequence[Session]) -> str:
     """The nightly A/B chain (history/chain.py), where the test has A/B nights: empty otherwise."""
     try:
-        path = trajectory(nights, nodeid)
+        path = chain_trajectory(nights, nodeid)
     except NOT_DRAWN as exc:  # chained ratios past what a float holds
         return f'<h2>Nightly A/B chain</h2><p class="muted">Not drawn: {pages.esc(_why(exc))}.</p>'
     if len(path.nights) < 2:
