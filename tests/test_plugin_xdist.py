@@ -125,21 +125,21 @@ def test_merge_in_collection_order_one_record_per_test() -> None:
     cpu = {"name": "cpu", "peak_flops": {"fp32": 1.0}, "bandwidth": {}, "info": {"fingerprint_hash": "aaa"}}
     merged = merge_payloads([_payload("gw1", ["t::b", "t::d"], cpu), _payload("gw0", ["t::c", "t::a"], cpu)],
                             order=["t::a", "t::b", "t::c", "t::d"])
-    assert [t.nodeid for t in merged["tests"]] == ["t::a", "t::b", "t::c", "t::d"]
-    assert [t.extra["worker"] for t in merged["tests"]] == ["gw0", "gw1", "gw0", "gw1"]
-    assert merged["machine"] == cpu and merged["machines"] == [cpu]
-    assert merged["workers"] == {"gw0": {"tests": 2, "gpu": None, "machine": "aaa"},
-                                 "gw1": {"tests": 2, "gpu": None, "machine": "aaa"}}
-    assert merged["failed_late"] is False
+    assert [t.nodeid for t in merged.tests] == ["t::a", "t::b", "t::c", "t::d"]
+    assert [t.extra["worker"] for t in merged.tests] == ["gw0", "gw1", "gw0", "gw1"]
+    assert merged.machine == cpu and merged.machines == (cpu,)
+    assert {name: w.to_dict() for name, w in merged.workers.items()} == {
+        "gw0": {"tests": 2, "gpu": None, "machine": "aaa"}, "gw1": {"tests": 2, "gpu": None, "machine": "aaa"}}
+    assert merged.failed_late is False
 
 
 def test_merge_keeps_the_last_run_of_a_rescheduled_test_and_every_machine() -> None:
     h100 = {"name": "H100", "peak_flops": {"fp32": 6e13}, "bandwidth": {}, "info": {"fingerprint_hash": "h"}}
     a100 = {"name": "A100", "peak_flops": {"fp32": 2e13}, "bandwidth": {}, "info": {"fingerprint_hash": "a"}}
     merged = merge_payloads([_payload("gw10", ["t::x"], a100, failed_late=True), _payload("gw2", ["t::x"], h100)])
-    assert [t.extra["worker"] for t in merged["tests"]] == ["gw10"]  # gw2 before gw10 (by number): gw10's is kept
-    assert merged["machine"] == h100 and merged["machines"] == [h100, a100]
-    assert merged["failed_late"] is True
+    assert [t.extra["worker"] for t in merged.tests] == ["gw10"]  # gw2 before gw10 (by number): gw10's is kept
+    assert merged.machine == h100 and merged.machines == (h100, a100)
+    assert merged.failed_late is True
 
 
 def test_payload_is_plain_values() -> None:

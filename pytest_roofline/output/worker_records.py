@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
 
+from pytest_roofline.record.json_values import JsonObject
 from pytest_roofline.record.tests import TestRecord
 
 OUTPUT_KEY = "pytest_roofline"  # the worker's entry in config.workeroutput
@@ -32,18 +33,41 @@ def worker_payload(worker: str, tests: Sequence[Mapping[str, object]], machine: 
     return payload
 
 
-# The payloads as execnet delivered them, and the merged session, stay untyped JSON (not object): the plugin's
-# xdist controller reads both by key.
-def merge_payloads(payloads: Iterable[Mapping[str, Any]], order: Sequence[str] = ()) -> dict[str, Any]:
+@dataclass(frozen=True)
+class WorkerSummary:
+    """What the session's history block says of one worker: how many tests it sent, its GPU (the worker's
+    ``host.gpus.assignment_note``, as sent), and the fingerprint of the machine it measured on."""
+
+    tests: int
+    gpu: JsonObject | None
+    machine: str | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"tests": self.tests, "gpu": None if self.gpu is None else dict(self.gpu), "machine": self.machine}
+
+
+@dataclass(frozen=True)
+class MergedSession:
+    """The session the controller writes, joined from its workers' payloads (:func:`merge_payloads`)."""
+
+    tests: tuple[TestRecord, ...]
+    machine: JsonObject | None  # the first worker's, by worker number
+    machines: tuple[JsonObject, ...]  # every distinct one (GPUs of different models)
+    workers: Mapping[str, WorkerSummary]
+    failed_late: bool  # a test failed only when measured again at the end of its worker's session
+
+
+# The payloads as execnet delivered them are JSON, read by key.
+def merge_payloads(payloads: Iterable[JsonObject], order: Sequence[str] = ()) -> MergedSession:
     """The session from its workers' payloads: every test record (by node id; a test run twice, as xdist does
     when a worker crashed and its test was rescheduled, keeps its last record) in the collection ``order``
     (ids not in it last, by worker), the machine of the first worker
     in id order, every distinct machine when workers saw different ones (GPUs of different models), each
     worker's summary, and whether any test failed late."""
     ordered = sorted(payloads, key=lambda p: _worker_order(str(p.get("worker", ""))))
-    tests: dict[str, dict[str, object]] = {}
-    machines: dict[str, dict[str, object]] = {}
-    workers: dict[str, dict[str, object]] = {}
+    tests: dict[str, JsonObject] = {}
+    machines: dict[str, JsonObject] = {}
+    workers: dict[str, WorkerSummary] = {}
     for payload in ordered:
         machine = payload.get("machine")
         key = ""
@@ -53,14 +77,14 @@ def merge_payloads(payloads: Iterable[Mapping[str, Any]], order: Sequence[str] =
         for test in payload.get("tests") or []:
             tests[str(test.get("nodeid"))] = dict(test)
         name = str(payload.get("worker", "?"))
-        workers[name] = {"tests": len(payload.get("tests") or []), "gpu": payload.get("gpu"),
-                         "machine": (machine.get("info") or {}).get("fingerprint_hash")
-                         if isinstance(machine, Mapping) else None}
+        gpu = payload.get("gpu")
+        workers[name] = WorkerSummary(len(payload.get("tests") or []), gpu if isinstance(gpu, Mapping) else None,
+                                      (machine.get("info") or {}).get("fingerprint_hash")
+                                      if isinstance(machine, Mapping) else None)
     position = {nodeid: index for index, nodeid in enumerate(order)}
     ranked = sorted(tests.values(), key=lambda t: position.get(str(t.get("nodeid")), len(position)))
-    return {"tests": [TestRecord.from_dict(t) for t in ranked], "machine": next(iter(machines.values()), None),
-            "machines": list(machines.values()), "workers": workers,
-            "failed_late": any(bool(p.get("failed_late")) for p in ordered)}
+    return MergedSession(tuple(TestRecord.from_dict(t) for t in ranked), next(iter(machines.values()), None),
+                         tuple(machines.values()), workers, any(bool(p.get("failed_late")) for p in ordered))
 
 
 def _worker_order(name: str) -> tuple[int, str]:

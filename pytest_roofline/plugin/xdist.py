@@ -14,7 +14,7 @@ The xdist hooks are marked optional, so this module needs no xdist import and lo
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -28,7 +28,9 @@ if TYPE_CHECKING:
     from xdist.workermanage import WorkerController
 
     from pytest_roofline.model import Machine
+    from pytest_roofline.output.worker_records import MergedSession
     from pytest_roofline.plugin.rereport import Rereports
+    from pytest_roofline.record.json_values import JsonObject
 
 
 def assign_gpu_early(early_config: pytest.Config) -> None:
@@ -83,8 +85,8 @@ class XdistController:
 
     def __init__(self, state: RooflineState) -> None:
         self.state = state
-        self.payloads: list[dict[str, Any]] = []
-        self.merged: dict[str, Any] | None = None
+        self.payloads: list[JsonObject] = []  # as execnet delivered them: JSON
+        self.merged: MergedSession | None = None
         self.collected: list[str] = []  # node ids in collection order, to list the tests as a serial run does
         self.rereports: Rereports | None = None  # set by pytest_configure
 
@@ -120,31 +122,32 @@ class XdistController:
         # a worker whose baseline store could not be read judged nothing against it: the run must not pass
         self.state.store_error = self.state.store_error or next(
             (str(p["store_error"]) for p in self.payloads if p.get("store_error")), None)
-        if merged["failed_late"] and session.exitstatus == pytest.ExitCode.OK:
+        if merged.failed_late and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # as a serial session does (see gate.py)
         self._write_results(session, merged)
         from pytest_roofline.plugin.modes import fail_unsaved
 
         fail_unsaved(self.state, session)
-        write_step_summary(self.state, merged["tests"], merged["machine"], int(session.exitstatus))
+        write_step_summary(self.state, merged.tests, merged.machine, int(session.exitstatus))
 
-    def _write_results(self, session: pytest.Session, merged: dict[str, Any]) -> None:
+    def _write_results(self, session: pytest.Session, merged: MergedSession) -> None:
         from pytest_roofline.history.session_files import write_session_files
         from pytest_roofline.model import Machine
 
         state = self.state
         first = self.payloads[0] if self.payloads else {}
-        meta = {**session_meta(state, session, first.get("malloc", state.malloc)), "workers": merged["workers"]}
-        if len(merged["machines"]) > 1:
-            meta["machines"] = merged["machines"]  # workers saw different machines (GPUs of different models)
+        meta = {**session_meta(state, session, first.get("malloc", state.malloc)),
+                "workers": {name: worker.to_dict() for name, worker in merged.workers.items()}}
+        if len(merged.machines) > 1:
+            meta["machines"] = list(merged.machines)  # workers saw different machines (GPUs of different models)
         errors = [f"{p.get('worker')}: {p['error']}" for p in self.payloads if p.get("error")]
         if errors:
             meta["worker_errors"] = errors
-        machine = Machine.from_dict(merged["machine"]) if merged["machine"] else state.loaded_machine
+        machine = Machine.from_dict(merged.machine) if merged.machine else state.loaded_machine
         from pytest_roofline.plugin.options import recorded_arguments
 
         written = took_written(state, write_session_files(
-            file_targets(state), machine, merged["tests"], meta, recorded_arguments(session.config),
+            file_targets(state), machine, merged.tests, meta, recorded_arguments(session.config),
             counter_label=state.counter_label, root=session.config.rootpath))
         lines = [*([state.write_error] if state.write_error else []), *(f"roofline: worker {e}" for e in errors),
                  *written]
@@ -160,16 +163,16 @@ class XdistController:
         try:
             from pytest_roofline.model import Machine
 
-            machines = [Machine.from_dict(m) for m in merged["machines"]]
+            machines = [Machine.from_dict(m) for m in merged.machines]
             fewer: dict[int, Machine] = {}
             for payload in self.payloads:  # every worker's roofs of fewer cores (the same machine: the same roofs)
                 fewer.update({int(n): Machine.from_dict(m) for n, m in (payload.get("fewer_cores") or {}).items()})
             first = self.payloads[0]
-            workers = ", ".join(f"{name} {info['tests']}" for name, info in merged["workers"].items())
+            workers = ", ".join(f"{name} {info.tests}" for name, info in merged.workers.items())
             context = summary_context(self.state, config, terminalreporter, machines, fewer, first.get("counter"),
                                       first.get("baseline"))
         except Exception as exc:  # noqa: BLE001 - the summary must never turn a finished run into an internal error
             terminalreporter.write_line(f"roofline: could not write the summary: {exc!r}")
             return
-        write_summary(terminalreporter, config, merged["tests"], context,
+        write_summary(terminalreporter, config, list(merged.tests), context,
                       (f"xdist: tests measured per worker: {workers}",))
