@@ -9,17 +9,23 @@ machines' sessions are left out unless ``any_machine``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypedDict
 
 from pytest_roofline.history.reader import Loaded, load
 from pytest_roofline.history.store import HistoryStore
 from pytest_roofline.record.sessions import Session
 from pytest_roofline.record.tests import TestRecord
 
-# Environment fields a baseline session must share with the current one when both recorded them.
-ENVIRONMENT_KEYS = ("torch", "threads")
+
+class Environment(TypedDict, total=False):
+    """The fields a baseline session must share with the current one where both recorded them (absent or None:
+    not recorded)."""
+
+    torch: str | None  # torch's version
+    threads: int | None  # the cores the test's calls ran on
 
 
 @dataclass
@@ -30,7 +36,7 @@ class Baseline:
     notes: list[str] = field(default_factory=list)  # what the selection left out, for the summary
     count: int = 5
     branch: str | None = None
-    environment: Mapping[str, object] = field(default_factory=dict)
+    environment: Environment = field(default_factory=lambda: Environment())
     spread_pool: list[Session] = field(default_factory=list)  # sessions the pooled spread is measured over
     pooled: dict[str, object] = field(default_factory=dict)  # quantity -> gates' baseline_stats.Spread | None
     blind: str | None = None  # why the history could not be read well enough to judge (reader.Loaded.blind)
@@ -44,7 +50,7 @@ class Baseline:
 
     def sessions_for(self, nodeid: str, params: object = None, threads: int | None = None) -> list[Session]:
         """The baseline sessions of one test (oldest first); ``threads``: the cores its calls ran on now."""
-        environment = {**self.environment, "threads": threads}
+        environment = Environment(torch=self.environment.get("torch"), threads=threads)
         return for_test(self.sessions, nodeid, params, environment, self.branch, self.count)
 
     def pool_by_test(self) -> dict[str, list[Session]]:
@@ -69,13 +75,13 @@ def _measured(record: TestRecord) -> bool:
     return record.compare is None and record.measured
 
 
-def same_environment(recorded: Mapping[str, object], current: Mapping[str, object]) -> bool:
-    """Equal on every :data:`ENVIRONMENT_KEYS` field both recorded (an older file lacking one still counts)."""
-    return all(recorded.get(k) is None or current.get(k) is None or recorded.get(k) == current.get(k)
-               for k in ENVIRONMENT_KEYS)
+def same_environment(recorded: Environment, current: Environment) -> bool:
+    """Equal on every field both recorded (an older file lacking one still counts)."""
+    return all(a is None or b is None or a == b for a, b in (
+        (recorded.get("torch"), current.get("torch")), (recorded.get("threads"), current.get("threads"))))
 
 
-def for_test(sessions: Sequence[Session], nodeid: str, params: object, environment: Mapping[str, object],
+def for_test(sessions: Sequence[Session], nodeid: str, params: object, environment: Environment,
              branch: str | None, count: int) -> list[Session]:
     """The last ``count`` sessions that measured ``nodeid`` with these ``params`` in this environment."""
     found = []
@@ -85,8 +91,8 @@ def for_test(sessions: Sequence[Session], nodeid: str, params: object, environme
             continue
         if params is not None and record.params is not None and record.params != params:
             continue
-        threads = {} if record.threads is None else {"threads": record.threads}
-        if not same_environment({**session.environment, **threads}, environment):
+        recorded = Environment(torch=session.environment.get("torch"), threads=record.threads)
+        if not same_environment(recorded, environment):
             continue
         found.append(session)
     same_branch = [s for s in found if branch is not None and s.branch == branch]
@@ -110,7 +116,7 @@ RECENT = 200  # the newest sessions of this machine a baseline is chosen from (t
 
 
 def load_baseline(reference: Path | HistoryStore, *, key: str, branch: str | None, count: int, any_machine: bool,
-                  environment: Mapping[str, object] | None = None, history: Path | HistoryStore | None = None,
+                  environment: Environment | None = None, history: Path | HistoryStore | None = None,
                   exclude_commit: str | None = None, recent: int = RECENT) -> Baseline:
     """The baseline, and the sessions the pooled spread is measured over: the baseline's own and, when the
     baseline is a single file, this machine's ``history`` too (a one-session baseline has no spread of its
@@ -133,8 +139,8 @@ def load_baseline(reference: Path | HistoryStore, *, key: str, branch: str | Non
         seen = {(s.id, s.start) for s in pool}
         pool += [s for s in select(extra.sessions, key=key, any_machine=any_machine)[0]
                  if (s.id, s.start) not in seen]
-    return Baseline(_label(reference), chosen, loaded.skipped, notes, count, branch, dict(environment or {}), pool,
-                    blind=loaded.blind())
+    return Baseline(_label(reference), chosen, loaded.skipped, notes, count, branch,
+                    Environment(**(environment or {})), pool, blind=loaded.blind())
 
 
 def _label(reference: Path | HistoryStore) -> str:
