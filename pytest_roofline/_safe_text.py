@@ -38,5 +38,6 @@ def csv_cell(value: Cell) -> Cell | str:
     return value
 
 
-def csv_row(row: Mapping[str, object]) -> dict[str, object]:
+def csv_row(row: Mapping[str, float | str | None]) -> dict[str, float | str | None]:
+    """Every key and cell of a row through :func:`csv_cell`."""
     return {csv_cell(key): csv_cell(value) for key, value in row.items()}

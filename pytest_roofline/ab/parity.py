@@ -15,6 +15,22 @@ LOG_LINES = 20
 
 
 @dataclass(frozen=True)
+class CollectError:
+    """A collection error REF's twin reported: where (a node id or a path; empty: the whole run) and pytest's
+    text."""
+
+    nodeid: str
+    message: str
+
+    @classmethod
+    def of(cls, value: object) -> CollectError | None:
+        """The error as the twin sent it (``{"nodeid", "message"}``); None for anything else."""
+        if not isinstance(value, Mapping):
+            return None
+        return cls(str(value.get("nodeid") or ""), str(value.get("message") or ""))
+
+
+@dataclass(frozen=True)
 class Missing:
     verdict: str  # "new" or "error"
     explanation: str
@@ -34,15 +50,15 @@ def covers(error_nodeid: str, nodeid: str) -> bool:
     return nodeid.startswith(error_nodeid.rstrip("/") + "/")
 
 
-def why_missing(nodeid: str, ref_nodeids: Iterable[str], errors: Iterable[Mapping[str, object]], ref_rootdir: Path,
+def why_missing(nodeid: str, ref_nodeids: Iterable[str], errors: Iterable[CollectError], ref_rootdir: Path,
                 ref_label: str) -> Missing:
-    """Why REF's twin has no ``nodeid`` (it collected ``ref_nodeids``, with collection ``errors`` — each
-    ``{"nodeid", "message"}`` — in ``ref_rootdir``)."""
+    """Why REF's twin has no ``nodeid`` (it collected ``ref_nodeids``, with collection ``errors``, in
+    ``ref_rootdir``)."""
     path = _file_of(nodeid)
     for error in errors:
-        where = str(error.get("nodeid") or "")
+        where = error.nodeid
         if covers(where, nodeid):
-            message = str(error.get("message") or "").strip()
+            message = error.message.strip()
             tail = "\n".join(message.splitlines()[-LOG_LINES:])
             return Missing("error", f"not compared: REF {ref_label} could not collect {where or 'its tests'}:\n"
                                     f"{tail}")

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_roofline.ab.channel import Channel
-from pytest_roofline.ab.parity import Missing, why_missing
+from pytest_roofline.ab.parity import CollectError, Missing, why_missing
 from pytest_roofline.ab.worktree import Checkout
 from pytest_roofline.errors import ChannelClosed, CompareError, TwinStopped
 
@@ -129,7 +129,7 @@ class Twin:
         self.checkout = checkout
         self.log = log
         self.nodeids: set[str] = set()
-        self.collect_errors: list[dict[str, object]] = []  # REF's collection errors: {"nodeid", "message"}
+        self.collect_errors: list[CollectError] = []  # REF's collection errors
         self.rootdir: Path = checkout.cwd  # the twin's rootdir, as it reported it
         self.finished: dict[str, dict[str, Any]] = {}
         self.error: str | None = None  # why the twin stopped, once it did
@@ -167,7 +167,7 @@ class Twin:
             raise CompareError(f"--roofline-compare: the twin in {checkout.cwd} did not report its collection; its "
                                f"output:\n{twin.log_tail()}")
         twin.nodeids = set(message.get("nodeids") or [])
-        twin.collect_errors = [e for e in message.get("errors") or [] if isinstance(e, dict)]
+        twin.collect_errors = [e for e in map(CollectError.of, message.get("errors") or []) if e is not None]
         if message.get("rootdir"):
             twin.rootdir = Path(str(message["rootdir"]))
         return twin

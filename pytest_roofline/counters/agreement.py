@@ -24,7 +24,7 @@ def family(precision: str | None) -> str | None:
     return None if precision is None else precision.removesuffix(TENSOR_SUFFIX)
 
 
-def main_precision(flops: Mapping[str, object] | None) -> str | None:
+def main_precision(flops: Mapping[str, float] | None) -> str | None:
     """The precision doing most of the FLOPs."""
     counted = {str(p): float(v) for p, v in (flops or {}).items() if isinstance(v, (int, float)) and v > 0}
     return max(counted, key=lambda p: counted[p]) if counted else None
@@ -96,7 +96,7 @@ def agreement(analytic: TestRecord, ncu: TestRecord) -> Agreement:
                      sorted(extra, key=lambda e: -e[1]))
 
 
-def _total(flops: Mapping[str, object]) -> float:
+def _total(flops: Mapping[str, float]) -> float:
     return float(sum(v for v in flops.values() if isinstance(v, (int, float)) and not isinstance(v, bool)))
 
 

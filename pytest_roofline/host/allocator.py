@@ -34,7 +34,7 @@ import ctypes
 import ctypes.util
 import os
 import sys
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Container, MutableMapping
 from pathlib import Path
 
 _M_TRIM_THRESHOLD = -1
@@ -77,7 +77,7 @@ def thp_mode(setting: Path = THP_SETTING) -> str | None:
     return chosen[0] if chosen else None
 
 
-def enable_torch_thp(environ: MutableMapping[str, str] = os.environ, modules: Mapping[str, object] = sys.modules,
+def enable_torch_thp(environ: MutableMapping[str, str] = os.environ, modules: Container[str] = sys.modules,
                      setting: Path = THP_SETTING) -> str:
     """Ask PyTorch's CPU allocator for huge pages (``THP_MEM_ALLOC_ENABLE=1``) where the kernel grants them
     on request; return what was done, for the session record. A value the user set is left alone."""

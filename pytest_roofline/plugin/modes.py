@@ -17,14 +17,14 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 import pytest
 
 from pytest_roofline.fixture_types import RooflineFixture
 from pytest_roofline.plugin.keys import ENTRY, STATE, TEARDOWN_ERROR
 from pytest_roofline.plugin.markers import marker_options, wants_roofline
-from pytest_roofline.record.tests import TestRecord
+from pytest_roofline.record.tests import Params, TestRecord
 from pytest_roofline.session.state import RooflineState, TestEntry
 
 if TYPE_CHECKING:
@@ -328,7 +328,22 @@ class MeasuringSession:
 FAILURE_CHARS = 2000  # of a failure's message kept in results.json: its cause, not a whole traceback
 
 
-def failure_of(report: pytest.TestReport) -> dict[str, object]:
+class Failure(TypedDict):
+    """A failed test's ``failure`` field (docs/results.md)."""
+
+    when: str  # setup, call or teardown
+    message: str
+    where: str | None  # file:line it was raised at; None for the plugin's own gate failures
+
+
+class Identity(TypedDict):
+    """Where a test sits among the variants of one parametrized test."""
+
+    params: Params
+    function: str
+
+
+def failure_of(report: pytest.TestReport) -> Failure:
     """``{"when", "message", "where"}`` of a failed report, for the test's record: the exception's own line (or
     the failure's text) and the file and line it was raised at, so a run's log is not needed to know why."""
     crash = getattr(report.longrepr, "reprcrash", None)
@@ -432,7 +447,7 @@ def rereport(rereports: Rereports, record: TestRecord) -> None:
         rereports.rereport(record, again.message)
 
 
-def _identity(node: pytest.Item) -> dict[str, object]:
+def _identity(node: pytest.Item) -> Identity:
     """``params`` (the parametrize arguments, JSON-safe) and ``function`` (the node id without ``[...]``), which
     join the variants of one parametrized test in the history."""
     callspec = getattr(node, "callspec", None)

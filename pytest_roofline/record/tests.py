@@ -26,6 +26,8 @@ _ALWAYS = ("nodeid", "outcome", "min_fraction", "artifacts", "counter", "fractio
 # The typed fields written only where set.
 _OPTIONAL = ("function", "params", "device", "t_min_s", "flops_by_precision", "ai", "judged_roofs", "compare",
              "baseline", "nothing_counted", "not_gated", "contended")
+# A test's parameters as recorded: each a plain value (the loader refuses any other kind)
+Params = Mapping[str, "str | float | bool | None"]
 # A field's key in results.json and the history where it differs from the field's name (a JUnit property too)
 KEYS = {"nothing_counted": "no_work"}
 
@@ -40,6 +42,13 @@ MIGRATIONS: dict[int, Callable[[dict[str, object]], dict[str, object]]] = {}
 
 def _object(value: object) -> JsonObject | None:
     return value if isinstance(value, Mapping) else None
+
+
+def _params(value: object) -> Params | None:
+    """The parameters' plain values (str, number, bool, null); any other value left out."""
+    if not isinstance(value, Mapping):
+        return None
+    return {str(k): v for k, v in value.items() if v is None or isinstance(v, (str, int, float, bool))}
 
 
 def _ab(value: object) -> ABRecord | None:
@@ -148,7 +157,7 @@ class TestRecord:
     counter: str | None = None  # "analytic", "ncu", "declared", "declared+ncu" ...
     device: str | None = None  # cpu, cuda, cpu+cuda: whose roofs judged it
     function: str | None = None  # the test function's id without parameters, where a runner recorded it
-    params: JsonObject | None = None  # the test's parameters, where recorded
+    params: Params | None = None  # the test's parameters, where recorded
     artifacts: tuple[str, ...] = ()
     kernels: tuple[JsonObject, ...] = ()
     regions: tuple[JsonObject, ...] = ()  # per call site: its counts, timing, cores (Region.to_dict)
@@ -179,7 +188,7 @@ class TestRecord:
             bytes=_counts(record.get("bytes")), ai=_counts(ai) if isinstance(ai, Mapping) else None,
             counter=text_of(record.get("counter")),
             device=text_of(record.get("device")), function=text_of(record.get("function")),
-            params=_object(record.get("params")),
+            params=_params(record.get("params")),
             artifacts=_texts(record.get("artifacts")),
             kernels=_objects(record.get("kernels")), regions=_objects(record.get("regions")),
             judged_roofs=_object(record.get("judged_roofs")), compare=_ab(record.get("compare")),

@@ -27,7 +27,7 @@ from datetime import timedelta
 import pandas as pd
 
 from pytest_roofline.record.sessions import Session
-from pytest_roofline.record.tests import TestRecord, finite_number
+from pytest_roofline.record.tests import Params, TestRecord, finite_number
 
 from .verdicts import WINDOW, Comparison, trend
 
@@ -108,11 +108,11 @@ def page_names(texts: Iterable[str], suffix: str = "") -> dict[str, str]:
     return names
 
 
-def params_label(params: Mapping[str, object]) -> str:
+def params_label(params: Params) -> str:
     return ", ".join(f"{k}={v}" for k, v in params.items())
 
 
-def params_key(params: Mapping[str, object]) -> tuple[tuple[int, float, str], ...]:
+def params_key(params: Params) -> tuple[tuple[int, float, str], ...]:
     """Parameter order: numbers by value, other values by their text, key by key."""
     return tuple((0, float(v), "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0.0, str(v))
                  for v in params.values())
@@ -123,7 +123,7 @@ class TestSummary:
     machine: str
     nodeid: str
     function: str
-    params: dict[str, object]
+    params: Params
     fractions: list[float]
     latest: float | None
     threshold: float | None
