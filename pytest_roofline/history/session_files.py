@@ -6,10 +6,10 @@ happened (:class:`Written`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from pytest_roofline.history.environment import git_state, versions
 from pytest_roofline.history.location import as_store
@@ -17,12 +17,30 @@ from pytest_roofline.history.results_dir import RESULTS_FILE, results_document, 
 from pytest_roofline.history.retention import prune
 from pytest_roofline.history.store import HistoryStore
 from pytest_roofline.history.writer import write_history
+from pytest_roofline.record.json_values import JsonObject
 from pytest_roofline.record.sessions import SessionInfo, SessionRecord
 from pytest_roofline.record.tests import TestRecord
 
 if TYPE_CHECKING:
     from pytest_roofline.history.retention import Keep
     from pytest_roofline.model import Machine
+
+
+class SessionMeta(TypedDict, total=False):
+    """The ``session`` block of ``results.json`` (docs/results.md); the history keeps what ``SessionInfo`` reads
+    of it."""
+
+    id: str
+    directory: str  # the session's own folder under --roofline-dir
+    start: str  # ISO times
+    end: str
+    exit_status: int
+    interrupted: bool
+    malloc: str
+    compare: JsonObject  # REF and its commit, in an A/B session
+    workers: dict[str, JsonObject]  # under xdist: per worker, its tests, GPU and machine
+    machines: list[JsonObject]  # under xdist, where workers saw different machines
+    worker_errors: list[str]
 
 
 @dataclass(frozen=True)
@@ -49,7 +67,7 @@ class Written:
 
 
 def write_session_files(targets: Targets, machine: Machine | None, records: Iterable[TestRecord],
-                        meta: Mapping[str, object], pytest_args: Sequence[str], *, counter_label: str | None = None,
+                        meta: SessionMeta, pytest_args: Sequence[str], *, counter_label: str | None = None,
                         root: Path | None = None) -> Written:
     """Write the session's ``results.json`` and its history file. Never raises: a full disk must not hide the
     verdicts.
@@ -86,7 +104,7 @@ def write_session_files(targets: Targets, machine: Machine | None, records: Iter
     return written
 
 
-def history_record(machine: Machine | None, tests: Sequence[TestRecord], meta: Mapping[str, object],
+def history_record(machine: Machine | None, tests: Sequence[TestRecord], meta: SessionMeta,
                    pytest_args: Sequence[str], counter: str | None, *, root: Path | None = None) -> SessionRecord:
     """The session's history entry: its tests, the machine, and what only the history keeps (git, versions)."""
     info = dict(machine.info) if machine is not None else {}

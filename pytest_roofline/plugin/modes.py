@@ -28,7 +28,7 @@ from pytest_roofline.record.tests import Params, TestRecord
 from pytest_roofline.session.state import RooflineState, TestEntry
 
 if TYPE_CHECKING:
-    from pytest_roofline.history.session_files import Targets, Written
+    from pytest_roofline.history.session_files import SessionMeta, Targets, Written
     from pytest_roofline.history.store import HistoryStore
     from pytest_roofline.model import Machine
     from pytest_roofline.output.summary import SummaryContext
@@ -545,10 +545,12 @@ def _core_roofs_progress(request: pytest.FixtureRequest,
     return progress
 
 
-def session_meta(state: RooflineState, session: pytest.Session, malloc: str) -> dict[str, object]:
+def session_meta(state: RooflineState, session: pytest.Session, malloc: str) -> SessionMeta:
     """The ``session`` block of results.json and the history (the xdist controller adds its workers')."""
     status = int(session.exitstatus)
-    return {"id": state.session_id, "directory": str(state.session_dir), "start": state.started.isoformat(),
-            "end": _dt.datetime.now(_dt.timezone.utc).isoformat(), "exit_status": status,
-            "interrupted": status == pytest.ExitCode.INTERRUPTED, "malloc": malloc,
-            **({"compare": dict(state.compare_ref)} if state.compare_ref else {})}
+    meta: SessionMeta = {"id": state.session_id, "directory": str(state.session_dir),
+                         "start": state.started.isoformat(), "end": _dt.datetime.now(_dt.timezone.utc).isoformat(),
+                         "exit_status": status, "interrupted": status == pytest.ExitCode.INTERRUPTED, "malloc": malloc}
+    if state.compare_ref:
+        meta["compare"] = dict(state.compare_ref)
+    return meta

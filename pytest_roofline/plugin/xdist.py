@@ -136,8 +136,8 @@ class XdistController:
 
         state = self.state
         first = self.payloads[0] if self.payloads else {}
-        meta = {**session_meta(state, session, first.get("malloc", state.malloc)),
-                "workers": {name: worker.to_dict() for name, worker in merged.workers.items()}}
+        meta = session_meta(state, session, str(first.get("malloc", state.malloc)))
+        meta["workers"] = {name: worker.to_dict() for name, worker in merged.workers.items()}
         if len(merged.machines) > 1:
             meta["machines"] = list(merged.machines)  # workers saw different machines (GPUs of different models)
         errors = [f"{p.get('worker')}: {p['error']}" for p in self.payloads if p.get("error")]
