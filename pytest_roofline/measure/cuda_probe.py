@@ -48,7 +48,7 @@ from pytest_roofline.measure import probes
 from pytest_roofline.model import KernelSample, Machine
 
 if TYPE_CHECKING:
-    from pytest_roofline.measure.probes import ProbeSchedule, RateProbe
+    from pytest_roofline.measure.probes import ProbeSchedule, ProbeSummary, RateProbe
 
 PROBE_LEVEL = "HBM"
 MEMORY_LEVELS = ("HBM", "DRAM")  # a counter may put main-memory bytes at either name (model._LEVEL_ALIASES)
@@ -237,7 +237,7 @@ def live_machine(machine: Machine, spec: CudaProbeSpec, rate: float) -> Machine:
     return replace(machine, bandwidth={**machine.bandwidth, PROBE_LEVEL: live})
 
 
-def summary(spec: CudaProbeSpec, schedule: ProbeSchedule, fraction_cached: float) -> dict[str, object]:
+def summary(spec: CudaProbeSpec, schedule: ProbeSchedule, fraction_cached: float) -> ProbeSummary:
     """What results.json records of a region probed on the GPU (the CPU record's keys, plus the launch)."""
     rates: list[float] = schedule.probes
     ratios = [r / spec.calibration_bytes_per_s for r in rates]

@@ -25,7 +25,7 @@ from pytest_roofline.measure.cuda_probe import is_cuda, l2_bytes
 from pytest_roofline.model import DEVICES, MAIN_MEMORY, KernelSample, Machine, Verdict, evaluate_region
 
 if TYPE_CHECKING:
-    from pytest_roofline.measure.probes import ProbeSchedule
+    from pytest_roofline.measure.probes import ProbeSchedule, ProbeSummary
     from pytest_roofline.measure.timing import TimingStats
 
 
@@ -62,7 +62,7 @@ def gating_device(devices: Iterable[str | None]) -> str | None:
 
 
 def judge_live(kernels: list[KernelSample], machine: Machine, timing: TimingStats, schedule: ProbeSchedule,
-                cached: Verdict) -> tuple[Verdict, dict[str, object], str]:
+                cached: Verdict) -> tuple[Verdict, ProbeSummary, str]:
     """The verdict of the median call judged against its probe's live DRAM roof, what to record, a note."""
     spec = schedule.probe.spec
     rates = [rate for _, rate in zip(timing.samples_s, schedule.rates)]  # one per timed call

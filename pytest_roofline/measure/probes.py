@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TypedDict
 
 from pytest_roofline.model import KernelSample, Machine, MissingCeilingError, evaluate_region
 
@@ -265,7 +265,28 @@ def live_machine(machine: Machine, spec: ProbeSpec, rate: float) -> Machine:
     return replace(machine, bandwidth={**machine.bandwidth, spec.level: live})
 
 
-def summary(spec: ProbeSpec, schedule: ProbeSchedule, fraction_cached: float) -> dict[str, object]:
+class ProbeSummary(TypedDict, total=False):
+    """What results.json records of a probed call site (``regions[].probe``, docs/results.md)."""
+
+    level: str  # the memory level whose roof the probe scaled
+    kernel: str
+    device: str  # a GPU probe's device
+    rewarm: bool  # an untimed call after each probe put the call site's data back
+    working_set_bytes: int
+    threads: int
+    launch: dict[str, int]  # a GPU probe's blocks, threads per block and trials
+    probes: int
+    probe_seconds: float
+    characterized_bytes_per_s: float
+    calibration_bytes_per_s: float
+    live_ratio_median: float  # probed bandwidth / the calibration's, over the probes
+    live_ratio_iqr: float
+    fraction_cached_roofs: float
+    fraction_live: float  # the median call judged against its probe's roof
+    unverified_on_hardware: bool
+
+
+def summary(spec: ProbeSpec, schedule: ProbeSchedule, fraction_cached: float) -> ProbeSummary:
     """What results.json records of a probed region."""
     rates = schedule.probes
     ratios = [r / spec.calibration_bytes_per_s for r in rates]

@@ -46,7 +46,7 @@ from pytest_roofline.record.tests import Measured
 if TYPE_CHECKING:
     from pytest_roofline.host.cores import Placement, Planner
     from pytest_roofline.measure.ops.times import OpReport
-    from pytest_roofline.measure.probes import ProbeSchedule, RateProbe
+    from pytest_roofline.measure.probes import ProbeSchedule, ProbeSummary, RateProbe
     from pytest_roofline.model.op_trace import TracedOp
 
 R = TypeVar("R")  # what the measured callable returns: handed back to the test as it is
@@ -83,7 +83,7 @@ class Region:
     parts: list[tuple[str, TimingStats]] = field(default_factory=list)  # call sites timed apart, then judged as one
     placement: Placement | None = None  # where it was measured (None: not placed)
     uncounted: dict[str, int] = field(default_factory=dict)  # FLOP-bearing ops without a rule -> their bytes
-    probe: dict[str, object] | None = None  # the live DRAM probe beside its timed calls (probes.summary)
+    probe: ProbeSummary | None = None  # the live DRAM probe beside its timed calls (probes.summary)
     confirmed: tuple[float, float] | None = None  # fractions of a first and a confirming measurement
     ops: OpReport | None = None  # the per-op timing pass (--roofline-ops), None when not run
     compare: dict[str, object] | None = None  # --roofline-compare: the pairs with REF's twin and REF's region
