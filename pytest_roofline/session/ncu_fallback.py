@@ -87,7 +87,8 @@ def judge_pending(state: RooflineState, entry: TestEntry, nodeid: str, child: Ch
         entry.extra["ncu"] = ncu_gate.error_section(exc)
         return PendingOutcome(error=f"roofline: could not use the ncu profile of {nodeid}: {exc!r}")
     entry.artifacts.extend(outcome.artifacts)
-    entry.extra.update(outcome.extra)
+    if outcome.extra is not None:
+        entry.extra.update(outcome.extra)
     entry.details = outcome.details
     return PendingOutcome()
 

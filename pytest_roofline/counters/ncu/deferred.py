@@ -33,13 +33,13 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Protocol, TypedDict, TypeVar
 
 from pytest_roofline.counters import CounterBase
 from pytest_roofline.counters.ncu import backend
 from pytest_roofline.counters.ncu import batch as batch_module
 from pytest_roofline.counters.ncu.command import DEFAULT_CACHE_CONTROL, DEFAULT_CLOCK_CONTROL
-from pytest_roofline.counters.ncu.diagnostics import diagnostics_dict, format_diagnostics, format_seconds
+from pytest_roofline.counters.ncu.diagnostics import Diagnostics, diagnostics_dict, format_diagnostics, format_seconds
 from pytest_roofline.errors import NcuUnavailable
 from pytest_roofline.model import KernelSample, Machine, MissingCeilingError
 
@@ -212,12 +212,44 @@ class NcuBatches:
         return None, (f"profiled in a child of its own: {why}" if why else None)
 
 
+class NcuBatch(TypedDict):
+    batched: bool
+    note: str | None  # why the test was profiled in a child of its own
+
+
+class NcuSection(TypedDict, total=False):
+    """results.json's ``ncu`` field of a profiled test (docs/results.md): the report and logs, what was
+    profiled, the diagnostics; or, where profiling failed, the error and its logs."""
+
+    report: str
+    logs: list[str]
+    command: list[str]
+    compute_capabilities: list[str]
+    devices: list[str]
+    launches: int
+    kernel_time_s: float | None
+    replay_passes: int | None
+    clock: object  # the report's clock block, as the report gives it
+    warnings: list[str]
+    diagnostics: Diagnostics
+    batch: NcuBatch  # profiled in a batch of tests: whether it was, and why not
+    error: str
+
+
+class NcuFields(TypedDict):
+    """The fields a profiled test adds to its record."""
+
+    clock_policy: dict[str, str]
+    definitions: dict[str, str]
+    ncu: NcuSection
+
+
 @dataclass
 class NcuOutcome:
     """What a profiled test adds to its entry: artifacts, results.json fields, lines for a failure message."""
 
     artifacts: list[str] = field(default_factory=list)
-    extra: dict[str, object] = field(default_factory=dict)
+    extra: NcuFields | None = None
     details: list[str] = field(default_factory=list)
 
 
@@ -279,7 +311,7 @@ def profile_test(
     )
 
 
-def _ncu_section(profile: backend.NcuProfile, machine: Machine) -> dict[str, object]:
+def _ncu_section(profile: backend.NcuProfile, machine: Machine) -> NcuSection:
     report = profile.report
     passes = [k.replay_passes for k in report.kernels if k.replay_passes is not None]
     return {
@@ -297,7 +329,7 @@ def _ncu_section(profile: backend.NcuProfile, machine: Machine) -> dict[str, obj
     }
 
 
-def error_section(exc: BaseException) -> dict[str, object]:
+def error_section(exc: BaseException) -> NcuSection:
     """results.json's ``ncu`` entry of a test whose profiling failed."""
     logs = [str(path) for path in getattr(exc, "log_paths", ())]
     return {"error": str(exc), "logs": logs}

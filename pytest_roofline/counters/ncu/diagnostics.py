@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 
 from pytest_roofline._safe_text import printable
 from pytest_roofline.counters.ncu.metrics import LEVEL_HBM, LEVEL_L1, LEVEL_L2, parse_cc
 from pytest_roofline.model import TENSOR_SUFFIX, KernelSample, Machine, MissingCeilingError, lower_bound
+from pytest_roofline.record.json_values import JsonObject
 
 if TYPE_CHECKING:
     from pytest_roofline.counters.ncu.kernel_report import NcuKernel
@@ -210,7 +211,30 @@ def total_bytes(kernels: Sequence[Kernel]) -> dict[str, float]:
     return totals
 
 
-def diagnostics_dict(kernels: Sequence[Kernel], machine: Machine | None = None, top: int = 5) -> dict[str, object]:
+class NoFlopRecord(TypedDict):
+    share: float
+    time_s: float
+    kernels: list[str]
+
+
+class UntappedTensorCores(TypedDict):
+    kernel: str
+    precision: str
+    flops: float
+    ai: dict[str, float]
+    reason: str
+
+
+class Diagnostics(TypedDict):
+    """results.json's ``ncu.diagnostics`` (docs/results.md)."""
+
+    top_kernels: list[JsonObject]  # each a TopKernel's fields
+    no_flop_time: NoFlopRecord | None
+    reuse_factors: dict[str, float]
+    untapped_tensor_cores: list[UntappedTensorCores]
+
+
+def diagnostics_dict(kernels: Sequence[Kernel], machine: Machine | None = None, top: int = 5) -> Diagnostics:
     no_flops = time_without_flops(kernels)
     return {
         "top_kernels": [vars(k) for k in top_kernels_by_time(kernels, top)],
