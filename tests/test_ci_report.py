@@ -14,6 +14,7 @@ import matplotlib.pyplot  # noqa: F401 - see tests/test_plugin.py: imported once
 import numpy  # noqa: F401
 import pytest
 
+from pytest_roofline.model import Machine
 from pytest_roofline.output import ci_report
 from pytest_roofline.output.ci_report import junit_properties
 from pytest_roofline.record.baseline_record import BaselineRecord
@@ -125,9 +126,10 @@ def test_summary_markdown_table() -> None:
     tests = [_test("t.py::ok", "passed", 0.8, 0.5),
              _test("t.py::reg[a|b]", "failed", 0.6, 0.5, {"fraction": 0.8, "drop": 0.25, "verdict": "regressed"},
                    artifacts=(".roofline/sessions/x/t.png", ".roofline/sessions/x/t.kernels.csv"))]
-    machine = {"name": "Xeon 2c", "peak_flops": {}, "bandwidth": {},
+    machine = {"name": "Xeon 2c", "peak_flops": {"fp32": 1e11}, "bandwidth": {},
                "info": {"device": "cpu", "fingerprint_hash": "abc123"}}
-    text = ci_report.summary_markdown(tests, machine, ".roofline/results.json", ".roofline/sessions/x", 1)
+    text = ci_report.summary_markdown(tests, Machine.from_dict(machine), ".roofline/results.json",
+                                      ".roofline/sessions/x", 1)
     lines = text.splitlines()
     assert lines[0] == "### pytest-roofline"
     assert "**2 roofline tests, 1 failed, 1 regressed, 0 improved** · exit status 1" in lines

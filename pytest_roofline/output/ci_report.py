@@ -16,6 +16,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from pytest_roofline.model import Machine
 from pytest_roofline.record.baseline_record import BaselineRecord
 from pytest_roofline.record.tests import KEYS, TestRecord
 
@@ -122,21 +123,19 @@ def _row(result: TestRecord) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def machine_text(machine: Mapping[str, object] | None) -> str:
-    if not machine:
+def machine_text(machine: Machine | None) -> str:
+    if machine is None:
         return "machine: not characterized"
-    info = machine.get("info")
-    if not isinstance(info, Mapping):  # absent (Machine.to_dict always writes one)
-        info = {}
+    info = machine.info
     device = info.get("device")
     fingerprint = info.get("fingerprint_hash")
     extras = [f"device {device}" if device else "", f"fingerprint `{fingerprint}`" if fingerprint else "",
               "pinned ceilings" if info.get("source") == "pinned" else ""]
     extra = ", ".join(part for part in extras if part)
-    return f"machine: **{_cell(machine.get('name', '?'))}**" + (f" ({extra})" if extra else "")
+    return f"machine: **{_cell(machine.name or '?')}**" + (f" ({extra})" if extra else "")
 
 
-def summary_markdown(tests: Sequence[TestRecord], machine: Mapping[str, object] | None,
+def summary_markdown(tests: Sequence[TestRecord], machine: Machine | None,
                      results_path: str, session_dir: str | None = None, exit_status: int | None = None,
                      title: str = "pytest-roofline") -> str:
     """The markdown block: a headline with the counts, the machine, the table and where the files are."""
@@ -161,7 +160,7 @@ def summary_markdown(tests: Sequence[TestRecord], machine: Mapping[str, object] 
     return "\n".join(lines)
 
 
-def append_step_summary(tests: Sequence[TestRecord], machine: Mapping[str, object] | None,
+def append_step_summary(tests: Sequence[TestRecord], machine: Machine | None,
                         results_path: str, session_dir: str | None = None, exit_status: int | None = None,
                         environ: Mapping[str, str] | None = None) -> str | None:
     """Append the table to ``$GITHUB_STEP_SUMMARY`` when it is set; return an error message instead of

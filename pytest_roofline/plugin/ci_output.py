@@ -4,11 +4,12 @@ the session's table in the GitHub Actions step summary (``$GITHUB_STEP_SUMMARY``
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import pytest
 
 from pytest_roofline.history.results_dir import RESULTS_FILE
+from pytest_roofline.model import Machine
 from pytest_roofline.record.tests import Measured, TestRecord
 from pytest_roofline.session.state import RooflineState, TestEntry
 
@@ -40,7 +41,7 @@ def finish_record(item: pytest.Item, report: pytest.TestReport, entry: TestEntry
         holder[:] = [*kept, *properties]  # a confirmation re-run replaces, never repeats
 
 
-def write_step_summary(state: RooflineState, tests: Sequence[TestRecord], machine: Mapping[str, object] | None,
+def write_step_summary(state: RooflineState, tests: Sequence[TestRecord], machine: Machine | None,
                        exit_status: int) -> None:
     """Append the session's table to ``$GITHUB_STEP_SUMMARY`` when it is set; a failure is said in the terminal
     summary, never raised. Called once per session by the process that writes ``results.json`` (a serial

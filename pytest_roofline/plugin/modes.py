@@ -297,8 +297,7 @@ class MeasuringSession:
             fail_unsaved(state, session)
             from pytest_roofline.plugin.ci_output import write_step_summary
 
-            machine = state.loaded_machine.to_dict() if state.loaded_machine is not None else None
-            write_step_summary(state, self.records, machine, int(session.exitstatus))
+            write_step_summary(state, self.records, state.loaded_machine, int(session.exitstatus))
 
     def _write_results(self, session: pytest.Session) -> None:
         from pytest_roofline.history.session_files import write_session_files

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_roofline.model import Machine
 from pytest_roofline.output.worker_records import OUTPUT_KEY, SESSION_KEY
 from pytest_roofline.plugin.modes import MeasuringSession, file_targets, session_meta, took_written
 from pytest_roofline.session.state import RooflineState
@@ -27,7 +28,6 @@ GPU_ASSIGNED = pytest.StashKey[str | None]()
 if TYPE_CHECKING:
     from xdist.workermanage import WorkerController
 
-    from pytest_roofline.model import Machine
     from pytest_roofline.output.worker_records import MergedSession
     from pytest_roofline.plugin.rereport import Rereports
     from pytest_roofline.record.json_values import JsonObject
@@ -128,11 +128,11 @@ class XdistController:
         from pytest_roofline.plugin.modes import fail_unsaved
 
         fail_unsaved(self.state, session)
-        write_step_summary(self.state, merged.tests, merged.machine, int(session.exitstatus))
+        machine = Machine.from_dict(merged.machine) if merged.machine else None
+        write_step_summary(self.state, merged.tests, machine, int(session.exitstatus))
 
     def _write_results(self, session: pytest.Session, merged: MergedSession) -> None:
         from pytest_roofline.history.session_files import write_session_files
-        from pytest_roofline.model import Machine
 
         state = self.state
         first = self.payloads[0] if self.payloads else {}
@@ -161,8 +161,6 @@ class XdistController:
         from pytest_roofline.plugin.modes import summary_context, write_summary
 
         try:
-            from pytest_roofline.model import Machine
-
             machines = [Machine.from_dict(m) for m in merged.machines]
             fewer: dict[int, Machine] = {}
             for payload in self.payloads:  # every worker's roofs of fewer cores (the same machine: the same roofs)
