@@ -286,6 +286,9 @@ def test_gpu_processes_lists_the_others_from_nvml() -> None:
     placement = cores.Placement((0, 1), (0, 1), {}, False, "auto", tuple(found))
     assert placement.marker() == "2 other process(es) on the GPU"
     assert placement.to_dict()["gpu_processes"][0]["pid"] == 100
+    assert cores.Placement.from_dict(placement.to_dict()).gpu_processes == tuple(found)  # read back the same
+    forged = {**placement.to_dict(), "gpu_processes": [{"pid": "100; rm"}, {"pid": 9, "memory_bytes": "lots"}]}
+    assert cores.Placement.from_dict(forged).gpu_processes == ({"pid": 9, "kind": "", "memory_bytes": None},)
 
 
 def test_gpu_processes_without_a_driver_is_empty() -> None:

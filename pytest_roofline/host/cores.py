@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypedDict
 
 from pytest_roofline.errors import CoresSettingError
 from pytest_roofline.model import Machine
@@ -202,6 +202,23 @@ def xdist_worker(environ: Mapping[str, str] = os.environ) -> tuple[int, int] | N
     return None
 
 
+class GpuProcess(TypedDict):
+    """Another process on the same GPU, as NVML lists it."""
+
+    pid: int
+    kind: str  # compute or graphics
+    memory_bytes: int | None
+
+
+def _gpu_process(value: object) -> GpuProcess | None:
+    """A recorded neighbour read back (None for anything but an object with an integer pid)."""
+    if not isinstance(value, Mapping) or not isinstance(pid := value.get("pid"), int):
+        return None
+    memory = value.get("memory_bytes")
+    return GpuProcess(pid=pid, kind=str(value.get("kind") or ""),
+                      memory_bytes=memory if isinstance(memory, int) else None)
+
+
 @dataclass(frozen=True)
 class Placement:
     """Where one call site was measured: the cores used, out of which, and the load seen on each."""
@@ -211,7 +228,7 @@ class Placement:
     load: Mapping[int, float] = field(default_factory=dict)   # busy share per core just before measuring
     contended: bool = False
     setting: str = "auto"
-    gpu_processes: tuple[Mapping[str, object], ...] = ()      # other processes on the same GPU (NVML)
+    gpu_processes: tuple[GpuProcess, ...] = ()      # other processes on the same GPU (NVML)
 
     @property
     def count(self) -> int:
@@ -244,7 +261,7 @@ class Placement:
         return cls(tuple(int(c) for c in data.get("used") or ()), tuple(int(c) for c in data.get("of") or ()),
                    {int(c): float(v) for c, v in (data.get("load") or {}).items()},
                    bool(data.get("contended")), str(data.get("setting", "auto")),
-                   tuple(dict(p) for p in data.get("gpu_processes") or ()))
+                   tuple(p for p in map(_gpu_process, data.get("gpu_processes") or ()) if p is not None))
 
     def marker(self) -> str:
         """Short text for the terminal row: empty when the whole machine (or ``auto``'s share of it) was used,
@@ -456,7 +473,7 @@ def least_loaded(count: int, allowed: Sequence[int], load: Mapping[int, float] |
 # --- GPU neighbours ------------------------------------------------------------------------------------
 
 def gpu_processes(device_index: int, nvml: Any = None, own_pid: int | None = None,  # nvml: the pynvml module
-                  ) -> list[dict[str, object]]:
+                  ) -> list[GpuProcess]:
     """Other processes on GPU ``device_index`` according to NVML (pid, memory used); [] without NVML."""
     if nvml is None:
         try:
@@ -468,14 +485,15 @@ def gpu_processes(device_index: int, nvml: Any = None, own_pid: int | None = Non
         nvml.nvmlInit()
         try:
             handle = nvml.nvmlDeviceGetHandleByIndex(device_index)
-            seen: dict[int, dict[str, object]] = {}
+            seen: dict[int, GpuProcess] = {}
             for query, kind in ((nvml.nvmlDeviceGetComputeRunningProcesses, "compute"),
                                 (nvml.nvmlDeviceGetGraphicsRunningProcesses, "graphics")):
                 for process in query(handle):
                     pid = int(process.pid)
                     if pid != own:
-                        seen.setdefault(pid, {"pid": pid, "kind": kind,
-                                              "memory_bytes": getattr(process, "usedGpuMemory", None)})
+                        memory = getattr(process, "usedGpuMemory", None)
+                        seen.setdefault(pid, GpuProcess(pid=pid, kind=kind,
+                                                        memory_bytes=memory if isinstance(memory, int) else None))
             return list(seen.values())
         finally:
             nvml.nvmlShutdown()
