@@ -10,13 +10,14 @@ import contextlib
 import json
 import os
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 from pytest_roofline._atomic import write_json_atomic
 from pytest_roofline.errors import CacheWarning
 from pytest_roofline.model import Machine
 from pytest_roofline.record.loader import check_machine, read_json
+from pytest_roofline.record.machine_key import Fingerprint
 
 CACHE_FORMAT = "pytest-roofline-machine/1"
 CACHE_ENV = "PYTEST_ROOFLINE_CACHE"
@@ -93,7 +94,7 @@ def file_state(path: Path) -> tuple[int, int] | None:
     return stat.st_ino, stat.st_mtime_ns
 
 
-def read_cached(path: Path, expected_fingerprint: Mapping[str, object]) -> Machine | None:
+def read_cached(path: Path, expected_fingerprint: Fingerprint) -> Machine | None:
     """The cached machine if the file is ours and matches; None (with a warning if the file was bad)."""
     if not path.exists():
         return None
@@ -113,7 +114,7 @@ def read_cached(path: Path, expected_fingerprint: Mapping[str, object]) -> Machi
     return None
 
 
-def _problem_with(data: object, expected_fingerprint: Mapping[str, object]) -> str | None:
+def _problem_with(data: object, expected_fingerprint: Fingerprint) -> str | None:
     if not isinstance(data, dict):
         return "not a JSON object"
     if data.get("format") != CACHE_FORMAT:
@@ -130,7 +131,7 @@ def _problem_with(data: object, expected_fingerprint: Mapping[str, object]) -> s
     return None
 
 
-def write_cached(path: Path, fingerprint_fields: Mapping[str, object], machine: Machine) -> None:
+def write_cached(path: Path, fingerprint_fields: Fingerprint, machine: Machine) -> None:
     write_json_atomic(path, {"format": CACHE_FORMAT, "fingerprint": fingerprint_fields,
                              "machine": machine.to_dict()})
 

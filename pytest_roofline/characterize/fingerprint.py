@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pytest_roofline.characterize import CHARACTERIZATION_VERSION
 from pytest_roofline.characterize.cache_sizes import os_cache_sizes
+from pytest_roofline.record.machine_key import Fingerprint
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -104,7 +105,7 @@ def cache_sizes() -> dict[str, int]:
     return {f"L{level}": size for level, size in sorted(os_cache_sizes().items())}
 
 
-def cpu_fingerprint() -> dict[str, object]:
+def cpu_fingerprint() -> Fingerprint:
     from pytest_roofline.characterize.build import compiler_identity
     from pytest_roofline.host.allocator import thp_mode
 
@@ -127,7 +128,7 @@ def cpu_fingerprint() -> dict[str, object]:
     }
 
 
-def cuda_fingerprint(device_index: int = 0) -> dict[str, object]:
+def cuda_fingerprint(device_index: int = 0) -> Fingerprint:
     import cupy
 
     runtime = cupy.cuda.runtime
@@ -160,12 +161,12 @@ def parse_device(device: str) -> tuple[str, int]:
     raise ValueError(f"unknown device {device!r}: use 'cpu', 'cuda' or 'cuda:N'")
 
 
-def fingerprint(device: str = "cpu") -> dict[str, object]:
+def fingerprint(device: str = "cpu") -> Fingerprint:
     kind, index = parse_device(device)
     return cpu_fingerprint() if kind == "cpu" else cuda_fingerprint(index)
 
 
-def fingerprint_hash(fields: Mapping[str, object]) -> str:
+def fingerprint_hash(fields: Fingerprint) -> str:
     canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(canonical.encode()).hexdigest()[:20]
 

@@ -46,6 +46,7 @@ from pytest_roofline.characterize.precision import native_precisions
 from pytest_roofline.errors import DisturbedCharacterizationWarning
 from pytest_roofline.host import cores as host_cores
 from pytest_roofline.model import Machine
+from pytest_roofline.record.machine_key import Fingerprint
 
 if TYPE_CHECKING:
     from pytest_roofline.characterize.clean import Spot
@@ -274,13 +275,13 @@ class Sibling(NamedTuple):
     path: Path
 
 
-def _sibling(fields: Mapping[str, object], cores: int | None, cache_dir: Path | None) -> Sibling | None:
+def _sibling(fields: Fingerprint, cores: int | None, cache_dir: Path | None) -> Sibling | None:
     """The cached clean record of the other core count this record is checked against; None where there is
     none."""
     machine_cores = len(host_cores.base_affinity())
     if machine_cores < 2 or cores not in (None, 1, machine_cores):
         return None
-    base = {k: v for k, v in fields.items()}
+    base = fields.copy()
     if cores in (None, machine_cores) and "measured_on_cores" not in fields:
         other = host_cores.core_count_fingerprint(base, 1, host_cores.base_affinity())
         sibling_is_all = False
@@ -370,7 +371,7 @@ class Attempt(_AttemptBase, total=False):
     replaces_other_core_count: bool
 
 
-def _checked_cached(path: Path, fields: Mapping[str, object], report: Callable[[str], None],
+def _checked_cached(path: Path, fields: Fingerprint, report: Callable[[str], None],
                     quiet: bool = False) -> Machine | None:
     """The cached record if it reads and passes the roof checks (a CPU record also the rules that need no probe,
     ``clean.structure_reasons``); else None, with a warning naming file and key (``quiet``: a missing file is
@@ -391,7 +392,7 @@ def _checked_cached(path: Path, fields: Mapping[str, object], report: Callable[[
     return None
 
 
-def _measure_checked(kind: str, index: int, fields: Mapping[str, object], digest: str,
+def _measure_checked(kind: str, index: int, fields: Fingerprint, digest: str,
                      report: Callable[[str], None], cache_dir: Path,
                      sibling: Sibling | None = None) -> Machine:
     """Measure, check, and measure once more when the result is disturbed or inconsistent.
@@ -511,7 +512,7 @@ def _merge(first: Machine, second: Machine, attempt: int) -> Machine:
     return Machine(name=second.name, peak_flops=tables[0], bandwidth=tables[1], info=info)
 
 
-def _measure(kind: str, index: int, fields: Mapping[str, object], digest: str, report: Callable[[str], None],
+def _measure(kind: str, index: int, fields: Fingerprint, digest: str, report: Callable[[str], None],
              cache_dir: Path) -> Machine:
     start = time.perf_counter()
     report(f"characterizing {kind}{'' if kind == 'cpu' else f':{index}'} (fingerprint {digest})")

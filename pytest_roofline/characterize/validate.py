@@ -30,6 +30,7 @@ from pathlib import Path
 from pytest_roofline.characterize.fingerprint import count_field, isa_flags
 from pytest_roofline.errors import RoofError  # noqa: F401 (re-exported under its old name)
 from pytest_roofline.model import TENSOR_SUFFIX, Machine
+from pytest_roofline.record.machine_key import Fingerprint
 
 FLOPS_RANGE = (1e7, 1e17)        # FLOP/s: a slow core's scalar rate .. far above any accelerator today
 BANDWIDTH_RANGE = (1e7, 1e16)    # bytes/s: 10 MB/s .. far above any GPU's aggregate L1
@@ -163,7 +164,7 @@ def cpu_clock_hz(cpuinfo_text: str | None = None, cpufreq_max_khz: str | None = 
     return clock * CLOCK_MARGIN, f"{source} {clock / 1e9:.2f} GHz x {CLOCK_MARGIN:g}"
 
 
-def physical_bounds(fields: Mapping[str, object], clock: tuple[float, str] | None = None) -> PhysicalBounds | None:
+def physical_bounds(fields: Fingerprint, clock: tuple[float, str] | None = None) -> PhysicalBounds | None:
     """Bounds for a CPU fingerprint (``cores``/``core_count``, ``isa``, ``machine``); None for GPUs."""
     if fields.get("device") not in (None, "cpu"):
         return None

@@ -37,6 +37,7 @@ from typing import Any, Protocol, TypedDict
 
 from pytest_roofline.errors import CoresSettingError
 from pytest_roofline.model import Machine
+from pytest_roofline.record.machine_key import Fingerprint
 
 MODES = ("auto", "all")
 FREE_BELOW = 0.5        # busy share under which a core counts as free (ticks are 10 ms: 0.1 s gives 10 per core)
@@ -454,13 +455,12 @@ def interpolate(machines: Mapping[int, Machine], count: int) -> Machine:
                    info=info)
 
 
-def core_count_fingerprint(fields: Mapping[str, object], count: int, machine_cores: Sequence[int],
-                           ) -> dict[str, object]:
+def core_count_fingerprint(fields: Fingerprint, count: int, machine_cores: Sequence[int]) -> Fingerprint:
     """A CPU fingerprint for roofs measured on ``count`` of ``machine_cores`` (whichever ones: their roofs are
     the same), so each core count has its own cache entry."""
-    out = dict(fields)
-    out.update(cores=list(machine_cores), core_count=count, threads=count, measured_on_cores=count,
-               torch_threads=count if fields.get("torch_threads") is not None else None)
+    out = fields.copy()
+    out["cores"], out["core_count"], out["threads"], out["measured_on_cores"] = list(machine_cores), count, count, count
+    out["torch_threads"] = count if fields.get("torch_threads") is not None else None
     return out
 
 

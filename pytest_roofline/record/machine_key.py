@@ -10,6 +10,39 @@ import hashlib
 import json
 import re
 from collections.abc import Mapping
+from typing import TypedDict
+
+
+class Fingerprint(TypedDict, total=False):
+    """What identifies a machine's characterization (``characterize.fingerprint``): its hash names the cache
+    entry and the machine key. A CPU's fields or a GPU's; a core count's record adds ``measured_on_cores``."""
+
+    device: str  # cpu, cuda:N
+    kernel_source_hash: str
+    characterization_version: int
+    memory_bytes: int | None
+    # a CPU's
+    cpu_model: str
+    machine: str  # platform.machine()
+    isa: list[str]
+    cores: list[int]
+    core_count: int
+    cache_sizes: dict[str, int]
+    threads: int
+    torch_threads: int | None
+    compiler: str | None
+    transparent_huge_pages: str | None
+    measured_on_cores: int
+    # a GPU's
+    gpu_name: str
+    compute_capability: str
+    multiprocessors: int
+    clock_khz: int
+    memory_clock_khz: int
+    l2_bytes: int
+    driver_version: int
+    runtime_version: int
+
 
 UNKNOWN_KEY = "unknown-00000000"
 _UNSAFE = re.compile(r"[^a-z0-9]+")
