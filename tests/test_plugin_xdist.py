@@ -79,7 +79,9 @@ def test_two_workers_write_one_complete_results_file(pytester: pytest.Pytester,
     expected = [f"test_suite.py::test_fast[{i}]" for i in range(5)] + ["test_suite.py::test_below"]
     assert list(tests) == expected  # every roofline test once, in collection order
     for nodeid in expected:
-        assert 0.2 < tests[nodeid]["fraction"] <= 0.5 and tests[nodeid]["regions"], nodeid
+        # a 2 ms sleep against a 1 ms t_min: at most 0.5 however busy the host, above 0 (any lower bound would
+        # time this host)
+        assert 0 < tests[nodeid]["fraction"] <= 0.5 and tests[nodeid]["regions"], nodeid
         assert tests[nodeid]["worker"] in ("gw0", "gw1")
     assert tests["test_suite.py::test_below"]["outcome"] == "failed"
     assert document["machine"]["name"] == "pinned-test-machine"
