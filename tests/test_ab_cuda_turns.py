@@ -16,10 +16,6 @@ from pytest_roofline.ab.cuda_turns import (
     event_runner,
     run_batch_events,
 )
-from pytest_roofline.record.ab_record import ABRecord
-
-ab = ABRecord.from_dict  # a block as results.json holds it
-
 
 
 class FakeEvent:

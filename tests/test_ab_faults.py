@@ -40,6 +40,14 @@ def no_internal_traceback(result: pytest.RunResult) -> None:
     assert "ChannelClosed" not in text and not re.search(r"pytest_roofline/\S+\.py:\d+", text), text
 
 
+def regressed_ratio(path: Path, result: pytest.RunResult) -> float:
+    """The time ratio of the one test of the A/B session in ``path``, which failed it as regressed."""
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    record = results(path)["tests"][0]["compare"]
+    assert record["verdict"] == "regressed"
+    return float(record["changes"]["time"]["ratio"])
+
+
 def two_tests(path: Path, teardown: str = "", body: str = "") -> None:
     (path / "test_perf.py").write_text(TWO_TESTS.format(teardown=teardown or "    pass", body=body))
 
@@ -129,10 +137,7 @@ def test_code_in_a_submodule_is_compared_at_the_commit_ref_pins(
     git(path / "lib", "pull", "-q", "origin", "HEAD")
     git(path, "commit", "-qam", "bump the submodule")
     result = run_roofline(machine, "--roofline-compare", "HEAD~1")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
-    record = results(path)["tests"][0]["compare"]
-    assert record["verdict"] == "regressed"
-    assert record["changes"]["time"]["ratio"] > 2.0  # three sleeps for one; wide: sleeps overshoot on a busy host
+    assert regressed_ratio(path, result) > 2.0  # three sleeps for one; wide: sleeps overshoot on a busy host
 
 
 def test_addopts_n_in_the_project_and_n0_here(repo: Path, write_machine: Callable[..., Path],  # noqa: F811
@@ -141,10 +146,7 @@ def test_addopts_n_in_the_project_and_n0_here(repo: Path, write_machine: Callabl
     git(repo, "commit", "-qam", "REF: xdist in addopts")
     commit(repo, 0.002, repeat=2)
     result = run_roofline(write_machine(MACHINE), "--roofline-compare", "HEAD~1", "-n", "0")
-    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
-    record = results(repo)["tests"][0]["compare"]
-    assert record["verdict"] == "regressed"
-    assert record["changes"]["time"]["ratio"] > 1.5  # two sleeps for one; wide: sleeps overshoot on a busy host
+    assert regressed_ratio(repo, result) > 1.5  # two sleeps for one; wide: sleeps overshoot on a busy host
 
 
 def test_an_absolute_test_path_runs_refs_copy(repo: Path, write_machine: Callable[..., Path],  # noqa: F811
@@ -152,9 +154,7 @@ def test_an_absolute_test_path_runs_refs_copy(repo: Path, write_machine: Callabl
     commit(repo, 0.002, repeat=2)
     machine = write_machine(MACHINE)
     result = run_roofline(machine, "--roofline-compare", "HEAD~1", str(repo / "test_perf.py"))
-    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
-    record = results(repo)["tests"][0]["compare"]
-    assert record["verdict"] == "regressed" and record["changes"]["time"]["ratio"] > 1.5  # REF's copy ran: not ×1.00
+    assert regressed_ratio(repo, result) > 1.5  # REF's copy ran: not ×1.00
     outside = repo.parent / f"{repo.name}-elsewhere.py"
     outside.write_text(TEST)
     result = run_roofline(machine, "--roofline-compare=HEAD~1", str(outside))  # "=": the path alone is outside

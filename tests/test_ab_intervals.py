@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import pytest
-from ab_fakes import region, site, twelve
+from ab_fakes import ab, region, site, twelve
 
 from pytest_roofline.ab.paired_stats import (
     CLAIM_ERROR,
@@ -28,10 +28,6 @@ from pytest_roofline.ab.paired_stats import (
 from pytest_roofline.ab.verdict import compare_regions, process_record, verdict
 from pytest_roofline.ab.verdict_text import failure_message
 from pytest_roofline.gates.comparison import Tolerances
-from pytest_roofline.record.ab_record import ABRecord
-
-ab = ABRecord.from_dict  # a block as results.json holds it
-
 
 
 def test_the_t_interval_over_three_pairs_by_hand() -> None:

@@ -23,10 +23,6 @@ from pytest_roofline.ab.paired_stats import (
 from pytest_roofline.ab.pairs import MAX_SET_ASIDE, MIN_TURNS, SiteResult, measure_site, one_pair
 from pytest_roofline.ab.verdict import time_verdict, verdict
 from pytest_roofline.measure.timing import TimingPolicy
-from pytest_roofline.record.ab_record import ABRecord
-
-ab = ABRecord.from_dict  # a block as results.json holds it
-
 
 
 def test_the_auto_band_is_2_percent_where_the_pairs_agree_within_2_5_percent() -> None:

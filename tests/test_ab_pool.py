@@ -9,10 +9,6 @@ from typing import Any
 import pytest
 
 from pytest_roofline.measure.timing import TimingPolicy
-from pytest_roofline.record.ab_record import ABRecord
-
-ab = ABRecord.from_dict  # a block as results.json holds it
-
 
 
 def test_the_pool_never_calls_new_a_test_this_checkouts_twin_lacks(tmp_path: Path) -> None:

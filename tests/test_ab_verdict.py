@@ -9,7 +9,7 @@ import statistics
 from typing import Any
 
 import pytest
-from ab_fakes import region, twelve
+from ab_fakes import ab, region, twelve
 
 from pytest_roofline.ab.paired_stats import (
     over_process_pairs,
@@ -18,11 +18,7 @@ from pytest_roofline.ab.verdict import compare_regions, process_record
 from pytest_roofline.ab.verdict_text import failure_message, inside_band_move, process_effects, said_move, summary_lines
 from pytest_roofline.gates.comparison import Tolerances
 from pytest_roofline.history.baseline import _measured
-from pytest_roofline.record.ab_record import ABRecord
 from pytest_roofline.record.tests import TestRecord
-
-ab = ABRecord.from_dict  # a block as results.json holds it
-
 
 
 def test_work_is_not_time_changed_versus_regressed() -> None:
