@@ -278,12 +278,12 @@ class Sibling(NamedTuple):
 def _sibling(fields: Fingerprint, cores: int | None, cache_dir: Path | None) -> Sibling | None:
     """The cached clean record of the other core count this record is checked against; None where there is
     none."""
-    machine_cores = len(host_cores.base_affinity())
+    affinity = host_cores.base_affinity()
+    machine_cores = len(affinity)
     if machine_cores < 2 or cores not in (None, 1, machine_cores):
         return None
-    base = fields.copy()
     if cores in (None, machine_cores) and "measured_on_cores" not in fields:
-        other = host_cores.core_count_fingerprint(base, 1, host_cores.base_affinity())
+        other = host_cores.core_count_fingerprint(fields, 1, affinity)
         sibling_is_all = False
     elif cores == 1:
         other = fingerprint(str(fields.get("device") or "cpu"))

@@ -53,10 +53,9 @@ def judge(state: RooflineState, entry: TestEntry, measured: Measured, options: M
     if options is not None and options.min_fraction_by_device is not None:
         min_fraction = options.fraction_for(measured.device)
         by_device = dict(options.min_fraction_by_device)
-    outcome = replace(judge_threshold(state, entry, measured, options, xfail, min_fraction),
-                      min_fraction_by_device=by_device)
-    if outcome.confirmed is not None:  # measured once more and the faster kept: the later gates judge that one
-        measured = entry.recorder.measured()
+    # after a confirmation, ``measured`` is the measurement kept: the later gates judge that one
+    outcome, measured = judge_threshold(state, entry, measured, options, xfail, min_fraction)
+    outcome = replace(outcome, min_fraction_by_device=by_device)
     if outcome.error is not None or outcome.nothing_counted is not None:  # no fraction to compare
         return outcome
     if state.baseline is not None:  # numpy is imported only when there is a baseline to compare with
@@ -91,12 +90,13 @@ def _with_baseline(state: RooflineState, entry: TestEntry, measured: Measured, o
 
 
 def judge_threshold(state: RooflineState, entry: TestEntry, measured: Measured, options: MarkerOptions | None,
-                    xfail: bool, min_fraction: float | None) -> Judgement:
+                    xfail: bool, min_fraction: float | None) -> tuple[Judgement, Measured]:
     """Gate one measured test: uncounted work, an impossible fraction, then its threshold.
 
     Below the threshold, a contended measurement (no free core) is excused unless ``--roofline-strict`` (it is
     measured again at the end of the session), and ``--roofline-confirm on`` measures the test once more at
-    once and keeps the faster: the test fails only when both measurements are below.
+    once and keeps the faster: the test fails only when both measurements are below. Returns the judgement and
+    the measurement it rests on (the one kept, after a confirmation), for the gates after it.
     """
     held = Judgement(min_fraction=min_fraction)
     policy = (options.uncounted if options and options.uncounted else None) or state.settings.uncounted
@@ -105,17 +105,17 @@ def judge_threshold(state: RooflineState, entry: TestEntry, measured: Measured, 
         if missing:
             return held.adding(failure=(
                 f"roofline: FLOP-bearing ops without a counting rule ran ({missing}); the fraction would be too "
-                "low. Declare the work (roofline.declare) or set uncounted='warn'."))
+                "low. Declare the work (roofline.declare) or set uncounted='warn'.")), measured
     verdict = measured.verdict
     nothing = nothing_counted_message(entry, verdict)
     if nothing is not None:
         held = replace(held, nothing_counted=NothingCounted(tuple(seen_ops(entry.recorder)), nothing))
         # with a threshold there is nothing to hold it to: an error of the test, never a pass
-        return held.adding(error=f"roofline: {nothing}") if min_fraction is not None else held
+        return held.adding(error=f"roofline: {nothing}") if min_fraction is not None else held, measured
     machine = measured.judged
     if verdict is None or machine is None:  # nothing measured: nothing to gate
-        return held
-    held = replace(held, roof_notes=tuple(roof_notes_of(machine, verdict)))
+        return held, measured
+    held = replace(held, roof_notes=tuple(roof_notes(machine, verdict.flops)))  # emulated precisions
     impossible = roof_check(state, machine, verdict)
     if impossible is not None and state.compare_ref is not None and paired(entry):
         # an A/B session has no live probe (both sides on the cached roofs): on a host running faster than when
@@ -123,30 +123,25 @@ def judge_threshold(state: RooflineState, entry: TestEntry, measured: Measured, 
         # does not rest on it, so it is still given (an error here lost it), with the roof named as a warning
         return replace(held, roof_warning=impossible).adding(warning=(
             f"{impossible}\n  (an A/B session judges on the cached roofs, with no live probe: the A/B verdict "
-            "compares times and stands; the fraction does not)"))
+            "compares times and stands; the fraction does not)")), measured
     if impossible is not None:
-        return held.adding(error=impossible)
+        return held.adding(error=impossible), measured
     if min_fraction is None or verdict.fraction >= min_fraction:
-        return held
+        return held, measured
     if not state.settings.strict and not xfail and entry.recorder.is_contended():
-        return replace(held, not_gated="contended")  # measured again at the end of the session
+        return replace(held, not_gated="contended"), measured  # measured again at the end of the session
     if state.settings.confirm == "on" and not xfail:
         first = verdict.fraction
         again = entry.recorder.measured() if entry.recorder.confirm() else None  # the faster one is kept
         if again is not None and again.verdict is not None and again.judged is not None:
-            verdict, machine = again.verdict, again.judged
+            measured, verdict, machine = again, again.verdict, again.judged
             held = replace(held, confirmed=(first, verdict.fraction))
             if verdict.fraction >= min_fraction:
-                return held
+                return held, measured
     entry.recorder.time_ops()  # per-op times for its artifacts (--roofline-ops failed|always)
     message, paths = failure_report(state.session_dir, entry.nodeid, machine, entry.recorder.regions, verdict,
                                     min_fraction, entry.details)
-    return held.adding(artifacts=[str(p) for p in paths], failure=message)
-
-
-def roof_notes_of(machine: Machine, verdict: Verdict) -> list[str]:
-    """Notes for emulated precisions among the roofs of ``machine`` that judged it (into results.json)."""
-    return roof_notes(machine, verdict.flops)
+    return held.adding(artifacts=[str(p) for p in paths], failure=message), measured
 
 
 def roof_check(state: RooflineState, machine: Machine, verdict: Verdict) -> str | None:

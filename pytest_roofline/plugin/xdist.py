@@ -124,14 +124,14 @@ class XdistController:
             (str(p["store_error"]) for p in self.payloads if p.get("store_error")), None)
         if merged.failed_late and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED  # as a serial session does (see gate.py)
-        self._write_results(session, merged)
+        machine = Machine.from_dict(merged.machine) if merged.machine else None  # the workers' machine
+        self._write_results(session, merged, machine)
         from pytest_roofline.plugin.modes import fail_unsaved
 
         fail_unsaved(self.state, session)
-        machine = Machine.from_dict(merged.machine) if merged.machine else None
         write_step_summary(self.state, merged.tests, machine, int(session.exitstatus))
 
-    def _write_results(self, session: pytest.Session, merged: MergedSession) -> None:
+    def _write_results(self, session: pytest.Session, merged: MergedSession, machine: Machine | None) -> None:
         from pytest_roofline.history.session_files import write_session_files
 
         state = self.state
@@ -143,12 +143,11 @@ class XdistController:
         errors = [f"{p.get('worker')}: {p['error']}" for p in self.payloads if p.get("error")]
         if errors:
             meta["worker_errors"] = errors
-        machine = Machine.from_dict(merged.machine) if merged.machine else state.loaded_machine
         from pytest_roofline.plugin.options import recorded_arguments
 
         written = took_written(state, write_session_files(
-            file_targets(state), machine, merged.tests, meta, recorded_arguments(session.config),
-            counter_label=state.counter_label, root=session.config.rootpath))
+            file_targets(state), machine or state.loaded_machine, merged.tests, meta,
+            recorded_arguments(session.config), counter_label=state.counter_label, root=session.config.rootpath))
         lines = [*([state.write_error] if state.write_error else []), *(f"roofline: worker {e}" for e in errors),
                  *written]
         state.write_error = "\n".join(lines) or None
