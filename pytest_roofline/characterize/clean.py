@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from pytest_roofline.characterize.validate import EXACT_ON
-from pytest_roofline.host.load_watch import LoadWatch, watched_cores
+from pytest_roofline.host.cores import current_affinity
+from pytest_roofline.host.load_watch import LoadWatch
 
 # --- one pass --------------------------------------------------------------------------------------------
 MAX_OTHERS_SHARE = 0.15  # other processes' busy ticks, as a share of the watched cores' ticks
@@ -111,7 +112,8 @@ class PassGuard:
 
     @classmethod
     def for_cores(cls, cores: Sequence[int] | None = None) -> PassGuard:
-        return cls(lambda: LoadWatch.start(cores if cores is not None else watched_cores()), [])
+        # default: the cores this process may run on now (the pinned ones inside ``cores.pinned``)
+        return cls(lambda: LoadWatch.start(cores if cores is not None else current_affinity()), [])
 
     def run(self, body: Callable[[], T]) -> tuple[T, str | None]:
         watch = self.start()

@@ -247,6 +247,7 @@ def remeasure_contended(state: RooflineState) -> list[Remeasured]:
             entry.outcome = "failed"
             entry.extra["contended"]["failed_when_remeasured"] = True
         entry.recorder.contended.clear()
+        entry.record = None  # a new measurement: its record is built again
         done.append(Remeasured(entry, failure))
     return done
 

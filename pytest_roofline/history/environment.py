@@ -45,10 +45,6 @@ def _version(distribution: str) -> str | None:
         return None
 
 
-def _own_version() -> str:
-    return __version__
-
-
 def versions(machine_info: Mapping[str, object] | None = None) -> dict[str, str | None]:
     """Python, pytest, pytest-roofline, torch, CUDA and the driver. torch is never imported for this: its CUDA
     version is read only when the session loaded it; the driver comes from the GPU's fingerprint."""
@@ -58,5 +54,5 @@ def versions(machine_info: Mapping[str, object] | None = None) -> dict[str, str 
     fingerprint = found if isinstance(found, Mapping) else {}
     driver = fingerprint.get("driver_version") or fingerprint.get("driver")
     return {"python": platform.python_version(), "pytest": _version("pytest"),
-            "pytest_roofline": _own_version(), "torch": _version("torch"),
+            "pytest_roofline": __version__, "torch": _version("torch"),
             "cuda": None if cuda is None else str(cuda), "driver": None if driver is None else str(driver)}

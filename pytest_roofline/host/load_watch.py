@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_roofline.host.cores import current_affinity, read_proc_stat
+from pytest_roofline.host.cores import read_proc_stat
 
 
 @dataclass(frozen=True)
@@ -104,9 +104,5 @@ class LoadWatch:
         others = max(0, busy - (own_second - self.own_first))
         return Disturbance(others, steal, total / len(watched), len(watched))
 
-
-def watched_cores() -> list[int]:
-    """The cores this process may run on now (the pinned ones inside ``cores.pinned``)."""
-    return current_affinity()
 
 

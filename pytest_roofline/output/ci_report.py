@@ -37,7 +37,7 @@ def junit_properties(result: TestRecord) -> list[tuple[str, str]]:
     ``roofline_time_ratio``; from ``--roofline-compare``'s ``compare`` record ``roofline_compare_ref`` (REF's
     commit), ``roofline_compare_ratio`` (time here / at REF), ``roofline_compare_ci_low``/``_high`` and
     ``roofline_compare_verdict``."""
-    baseline = result.baseline or NO_BASELINE
+    baseline = _baseline(result)
     figures: list[tuple[str, float | str | None]] = [
         ("fraction", result.fraction), ("min_fraction", result.min_fraction), ("bound", result.bound or None),
         ("not_gated", result.not_gated or None),

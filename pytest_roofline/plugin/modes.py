@@ -280,10 +280,8 @@ class MeasuringSession:
         for done in remeasured:
             if done.failure:  # kept for the xdist controller to report
                 done.entry.extra["contended"]["message"] = fit_message(done.failure)
-        again = {id(done.entry) for done in remeasured}  # measured again: a new measurement, a new record
-        try:
-            self.records = [entry.record if entry.record is not None and id(entry) not in again
-                            else record_of(entry) for entry in state.tests.values()]
+        try:  # a test measured again has no record left: it gets a new one
+            self.records = [entry.record or record_of(entry) for entry in state.tests.values()]
         except Exception as exc:  # noqa: BLE001 - never raise at the end of a run: said in the summary
             state.write_error = f"roofline: could not build the results: {exc!r}"
             if self.writes_results:

@@ -20,9 +20,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pytest_roofline.errors import InvalidRecord as Invalid  # the name the readers catch
+from pytest_roofline.record.json_values import finite_number as _finite
 from pytest_roofline.record.outcomes import AB_VERDICTS, GATE_VERDICTS, NOT_GATED, OUTCOMES
 from pytest_roofline.record.tests import SCHEMA, TestRecord
-from pytest_roofline.record.tests import finite_number as _finite
 
 MAX_FILE_BYTES = 32 * 2**20  # a 1000-test history file is about 8 MB
 MAX_DEPTH = 64  # the deepest record the plugin writes nests about 10 deep

@@ -19,7 +19,7 @@ ABVerdict = Literal[GateVerdict, "error", "unchanged"]
 OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 NOT_GATED: tuple[NotGated, ...] = get_args(NotGated)
 GATE_VERDICTS: tuple[GateVerdict, ...] = get_args(GateVerdict)
-AB_VERDICTS: tuple[ABVerdict, ...] = (*GATE_VERDICTS, "error", "unchanged")
+AB_VERDICTS: tuple[ABVerdict, ...] = get_args(ABVerdict)  # the nested Literal, flattened
 
 Word = TypeVar("Word", bound=str)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pytest_roofline.record.json_values import migrated
+from pytest_roofline.record.json_values import migrated, text_of
 from pytest_roofline.record.loader import (
     HISTORY_FORMAT,
     HISTORY_SCHEMA,
@@ -35,10 +35,6 @@ SCHEMA = HISTORY_SCHEMA  # the newest history schema this package writes and rea
 MIGRATIONS: dict[int, Callable[[dict[str, object]], dict[str, object]]] = {}
 
 
-def _text(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
 def _plain(value: object) -> dict[str, object]:
     return {str(k): v for k, v in value.items()} if isinstance(value, Mapping) else {}
 
@@ -55,7 +51,7 @@ class GitState:
     def from_dict(cls, data: object) -> GitState:
         raw = _plain(data)
         dirty = raw.get("dirty")
-        return cls(commit=_text(raw.get("commit")), branch=_text(raw.get("branch")),
+        return cls(commit=text_of(raw.get("commit")), branch=text_of(raw.get("branch")),
                    dirty=dirty if isinstance(dirty, bool) else None)
 
     def to_dict(self) -> dict[str, object]:
@@ -80,12 +76,12 @@ class SessionInfo:
         raw = _plain(data)
         status = raw.get("exit_status")
         args = raw.get("pytest_args")
-        return cls(id=_text(raw.get("id")), start=_text(raw.get("start")), end=_text(raw.get("end")),
+        return cls(id=text_of(raw.get("id")), start=text_of(raw.get("start")), end=text_of(raw.get("end")),
                    exit_status=status if isinstance(status, int) and not isinstance(status, bool) else None,
                    git=GitState.from_dict(raw.get("git")),
                    versions={k: None if v is None else str(v) for k, v in _plain(raw.get("versions")).items()},
                    pytest_args=tuple(str(a) for a in args) if isinstance(args, list) else (),
-                   counter=_text(raw.get("counter")))
+                   counter=text_of(raw.get("counter")))
 
     def to_dict(self) -> dict[str, object]:
         return {"id": self.id, "start": self.start, "end": self.end, "exit_status": self.exit_status,
@@ -133,8 +129,8 @@ class SessionRecord:
             raise ValueError(f"not a {FORMAT} file")
         data = migrate(document, document["schema"])
         machine = _plain(data.get("machine"))
-        key = _text(machine.pop("key", None)) or machine_key(machine)
-        fingerprint = _text(machine.pop("fingerprint", None))
+        key = text_of(machine.pop("key", None)) or machine_key(machine)
+        fingerprint = text_of(machine.pop("fingerprint", None))
         tests, skipped = valid_tests(data["tests"] if isinstance(data["tests"], list) else [], SCHEMA_OF_TESTS)
         if problems is not None:
             problems.extend(skipped)
@@ -181,8 +177,6 @@ class Session:
     tests: Mapping[str, TestRecord]
     machine: Mapping[str, object] = field(default_factory=dict)  # key, fingerprint and the machine's roofs
     environment: Mapping[str, str] = field(default_factory=dict)  # {"torch": version} where recorded
-    exit_status: int | None = None
-    dirty: bool = False
 
     @property
     def started(self) -> datetime:
@@ -204,8 +198,7 @@ class Session:
         return cls(id=record.session.id or Path(source).stem, start=start, machine_key=record.machine_key,
                    commit=git.commit, branch=git.branch, source=source, tests=records_by_id(record.tests),
                    machine={"key": record.machine_key, "fingerprint": record.fingerprint, **record.machine},
-                   environment=_environment(record.session.versions), exit_status=record.session.exit_status,
-                   dirty=bool(git.dirty))
+                   environment=_environment(record.session.versions))
 
 
 def session_from(document: object, source: str, skipped: list[str] | None = None) -> Session:

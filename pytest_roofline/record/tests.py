@@ -30,6 +30,8 @@ _OPTIONAL = ("function", "params", "device", "t_min_s", "flops_by_precision", "a
 Params = Mapping[str, "str | float | bool | None"]
 # A field's key in results.json and the history where it differs from the field's name (a JUnit property too)
 KEYS = {"nothing_counted": "no_work"}
+# every key the typed fields read; the rest of a record is kept in ``extra``
+_KNOWN = frozenset(_ALWAYS) | {KEYS.get(name, name) for name in _OPTIONAL}
 
 # How an unprofiled call site's time was taken (results.json's clock_policy); the ncu counter sets its own.
 UNPROFILED_CLOCK_POLICY: dict[str, str] = {
@@ -177,7 +179,6 @@ class TestRecord:
         nodeid = record.get("nodeid")
         if not isinstance(nodeid, str) or not nodeid:
             raise ValueError(f"nodeid: {nodeid!r} is not a non-empty string")
-        known = set(_ALWAYS) | {KEYS.get(name, name) for name in _OPTIONAL}
         flops_by, ai = record.get("flops_by_precision"), record.get("ai")
         return cls(
             nodeid=nodeid, outcome=word_of(record.get("outcome"), OUTCOMES) or "not run",
@@ -196,7 +197,7 @@ class TestRecord:
             nothing_counted=NothingCounted.from_dict(record.get(KEYS["nothing_counted"])),
             not_gated=word_of(record.get("not_gated"), NOT_GATED),
             contended=Contended.from_dict(record.get("contended")),
-            extra={k: v for k, v in record.items() if k not in known},
+            extra={k: v for k, v in record.items() if k not in _KNOWN},
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -229,21 +230,20 @@ class TestRecord:
             **extra,
         }
         verdict, judged = measured.verdict, measured.judged
-        if verdict is None or judged is None:
-            record = cls.from_dict({**base, "fraction": None, "bound": None, "time_s": None, "flops": None,
-                                    "bytes": {}, "kernels": [], "regions": []})
-            return replace(record, nothing_counted=nothing_counted)
-        # no counted work: a time, but no fraction or bound (none to chart, gate or compare with later sessions)
-        nothing = {"fraction": None, "bound": None, "headroom": None} if nothing_counted is not None else {}
-        record = cls.from_dict({
-            **base, **verdict.to_dict(), **nothing,
-            "device": "+".join(measured.devices) or None,  # cpu|cuda (cpu+cuda): the devices whose roofs judged it
-            # the roofs the fraction was judged against (those of the cores it ran on), for charts drawn later
-            "judged_roofs": {"name": judged.name, "peak_flops": dict(judged.peak_flops),
-                             "bandwidth": dict(judged.bandwidth)},
-            "kernels": list(measured.kernels), "regions": list(measured.regions),
-        })
-        return replace(record, nothing_counted=nothing_counted)
+        fields_measured: dict[str, object] = {"fraction": None, "bound": None, "time_s": None, "flops": None,
+                                              "bytes": {}, "kernels": [], "regions": []}
+        if verdict is not None and judged is not None:
+            # no counted work: a time, but no fraction or bound (none to chart, gate or compare with later sessions)
+            nothing = {"fraction": None, "bound": None, "headroom": None} if nothing_counted is not None else {}
+            fields_measured = {
+                **verdict.to_dict(), **nothing,
+                "device": "+".join(measured.devices) or None,  # cpu|cuda (cpu+cuda): the devices whose roofs judged it
+                # the roofs the fraction was judged against (those of the cores it ran on), for charts drawn later
+                "judged_roofs": {"name": judged.name, "peak_flops": dict(judged.peak_flops),
+                                 "bandwidth": dict(judged.bandwidth)},
+                "kernels": list(measured.kernels), "regions": list(measured.regions),
+            }
+        return replace(cls.from_dict({**base, **fields_measured}), nothing_counted=nothing_counted)
 
     @property
     def measured(self) -> bool:

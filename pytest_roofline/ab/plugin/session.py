@@ -8,6 +8,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Generator
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,7 +19,7 @@ from pytest_roofline.session.state import RooflineState
 
 if TYPE_CHECKING:
     from pytest_roofline.ab.code_trace import CodeTrace
-    from pytest_roofline.ab.parity import Missing
+    from pytest_roofline.ab.parity import CollectError, Missing
     from pytest_roofline.ab.pool import PoolLink, TwinPool
     from pytest_roofline.ab.reach import Reach, TestReach
     from pytest_roofline.ab.worktree import Checkout
@@ -374,7 +375,7 @@ class TwinSession:
         self.channel = Channel(sock)
         self.follower = Follower(self.channel)
         self.outcomes: dict[str, str] = {}
-        self.collect_errors: list[dict[str, str]] = []
+        self.collect_errors: list[CollectError] = []
 
     def pytest_configure(self, config: pytest.Config) -> None:
         """Serial, whatever REF's ``addopts`` say (``-n 2``): a twin under xdist would collect nothing itself.
@@ -387,7 +388,9 @@ class TwinSession:
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """REF's collection errors, told to the comparing side so a test missing here says why."""
         if report.failed:
-            self.collect_errors.append({"nodeid": report.nodeid, "message": report.longreprtext[-4000:]})
+            from pytest_roofline.ab.parity import CollectError
+
+            self.collect_errors.append(CollectError(report.nodeid, report.longreprtext[-4000:]))
 
     @pytest.fixture
     def roofline(self, request: pytest.FixtureRequest) -> RooflineFixture:
@@ -428,8 +431,8 @@ class TwinSession:
         following = {item.nodeid: after for item, after in zip(session.items, [*session.items[1:], None])}
         self.state.machine()  # the pinned roofs, loaded before the first turn
         try:
-            self.channel.send(op="collected", nodeids=sorted(items), errors=self.collect_errors,
-                              rootdir=str(session.config.rootpath))
+            self.channel.send(op="collected", nodeids=sorted(items), rootdir=str(session.config.rootpath),
+                              errors=[asdict(error) for error in self.collect_errors])
             while True:
                 message = self.channel.receive()
                 if message["op"] == "exit":
