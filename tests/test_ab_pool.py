@@ -97,8 +97,8 @@ class ScriptedTwin:
         if op in ("warm", "discard", "call"):
             self.replies.append({"op": "t", "s": self.seconds, "faults": 0})
         elif op == "site_end":
-            self.asked.append(bool(message.get("region")))
-            self.replies.append({"op": "site", "region": {"t_min_s": 1e-3, "flops": 1.0} if message.get("region")
+            self.asked.append(bool(message.get("count")))
+            self.replies.append({"op": "site", "region": {"t_min_s": 1e-3, "flops": 1.0} if message.get("count")
                                  else None})
             self.replies.append({"op": "test_done", "outcome": "passed"})
 
@@ -156,7 +156,7 @@ def test_a_twin_counts_its_call_only_when_its_region_is_asked_for() -> None:
     calls: list[int] = []
     for asked, counts in ((False, 0), (True, 1)):
         Counter.counted = 0
-        channel = ScriptedChannel([{"op": "begin"}, {"op": "call", "batch": 1}, {"op": "site_end", "region": asked}])
+        channel = ScriptedChannel([{"op": "begin"}, {"op": "call", "batch": 1}, {"op": "site_end", "count": asked}])
         follower = Follower(channel)  # type: ignore[arg-type]
         site = follower.measure_site(Recorder(), Counter(), "f",  # type: ignore[arg-type]
                                      lambda x: calls.append(x) or x, (3,), {}, None)
@@ -181,7 +181,7 @@ def test_a_twin_skips_the_untimed_call_only_where_the_turn_says_so() -> None:
         Calls.runs = 0
         said = {} if rewarm is None else {"rewarm": rewarm}
         script = [{"op": "begin"}, {"op": "warm", "batch": 1, "rewarm": True}, {"op": "call", "batch": 2, **said},
-                  {"op": "call", "batch": 1, **said}, {"op": "site_end", "region": False}]
+                  {"op": "call", "batch": 1, **said}, {"op": "site_end", "count": False}]
         assert follow(ScriptedChannel(script), Calls(), 0, "f", lambda timing, roofs: {})  # type: ignore[arg-type]
         assert Calls.runs == runs
 
@@ -235,7 +235,7 @@ def test_a_twin_keeps_no_time_of_the_discarded_turn() -> None:
     channel = ScriptedChannel([{"op": "begin"}, {"op": "warm", "batch": 1},
                                {"op": "discard", "batch": 1, "rewarm": False},
                                {"op": "call", "batch": 1, "rewarm": False},
-                               {"op": "call", "batch": 1, "rewarm": False}, {"op": "site_end", "region": True}])
+                               {"op": "call", "batch": 1, "rewarm": False}, {"op": "site_end", "count": True}])
     calls = Calls()
     assert follow(channel, calls, 0, "f", judge)  # type: ignore[arg-type]
     assert calls.runs == 4 and [m["s"] for m in channel.sent if m["op"] == "t"] == [0.001, 0.002, 0.003, 0.004]

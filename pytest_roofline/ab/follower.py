@@ -15,6 +15,8 @@ from pytest_roofline.host.devices import synchronizer
 from pytest_roofline.measure.regions import R, Recorder
 from pytest_roofline.measure.timing import TimingStats, calls_for, prepared_arguments
 from pytest_roofline.model import Machine
+from pytest_roofline.model.roofline import MachineDict
+from pytest_roofline.record.region_record import RegionRecord
 
 
 class Follower:
@@ -37,7 +39,7 @@ class Follower:
         site = self.site
         self.site += 1
 
-        def judge(timing: TimingStats, roofs: Mapping[str, object] | None) -> dict[str, object]:
+        def judge(timing: TimingStats, roofs: MachineDict | None) -> RegionRecord:
             _, kernels = counter.count(fn, *prepared_arguments(setup, args, kwargs))
             judged_on = Machine.from_dict(roofs) if roofs else None
             region = recorder.region(counter, label, kernels, timing, roofs=judged_on)

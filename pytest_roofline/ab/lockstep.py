@@ -21,6 +21,8 @@ from typing import Protocol
 from pytest_roofline.ab.channel import Channel
 from pytest_roofline.host.cores import pinned
 from pytest_roofline.measure.timing import TimingStats, side_stats
+from pytest_roofline.model.roofline import MachineDict
+from pytest_roofline.record.region_record import RegionRecord
 
 TARGET_HALF_WIDTH = 0.005  # stop once the interval is about +-0.5 % (log scale)
 BATCH_TARGET_S = 5e-4  # a turn of a microsecond call is a batch of calls lasting about this long
@@ -78,7 +80,7 @@ def pinned_to(cores: list[int] | None) -> Iterator[None]:
 
 
 def follow(channel: Channel, calls: TurnCalls, site: int, label: str,
-           judge: Callable[[TimingStats, Mapping[str, object] | None], Mapping[str, object]],
+           judge: Callable[[TimingStats, MachineDict | None], RegionRecord],
            runner: Callable[[TurnCalls, int, bool], tuple[float, int]] | None = None) -> bool:
     """The twin at one call site: say it is ready, then answer turns until this side ends the site (True) or
     the test (False: later call sites of this test are not compared). ``judge`` makes the twin's region record
@@ -106,7 +108,7 @@ def follow(channel: Channel, calls: TurnCalls, site: int, label: str,
                     side.warmup += 1
                 channel.send(op="t", s=seconds, faults=faults)
             elif op == "site_end":
-                wanted = side.times and message.get("region", True)
+                wanted = side.times and message.get("count", True)
                 region = judge(side_stats(side, True, time.perf_counter() - start), roofs) if wanted else None
                 channel.send(op="site", region=region)
                 return True

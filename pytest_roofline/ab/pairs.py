@@ -17,7 +17,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from pytest_roofline.ab.lockstep import BATCH_TARGET_S, MAX_BATCH, TARGET_HALF_WIDTH, SideTimes
 from pytest_roofline.ab.paired_stats import (
@@ -33,6 +33,7 @@ from pytest_roofline.ab.paired_stats import (
     settled,
 )
 from pytest_roofline.measure.timing import TimingPolicy
+from pytest_roofline.record.region_record import PairedSite, PairSummary, RegionRecord
 
 # a t-interval from fewer pairs is too wide to decide anything; pairs beyond the third are used only where the
 # first three did not decide, up to the pool's size, the last look (paired_stats.LAST_LOOK: why twelve)
@@ -91,7 +92,7 @@ class PairTimes:
         times: list[float] = getattr(self, side).times
         return times if self.kept is None else [t for t, k in zip(times, self.kept, strict=True) if k]
 
-    def summary(self) -> dict[str, object]:
+    def summary(self) -> PairSummary:
         return {"ratio": self.within.ratio, "ci": None if self.within.ci is None else list(self.within.ci),
                 "turns": self.within.pairs, "batch": self.batch, "this_first": self.first.count("this"),
                 "warm_first": self.warm_first, "alloc_first": self.alloc_first,
@@ -206,7 +207,7 @@ class SiteResult:
     top: BetweenPairs
     budget_limited: bool  # the pool or the budget ran out before the top-level interval was decided
     measure_s: float
-    ref_regions: list[dict[str, Any] | None] = field(default_factory=list)
+    ref_regions: list[RegionRecord | None] = field(default_factory=list)
     band: float = AUTO_BANDS[1]  # the band's half width the site was judged with (auto where no number was given)
     settled: bool = False  # auto: "unchanged" settled on the wide band (paired_stats.settled), judged on it
     last_look: int = MAX_PROCESS_PAIRS  # the most pairs it could take: its claim levels' schedule
@@ -222,12 +223,12 @@ class SiteResult:
             pooled.warmup += times.warmup
         return pooled
 
-    def ref_region(self) -> dict[str, Any] | None:
+    def ref_region(self) -> RegionRecord | None:
         """REF's region as its twins judged it, with the time and fraction of all REF turns of the pairs."""
         found = next((r for r in self.ref_regions if r), None)
         if found is None:
             return None
-        ref = dict(found)
+        ref = found.copy()
         ref_time = statistics.median(self.pooled("ref").times)
         ref["time_s"] = ref_time
         t_min = float(ref.get("t_min_s") or 0.0)
@@ -235,7 +236,7 @@ class SiteResult:
         ref.pop("timing", None)
         return ref
 
-    def summary(self) -> dict[str, object]:
+    def summary(self) -> PairedSite:
         """The region's ``compare`` record: the top level first, then each pair for diagnosis."""
         this_time = statistics.median(self.pooled("this").times)
         ref_time = statistics.median(self.pooled("ref").times)

@@ -12,12 +12,12 @@ from __future__ import annotations
 import random
 import time
 import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from pytest_roofline.ab.channel import Message
 from pytest_roofline.ab.pairs import MAX_PROCESS_PAIRS, MIN_PROCESS_PAIRS, Rewarm, SiteResult, always, measure_site
 from pytest_roofline.ab.parity import Missing
 from pytest_roofline.ab.room import shortfall
@@ -25,6 +25,8 @@ from pytest_roofline.ab.twin import TestLink, Twin
 from pytest_roofline.ab.worktree import Checkout
 from pytest_roofline.errors import ChannelClosed, CompareError, TwinStopped
 from pytest_roofline.measure.timing import TimingPolicy
+from pytest_roofline.model.roofline import MachineDict
+from pytest_roofline.record.region_record import RegionRecord
 
 
 @dataclass
@@ -34,14 +36,14 @@ class SideLink:
 
     twin: Twin
     link: TestLink
-    ahead: dict[str, Any] | None = None
+    ahead: Message | None = None
     open: bool = False  # between its "begin" and its "site_end"
 
     def read_ahead(self) -> None:
         if self.ahead is None and self.link.active:
             self.ahead = self.twin.receive()
 
-    def open_site(self, index: int, cores: Sequence[int] | None, roofs: Mapping[str, object] | None) -> bool:
+    def open_site(self, index: int, cores: Sequence[int] | None, roofs: MachineDict | None) -> bool:
         if not self.link.active:
             return False
         message = self.ahead if self.ahead is not None else self.twin.receive()
@@ -61,12 +63,12 @@ class SideLink:
     def turn(self, op: str, batch: int, rewarm: bool) -> tuple[float, int]:
         return self.link.turn(op, batch, rewarm)
 
-    def close_site(self, region: bool = False) -> dict[str, Any] | None:
+    def close_site(self, region: bool = False) -> RegionRecord | None:
         """End the call site (a site this side never timed ends with no region); ``region``: ask for it."""
         self.open = False
         return self.link.close_site(region)
 
-    def end(self) -> dict[str, Any] | None:
+    def end(self) -> Message | None:
         if self.ahead is not None and self.ahead.get("op") == "test_done":
             self.twin.finished[self.link.nodeid] = self.ahead
         self.ahead = None
@@ -150,7 +152,7 @@ class PoolLink:
             return pair
         return None
 
-    def measure_site(self, label: str, cores: Sequence[int] | None, roofs: Mapping[str, object] | None,
+    def measure_site(self, label: str, cores: Sequence[int] | None, roofs: MachineDict | None,
                      policy: TimingPolicy, tolerance: float | None, rewarm: Rewarm = always) -> SiteResult | None:
         """Time this test's next call site over process pairs; None when no pair has it on both sides.
         ``tolerance``: the band's half width (None: auto, :func:`.paired_stats.band_for`).
@@ -189,7 +191,7 @@ class PoolLink:
         for pair in self.pairs:  # pairs in the test but not needed here are opened too, then closed untimed
             if not any(pair is seen for seen in offered):
                 opened(pair)
-        regions: dict[int, dict[str, Any] | None] = {}
+        regions: dict[int, RegionRecord | None] = {}
         for number, pair in enumerate(usable):  # every twin ends the site only now: none ran beside a turn
             for side in pair.sides():
                 # REF's work and region from the first REF twin that has one; no other twin counts
@@ -328,9 +330,9 @@ class TwinPool:
             return ref.missing(nodeid)
         return Missing("error", "not compared: no process pair could start the test")
 
-    def end_test(self, link: PoolLink) -> dict[str, Any] | None:
+    def end_test(self, link: PoolLink) -> Message | None:
         """Let every twin's test finish; REF's outcome (of the first pair's REF twin)."""
-        outcome: dict[str, Any] | None = None
+        outcome: Message | None = None
         for number, pair in enumerate(link.pairs):
             for side in pair.sides():
                 try:

@@ -17,6 +17,7 @@ from pytest_roofline.measure.probes import rewarm_pays, roofline_bound
 from pytest_roofline.measure.regions import R, Recorder, Region
 from pytest_roofline.measure.timing import side_stats, time_callable
 from pytest_roofline.model import KernelSample
+from pytest_roofline.record.region_record import SiteCompare
 
 UNCHANGED_NOTE = "unchanged at REF: not compared (no change between REF and this checkout reaches it)"
 
@@ -61,13 +62,14 @@ class PairedSites:
                 timing = time_callable(fn, args, kwargs, policy=recorder.policy, synchronize=synchronizer(),
                                        setup=setup)
                 region = recorder.region(counter, label, kernels, timing, placed)
-                region = replace(region, compare={"compared": False},
+                region = replace(region, compare=SiteCompare(compared=False),
                                  notes=[*region.notes, "not compared: REF's test has no call site here"])
             else:  # this side's time and fraction: this checkout's twins' paired turns (this process times none)
                 timing = side_stats(site.pooled("this"), not site.budget_limited, site.measure_s)
                 region = recorder.region(counter, label, kernels, timing, placed)
-                region = replace(region, compare={"compared": True, **site.summary(), "ref": site.ref_region(),
-                                                  "ref_timing": side_stats(site.pooled("ref"), True, 0.0).to_dict()})
+                compare: SiteCompare = {"compared": True, **site.summary(), "ref": site.ref_region(),
+                                        "ref_timing": side_stats(site.pooled("ref"), True, 0.0).to_dict()}
+                region = replace(region, compare=compare)
         recorder.add_region(region, (counter, fn, args, dict(kwargs), setup))
         return result
 
@@ -82,9 +84,9 @@ class PairedSites:
                                    before_timed_call=probe)
         region = recorder.region(counter, label, kernels, timing, placed, probe)
         if self.reach.unchanged:
-            region = replace(region, compare={"compared": False, "unchanged": True},
+            region = replace(region, compare=SiteCompare(compared=False, unchanged=True),
                              notes=[*region.notes, UNCHANGED_NOTE])
         else:
-            region = replace(region, compare={"compared": False},
+            region = replace(region, compare=SiteCompare(compared=False),
                              notes=[*region.notes, "not compared: no process pair could run the test"])
         recorder.add_region(region, (counter, fn, args, dict(kwargs), setup))

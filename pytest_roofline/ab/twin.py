@@ -14,12 +14,12 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from pytest_roofline.ab.channel import Channel
+from pytest_roofline.ab.channel import Channel, Message
 from pytest_roofline.ab.parity import CollectError, Missing, why_missing
 from pytest_roofline.ab.worktree import Checkout
 from pytest_roofline.errors import ChannelClosed, CompareError, TwinStopped
+from pytest_roofline.record.region_record import RegionRecord
 
 PACKAGE_DIR = Path(__file__).parent.parent  # this package's folder: a twin imports this plugin from it
 TWIN_BOOT = Path(__file__).parent / "plugin" / "twin_boot.py"  # starts pytest in a twin (pytest glue: ab/plugin/)
@@ -113,10 +113,10 @@ class TestLink:
             raise self.twin.stopped(f"it answered a turn with {str(message.get('op'))[:40]!r}")
         return float(message["s"]), int(message.get("faults", 0))
 
-    def close_site(self, region: bool = True) -> dict[str, Any] | None:
+    def close_site(self, region: bool = True) -> RegionRecord | None:
         """End the call site; ``region``: whether the twin counts its call and sends its region back (one
         REF twin per site does: counting in every twin cost each a second of startup and a count per test)."""
-        self.twin.send(op="site_end", region=region)
+        self.twin.send(op="site_end", count=region)
         message = self.twin.receive()
         return message.get("region")
 
@@ -131,7 +131,7 @@ class Twin:
         self.nodeids: set[str] = set()
         self.collect_errors: list[CollectError] = []  # REF's collection errors
         self.rootdir: Path = checkout.cwd  # the twin's rootdir, as it reported it
-        self.finished: dict[str, dict[str, Any]] = {}
+        self.finished: dict[str, Message] = {}
         self.error: str | None = None  # why the twin stopped, once it did
 
     @classmethod
@@ -194,7 +194,7 @@ class Twin:
         except ChannelClosed as exc:
             raise self.stopped(f"the connection closed ({exc})") from None
 
-    def receive(self) -> dict[str, Any]:
+    def receive(self) -> Message:
         try:
             return self.channel.receive()
         except ChannelClosed as exc:
@@ -223,7 +223,7 @@ class Twin:
             return None
         return TestLink(self, nodeid)
 
-    def end_test(self, link: TestLink) -> dict[str, Any] | None:
+    def end_test(self, link: TestLink) -> Message | None:
         """Let the twin's test finish (any call site this side did not reach is not compared); its outcome."""
         if self.error is not None:
             return None

@@ -7,9 +7,9 @@ records are read once into a :class:`ComparedTest` (the paired ratios and interv
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from pytest_roofline.ab.paired_stats import (
     AUTO_BANDS,
@@ -36,6 +36,7 @@ from pytest_roofline.model import sum_maps
 from pytest_roofline.model.roofline import arithmetic_intensity
 from pytest_roofline.output.session_output import all_kernels, test_artifacts
 from pytest_roofline.record.ab_record import ABRecord, claim_level_of
+from pytest_roofline.record.region_record import PairSummary, RegionRecord, SiteCompare
 from pytest_roofline.record.tests import Measured
 from pytest_roofline.session.settings import MarkerOptions
 from pytest_roofline.session.state import RooflineState, TestEntry
@@ -84,7 +85,7 @@ def time_verdict(paired: PairedRatio, tolerance: float) -> str:
 PAIRS_DOMINATE = 4.0  # the pairs' spread past this many times what their turns explain: turns <= 1/4 of it
 
 
-def what_narrows(spread: BetweenPairs | None, within: Sequence[Mapping[str, Any]] | None) -> str:
+def what_narrows(spread: BetweenPairs | None, within: Sequence[PairSummary] | None) -> str:
     """Which level to sample more. The pairs' spread beyond what their own turns explain (a pair's state: where
     its buffers landed) is narrowed only by more pairs; the turns' part also by a longer budget per pair, and only
     where the pairs ran out of budget (not where their turns reached their own target). From the pairs' spread
@@ -94,8 +95,8 @@ def what_narrows(spread: BetweenPairs | None, within: Sequence[Mapping[str, Any]
     records = list(within or ())
     if records and all("budget_limited" in w for w in records) and not any(w["budget_limited"] for w in records):
         return f"{pairs} narrow it (each pair's turns reached their own target)"
-    own = [(math.log(w["ci"][1]) - math.log(w["ci"][0])) / (2 * 1.96) for w in records
-           if w.get("ci") and w["ci"][0] > 0 and w["ci"][1] > w["ci"][0]]
+    own = [(math.log(ci[1]) - math.log(ci[0])) / (2 * 1.96) for w in records
+           if (ci := w.get("ci")) and ci[0] > 0 and ci[1] > ci[0]]
     if spread is None or spread.pairs < 3 or len(own) != spread.pairs:
         return either
     turns = sum(se * se for se in own) / len(own)  # what the turns alone would spread the pairs by
@@ -106,7 +107,7 @@ def what_narrows(spread: BetweenPairs | None, within: Sequence[Mapping[str, Any]
 
 
 def inconclusive_note(paired: PairedRatio, record_ratios: Sequence[float] | None, tolerance: float,
-                      within: Sequence[Mapping[str, Any]] | None = None) -> str:
+                      within: Sequence[PairSummary] | None = None) -> str:
     """Why no verdict: the interval against the band, what the process pairs said, and what would narrow it."""
     if paired.ci is None:
         return (f"; inconclusive: too few process pairs for an interval ({paired.pairs}); more process pairs "
@@ -132,11 +133,27 @@ def inconclusive_note(paired: PairedRatio, record_ratios: Sequence[float] | None
 
 
 @dataclass(frozen=True)
+class PairedRegion:
+    """A compared call site's record, with its ``compare`` block and REF's region in it."""
+
+    region: RegionRecord
+    block: SiteCompare
+    ref: RegionRecord
+
+    @classmethod
+    def of(cls, region: RegionRecord) -> PairedRegion | None:
+        """None for a call site not compared (or compared without REF's region)."""
+        block = region.get("compare")
+        ref = block.get("ref") if block else None
+        return cls(region, block, ref) if block and block.get("compared") and ref else None
+
+
+@dataclass(frozen=True)
 class ComparedTest:
     """A test's compared call sites, read once from their records (results.json dicts): every number its A/B
     verdict is decided on. :func:`compared_test` reads it; :func:`decide` and :func:`pairs_record` judge it."""
 
-    sites: tuple[Mapping[str, Any], ...]  # the compared regions' records
+    sites: tuple[PairedRegion, ...]  # the compared regions' records
     paired: PairedRatio  # the time's ratio: the one site's, the sites' combined, or over their process pairs
     top: BetweenPairs | None  # over every site's process pairs; None unless every site has per-pair ratios
     this_time: float  # paired numbers only: the turns of the pairs, never a solo re-measure of this side
@@ -147,17 +164,17 @@ class ComparedTest:
     reference: Work | None
 
 
-def compared_test(regions: Sequence[Mapping[str, Any]], tolerance: float | None) -> ComparedTest | None:
+def compared_test(regions: Sequence[RegionRecord], tolerance: float | None) -> ComparedTest | None:
     """The numbers of a test's compared call sites; None when no call site was compared. ``tolerance``: the
     band's half width the robust interval over process pairs is tried against (:func:`.between_pairs`)."""
-    compared = tuple(r for r in regions if (r.get("compare") or {}).get("compared") and r["compare"].get("ref"))
+    compared = tuple(site for r in regions if (site := PairedRegion.of(r)) is not None)
     if not compared:
         return None
-    pairs = [r["compare"] for r in compared]
-    sites = [(float(p["ref"]["time_s"]),
+    pairs = [site.block for site in compared]
+    sites = [(float(site.ref["time_s"]),
               PairedRatio(float(p["ratio"]), interval_of(p.get("ci")), int(p["pairs"]), interval_of(p.get("claim_ci")),
                           interval_of(p.get("equivalence_ci")), claim_level_of(p.get("claim_level"))))
-             for p in pairs]
+             for site, p in zip(compared, pairs)]
     per_pair = [(t, p["pair_ratios"]) for (t, _), p in zip(sites, pairs) if p.get("pair_ratios")]
     # the sites' last look (the pool's size); a record without one (or with nonsense) reads as the default pool
     last = min(look if isinstance(look := p.get("last_look"), int) and look >= 3 else LAST_LOOK for p in pairs)
@@ -165,14 +182,14 @@ def compared_test(regions: Sequence[Mapping[str, Any]], tolerance: float | None)
     paired = top.as_paired() if top is not None and len(compared) > 1 else combined_ratio(sites)
     return ComparedTest(
         compared, paired, top,
-        this_time=sum(float(r["compare"].get("this_time_s") or r["time_s"]) for r in compared),
-        ref_time=sum(float(r["compare"].get("ref_time_s") or r["compare"]["ref"]["time_s"]) for r in compared),
-        this_tmin=sum(float(r["t_min_s"]) for r in compared),
-        ref_tmin=sum(float(r["compare"]["ref"]["t_min_s"]) for r in compared),
-        now=Work.of(sum_maps(r.get("flops_by_precision") or {} for r in compared),
-                    sum_maps(r.get("bytes") or {} for r in compared)),
-        reference=Work.of(sum_maps((r["compare"]["ref"].get("flops_by_precision") or {}) for r in compared),
-                          sum_maps((r["compare"]["ref"].get("bytes") or {}) for r in compared)))
+        this_time=sum(float(s.block.get("this_time_s") or s.region["time_s"]) for s in compared),
+        ref_time=sum(float(s.block.get("ref_time_s") or s.ref["time_s"]) for s in compared),
+        this_tmin=sum(float(s.region["t_min_s"]) for s in compared),
+        ref_tmin=sum(float(s.ref["t_min_s"]) for s in compared),
+        now=Work.of(sum_maps(s.region.get("flops_by_precision") or {} for s in compared),
+                    sum_maps(s.region.get("bytes") or {} for s in compared)),
+        reference=Work.of(sum_maps((s.ref.get("flops_by_precision") or {}) for s in compared),
+                          sum_maps((s.ref.get("bytes") or {}) for s in compared)))
 
 
 def decide(test: ComparedTest, tolerances: Tolerances, against: str, bound: str | None) -> TestComparison:
@@ -204,41 +221,64 @@ def decide(test: ComparedTest, tolerances: Tolerances, against: str, bound: str 
     if result.verdict != "inconclusive" or time.verdict != "inconclusive":
         return result
     ratios: Sequence[float] | None = None  # the pairs' ratios, where one set stands for the whole test
-    within: Sequence[Mapping[str, Any]] | None = None  # and their own intervals, where the test has one site
+    within: Sequence[PairSummary] | None = None  # and their own intervals, where the test has one site
     if len(test.sites) > 1 and test.top is not None:
         ratios = test.top.ratios
     elif len(test.sites) == 1:
-        ratios = test.sites[0]["compare"].get("pair_ratios")
-        within = test.sites[0]["compare"].get("within")
+        ratios = test.sites[0].block.get("pair_ratios")
+        within = test.sites[0].block.get("within")
     note = inconclusive_note(paired, ratios, tolerances.max_slowdown, within)
     return replace(result, explanation=result.explanation + note)
 
 
-def compare_regions(regions: Sequence[Mapping[str, Any]], tolerances: Tolerances, against: str,
+def compare_regions(regions: Sequence[RegionRecord], tolerances: Tolerances, against: str,
                     bound: str | None) -> TestComparison | None:
     """The test's A/B record from its regions (results.json dicts); None when no call site was compared."""
     test = compared_test(regions, tolerances.max_slowdown)
     return None if test is None else decide(test, tolerances, against, bound)
 
 
-def pairs_record(test: ComparedTest) -> dict[str, Any]:
+class PairInterval(TypedDict):
+    ratio: float
+    ci: list[float] | None
+    turns: int
+
+
+class SitePairs(TypedDict):
+    label: str
+    pair_ratios: list[float]
+    within: list[PairInterval]  # each pair's own ratio and interval
+
+
+class ProcessPairs(TypedDict, total=False):
+    """What varies between the process pairs of a test, for its A/B block (:func:`pairs_record`)."""
+
+    process_pairs: int
+    pair_ratios: list[float]
+    between_cv: float
+    interval: str
+    sites: list[SitePairs]
+
+
+def pairs_record(test: ComparedTest) -> ProcessPairs:
     """What varies between process pairs, for the test's record: per-pair ratios, their CV, and each call
     site's pairs (their own ratios and intervals, for diagnosis)."""
-    if not any(r["compare"].get("pair_ratios") for r in test.sites):
+    if not any(s.block.get("pair_ratios") for s in test.sites):
         return {}
     top = test.top
-    overall = {} if top is None else {"process_pairs": top.pairs, "pair_ratios": list(top.ratios),
-                                      "between_cv": top.cv}
     interval = (f"{top.interval} over process pairs" if top is not None else
-                str(test.sites[0]["compare"].get("interval") or "t over process pairs") if len(test.sites) == 1
+                str(test.sites[0].block.get("interval") or "t over process pairs") if len(test.sites) == 1
                 else "over process pairs, site by site")
-    return {**overall, "interval": interval,
-            "sites": [{"label": r.get("label"), "pair_ratios": r["compare"]["pair_ratios"],
-                       "within": [{"ratio": w["ratio"], "ci": w["ci"], "turns": w["turns"]}
-                                  for w in r["compare"].get("within") or []]} for r in test.sites]}
+    out: ProcessPairs = ({} if top is None else
+                         {"process_pairs": top.pairs, "pair_ratios": list(top.ratios), "between_cv": top.cv})
+    out["interval"] = interval
+    out["sites"] = [{"label": s.region["label"], "pair_ratios": s.block.get("pair_ratios") or [],
+                     "within": [{"ratio": w["ratio"], "ci": w["ci"], "turns": w["turns"]}
+                                for w in s.block.get("within") or []]} for s in test.sites]
+    return out
 
 
-def process_record(regions: Sequence[Mapping[str, Any]], tolerance: float | None = None) -> dict[str, Any]:
+def process_record(regions: Sequence[RegionRecord], tolerance: float | None = None) -> ProcessPairs:
     """:func:`pairs_record` of the test these regions make; {} when none was compared."""
     test = compared_test(regions, tolerance)
     return {} if test is None else pairs_record(test)
@@ -251,7 +291,7 @@ def compare_band(state: RooflineState, options: MarkerOptions | None) -> float |
     return given if given is not None else state.settings.compare_max_slowdown
 
 
-def sites_band(regions: Sequence[Mapping[str, Any]]) -> float:
+def sites_band(regions: Sequence[RegionRecord]) -> float:
     """The auto band of a test: the widest its compared call sites were judged with (2 % only where every
     site's pairs agreed within 2.5 %); the wide one where no site recorded one. A site that settled on the wide
     band (``compare.settled``) widens the test's only where every site settled: beside a site on the narrow
@@ -265,7 +305,7 @@ def sites_band(regions: Sequence[Mapping[str, Any]]) -> float:
 
 
 def compare_tolerances(state: RooflineState, options: MarkerOptions | None,
-                       regions: Sequence[Mapping[str, Any]] = ()) -> Tolerances:
+                       regions: Sequence[RegionRecord] = ()) -> Tolerances:
     """The baseline gate's tolerances, but for time the A/B band (:func:`compare_band`; pairs cancel the host's
     drift, so it is tighter than the baseline gate's): the user's number, or the auto band of ``regions``."""
     base = tolerances_of(state, options)
@@ -277,7 +317,7 @@ def judge_compare(state: RooflineState, entry: TestEntry, measured: Measured,
                   options: MarkerOptions | None) -> Judgement:
     """The A/B gate (``--roofline-compare``): the test's paired comparison with REF as the record's
     ``compare`` field, and the failure message and charts when it regressed. Writes nothing to ``entry``."""
-    regions = [dict(r) for r in measured.regions]
+    regions = list(measured.regions)
     tolerances = compare_tolerances(state, options, regions)
     test = compared_test(regions, tolerances.max_slowdown)
     if test is None:
@@ -300,9 +340,9 @@ def judge_compare(state: RooflineState, entry: TestEntry, measured: Measured,
 
 
 def compare_artifacts(state: RooflineState, entry: TestEntry, measured: Measured, result: TestComparison,
-                      regions: list[dict[str, Any]]) -> tuple[list[Path], list[str]]:
+                      regions: Sequence[RegionRecord]) -> tuple[list[Path], list[str]]:
     """The roofline chart with REF's point joined to this one by an arrow, and the kernel table."""
-    refs = [r["compare"]["ref"] for r in regions if (r.get("compare") or {}).get("ref")]
+    refs = [ref for r in regions if (block := r.get("compare")) and (ref := block.get("ref"))]
     ref_flops = sum(sum((r.get("flops_by_precision") or {}).values()) for r in refs)
     ref_bytes = sum_maps(r.get("bytes") or {} for r in refs)
     ref_time = result.time.reference

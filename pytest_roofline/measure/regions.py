@@ -14,7 +14,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from pytest_roofline.counters import Counter
 from pytest_roofline.counters.declared import DeclaredCounter
@@ -41,6 +41,7 @@ from pytest_roofline.measure.timing import (
 from pytest_roofline.model import KernelSample, Machine, Verdict, combine, evaluate_region, sum_maps
 from pytest_roofline.model.above_one import above_one_note
 from pytest_roofline.model.placement import place_working_set
+from pytest_roofline.record.region_record import KernelRecord, RegionRecord, SiteCompare
 from pytest_roofline.record.tests import Measured
 
 if TYPE_CHECKING:
@@ -86,23 +87,22 @@ class Region:
     probe: ProbeSummary | None = None  # the live DRAM probe beside its timed calls (probes.summary)
     confirmed: tuple[float, float] | None = None  # fractions of a first and a confirming measurement
     ops: OpReport | None = None  # the per-op timing pass (--roofline-ops), None when not run
-    compare: dict[str, object] | None = None  # --roofline-compare: the pairs with REF's twin and REF's region
+    compare: SiteCompare | None = None  # --roofline-compare: the pairs with REF's twin and REF's region
     device: str | None = None  # cpu|cuda: where its work ran, whose roofs judged it (device_roofs)
 
-    def kernel_dicts(self) -> list[dict[str, object]]:
+    def kernel_dicts(self) -> list[KernelRecord]:
         """Each kernel's record; with per-op times, also its t_min, bound, own fraction and lost time."""
-        if self.ops is None:
-            return [k.to_dict() for k in self.kernels]
-
-        out: list[dict[str, object]] = []
+        out: list[KernelRecord] = []
         for kernel in self.kernels:
-            row = self.ops.row(kernel.name)
-            out.append({**kernel.to_dict(), **(op_fields(row) if row is not None else {})})
+            record: KernelRecord = {**kernel.to_dict()}
+            row = self.ops.row(kernel.name) if self.ops is not None else None
+            if row is not None:
+                record.update(op_fields(row))
+            out.append(record)
         return out
 
-    # Loosely typed: the A/B gate (ab.verdict) reads this record's nested fields as parsed JSON, as it reads REF's.
-    def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
+    def to_dict(self) -> RegionRecord:
+        out: RegionRecord = {
             "label": self.label,
             "counter": self.counter,
             "timing": self.timing.to_dict(),
@@ -122,7 +122,7 @@ class Region:
         if self.ops is not None:
             out["ops"] = self.ops.to_dict()
         if self.compare is not None:
-            out["compare"] = dict(self.compare)
+            out["compare"] = self.compare.copy()
         if self.device is not None:
             out["device"] = self.device
         return out
@@ -305,8 +305,8 @@ class Recorder:
         again = False
         for index, (counter, fn, args, kwargs, setup) in sorted(self.calls.items()):
             old = self.regions[index]
-            if (old.compare or {}).get("compared"):  # A/B: paired numbers only, never a solo re-measure
-                continue
+            if old.compare is not None and old.compare.get("compared"):
+                continue  # A/B: paired numbers only, never a solo re-measure
             if old.timing.median_s > self.policy.max_time_s:  # its stated calls once, no more
                 self.regions[index] = replace(old, notes=[*old.notes, OVER_BUDGET_NOTE])
                 continue

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from pytest_roofline.errors import MissingCeilingError
 
@@ -53,6 +53,36 @@ def _non_negative_map(values: Mapping[str, float], what: str) -> dict[str, float
             raise ValueError(f"{what}[{key!r}] must be a non-negative finite number, got {value!r}")
         out[str(key)] = number
     return out
+
+
+class MachineDict(TypedDict):
+    """A machine as JSON holds it (a cache file, results.json's ``machine`` and ``judged_roofs``)."""
+
+    name: str
+    peak_flops: dict[str, float]
+    bandwidth: dict[str, float]
+    info: dict[str, Any]
+
+
+class KernelDict(TypedDict):
+    name: str
+    launches: int
+    time_s: float | None
+    flops: dict[str, float]
+    bytes: dict[str, float]
+
+
+class VerdictDict(TypedDict):
+    time_s: float
+    t_min_s: float
+    fraction: float
+    headroom: float | None  # None: no counted work (no roof binds)
+    bound: str
+    bound_shares: dict[str, float]
+    flops: float
+    flops_by_precision: dict[str, float]
+    bytes: dict[str, float]
+    ai: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -92,7 +122,7 @@ class Machine:
             f"(it has: {', '.join(sorted(self.bandwidth)) or 'none'})"
         )
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> MachineDict:
         return {
             "name": self.name,
             "peak_flops": dict(self.peak_flops),
@@ -132,7 +162,7 @@ class KernelSample:
     def total_flops(self) -> float:
         return float(sum(self.flops.values()))
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> KernelDict:
         return {
             "name": self.name,
             "launches": self.launches,
@@ -236,7 +266,7 @@ class Verdict:
         moved = {k: v for k, v in self.bytes.items() if v > 0}
         return max(moved, key=lambda k: moved[k]) if moved else None
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> VerdictDict:
         return {
             "time_s": self.time_s,
             "t_min_s": self.t_min,

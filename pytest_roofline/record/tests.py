@@ -17,6 +17,7 @@ from pytest_roofline.record.ab_record import ABRecord
 from pytest_roofline.record.baseline_record import BaselineRecord
 from pytest_roofline.record.json_values import JsonObject, finite_number, migrated, text_of
 from pytest_roofline.record.outcomes import NOT_GATED, OUTCOMES, NotGated, Outcome, word_of
+from pytest_roofline.record.region_record import RegionRecord
 
 SCHEMA = 1  # the newest test-record schema this package writes and reads (results.json's and history's "schema")
 
@@ -135,7 +136,7 @@ class Measured:
     device: str | None = None  # the device whose thresholds gate it: cuda if any call site ran on a GPU
     devices: tuple[str, ...] = ()  # every device its call sites ran on
     counter: str | None = None  # "analytic", "ncu", "declared+ncu" for a mix ...
-    regions: tuple[JsonObject, ...] = ()  # per call site, as results.json writes it
+    regions: tuple[RegionRecord, ...] = ()  # per call site, as results.json writes it
     kernels: tuple[JsonObject, ...] = ()
 
 

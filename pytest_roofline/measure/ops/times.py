@@ -18,6 +18,7 @@ from pytest_roofline.measure.ops.findings import OpRow, diagnose, gpu_idle
 from pytest_roofline.measure.ops.join import KernelTimes, kernel_times
 from pytest_roofline.model import KernelSample, Machine, lower_bound
 from pytest_roofline.model.op_trace import TracedOp
+from pytest_roofline.record.region_record import OpFields
 
 if TYPE_CHECKING:
     from pytest_roofline.measure.ops.kineto import KinetoCall
@@ -116,7 +117,7 @@ class OpReport:
         }
 
 
-def op_fields(row: OpRow) -> dict[str, object]:
+def op_fields(row: OpRow) -> OpFields:
     """What results.json adds to each kernel entry."""
     return {"t_min_s": row.t_min_s, "bound": row.bound, "fraction": row.fraction, "lost_s": row.lost_s}
 
