@@ -14,13 +14,134 @@ from typing import TYPE_CHECKING, TypedDict
 from pytest_roofline.output.kernel_view import is_tensor_precision as is_tensor
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from pytest_roofline.history.chain import Night
+
+
+# The part of plotly's figure schema these charts use, key by key (mypy checks every key written; the tests
+# check the figures against plotly's own schema).
+class Font(TypedDict, total=False):
+    family: str
+    size: int
+    color: str
+
+
+class Title(TypedDict, total=False):
+    text: str
+    x: float
+    font: Font
+
+
+class Line(TypedDict, total=False):
+    color: str | list[str]
+    width: float | list[float]
+    dash: str
+    shape: str
+
+
+class MarkerStyle(TypedDict, total=False):
+    size: float | list[float | None]
+    color: str | list[str] | list[int]
+    symbol: str
+    opacity: float
+    line: Line
+    colorscale: str
+    reversescale: bool
+    showscale: bool
+
+
+class Trace(TypedDict, total=False):
+    type: str
+    mode: str
+    name: str
+    x: Sequence[str | float | None]  # ISO times or numbers; None leaves a gap
+    y: Sequence[float | None]
+    yaxis: str
+    text: list[str]
+    textposition: str
+    customdata: list[str] | list[list[str]]
+    hovertemplate: str
+    hoverinfo: str
+    line: Line
+    marker: MarkerStyle
+    fill: str
+    fillcolor: str
+
+
+class Shape(TypedDict, total=False):
+    type: str
+    xref: str
+    yref: str
+    x0: str | float
+    x1: str | float
+    y0: float
+    y1: float
+    fillcolor: str
+    line: Line
+    layer: str
+
+
+class Annotation(TypedDict, total=False):
+    xref: str
+    yref: str
+    x: str | float
+    y: float
+    xanchor: str
+    yanchor: str
+    text: str
+    hovertext: str
+    showarrow: bool
+    font: Font
+
+
+class Axis(TypedDict, total=False):
+    title: Title
+    type: str
+    range: list[float]
+    rangemode: str
+    gridcolor: str
+    linecolor: str
+    zeroline: bool
+    showgrid: bool
+    overlaying: str
+    side: str
+    tickformat: str
+    ticksuffix: str
+    exponentformat: str
+
+
+class Legend(TypedDict, total=False):
+    orientation: str
+    x: float
+    y: float
+
+
+class Layout(TypedDict, total=False):
+    title: Title
+    font: Font
+    height: int
+    margin: dict[str, int]
+    hovermode: str
+    plot_bgcolor: str
+    paper_bgcolor: str
+    legend: Legend
+    shapes: list[Shape]
+    annotations: list[Annotation]
+    xaxis: Axis
+    yaxis: Axis
+    yaxis2: Axis
+
+
+class Figure(TypedDict):
+    data: list[Trace]
+    layout: Layout
 
 # Colour-blind-safe (Okabe-Ito) colours, one per memory level or precision.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
 FAIL = "#D55E00"
 POINT = "#0072B2"
-FONT = {"family": "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", "size": 12}
+FONT: Font = {"family": "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif", "size": 12}
 
 
 # plotly reads every text it draws (trace names, hover text, annotations, titles, point labels) as a little
@@ -53,15 +174,15 @@ def si(x: float | None, unit: str = "") -> str:
     return f"{x / 1000 ** exponent:.3g} {prefix}{unit}".strip()
 
 
-def _layout(title: str, **extra: object) -> dict[str, object]:
-    return {"title": {"text": title, "x": 0.01, "font": {"size": 14}}, "font": FONT, "height": 400,
+def _layout(heading: str, **extra: Unpack[Layout]) -> Layout:
+    return {"title": {"text": heading, "x": 0.01, "font": {"size": 14}}, "font": FONT, "height": 400,
             "margin": {"l": 60, "r": 20, "t": 40, "b": 50}, "hovermode": "closest",
             "plot_bgcolor": "white", "paper_bgcolor": "white",
             "legend": {"orientation": "h", "y": -0.18, "x": 0}, **extra}
 
 
-def _axis(title: str, **extra: object) -> dict[str, object]:
-    return {"title": {"text": title}, "gridcolor": "#e5e5e5", "linecolor": "#999", "zeroline": False, **extra}
+def _axis(label: str, **extra: Unpack[Axis]) -> Axis:
+    return {"title": {"text": label}, "gridcolor": "#e5e5e5", "linecolor": "#999", "zeroline": False, **extra}
 
 
 @dataclass(frozen=True)
@@ -91,14 +212,14 @@ class Marker:
 
 def fraction_figure(points: Sequence[FractionPoint], baseline: tuple[float, float, float] | None,
                     markers: Sequence[Marker], baseline_times: Sequence[str] = (),
-                    baseline_label: str = "baseline") -> dict[str, object]:
+                    baseline_label: str = "baseline") -> Figure:
     """Fraction over time with hover details, the threshold, the baseline band and change points; the time per
     call on a second axis (at the same fraction, more work reads as more time only there).
 
     ``baseline_times``: the times of the sessions the band is drawn from: the band spans from the first of
     them to the last point, and those sessions' points are ringed."""
     failed = [p.outcome in ("failed", "error") for p in points]
-    data: list[dict[str, object]] = [{
+    data: list[Trace] = [{
         "type": "scatter", "mode": "lines+markers", "name": "fraction",
         "x": [p.time for p in points], "y": [sig(p.fraction) for p in points],
         "customdata": [[plotly_text(p.commit), si(p.time_s, "s"), plotly_text(p.bound or "—"),
@@ -116,12 +237,12 @@ def fraction_figure(points: Sequence[FractionPoint], baseline: tuple[float, floa
                      "x": [p.time for p in points], "y": thresholds, "line": {"color": FAIL, "dash": "dash",
                                                                               "shape": "hv", "width": 1.5},
                      "hovertemplate": "threshold %{y:.3f}<extra></extra>"})
-    shapes: list[dict[str, object]] = []
-    annotations: list[dict[str, object]] = []
+    shapes: list[Shape] = []
+    annotations: list[Annotation] = []
     if baseline is not None:
         median, low, high = baseline
         # from the first baseline session on (the band says what those sessions measured, not what came before)
-        span: dict[str, object] = ({"xref": "x", "x0": min(baseline_times), "x1": max(p.time for p in points)}
+        span: Shape = ({"xref": "x", "x0": min(baseline_times), "x1": max(p.time for p in points)}
                                 if baseline_times and points else {"xref": "paper", "x0": 0, "x1": 1})
         shapes.append({"type": "rect", **span, "y0": low, "y1": high,
                        "fillcolor": "rgba(0,158,115,0.15)", "line": {"width": 0}, "layer": "below"})
@@ -166,10 +287,10 @@ class Roofs:
     bandwidth: Mapping[str, float]
 
 
-def roof_traces(roofs: Roofs, x_range: tuple[float, float]) -> list[dict[str, object]]:
+def roof_traces(roofs: Roofs, x_range: tuple[float, float]) -> list[Trace]:
     """One diagonal per memory level up to the highest compute roof, one flat line per precision."""
     low, high = x_range
-    traces: list[dict[str, object]] = []
+    traces: list[Trace] = []
     top = max(roofs.peak_flops.values(), default=None)
     fastest = max(roofs.bandwidth.values(), default=None)
     for i, (level, bw) in enumerate(sorted(roofs.bandwidth.items(), key=lambda kv: -kv[1])):
@@ -203,12 +324,15 @@ def x_range(roofs: Roofs, xs: Sequence[float]) -> tuple[float, float]:
 
 
 def roofline_layout(title: str, height: int = 460, x_range: Sequence[float] | None = None,
-                    y_range: Sequence[float] | None = None) -> dict[str, object]:
+                    y_range: Sequence[float] | None = None) -> Layout:
     """``x_range``, ``y_range``: fixed axis ranges (log10 units, as plotly takes them), for labels placed in them."""
-    x_fixed = {} if x_range is None else {"range": x_range}
-    y_fixed = {} if y_range is None else {"range": y_range}
-    return _layout(title, height=height, xaxis=_axis("arithmetic intensity (FLOP/byte)", type="log", **x_fixed),
-                   yaxis=_axis("attained FLOP/s", type="log", exponentformat="SI", **y_fixed))
+    x_axis = _axis("arithmetic intensity (FLOP/byte)", type="log")
+    y_axis = _axis("attained FLOP/s", type="log", exponentformat="SI")
+    if x_range is not None:
+        x_axis["range"] = list(x_range)
+    if y_range is not None:
+        y_axis["range"] = list(y_range)
+    return _layout(title, height=height, xaxis=x_axis, yaxis=y_axis)
 
 
 @dataclass(frozen=True)
@@ -234,9 +358,9 @@ class KernelPoint:
 LEVEL_SYMBOLS = {"L1": "square", "L2": "triangle-up", "L3": "diamond", "DRAM": "circle", "HBM": "circle"}
 
 
-def kernel_traces(kernels: Sequence[KernelPoint]) -> list[dict[str, object]]:
+def kernel_traces(kernels: Sequence[KernelPoint]) -> list[Trace]:
     """One trace per level (its marker shape), each kernel in its colour, a Tensor Core kernel outlined black."""
-    traces: list[dict[str, object]] = []
+    traces: list[Trace] = []
     for level in dict.fromkeys(k.level for k in kernels):
         mine = [k for k in kernels if k.level == level]
         traces.append({
@@ -252,7 +376,7 @@ def kernel_traces(kernels: Sequence[KernelPoint]) -> list[dict[str, object]]:
 
 
 def roofline_figure(roofs: Roofs, history: Sequence[RooflinePoint], latest: Mapping[str, float],
-                    latest_flops_per_s: float, kernels: Sequence[KernelPoint]) -> dict[str, object]:
+                    latest_flops_per_s: float, kernels: Sequence[KernelPoint]) -> Figure:
     """The hierarchical roofline: roofs, the test at the outer level through history (coloured by session),
     the latest session at every level, and the latest kernels."""
     xs = [p.ai for p in history] + list(latest.values()) + [k.ai for k in kernels]
@@ -274,9 +398,9 @@ def roofline_figure(roofs: Roofs, history: Sequence[RooflinePoint], latest: Mapp
 
 
 def roofs_over_time_figure(title: str, unit: str, times: Sequence[str], commits: Sequence[str],
-                           series: Mapping[str, Sequence[float | None]]) -> dict[str, object]:
+                           series: Mapping[str, Sequence[float | None]]) -> Figure:
     """One line per roof (level or precision) over the sessions: the machine's characterization drift."""
-    data = [{"type": "scatter", "mode": "lines+markers", "name": plotly_text(name), "x": list(times),
+    data: list[Trace] = [{"type": "scatter", "mode": "lines+markers", "name": plotly_text(name), "x": list(times),
              "y": [sig(v) for v in values], "customdata": [plotly_text(c) for c in commits],
              "hovertemplate": f"{plotly_text(name)}: %{{y:.3s}}{unit}<br>%{{x|%Y-%m-%d %H:%M}}<br>"
                               "commit %{customdata}<extra></extra>",
@@ -329,21 +453,21 @@ def sparkline(values: Sequence[float], threshold: float | None, colour: str, wid
     return "".join(parts)
 
 
-def chain_figure(nights: Sequence[Night], title: str) -> dict[str, object]:
+def chain_figure(nights: Sequence[Night], title: str) -> Figure:
     """A test's time night by night from its chained A/B ratios (``history.chain.Night``s), with the 95 %
     band the chain's errors grow, beside the raw times (the runner's drift included); nights whose own A/B
     verdict was regressed or improved are marked."""
     times = [n.start for n in nights]
     commits = [plotly_text(n.commit[:12]) for n in nights]
-    band = {"type": "scatter", "mode": "lines", "name": "95 % interval", "x": times + times[::-1],
+    band: Trace = {"type": "scatter", "mode": "lines", "name": "95 % interval", "x": times + times[::-1],
             "y": [sig(n.high) for n in nights] + [sig(n.low) for n in nights][::-1], "fill": "toself",
             "fillcolor": "rgba(0,114,178,0.15)", "line": {"width": 0}, "hoverinfo": "skip"}
-    level = {"type": "scatter", "mode": "lines+markers", "name": "chained A/B (drift-free)", "x": times,
+    level: Trace = {"type": "scatter", "mode": "lines+markers", "name": "chained A/B (drift-free)", "x": times,
              "y": [sig(n.level) for n in nights], "customdata": commits, "line": {"color": POINT, "width": 2},
              "marker": {"size": 6, "color": [FAIL if n.verdict in ("regressed", "improved") else POINT
                                              for n in nights]},
              "hovertemplate": "×%{y:.3f}<br>%{x|%Y-%m-%d}<br>commit %{customdata}<extra></extra>"}
-    raw = {"type": "scatter", "mode": "lines+markers", "name": "raw time (host drift included)", "x": times,
+    raw: Trace = {"type": "scatter", "mode": "lines+markers", "name": "raw time (host drift included)", "x": times,
            "y": [sig(n.raw) for n in nights], "line": {"color": "#999", "width": 1, "dash": "dot"},
            "marker": {"size": 4, "color": "#999"}, "hovertemplate": "raw ×%{y:.3f}<extra></extra>"}
     return {"data": [band, level, raw],

@@ -5,9 +5,9 @@ from __future__ import annotations
 import contextvars
 import html
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
-from .charts import FAIL
+from .charts import FAIL, Figure
 from .model import TestSummary, params_label
 from .verdicts import MIN_CHANGE
 
@@ -46,7 +46,7 @@ def json_script(element_id: str, value: object) -> str:
     return f'<script type="application/json" id="{esc(element_id)}">{json_text(value)}</script>'
 
 
-def chart(element_id: str, figure: Mapping[str, object], height: int | None = None) -> str:
+def chart(element_id: str, figure: Figure, height: int | None = None) -> str:
     style = f' style="height:{height}px"' if height else ""
     return f'<div class="chart" id="{esc(element_id)}" data-figure="{esc(element_id)}-data"{style}></div>' + \
         json_script(f"{element_id}-data", figure)
