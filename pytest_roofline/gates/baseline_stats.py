@@ -17,7 +17,7 @@ import math
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, TypedDict, TypeGuard
 
 import numpy as np
 
@@ -147,6 +147,29 @@ def pooled_over(records_by_test: Iterable[Iterable[TestRecord]], quantity: str) 
     return pooled_spread(groups)
 
 
+class SpreadDict(TypedDict):
+    sigma: float
+    df: int
+    source: str
+
+
+class _ChangeBase(TypedDict):
+    now: float
+    reference: float
+    ratio: float
+    ci: list[float] | None
+    verdict: str
+    spread: SpreadDict | None
+
+
+class ChangeDict(_ChangeBase, total=False):
+    """A quantity's change as results.json writes it (``compare.changes.time``, ``baseline.changes.fraction``)."""
+
+    claim_ci: list[float]
+    equivalence_ci: list[float]
+    claim_level: float
+
+
 @dataclass(frozen=True)
 class Change:
     """One quantity (time per call, or fraction) now against its baseline."""
@@ -162,8 +185,8 @@ class Change:
     equivalence_ci: tuple[float, float] | None = None  # A/B: the 90 % interval "same" needed inside the band
     claim_level: float | None = None  # A/B: ``claim_ci``'s level (ab.paired_stats.claim_confidence)
 
-    def to_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {
+    def to_dict(self) -> ChangeDict:
+        out: ChangeDict = {
             "now": self.now, "reference": self.reference, "ratio": self.ratio,
             "ci": None if self.ci is None else list(self.ci), "verdict": self.verdict,
             "spread": None if self.spread is None else {"sigma": self.spread.sigma, "df": self.spread.df,

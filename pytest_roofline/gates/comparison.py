@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
-from pytest_roofline.gates.baseline_stats import Change, Measurement, Spread, compare_quantity
-from pytest_roofline.measure.work import WorkChange, usual_work, work_change
+from pytest_roofline.gates.baseline_stats import Change, ChangeDict, Measurement, Spread, compare_quantity
+from pytest_roofline.measure.work import WorkChange, WorkChangeDict, usual_work, work_change
 from pytest_roofline.record.outcomes import GATE_VERDICTS, GateVerdict
 
 QUANTITIES = ("time", "fraction", "work")
@@ -21,6 +22,22 @@ DEFAULT_FAIL_ON = ("time", "fraction")
 # One word per test (record.outcomes.GATE_VERDICTS). ``changed``: worse, or other work, in a quantity the test
 # is not failed on (reported).
 VERDICTS = GATE_VERDICTS
+
+
+class Changes(TypedDict):
+    time: ChangeDict
+    fraction: ChangeDict
+    work: WorkChangeDict | None
+
+
+class ComparisonDict(TypedDict):
+    """A gate's comparison as results.json writes it (the baseline and A/B blocks start with it)."""
+
+    verdict: GateVerdict
+    failed_on: list[str]
+    fail_on: list[str]
+    explanation: str
+    changes: Changes
 
 
 @dataclass(frozen=True)
@@ -36,7 +53,7 @@ class TestComparison:
     failed_on: tuple[str, ...]  # the quantities that fail the test (empty: it passes this gate)
     explanation: str
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> ComparisonDict:
         return {"verdict": self.verdict, "failed_on": list(self.failed_on), "fail_on": list(self.fail_on),
                 "explanation": self.explanation,
                 "changes": {"time": self.time.to_dict(), "fraction": self.fraction.to_dict(),

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 from pytest_roofline.gates.baseline_stats import Measurement, Spread, pooled_over, seed_for
-from pytest_roofline.gates.comparison import TestComparison, Tolerances, compare_test
+from pytest_roofline.gates.comparison import Changes, TestComparison, Tolerances, compare_test
 from pytest_roofline.history.baseline import for_test, pool_by_test
 from pytest_roofline.history.selectors import Selection, SelectorError, describe, select_sessions
 from pytest_roofline.record.sessions import Session
@@ -68,6 +69,20 @@ def plan(sessions: Sequence[Session], a: str, b: str, machine_key: str | None = 
     return Plan(machine, a_sel, b_sel, reference, current, pool, len(sessions) - len(mine))
 
 
+class RowDict(TypedDict):
+    """A test's row as ``history compare --json`` writes it: its comparison's fields, or ``new`` / ``removed``
+    with none."""
+
+    nodeid: str
+    verdict: str
+    failed_on: list[str]
+    fail_on: list[str]
+    explanation: str | None
+    changes: Changes | None
+    sessions: list[str]
+    commits: list[str | None]
+
+
 @dataclass(frozen=True)
 class Row:
     """One test: its comparison, or ``new`` / ``removed`` when only one side measured it."""
@@ -79,11 +94,14 @@ class Row:
     now: Measurement | None
     reference: Measurement | None  # a new test has none; else the latest reference measurement
 
-    def to_dict(self) -> dict[str, object]:
-        compared = self.comparison.to_dict() if self.comparison is not None else {
-            "verdict": self.verdict, "failed_on": [], "fail_on": [], "explanation": None, "changes": None}
-        return {"nodeid": self.nodeid, **compared, "sessions": [s.id for s in self.sessions],
-                "commits": [s.commit for s in self.sessions]}
+    def to_dict(self) -> RowDict:
+        compared = self.comparison.to_dict() if self.comparison is not None else None
+        return {"nodeid": self.nodeid, "verdict": compared["verdict"] if compared else self.verdict,
+                "failed_on": compared["failed_on"] if compared else [],
+                "fail_on": compared["fail_on"] if compared else [],
+                "explanation": compared["explanation"] if compared else None,
+                "changes": compared["changes"] if compared else None,
+                "sessions": [s.id for s in self.sessions], "commits": [s.commit for s in self.sessions]}
 
 
 def pooled_spreads(pool: Sequence[Session]) -> dict[str, Spread | None]:

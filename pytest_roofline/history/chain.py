@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeGuard
+from typing import TypedDict, TypeGuard
 
 from pytest_roofline.record.sessions import Session
 
@@ -41,6 +41,28 @@ class Edge:
     verdict: str | None
 
 
+class NightDict(TypedDict):
+    """A night of a test's chain as ``history chain --json`` writes it."""
+
+    commit: str
+    start: str | None
+    level: float
+    ci: list[float]  # [low, high]: the 95 % interval
+    segment: int
+    ratio: float | None
+    ref: str | None
+    verdict: str | None
+    raw: float | None
+
+
+class TrajectoryDict(TypedDict):
+    nodeid: str
+    edges: int
+    misclosure: float | None
+    dof: int
+    nights: list[NightDict]
+
+
 @dataclass(frozen=True)
 class Night:
     """A commit on a test's trajectory: its time relative to the first night, with a 95 % interval."""
@@ -56,7 +78,7 @@ class Night:
     verdict: str | None = None  # the night's own A/B verdict (a change point where regressed or improved)
     raw: float | None = None  # the night's measured time over the first night's, host drift included
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> NightDict:
         return {"commit": self.commit, "start": self.start, "level": self.level, "ci": [self.low, self.high],
                 "segment": self.segment, "ratio": self.ratio, "ref": self.ref, "verdict": self.verdict,
                 "raw": self.raw}
@@ -70,7 +92,7 @@ class Trajectory:
     misclosure: float | None = None  # chi-square of the residuals over its degrees of freedom (loops only)
     dof: int = 0
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> TrajectoryDict:
         return {"nodeid": self.nodeid, "edges": self.edges, "misclosure": self.misclosure, "dof": self.dof,
                 "nights": [n.to_dict() for n in self.nights]}
 

@@ -220,6 +220,23 @@ def _gpu_process(value: object) -> GpuProcess | None:
                       memory_bytes=memory if isinstance(memory, int) else None)
 
 
+class _PlacementBase(TypedDict):
+    used: list[int]
+    of: list[int]  # the cores it could have used
+    count: int
+    setting: str
+    contended: bool
+    load: dict[str, float]  # core -> busy share just before measuring
+    load_beside: float | None
+    load_on: float | None
+
+
+class PlacementDict(_PlacementBase, total=False):
+    """A call site's ``cores`` in results.json."""
+
+    gpu_processes: list[GpuProcess]
+
+
 @dataclass(frozen=True)
 class Placement:
     """Where one call site was measured: the cores used, out of which, and the load seen on each."""
@@ -247,13 +264,13 @@ class Placement:
         on = [self.load[c] for c in self.used if c in self.load]
         return max(on) if on else None
 
-    def to_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {"used": list(self.used), "of": list(self.allowed), "count": self.count,
+    def to_dict(self) -> PlacementDict:
+        out: PlacementDict = {"used": list(self.used), "of": list(self.allowed), "count": self.count,
                                   "setting": self.setting, "contended": self.contended,
                                   "load": {str(c): round(v, 3) for c, v in sorted(self.load.items())},
                                   "load_beside": self.load_beside, "load_on": self.load_on}
         if self.gpu_processes:
-            out["gpu_processes"] = [dict(p) for p in self.gpu_processes]
+            out["gpu_processes"] = [p.copy() for p in self.gpu_processes]
         return out
 
     @classmethod

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 from pytest_roofline.fixture_types import Setup
+from pytest_roofline.record.region_record import TimingRecord
 
 T = TypeVar("T")
 
@@ -105,7 +106,7 @@ class TimingStats:
             return 0.0
         return float(statistics.median(a + b for a, b in zip(self.minor_faults, self.major_faults, strict=True)))
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> TimingRecord:
         return {
             "median_s": self.median_s,
             "min_s": self.min_s,

@@ -9,11 +9,17 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypedDict
 
 from pytest_roofline.record.tests import TestRecord
 
 # Counts are floats in the records (JSON); two counts of the same work agree far closer than this.
 EXACT = 1e-9
+
+
+class WorkDict(TypedDict):
+    flops: dict[str, float]  # per precision
+    bytes: dict[str, float]  # per memory level
 
 
 @dataclass(frozen=True)
@@ -37,7 +43,7 @@ class Work:
     def total_flops(self) -> float:
         return sum(self.flops.values())
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> WorkDict:
         return {"flops": dict(self.flops), "bytes": dict(self.bytes)}
 
 
@@ -58,6 +64,13 @@ def _same(a: Mapping[str, float], b: Mapping[str, float]) -> bool:
     return a.keys() == b.keys() and all(math.isclose(a[k], b[k], rel_tol=EXACT) for k in a)
 
 
+class WorkChangeDict(TypedDict):
+    now: WorkDict
+    reference: WorkDict
+    verdict: str
+    ratio: float | None
+
+
 @dataclass(frozen=True)
 class WorkChange:
     now: Work
@@ -65,7 +78,7 @@ class WorkChange:
     verdict: str  # "same", "more", "less", "changed" (some counts up, others down)
     ratio: float | None  # the scale of the change in the term that binds (FLOPs or the bound level's bytes)
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> WorkChangeDict:
         return {"now": self.now.to_dict(), "reference": self.reference.to_dict(), "verdict": self.verdict,
                 "ratio": self.ratio}
 

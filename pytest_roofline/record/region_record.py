@@ -27,11 +27,35 @@ class KernelRecord(KernelDict, OpFields, total=False):
     """A kernel's (or op's) record in a region: its counts, and its op times where the per-op pass ran."""
 
 
+class TimingRecord(TypedDict):
+    """How a call site was timed (``measure.timing.TimingStats.to_dict``): the statistics of its timed calls
+    and an evenly spaced subset of their samples."""
+
+    median_s: float
+    min_s: float
+    max_s: float
+    q1_s: float
+    q3_s: float
+    mean_s: float
+    stdev_s: float
+    iqr_rel: float
+    cv: float
+    rounds: int
+    warmup_rounds: int
+    stable: bool
+    measure_s: float
+    budget_limited: bool
+    faults_per_call: float
+    samples_s: list[float]
+    minor_faults: list[int]
+    major_faults: list[int]
+
+
 class PartRecord(TypedDict):
     """A call site timed apart from others judged with it as one."""
 
     label: str
-    timing: JsonObject
+    timing: TimingRecord
 
 
 class Confirmed(TypedDict):
@@ -94,7 +118,7 @@ class SiteCompare(PairedSite, total=False):
     compared: bool
     unchanged: bool
     ref: RegionRecord | None  # REF's region as its twin judged it, with REF's paired time
-    ref_timing: JsonObject
+    ref_timing: TimingRecord
 
 
 class _RegionBase(VerdictDict):
@@ -108,7 +132,7 @@ class RegionRecord(_RegionBase, total=False):
     """One call site: its verdict's numbers (time, t_min, fraction, bound, work), where it ran and how it was
     timed. A REF twin's region (:attr:`SiteCompare.ref`) comes without ``kernels`` and ``timing``."""
 
-    timing: JsonObject  # ``measure.timing.TimingStats.to_dict``
+    timing: TimingRecord
     kernels: list[KernelRecord]
     parts: list[PartRecord]
     cores: JsonObject  # ``host.cores.Placement.to_dict``
