@@ -20,7 +20,7 @@ from pytest_roofline.plugin.options_doc import END, fill, options_markdown, regi
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
-OPTION = re.compile(r"^  (--roofline(?:-[a-z]+)*)\b", re.MULTILINE)  # the flag column of pytest --help
+OPTION = re.compile(r"^  (--roofline(?:-[a-z0-9]+)*)\b", re.MULTILINE)  # the flag column of pytest --help
 
 
 def registered_by_pytest(pytester: pytest.Pytester) -> set[str]:

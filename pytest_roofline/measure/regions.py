@@ -30,6 +30,7 @@ from pytest_roofline.measure.device_roofs import (
     placement_view,
     work_device,
 )
+from pytest_roofline.measure.gpu_l2 import FLUSHED, WARM, L2Flush, l2_note, torch_flush, wants_flush
 from pytest_roofline.measure.ops.times import op_fields, time_ops
 from pytest_roofline.measure.timing import (
     DEFAULT_POLICY,
@@ -89,6 +90,7 @@ class Region:
     ops: OpReport | None = None  # the per-op timing pass (--roofline-ops), None when not run
     compare: SiteCompare | None = None  # --roofline-compare: the pairs with REF's twin and REF's region
     device: str | None = None  # cpu|cuda: where its work ran, whose roofs judged it (device_roofs)
+    gpu_l2: str | None = None  # a GPU call site's timed calls began with their L2 flushed or warm (gpu_l2)
 
     def kernel_dicts(self) -> list[KernelRecord]:
         """Each kernel's record; with per-op times, also its t_min, bound, own fraction and lost time."""
@@ -125,6 +127,8 @@ class Region:
             out["compare"] = self.compare.copy()
         if self.device is not None:
             out["device"] = self.device
+        if self.gpu_l2 is not None:
+            out["gpu_l2"] = self.gpu_l2
         return out
 
 
@@ -137,6 +141,7 @@ class PendingRegion:
     # The call, kept so that another counter can count it if profiling is unavailable; dropped once judged,
     # so a session does not hold every test's tensors.
     call: tuple[Callable[..., object], tuple[object, ...], dict[str, object]] | None
+    gpu_l2: str | None = None  # how its timed calls found the GPU's L2 (gpu_l2): flushed, warm
 
 
 def sum_timings(timings: Sequence[TimingStats]) -> TimingStats:
@@ -218,6 +223,8 @@ class Recorder:
         # probes.DramProbe per (threads, working set) (cuda_probe.CudaDramProbe under a negative key), shared by
         # the session
         self.probe_cache: dict[tuple[int, int] | int, RateProbe] = {}
+        self.gpu_l2 = "auto"  # auto|flush|warm: a GPU call site's L2 before each timed call (gpu_l2)
+        self.l2_flushes: dict[int, L2Flush] = {}  # per CUDA device, shared by the session
         # index of each region measured here -> (counter, fn, args, kwargs, setup): what confirm() times again
         self.calls: dict[int, Call] = {}
         self.site_timer: SiteTimer | None = None  # --roofline-compare: call sites timed in process pairs
@@ -275,12 +282,13 @@ class Recorder:
         result, kernels = self.count(counter, label, fn, args, kwargs, setup)
         with self.placement() as placed:
             probe = None if counter.deferred else self.probe_for(counter, kernels, placed)
+            flush, l2 = self.l2_flush_for(counter, kernels, placed)
             timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(), setup=setup,
-                                   before_timed_call=probe)
+                                   before_timed_call=probe or flush)
         if counter.deferred:
-            self.pending.append(PendingRegion(label, timing, (fn, args, dict(kwargs))))
+            self.pending.append(PendingRegion(label, timing, (fn, args, dict(kwargs)), l2))
         else:
-            self.add_region(self.region(counter, label, kernels, timing, placed, probe),
+            self.add_region(self.region(counter, label, kernels, timing, placed, probe, gpu_l2=l2),
                             (counter, fn, args, dict(kwargs), setup))
             if self.ops_mode == "always":
                 self.time_ops([len(self.regions) - 1])
@@ -312,9 +320,10 @@ class Recorder:
                 continue
             with self.placement() as placed:
                 probe = self.probe_for(counter, old.kernels, placed)
+                flush, l2 = self.l2_flush_for(counter, old.kernels, placed)
                 timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(),
-                                       setup=setup, before_timed_call=probe)
-            new = self.region(counter, old.label, old.kernels, timing, placed, probe)
+                                       setup=setup, before_timed_call=probe or flush)
+            new = self.region(counter, old.label, old.kernels, timing, placed, probe, gpu_l2=l2)
             again = True
             first, second = old.verdict.fraction, new.verdict.fraction
             kept = new if second > first else old
@@ -390,6 +399,21 @@ class Recorder:
             probe = self.probe_cache[key] = probes.DramProbe.build(spec)
         return probes.ProbeSchedule(probe)
 
+    def l2_flush_for(self, counter: Counter, kernels: list[KernelSample], placed: Placement | None,
+                     ) -> tuple[L2Flush | None, str | None]:
+        """The flush to run before each timed call of a call site (None: none), and what its record says:
+        ``flushed`` or ``warm`` for a GPU call site (``gpu_l2.wants_flush``), None for a CPU one. A deferred
+        counter (ncu) counts with cold caches; torch's flush is the only one (work torch did not put on the GPU
+        is timed warm)."""
+        machine = self.machine_for(placed, work_device(counter))
+        if machine_device(machine) != "cuda":
+            return None, None
+        bound = "" if counter.deferred else probes.roofline_bound(
+            self.placed_kernels(counter, kernels, machine)[0], machine)[1]
+        flush = (torch_flush(self.l2_flushes)
+                 if wants_flush(self.gpu_l2, counter.deferred, bound, main_memory(machine)) else None)
+        return flush, FLUSHED if flush is not None else WARM
+
     @staticmethod
     def placed_kernels(counter: Counter, kernels: list[KernelSample], machine: Machine) -> tuple[list[KernelSample],
                                                                                            str | None]:
@@ -401,7 +425,7 @@ class Recorder:
 
     def region(self, counter: Counter, label: str, kernels: list[KernelSample], timing: TimingStats,
                placement: Placement | None = None, probe: ProbeSchedule | None = None,
-               roofs: Machine | None = None) -> Region:
+               roofs: Machine | None = None, gpu_l2: str | None = None) -> Region:
         """One call site judged: against ``roofs`` where given (a twin judges on the comparing side's), else
         the roofs for the cores it ran on and the device its work ran on."""
         device = work_device(counter)
@@ -417,9 +441,10 @@ class Recorder:
         elif unprobed := getattr(probe, "note", None):  # wanted a live probe, could not have one (cuda_probe.Unprobed)
             notes.append(unprobed)
         notes.extend(note for note in [above_one_note(verdict, machine)] if note)
+        notes.extend(l2_note(gpu_l2))
         uncounted = dict(counter.uncounted_bytes)
         return Region(label, counter.name, kernels, timing, verdict, notes, placement=placement,
-                      uncounted=uncounted, probe=probed, device=device or machine_device(machine))
+                      uncounted=uncounted, probe=probed, device=device or machine_device(machine), gpu_l2=gpu_l2)
 
     def judge_pending(self, counter_name: str, kernels: Sequence[KernelSample], notes: Sequence[str] = ()) -> Region:
         """Judge every pending region as one: ``kernels`` (from all of them) against the sum of their times.
@@ -436,8 +461,10 @@ class Recorder:
         machine = self._machine()
         verdict = evaluate_region(kernels, machine, timing.median_s)
         notes = [*notes, *(note for _, part in parts for note in timing_notes(part))]
+        gpu_l2 = next((p.gpu_l2 for p in self.pending if p.gpu_l2), None)
+        notes.extend(l2_note(gpu_l2))
         region = Region(label, counter_name, list(kernels), timing, verdict, notes,
-                        parts if len(parts) > 1 else [], device=machine_device(machine))
+                        parts if len(parts) > 1 else [], device=machine_device(machine), gpu_l2=gpu_l2)
         self.regions.append(region)
         self.pending.clear()
         return region
@@ -450,7 +477,7 @@ class Recorder:
                 raise ValueError(f"pending region {pending.label!r} was released and cannot be counted")
             fn, args, kwargs = pending.call
             _, kernels = counter.count(fn, args, kwargs)
-            self.regions.append(self.region(counter, pending.label, kernels, pending.timing))
+            self.regions.append(self.region(counter, pending.label, kernels, pending.timing, gpu_l2=pending.gpu_l2))
             if note:
                 self.regions[-1] = replace(self.regions[-1], notes=[*self.regions[-1].notes, note])
         self.pending.clear()
@@ -494,9 +521,10 @@ class Recorder:
             timed += 1
             with self.placement() as placed:
                 probe = self.probe_for(counter, old.kernels, placed)
+                flush, l2 = self.l2_flush_for(counter, old.kernels, placed)
                 timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(),
-                                       setup=setup, before_timed_call=probe)
-            new = self.region(counter, old.label, old.kernels, timing, placed, probe)
+                                       setup=setup, before_timed_call=probe or flush)
+            new = self.region(counter, old.label, old.kernels, timing, placed, probe, gpu_l2=l2)
             still = placed is not None and placed.contended
             first, second = old.verdict.fraction, new.verdict.fraction
             if still and second <= first:

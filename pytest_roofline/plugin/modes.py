@@ -147,6 +147,8 @@ class MeasuringSession:
             device, count, _core_roofs_progress(request, "the CPU's roofs, for host code in a CUDA session"))
         recorder.probe_mode = state.settings.probe
         recorder.probe_cache = state.probe_cache
+        recorder.gpu_l2 = state.settings.gpu_l2
+        recorder.l2_flushes = state.l2_flushes
         recorder.ops_mode = state.settings.ops
         if state.compare_link is not None:  # --roofline-compare: each call site takes turns with REF's twins
             from pytest_roofline.ab.reach import TestReach

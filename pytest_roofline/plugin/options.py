@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_roofline.measure.contention import CONTENDED_MODES
+from pytest_roofline.measure.gpu_l2 import GPU_L2_MODES
 from pytest_roofline.session.settings import (
     CONFIRM_MODES,
     COUNTERS,
@@ -60,6 +61,10 @@ _OPTIONS: tuple[tuple[str, str, str, str], ...] = (
      (f"{'|'.join(PROBE_MODES)}: live times call sites whose bytes stream from DRAM beside a probe of the DRAM "
       "roof and judges each call against it (main memory's bandwidth changes with the host's other tenants)"),
      "live"),
+    ("--roofline-gpu-l2", "roofline_gpu_l2",
+     (f"{'|'.join(GPU_L2_MODES)}: whether a GPU call site's timed calls start with its L2 flushed (its inputs "
+      "come from HBM, as ncu counts them) or warm from the previous call; auto flushes where ncu counts or "
+      "HBM's roof binds"), "auto"),
     ("--roofline-confirm", "roofline_confirm",
      (f"{'|'.join(CONFIRM_MODES)}: on measures a test below its min_fraction once more at once and fails it "
       "only if the faster of the two measurements is below too (a host hiccup rarely lasts both)"), "on"),
@@ -172,6 +177,7 @@ def read_settings(config: pytest.Config) -> Settings:
         strict=parse_bool(setting(config, "roofline_strict"), "--roofline-strict / ini roofline_strict"),
         uncounted=parse_choice(setting(config, "roofline_uncounted"), UNCOUNTED_POLICIES, "--roofline-uncounted"),
         probe=parse_choice(setting(config, "roofline_probe"), PROBE_MODES, "--roofline-probe"),
+        gpu_l2=parse_choice(setting(config, "roofline_gpu_l2"), GPU_L2_MODES, "--roofline-gpu-l2"),
         confirm=parse_choice(setting(config, "roofline_confirm"), CONFIRM_MODES, "--roofline-confirm"),
         ops=parse_choice(setting(config, "roofline_ops"), OPS_MODES, "--roofline-ops / ini roofline_ops"),
         history=history_setting(setting(config, "roofline_history"), Path(str(setting(config, "roofline_dir"))),

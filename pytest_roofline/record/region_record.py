@@ -141,3 +141,4 @@ class RegionRecord(_RegionBase, total=False):
     ops: JsonObject  # ``measure.ops.times.OpReport.to_dict``
     compare: SiteCompare
     device: str
+    gpu_l2: str  # a GPU call site's timed calls began with their L2 "flushed" or "warm" (--roofline-gpu-l2)

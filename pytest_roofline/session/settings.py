@@ -50,6 +50,7 @@ class Settings:
     strict: bool = False  # a contended measurement may fail its gate too
     uncounted: str = "warn"  # warn|fail: a region ran FLOP-bearing ops the counter has no rule for
     probe: str = "live"  # live|off: time DRAM-bound call sites beside a probe of the DRAM roof (probes.py)
+    gpu_l2: str = "auto"  # auto|flush|warm: a GPU call site's L2 before each timed call (measure/gpu_l2.py)
     confirm: str = "on"  # on|off: a test below its threshold is measured once more before it fails
     ops: str = "failed"  # always|failed|off: the per-op timing pass (op_times) for every test, failing ones, none
     # --roofline-history: one file per session there (None: off); a directory, or a history.store.HistoryStore

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from pytest_roofline.counters.ncu.deferred import CounterChoice, NcuBatches
     from pytest_roofline.history.baseline import Baseline
     from pytest_roofline.host.cores import Planner
+    from pytest_roofline.measure.gpu_l2 import L2Flush
     from pytest_roofline.measure.probes import RateProbe
     from pytest_roofline.measure.regions import Recorder
     from pytest_roofline.model import Machine
@@ -70,6 +71,7 @@ class RooflineState:
         self.planner: Planner | None = None  # of this session (or xdist worker), made on first need
         # live probes per (threads, working set): built once a session
         self.probe_cache: dict[tuple[int, int] | int, RateProbe] = {}  # the Recorder's, kept for the session
+        self.l2_flushes: dict[int, L2Flush] = {}  # a GPU's L2 flush buffer per device (gpu_l2), built once
         self.make_counter: Callable[[str], Counter | None] = builtin_counter  # the hook, once configured
         # an xdist worker's pinning to its share, held for the whole session
         self._worker_pin: AbstractContextManager[None] | None = None
