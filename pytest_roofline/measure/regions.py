@@ -284,7 +284,7 @@ class Recorder:
             probe = None if counter.deferred else self.probe_for(counter, kernels, placed)
             flush, l2 = self.l2_flush_for(counter, kernels, placed)
             timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(), setup=setup,
-                                   before_timed_call=probe or flush)
+                                   before_timed_call=flush if probe is None else probe)
         if counter.deferred:
             self.pending.append(PendingRegion(label, timing, (fn, args, dict(kwargs)), l2))
         else:
@@ -322,7 +322,7 @@ class Recorder:
                 probe = self.probe_for(counter, old.kernels, placed)
                 flush, l2 = self.l2_flush_for(counter, old.kernels, placed)
                 timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(),
-                                       setup=setup, before_timed_call=probe or flush)
+                                       setup=setup, before_timed_call=flush if probe is None else probe)
             new = self.region(counter, old.label, old.kernels, timing, placed, probe, gpu_l2=l2)
             again = True
             first, second = old.verdict.fraction, new.verdict.fraction
@@ -523,7 +523,7 @@ class Recorder:
                 probe = self.probe_for(counter, old.kernels, placed)
                 flush, l2 = self.l2_flush_for(counter, old.kernels, placed)
                 timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(),
-                                       setup=setup, before_timed_call=probe or flush)
+                                       setup=setup, before_timed_call=flush if probe is None else probe)
             new = self.region(counter, old.label, old.kernels, timing, placed, probe, gpu_l2=l2)
             still = placed is not None and placed.contended
             first, second = old.verdict.fraction, new.verdict.fraction
