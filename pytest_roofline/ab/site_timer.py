@@ -12,7 +12,8 @@ from pytest_roofline.ab.reach import TestReach
 from pytest_roofline.counters import Counter
 from pytest_roofline.fixture_types import Setup
 from pytest_roofline.host.devices import synchronizer
-from pytest_roofline.measure.device_roofs import work_device
+from pytest_roofline.measure.device_roofs import machine_device, work_device
+from pytest_roofline.measure.gpu_l2 import paired
 from pytest_roofline.measure.probes import rewarm_pays, roofline_bound
 from pytest_roofline.measure.regions import R, Recorder, Region
 from pytest_roofline.measure.timing import side_stats, time_callable
@@ -59,14 +60,16 @@ class PairedSites:
             self.reach.cost.paired_s += time.monotonic() - started
             region: Region
             if site is None:
+                l2 = recorder.l2_plan(counter, kernels, placed)
                 timing = time_callable(fn, args, kwargs, policy=recorder.policy, synchronize=synchronizer(),
-                                       setup=setup)
-                region = recorder.region(counter, label, kernels, timing, placed)
+                                       setup=setup, flush=l2.flush)
+                region = recorder.region(counter, label, kernels, timing, placed, l2=l2)
                 region = replace(region, compare=SiteCompare(compared=False),
                                  notes=[*region.notes, "not compared: REF's test has no call site here"])
             else:  # this side's time and fraction: this checkout's twins' paired turns (this process times none)
                 timing = side_stats(site.pooled("this"), not site.budget_limited, site.measure_s)
-                region = recorder.region(counter, label, kernels, timing, placed)
+                region = recorder.region(counter, label, kernels, timing, placed,
+                                         l2=paired(machine_device(roofs) == "cuda"))
                 compare: SiteCompare = {"compared": True, **site.summary(), "ref": site.ref_region(),
                                         "ref_timing": side_stats(site.pooled("ref"), True, 0.0).to_dict()}
                 region = replace(region, compare=compare)
@@ -80,9 +83,10 @@ class PairedSites:
         already made: unchanged at REF, or no pair could run the test (its record says which)."""
         with recorder.placement() as placed:
             probe = recorder.probe_for(counter, kernels, placed)
+            l2 = recorder.l2_plan(counter, kernels, placed)
             timing = time_callable(fn, args, kwargs, policy=recorder.policy, synchronize=synchronizer(), setup=setup,
-                                   before_timed_call=probe)
-        region = recorder.region(counter, label, kernels, timing, placed, probe)
+                                   before_timed_call=probe, flush=l2.flush)
+        region = recorder.region(counter, label, kernels, timing, placed, probe, l2=l2)
         if self.reach.unchanged:
             region = replace(region, compare=SiteCompare(compared=False, unchanged=True),
                              notes=[*region.notes, UNCHANGED_NOTE])

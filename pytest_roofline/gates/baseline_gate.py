@@ -29,7 +29,7 @@ from pytest_roofline.history.baseline import session_label
 from pytest_roofline.measure.work import Work
 from pytest_roofline.model.units import time_text
 from pytest_roofline.output.session_output import all_kernels, test_artifacts
-from pytest_roofline.record.tests import Measured, threads_of
+from pytest_roofline.record.tests import Measured, gpu_l2_of, threads_of
 from pytest_roofline.session.settings import MarkerOptions
 from pytest_roofline.session.state import RooflineState, TestEntry
 
@@ -90,7 +90,8 @@ def compare_entry(state: RooflineState, entry: TestEntry, measured: Measured,
     regions = measured.regions
     record_base = {"max_drop": tolerances.max_drop, "max_slowdown": tolerances.max_slowdown,
                    "fail_on": list(tolerances.fail_on)}
-    chosen = baseline_of(state).sessions_for(entry.nodeid, entry.extra.get("params"), threads_of(regions))
+    chosen = baseline_of(state).sessions_for(entry.nodeid, entry.extra.get("params"), threads_of(regions),
+                                             gpu_l2_of(regions))
     found = [(s, m) for s, m in ((s, Measurement.from_record(s.tests[entry.nodeid])) for s in chosen)
              if m is not None]
     if not found:

@@ -26,6 +26,7 @@ class Environment(TypedDict, total=False):
 
     torch: str | None  # torch's version
     threads: int | None  # the cores the test's calls ran on
+    gpu_l2: str | None  # how its GPU call sites found the L2 (record.tests.gpu_l2_of): flushed and warm differ
 
 
 @dataclass
@@ -48,9 +49,11 @@ class Baseline:
         return (f"baseline {self.reference}: per test, its last {self.count} session(s) of this machine "
                 f"({len(self.sessions)} session(s) to choose from{left})")
 
-    def sessions_for(self, nodeid: str, params: object = None, threads: int | None = None) -> list[Session]:
-        """The baseline sessions of one test (oldest first); ``threads``: the cores its calls ran on now."""
-        environment = Environment(torch=self.environment.get("torch"), threads=threads)
+    def sessions_for(self, nodeid: str, params: object = None, threads: int | None = None,
+                     gpu_l2: str | None = None) -> list[Session]:
+        """The baseline sessions of one test (oldest first); ``threads``: the cores its calls ran on now;
+        ``gpu_l2``: how its GPU call sites found the L2 now."""
+        environment = Environment(torch=self.environment.get("torch"), threads=threads, gpu_l2=gpu_l2)
         return for_test(self.sessions, nodeid, params, environment, self.branch, self.count)
 
     def pool_by_test(self) -> dict[str, list[Session]]:
@@ -78,7 +81,8 @@ def _measured(record: TestRecord) -> bool:
 def same_environment(recorded: Environment, current: Environment) -> bool:
     """Equal on every field both recorded (an older file lacking one still counts)."""
     return all(a is None or b is None or a == b for a, b in (
-        (recorded.get("torch"), current.get("torch")), (recorded.get("threads"), current.get("threads"))))
+        (recorded.get("torch"), current.get("torch")), (recorded.get("threads"), current.get("threads")),
+        (recorded.get("gpu_l2"), current.get("gpu_l2"))))
 
 
 def for_test(sessions: Sequence[Session], nodeid: str, params: object, environment: Environment,
@@ -91,7 +95,8 @@ def for_test(sessions: Sequence[Session], nodeid: str, params: object, environme
             continue
         if params is not None and record.params is not None and record.params != params:
             continue
-        recorded = Environment(torch=session.environment.get("torch"), threads=record.threads)
+        recorded = Environment(torch=session.environment.get("torch"), threads=record.threads,
+                               gpu_l2=record.gpu_l2)
         if not same_environment(recorded, environment):
             continue
         found.append(session)

@@ -22,6 +22,7 @@ from pytest_roofline.errors import CounterUnavailableError  # noqa: F401 (re-exp
 from pytest_roofline.fixture_types import Setup
 from pytest_roofline.host.devices import synchronizer
 from pytest_roofline.measure import probes
+from pytest_roofline.measure.cuda_probe import device_index
 from pytest_roofline.measure.device_roofs import (
     gating_device,
     judge_live,
@@ -30,7 +31,7 @@ from pytest_roofline.measure.device_roofs import (
     placement_view,
     work_device,
 )
-from pytest_roofline.measure.gpu_l2 import FLUSHED, WARM, L2Flush, l2_note, torch_flush, wants_flush
+from pytest_roofline.measure.gpu_l2 import ON_CPU, L2Flush, L2Plan, mixed, plan, torch_flush, wants_flush
 from pytest_roofline.measure.ops.times import op_fields, time_ops
 from pytest_roofline.measure.timing import (
     DEFAULT_POLICY,
@@ -141,7 +142,7 @@ class PendingRegion:
     # The call, kept so that another counter can count it if profiling is unavailable; dropped once judged,
     # so a session does not hold every test's tensors.
     call: tuple[Callable[..., object], tuple[object, ...], dict[str, object]] | None
-    gpu_l2: str | None = None  # how its timed calls found the GPU's L2 (gpu_l2): flushed, warm
+    l2: L2Plan = ON_CPU  # how its timed calls found the GPU's L2 (gpu_l2)
 
 
 def sum_timings(timings: Sequence[TimingStats]) -> TimingStats:
@@ -282,13 +283,13 @@ class Recorder:
         result, kernels = self.count(counter, label, fn, args, kwargs, setup)
         with self.placement() as placed:
             probe = None if counter.deferred else self.probe_for(counter, kernels, placed)
-            flush, l2 = self.l2_flush_for(counter, kernels, placed)
+            l2 = self.l2_plan(counter, kernels, placed)
             timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(), setup=setup,
-                                   before_timed_call=flush if probe is None else probe)
+                                   before_timed_call=probe, flush=l2.flush)
         if counter.deferred:
             self.pending.append(PendingRegion(label, timing, (fn, args, dict(kwargs)), l2))
         else:
-            self.add_region(self.region(counter, label, kernels, timing, placed, probe, gpu_l2=l2),
+            self.add_region(self.region(counter, label, kernels, timing, placed, probe, l2=l2),
                             (counter, fn, args, dict(kwargs), setup))
             if self.ops_mode == "always":
                 self.time_ops([len(self.regions) - 1])
@@ -320,10 +321,10 @@ class Recorder:
                 continue
             with self.placement() as placed:
                 probe = self.probe_for(counter, old.kernels, placed)
-                flush, l2 = self.l2_flush_for(counter, old.kernels, placed)
+                l2 = self.l2_plan(counter, old.kernels, placed)
                 timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(),
-                                       setup=setup, before_timed_call=flush if probe is None else probe)
-            new = self.region(counter, old.label, old.kernels, timing, placed, probe, gpu_l2=l2)
+                                       setup=setup, before_timed_call=probe, flush=l2.flush)
+            new = self.region(counter, old.label, old.kernels, timing, placed, probe, l2=l2)
             again = True
             first, second = old.verdict.fraction, new.verdict.fraction
             kept = new if second > first else old
@@ -399,20 +400,16 @@ class Recorder:
             probe = self.probe_cache[key] = probes.DramProbe.build(spec)
         return probes.ProbeSchedule(probe)
 
-    def l2_flush_for(self, counter: Counter, kernels: list[KernelSample], placed: Placement | None,
-                     ) -> tuple[L2Flush | None, str | None]:
-        """The flush to run before each timed call of a call site (None: none), and what its record says:
-        ``flushed`` or ``warm`` for a GPU call site (``gpu_l2.wants_flush``), None for a CPU one. A deferred
-        counter (ncu) counts with cold caches; torch's flush is the only one (work torch did not put on the GPU
-        is timed warm)."""
+    def l2_plan(self, counter: Counter, kernels: list[KernelSample], placed: Placement | None) -> L2Plan:
+        """How a call site's timed calls find the GPU's L2 (``gpu_l2.wants_flush``): nothing to say on a CPU;
+        a deferred counter (ncu) counts with cold caches. The flush is torch's, on the GPU whose roofs judge it."""
         machine = self.machine_for(placed, work_device(counter))
         if machine_device(machine) != "cuda":
-            return None, None
+            return ON_CPU
         bound = "" if counter.deferred else probes.roofline_bound(
             self.placed_kernels(counter, kernels, machine)[0], machine)[1]
-        flush = (torch_flush(self.l2_flushes)
-                 if wants_flush(self.gpu_l2, counter.deferred, bound, main_memory(machine)) else None)
-        return flush, FLUSHED if flush is not None else WARM
+        wanted = wants_flush(self.gpu_l2, counter.deferred, bound, main_memory(machine))
+        return plan(wanted, torch_flush(self.l2_flushes, device_index(machine)) if wanted else None)
 
     @staticmethod
     def placed_kernels(counter: Counter, kernels: list[KernelSample], machine: Machine) -> tuple[list[KernelSample],
@@ -425,13 +422,15 @@ class Recorder:
 
     def region(self, counter: Counter, label: str, kernels: list[KernelSample], timing: TimingStats,
                placement: Placement | None = None, probe: ProbeSchedule | None = None,
-               roofs: Machine | None = None, gpu_l2: str | None = None) -> Region:
+               roofs: Machine | None = None, l2: L2Plan = ON_CPU) -> Region:
         """One call site judged: against ``roofs`` where given (a twin judges on the comparing side's), else
-        the roofs for the cores it ran on and the device its work ran on."""
+        the roofs for the cores it ran on and the device its work ran on. Timed with a flushed L2, its bytes
+        stay where they were counted (main memory): none of them were in the cache the placement would give
+        them to."""
         device = work_device(counter)
         machine = roofs if roofs is not None else self.machine_for(placement, device)
         notes = counter_notes(counter) + timing_notes(timing)
-        kernels, placed = self.placed_kernels(counter, kernels, machine)
+        kernels, placed = (kernels, None) if l2.flushed else self.placed_kernels(counter, kernels, machine)
         notes.extend([placed] if placed else [])
         verdict = evaluate_region(kernels, machine, timing.median_s)
         probed = None
@@ -441,10 +440,10 @@ class Recorder:
         elif unprobed := getattr(probe, "note", None):  # wanted a live probe, could not have one (cuda_probe.Unprobed)
             notes.append(unprobed)
         notes.extend(note for note in [above_one_note(verdict, machine)] if note)
-        notes.extend(l2_note(gpu_l2))
+        notes.extend([l2.note] if l2.note else [])
         uncounted = dict(counter.uncounted_bytes)
         return Region(label, counter.name, kernels, timing, verdict, notes, placement=placement,
-                      uncounted=uncounted, probe=probed, device=device or machine_device(machine), gpu_l2=gpu_l2)
+                      uncounted=uncounted, probe=probed, device=device or machine_device(machine), gpu_l2=l2.state)
 
     def judge_pending(self, counter_name: str, kernels: Sequence[KernelSample], notes: Sequence[str] = ()) -> Region:
         """Judge every pending region as one: ``kernels`` (from all of them) against the sum of their times.
@@ -461,10 +460,10 @@ class Recorder:
         machine = self._machine()
         verdict = evaluate_region(kernels, machine, timing.median_s)
         notes = [*notes, *(note for _, part in parts for note in timing_notes(part))]
-        gpu_l2 = next((p.gpu_l2 for p in self.pending if p.gpu_l2), None)
-        notes.extend(l2_note(gpu_l2))
+        l2 = mixed([p.l2 for p in self.pending])
+        notes.extend([l2.note] if l2.note else [])
         region = Region(label, counter_name, list(kernels), timing, verdict, notes,
-                        parts if len(parts) > 1 else [], device=machine_device(machine), gpu_l2=gpu_l2)
+                        parts if len(parts) > 1 else [], device=machine_device(machine), gpu_l2=l2.state)
         self.regions.append(region)
         self.pending.clear()
         return region
@@ -477,7 +476,7 @@ class Recorder:
                 raise ValueError(f"pending region {pending.label!r} was released and cannot be counted")
             fn, args, kwargs = pending.call
             _, kernels = counter.count(fn, args, kwargs)
-            self.regions.append(self.region(counter, pending.label, kernels, pending.timing, gpu_l2=pending.gpu_l2))
+            self.regions.append(self.region(counter, pending.label, kernels, pending.timing, l2=pending.l2))
             if note:
                 self.regions[-1] = replace(self.regions[-1], notes=[*self.regions[-1].notes, note])
         self.pending.clear()
@@ -521,10 +520,10 @@ class Recorder:
             timed += 1
             with self.placement() as placed:
                 probe = self.probe_for(counter, old.kernels, placed)
-                flush, l2 = self.l2_flush_for(counter, old.kernels, placed)
+                l2 = self.l2_plan(counter, old.kernels, placed)
                 timing = time_callable(fn, args, kwargs, policy=self.policy, synchronize=synchronizer(),
-                                       setup=setup, before_timed_call=flush if probe is None else probe)
-            new = self.region(counter, old.label, old.kernels, timing, placed, probe, gpu_l2=l2)
+                                       setup=setup, before_timed_call=probe, flush=l2.flush)
+            new = self.region(counter, old.label, old.kernels, timing, placed, probe, l2=l2)
             still = placed is not None and placed.contended
             first, second = old.verdict.fraction, new.verdict.fraction
             if still and second <= first:

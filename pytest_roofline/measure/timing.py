@@ -201,12 +201,15 @@ class _Calls:
     faults: Callable[[], tuple[int, int]]
     # e.g. a live roof probe; untimed. True: it evicted the call's data, so one untimed call puts it back.
     before_timed: Callable[[float], bool | None] | None = None
+    flush: Callable[[], object] | None = None  # untimed, after the setup, before each timed call: a GPU's L2
     times: list[float] = field(default_factory=list)
     minor: list[int] = field(default_factory=list)
     major: list[int] = field(default_factory=list)
 
-    def run(self) -> tuple[float, int, int]:
+    def run(self, timed: bool = False) -> tuple[float, int, int]:
         args, kwargs = self.arguments()
+        if timed and self.flush is not None:
+            self.flush()  # after the setup, which may have written the call's inputs into the cache
         minor0, major0 = self.faults()
         self.sync()
         start = self.clock()
@@ -219,7 +222,7 @@ class _Calls:
     def run_timed(self) -> float:
         if self.before_timed is not None and self.before_timed(self.times[-1] if self.times else 0.0):
             self.run()
-        elapsed, minor, major = self.run()
+        elapsed, minor, major = self.run(timed=True)
         self.times.append(elapsed)
         self.minor.append(minor)
         self.major.append(major)
@@ -264,6 +267,7 @@ def time_callable(
     faults: Callable[[], tuple[int, int]] = page_faults,
     setup: Setup | None = None,
     before_timed_call: Callable[[float], bool | None] | None = None,
+    flush: Callable[[], object] | None = None,
 ) -> TimingStats:
     """Median time of one call of ``fn(*args, **kwargs)``.
 
@@ -276,18 +280,21 @@ def time_callable(
     before every call, outside its timed interval (see :func:`prepared_arguments`); ``before_timed_call``
     (given the previous timed call's seconds) before every timed call, outside it too: the live probes; when it
     returns True, one untimed call follows it (the probe evicted the data the timed calls keep in cache).
+    ``flush`` runs after each timed call's setup and before its timed interval (a GPU's L2, ``gpu_l2``); its
+    time counts against the budget.
     """
     with no_profile_hook():
-        return _time_calls(fn, args, kwargs, policy, synchronize, clock, faults, setup, before_timed_call)
+        return _time_calls(fn, args, kwargs, policy, synchronize, clock, faults, setup, before_timed_call, flush)
 
 
 def _time_calls(fn: Callable[..., object], args: tuple[object, ...], kwargs: Mapping[str, object] | None,
                 policy: TimingPolicy, synchronize: Callable[[], None] | None, clock: Callable[[], float],
                 faults: Callable[[], tuple[int, int]], setup: Setup | None,
-                before_timed_call: Callable[[float], bool | None] | None) -> TimingStats:
+                before_timed_call: Callable[[float], bool | None] | None,
+                flush: Callable[[], object] | None = None) -> TimingStats:
     fixed = dict(kwargs or {})
     calls = _Calls(fn, lambda: prepared_arguments(setup, args, fixed), synchronize or (lambda: None), clock, faults,
-                   before_timed_call)
+                   before_timed_call, flush)
     budget = policy.max_time_s
     start = clock()
 

@@ -261,6 +261,20 @@ class TestRecord:
         """The cores its calls ran on (the most of its call sites' ``cores.count``), where recorded."""
         return threads_of(self.regions)
 
+    @property
+    def gpu_l2(self) -> str | None:
+        """How its GPU call sites' timed calls found the L2 (:func:`gpu_l2_of`)."""
+        return gpu_l2_of(self.regions)
+
+
+def gpu_l2_of(regions: Sequence[JsonObject]) -> str | None:
+    """How a test's GPU call sites' timed calls found the L2: ``flushed``, ``warm`` or both (``flushed+warm``);
+    None for a test with no GPU call site. A GPU call site recorded before ``--roofline-gpu-l2`` existed was
+    timed warm."""
+    gpu = [r for r in regions if r.get("device") == "cuda" or "gpu_l2" in r]
+    states = {str(r.get("gpu_l2") or "warm") for r in gpu}
+    return "+".join(sorted(states)) if states else None
+
 
 def threads_of(regions: Sequence[JsonObject]) -> int | None:
     """The cores a test's call sites ran on (the most of their ``cores.count``), where recorded."""
