@@ -20,7 +20,7 @@ from pytest_roofline.counters import Counter
 from pytest_roofline.counters.declared import DeclaredCounter
 from pytest_roofline.errors import CounterUnavailableError  # noqa: F401 (re-exported under its old name)
 from pytest_roofline.fixture_types import Setup
-from pytest_roofline.host.devices import synchronizer
+from pytest_roofline.host.devices import cuda_in_use, synchronizer
 from pytest_roofline.measure import probes
 from pytest_roofline.measure.cuda_probe import device_index
 from pytest_roofline.measure.device_roofs import (
@@ -403,8 +403,8 @@ class Recorder:
     def l2_plan(self, counter: Counter, kernels: list[KernelSample], placed: Placement | None) -> L2Plan:
         """How a call site's timed calls find the GPU's L2 (``gpu_l2.wants_flush``): nothing to say on a CPU;
         a deferred counter (ncu) counts with cold caches. The flush is torch's, on the GPU whose roofs judge it."""
-        machine = self.machine_for(placed, work_device(counter))
-        if machine_device(machine) != "cuda":
+        machine = self.machine_for(placed, work_device(counter)) if cuda_in_use() else None
+        if machine is None or machine_device(machine) != "cuda":
             return ON_CPU
         bound = "" if counter.deferred else probes.roofline_bound(
             self.placed_kernels(counter, kernels, machine)[0], machine)[1]
@@ -425,8 +425,7 @@ class Recorder:
                roofs: Machine | None = None, l2: L2Plan = ON_CPU) -> Region:
         """One call site judged: against ``roofs`` where given (a twin judges on the comparing side's), else
         the roofs for the cores it ran on and the device its work ran on. Timed with a flushed L2, its bytes
-        stay where they were counted (main memory): none of them were in the cache the placement would give
-        them to."""
+        stay where counted (main memory): the placement's caches were empty."""
         device = work_device(counter)
         machine = roofs if roofs is not None else self.machine_for(placement, device)
         notes = counter_notes(counter) + timing_notes(timing)
