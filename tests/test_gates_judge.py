@@ -49,8 +49,7 @@ class FakeRecorder:
         return self.machine
 
     def measured(self) -> Measured:
-        return Measured(self.verdict(), self.machine, None, (), "declared", tuple(r.to_dict() for r in self.regions),
-                        tuple(k for r in self.regions for k in r.kernel_dicts()))
+        return Measured(self.verdict(), self.machine, None, (), "declared", tuple(r.to_dict() for r in self.regions))
 
     def is_contended(self) -> bool:
         return self.busy_now

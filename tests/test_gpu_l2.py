@@ -65,7 +65,7 @@ class Clock:
 def test_the_flush_runs_before_every_timed_call_and_outside_its_interval() -> None:
     clock = Clock()
     timing = time_callable(clock.call, policy=POLICY, clock=clock, faults=lambda: (0, 0),
-                           flush=L2Flush(clock.flush, 2 * 50 * MiB))
+                           flush=clock.flush)
     assert clock.writes == timing.rounds >= 3  # one per timed call, none in the warm-up
     assert timing.median_s == pytest.approx(1e-3)
     assert timing.max_s == pytest.approx(1e-3)

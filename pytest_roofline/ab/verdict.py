@@ -317,7 +317,7 @@ def judge_compare(state: RooflineState, entry: TestEntry, measured: Measured,
                   options: MarkerOptions | None) -> Judgement:
     """The A/B gate (``--roofline-compare``): the test's paired comparison with REF as the record's
     ``compare`` field, and the failure message and charts when it regressed. Writes nothing to ``entry``."""
-    regions = list(measured.regions)
+    regions = measured.regions
     tolerances = compare_tolerances(state, options, regions)
     test = compared_test(regions, tolerances.max_slowdown)
     if test is None:

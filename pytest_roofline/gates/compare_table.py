@@ -6,15 +6,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pytest_roofline.gates.baseline_stats import Spread
-from pytest_roofline.gates.comparison import VERDICTS, ratio_text
+from pytest_roofline.gates.comparison import ratio_text
 from pytest_roofline.gates.history_compare import Plan, Row
 from pytest_roofline.history.selectors import describe
 from pytest_roofline.output.summary import wrap
 from pytest_roofline.output.table import MIN_ID, shorten_id
 from pytest_roofline.output.table import fraction_text as ft
+from pytest_roofline.record.outcomes import GATE_VERDICTS
 
 HEAD = ("test", "A time", "B time", "time ratio [95% CI]", "fraction A → B", "work", "verdict")
-ORDER = (*VERDICTS, "removed")
+ORDER = (*GATE_VERDICTS, "removed")
 
 
 def seconds(value: float | None) -> str:

@@ -15,13 +15,10 @@ from typing import TypedDict
 
 from pytest_roofline.gates.baseline_stats import Change, ChangeDict, Measurement, Spread, compare_quantity
 from pytest_roofline.measure.work import WorkChange, WorkChangeDict, usual_work, work_change
-from pytest_roofline.record.outcomes import GATE_VERDICTS, GateVerdict
+from pytest_roofline.record.outcomes import GateVerdict
 
 QUANTITIES = ("time", "fraction", "work")
 DEFAULT_FAIL_ON = ("time", "fraction")
-# One word per test (record.outcomes.GATE_VERDICTS). ``changed``: worse, or other work, in a quantity the test
-# is not failed on (reported).
-VERDICTS = GATE_VERDICTS
 
 
 class Changes(TypedDict):

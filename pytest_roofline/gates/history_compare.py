@@ -95,13 +95,11 @@ class Row:
     reference: Measurement | None  # a new test has none; else the latest reference measurement
 
     def to_dict(self) -> RowDict:
-        compared = self.comparison.to_dict() if self.comparison is not None else None
-        return {"nodeid": self.nodeid, "verdict": compared["verdict"] if compared else self.verdict,
-                "failed_on": compared["failed_on"] if compared else [],
-                "fail_on": compared["fail_on"] if compared else [],
-                "explanation": compared["explanation"] if compared else None,
-                "changes": compared["changes"] if compared else None,
-                "sessions": [s.id for s in self.sessions], "commits": [s.commit for s in self.sessions]}
+        sessions, commits = [s.id for s in self.sessions], [s.commit for s in self.sessions]
+        if self.comparison is None:
+            return {"nodeid": self.nodeid, "verdict": self.verdict, "failed_on": [], "fail_on": [],
+                    "explanation": None, "changes": None, "sessions": sessions, "commits": commits}
+        return {"nodeid": self.nodeid, **self.comparison.to_dict(), "sessions": sessions, "commits": commits}
 
 
 def pooled_spreads(pool: Sequence[Session]) -> dict[str, Spread | None]:

@@ -80,9 +80,8 @@ def _measured(record: TestRecord) -> bool:
 
 def same_environment(recorded: Environment, current: Environment) -> bool:
     """Equal on every field both recorded (an older file lacking one still counts)."""
-    return all(a is None or b is None or a == b for a, b in (
-        (recorded.get("torch"), current.get("torch")), (recorded.get("threads"), current.get("threads")),
-        (recorded.get("gpu_l2"), current.get("gpu_l2"))))
+    return all(a is None or b is None or a == b
+               for a, b in ((recorded.get(key), current.get(key)) for key in Environment.__optional_keys__))
 
 
 def for_test(sessions: Sequence[Session], nodeid: str, params: object, environment: Environment,

@@ -39,15 +39,8 @@ def wants_flush(mode: str, cold_counts: bool, bound: str, main_level: str) -> bo
     return cold_counts or bound == f"memory:{main_level}"
 
 
-@dataclass(frozen=True)
-class L2Flush:
-    """Writes ``size`` bytes on the GPU (twice its L2): ``measure.timing.time_callable``'s ``flush``."""
-
-    write: Callable[[], object]
-    size: int
-
-    def __call__(self) -> None:
-        self.write()
+# Writes twice a GPU's L2 (``torch_flush``): ``measure.timing.time_callable``'s ``flush``.
+L2Flush = Callable[[], object]
 
 
 @dataclass(frozen=True)
@@ -106,5 +99,5 @@ def torch_flush(cache: dict[int, L2Flush], index: int) -> L2Flush | None:
             buffer = torch.empty(2 * l2_bytes, dtype=torch.uint8, device=f"cuda:{index}")
         except RuntimeError:  # out of memory or a CUDA error: timed warm, and its note says why
             return None
-        cache[index] = L2Flush(buffer.zero_, 2 * l2_bytes)
+        cache[index] = buffer.zero_
     return cache[index]

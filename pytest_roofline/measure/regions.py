@@ -551,11 +551,9 @@ class Recorder:
         verdict = self.verdict()
         if verdict is None:
             return Measured()
-        regions = tuple(r.to_dict() for r in self.regions)
         return Measured(verdict, self.judged_machine(), self.device(),
                         tuple(sorted({str(r.device) for r in self.regions if r.device})),
-                        "+".join(sorted({r.counter for r in self.regions})),
-                        regions, tuple(k for region in regions for k in region["kernels"]))
+                        "+".join(sorted({r.counter for r in self.regions})), tuple(r.to_dict() for r in self.regions))
 
 
 def _load_text(placement: Placement | None) -> str:

@@ -51,10 +51,14 @@ class MergedSession:
     """The session the controller writes, joined from its workers' payloads (:func:`merge_payloads`)."""
 
     tests: tuple[TestRecord, ...]
-    machine: JsonObject | None  # the first worker's, by worker number
-    machines: tuple[JsonObject, ...]  # every distinct one (GPUs of different models)
+    machines: tuple[JsonObject, ...]  # every distinct one (GPUs of different models), by worker number
     workers: Mapping[str, WorkerSummary]
     failed_late: bool  # a test failed only when measured again at the end of its worker's session
+
+    @property
+    def machine(self) -> JsonObject | None:
+        """The first worker's machine, by worker number."""
+        return self.machines[0] if self.machines else None
 
 
 # The payloads as execnet delivered them are JSON, read by key.
@@ -83,8 +87,8 @@ def merge_payloads(payloads: Iterable[JsonObject], order: Sequence[str] = ()) ->
                                       if isinstance(machine, Mapping) else None)
     position = {nodeid: index for index, nodeid in enumerate(order)}
     ranked = sorted(tests.values(), key=lambda t: position.get(str(t.get("nodeid")), len(position)))
-    return MergedSession(tuple(TestRecord.from_dict(t) for t in ranked), next(iter(machines.values()), None),
-                         tuple(machines.values()), workers, any(bool(p.get("failed_late")) for p in ordered))
+    return MergedSession(tuple(TestRecord.from_dict(t) for t in ranked), tuple(machines.values()), workers,
+                         any(bool(p.get("failed_late")) for p in ordered))
 
 
 def _worker_order(name: str) -> tuple[int, str]:

@@ -10,7 +10,8 @@ from typing import Literal, TypeVar, get_args
 Outcome = Literal["passed", "failed", "skipped", "xfailed", "xpassed", "error", "not run"]
 # why a fraction or a regression below its gate did not fail the test
 NotGated = Literal["contended", "warn-only"]
-# what a gate decided of a test against its reference (the baseline sessions, or REF)
+# what a gate decided of a test against its reference (the baseline sessions, or REF); "changed": worse, or
+# other work, in a quantity the test is not failed on (reported)
 GateVerdict = Literal["regressed", "improved", "steady", "noisy", "inconclusive", "changed", "new"]
 # the A/B block's verdict: a gate's, or why the test was not compared ("error": REF's twin failed;
 # "unchanged": the change does not reach it)

@@ -13,6 +13,7 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
 
 from pytest_roofline.record.json_values import migrated, text_of
@@ -178,9 +179,10 @@ class Session:
     machine: Mapping[str, object] = field(default_factory=dict)  # key, fingerprint and the machine's roofs
     environment: Mapping[str, str] = field(default_factory=dict)  # {"torch": version} where recorded
 
-    @property
+    @cached_property
     def started(self) -> datetime:
-        """The start as a time (UTC); the earliest time a start may have where the record has none."""
+        """The start as a time (UTC), parsed once; the earliest time a start may have where the record has
+        none."""
         if not self.start:
             return datetime.min.replace(tzinfo=timezone.utc)
         when = datetime.fromisoformat(self.start)

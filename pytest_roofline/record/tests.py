@@ -17,7 +17,7 @@ from pytest_roofline.record.ab_record import ABRecord
 from pytest_roofline.record.baseline_record import BaselineRecord
 from pytest_roofline.record.json_values import JsonObject, finite_number, migrated, text_of
 from pytest_roofline.record.outcomes import NOT_GATED, OUTCOMES, NotGated, Outcome, word_of
-from pytest_roofline.record.region_record import RegionRecord
+from pytest_roofline.record.region_record import KernelRecord, RegionRecord
 
 SCHEMA = 1  # the newest test-record schema this package writes and reads (results.json's and history's "schema")
 
@@ -137,7 +137,11 @@ class Measured:
     devices: tuple[str, ...] = ()  # every device its call sites ran on
     counter: str | None = None  # "analytic", "ncu", "declared+ncu" for a mix ...
     regions: tuple[RegionRecord, ...] = ()  # per call site, as results.json writes it
-    kernels: tuple[JsonObject, ...] = ()
+
+    @property
+    def kernels(self) -> tuple[KernelRecord, ...]:
+        """Every call site's kernels, call site after call site."""
+        return tuple(k for region in self.regions for k in region.get("kernels", ()))
 
 
 @dataclass(frozen=True)

@@ -67,10 +67,9 @@ def history_frame(sessions: Mapping[str, list[Session]]) -> pd.DataFrame:
     rows: list[dict[str, object]] = []
     for machine, items in sessions.items():
         for position, session in enumerate(items):
-            started = session.started  # parsed from its text: once per session
             for record in session.tests.values():
                 rows.append({
-                    "machine": machine, "position": position, "start": started, "session_id": session.id,
+                    "machine": machine, "position": position, "start": session.started, "session_id": session.id,
                     "commit": session.short_commit, "nodeid": record.nodeid, "function": record.test_function,
                     "params": dict(record.params or {}),
                     "fraction": record.fraction if record.measured else None,
